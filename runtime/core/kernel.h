@@ -1,0 +1,124 @@
+// The two-phase kernel interface: Prepare (may be slow) then Run (cheap, on a stream's worker).
+// The core knows kernels only through this interface and the registry; it knows no op by name.
+#ifndef REPRISE_RUNTIME_CORE_KERNEL_H_
+#define REPRISE_RUNTIME_CORE_KERNEL_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <variant>
+#include <vector>
+#include "absl/strings/string_view.h"
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "runtime/core/data_type.h"
+
+namespace reprise::runtime {
+
+/// A small host-side tensor value (attributes such as ConstantOfShape's `value`).
+struct TensorValue {
+  DataType dtype = DataType::kUndefined;
+  Shape shape;
+  std::vector<uint8_t> bytes;  // row-major, NumElements(shape) * DataTypeSize(dtype)
+};
+
+/// One argument of a kernel as known at Prepare time.
+struct TensorDesc {
+  DataType dtype = DataType::kUndefined;
+  Shape shape;
+  /// The tensor's value when it is known at plan time (an initializer, a constant or a
+  /// computed shape), else nullptr. Borrowed: valid at least as long as the prepared kernel,
+  /// so a kernel may keep it (e.g. to pre-pack weights).
+  const void* data = nullptr;
+  /// False for an optional input the node leaves out (its pointer at Run is nullptr).
+  bool present = true;
+};
+
+using AttributeValue = std::variant<int64_t, float, std::string, std::vector<int64_t>,
+                                    std::vector<float>, std::vector<std::string>, TensorValue>;
+
+/// A node's attributes by name. Getters return `fallback` when the attribute is absent and an
+/// error when it is present with another type.
+class Attributes {
+ public:
+  void Set(std::string name, AttributeValue value) { values_[std::move(name)] = std::move(value); }
+  bool Has(absl::string_view name) const { return values_.contains(name); }
+  const AttributeValue* Find(absl::string_view name) const;
+
+  absl::StatusOr<int64_t> GetInt(absl::string_view name, int64_t fallback) const;
+  absl::StatusOr<float> GetFloat(absl::string_view name, float fallback) const;
+  absl::StatusOr<std::string> GetString(absl::string_view name, std::string fallback) const;
+  absl::StatusOr<std::vector<int64_t>> GetInts(absl::string_view name,
+                                               std::vector<int64_t> fallback) const;
+  absl::StatusOr<std::vector<float>> GetFloats(absl::string_view name,
+                                               std::vector<float> fallback) const;
+  /// Error when absent.
+  absl::StatusOr<const TensorValue*> GetTensor(absl::string_view name) const;
+
+ private:
+  absl::flat_hash_map<std::string, AttributeValue> values_;
+};
+
+/// Everything a kernel may look at while preparing.
+struct PrepareContext {
+  absl::string_view op;    // e.g. "Conv"
+  absl::string_view name;  // the node's name, for messages (may be empty)
+  int opset = 17;          // opset version of the op's domain
+  std::span<const TensorDesc> inputs;
+  int num_outputs = 1;                     // how many outputs the node declares
+  const Attributes* attributes = nullptr;  // never null when passed by the engine
+  int intra_op_threads = 1;
+};
+
+/// Pointers bound for one Run. Borrowed for the duration of Run.
+struct KernelArgs {
+  const void* const* inputs = nullptr;  // one per input (nullptr for an absent optional input)
+  void* const* outputs = nullptr;       // one per output
+  void* workspace = nullptr;            // workspace_bytes() bytes, or nullptr when 0
+};
+
+/// A kernel prepared for fixed input shapes and attributes.
+///
+/// Thread-safety: Run may be called from several threads at once with different arguments;
+/// implementations keep per-call state on the stack or in the workspace.
+class PreparedKernel {
+ public:
+  virtual ~PreparedKernel() = default;
+  /// The op name (e.g. "Add"), used in dumps and error messages.
+  virtual absl::string_view op() const = 0;
+  /// Output descriptors inferred at Prepare (shape and type; `data` set when the output's value
+  /// is known at plan time, e.g. the output of Shape).
+  virtual const std::vector<TensorDesc>& outputs() const = 0;
+  virtual size_t workspace_bytes() const { return 0; }
+  /// Computes the outputs. Errors are values; nothing here may throw.
+  virtual absl::Status Run(const KernelArgs& args) const = 0;
+};
+
+using KernelFactory =
+    absl::StatusOr<std::unique_ptr<PreparedKernel>> (*)(const PrepareContext& context);
+
+/// Op name → factory, filled explicitly by the kernel library of a backend (no static
+/// initialisers). Not thread-safe while being filled; read-only afterwards.
+class KernelRegistry {
+ public:
+  /// Error if `op` is already registered.
+  absl::Status Register(std::string op, KernelFactory factory);
+  /// nullptr when no kernel is registered for `op`.
+  KernelFactory Find(absl::string_view op) const;
+  bool Has(absl::string_view op) const { return Find(op) != nullptr; }
+  /// Sorted list of registered op names.
+  std::vector<std::string> Ops() const;
+  /// Finds the factory and prepares; NOT_FOUND names the op when none is registered.
+  absl::StatusOr<std::unique_ptr<PreparedKernel>> Prepare(const PrepareContext& context) const;
+
+ private:
+  absl::flat_hash_map<std::string, KernelFactory> factories_;
+};
+
+}  // namespace reprise::runtime
+
+#endif  // REPRISE_RUNTIME_CORE_KERNEL_H_

@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Installs what is missing, builds and runs every test: tools/run-tests.sh [PRESET]
+# PRESET is one of release (default), debug, asan, tsan (see CMakePresets.json).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+preset=${1:-release}
+
+tools/install-deps.sh
+cmake --preset "$preset" >/dev/null
+cmake --build --preset "$preset"
+ctest --preset "$preset"
