@@ -1,0 +1,21 @@
+// The backend registry: a fixed table (no static initialisers); the CPU is always present.
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "runtime/core/cpu/cpu_device.h"
+#include "runtime/core/device.h"
+#include "runtime/core/status_macros.h"
+
+namespace reprise::runtime {
+
+std::vector<std::string> AvailableBackends() { return {"cpu"}; }
+
+absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(absl::string_view name) {
+  if (name == "cpu") {
+    ASSIGN_OR_RETURN(std::unique_ptr<cpu::CpuBackend> backend, cpu::CpuBackend::Create());
+    return std::unique_ptr<Backend>(std::move(backend));
+  }
+  return absl::NotFoundError(absl::StrCat(
+      "no backend \"", name, "\"; available: ", absl::StrJoin(AvailableBackends(), ", ")));
+}
+
+}  // namespace reprise::runtime

@@ -1,0 +1,272 @@
+// CpuStream: the worker, the queue and the eager paths. Capture paths: cpu_stream_capture.cc.
+#include "runtime/core/cpu/cpu_stream.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "runtime/core/cpu/cpu_device.h"
+#include "runtime/core/cpu/cpu_model_ri.h"
+#include "runtime/core/status_macros.h"
+
+namespace reprise::runtime::cpu {
+
+CpuStream::CpuStream(CpuDevice* device, bool is_default)
+    : device_(device), id_(NextObjectId()), is_default_(is_default) {}
+
+absl::StatusOr<std::unique_ptr<CpuStream>> CpuStream::Create(CpuDevice* device, bool is_default) {
+  std::unique_ptr<CpuStream> stream(new CpuStream(device, is_default));
+  stream->worker_ = std::thread([raw = stream.get()] { raw->WorkerLoop(); });
+  device->RegisterStream(stream.get());
+  return stream;
+}
+
+CpuStream::~CpuStream() {
+  device_->UnregisterStream(this);
+  {
+    // A capture this stream takes part in cannot be completed any more.
+    absl::MutexLock lock(&CaptureMutex());
+    if (capture_ != nullptr) {
+      InvalidateCapture(capture_.get(), absl::StrCat("stream ", id_, " was destroyed"));
+      capture_->streams[capture_index_].stream = nullptr;
+      capture_.reset();
+    }
+    update_.reset();
+  }
+  cancel_.store(true, std::memory_order_release);
+  {
+    absl::MutexLock lock(&mu_);
+    stop_ = true;
+  }
+  worker_.join();
+}
+
+Device* CpuStream::device() const { return device_; }
+
+void CpuStream::WorkerLoop() {
+  while (true) {
+    {
+      QueueItem item;
+      {
+        absl::MutexLock lock(&mu_);
+        auto ready = [this]()
+                         ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_ || !queue_.empty(); };
+        mu_.Await(absl::Condition(&ready));
+        if (queue_.empty()) return;  // stopping, and everything queued has run
+        item = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      RunItem(item);
+    }  // the item (and any instance it holds) is released before it counts as done
+    absl::MutexLock lock(&mu_);
+    --pending_;
+  }
+}
+
+void CpuStream::RunItem(QueueItem& item) {
+  RunEnv env;
+  env.sink.failed = &failed_;
+  env.sink.mu = &error_mu_;
+  env.sink.error = &error_;
+  env.sink.cancel = &cancel_;
+  env.stream_id = id_;
+  switch (item.kind) {
+    case ItemKind::kTask:
+      ExecuteTask(item.task, item.ptrs(), env, 0);
+      return;
+    case ItemKind::kExecute: {
+      RiData& ri = *item.ri;
+      absl::MutexLock run_lock(&ri.run_mu);  // queued behind a run of it on another stream
+      RunInstance(ri, env, item.tickets.data());
+      return;
+    }
+    case ItemKind::kApplyUpdate: {
+      UpdateBatch& batch = *item.update;
+      RiData& ri = *batch.ri;
+      const GroupRange range = ri.groups[batch.group];
+      for (uint32_t i = 0; i < range.count; ++i) {
+        Task& old = ri.streams[range.stream][range.first + i];
+        Task replacement = batch.tasks[i];
+        const uint32_t num_ptrs = NumArgPointers(replacement);
+        for (uint32_t k = 0; k < num_ptrs; ++k) {
+          ri.ptrs[old.args + k] = batch.ptrs[replacement.args + k];
+        }
+        replacement.seq = old.seq;
+        replacement.args = old.args;
+        replacement.group = old.group;
+        old = replacement;
+      }
+      return;
+    }
+  }
+}
+
+void CpuStream::Enqueue(QueueItem item) {
+  absl::MutexLock lock(&mu_);
+  item.task.seq = next_seq_++;
+  queue_.push_back(std::move(item));
+  ++pending_;
+}
+
+absl::Status CpuStream::Submit(Task task, std::span<void* const> ptrs) {
+  if (routed_.load(std::memory_order_acquire)) {
+    absl::MutexLock lock(&CaptureMutex());
+    if (capture_ != nullptr) return RecordLocked(task, ptrs);
+    if (update_ != nullptr) {
+      task.args = static_cast<uint32_t>(update_->ptrs.size());
+      update_->ptrs.insert(update_->ptrs.end(), ptrs.begin(), ptrs.end());
+      update_->tasks.push_back(task);
+      return absl::OkStatus();
+    }
+  }
+  QueueItem item;
+  task.args = 0;
+  item.task = task;
+  if (ptrs.size() <= kInlinePtrs) {
+    std::copy(ptrs.begin(), ptrs.end(), item.inline_ptrs.begin());
+  } else {
+    item.heap_ptrs.assign(ptrs.begin(), ptrs.end());
+  }
+  Enqueue(std::move(item));
+  return absl::OkStatus();
+}
+
+absl::Status CpuStream::MemcpyAsync(void* dst, const void* src, size_t bytes, CopyKind kind) {
+  if (bytes > 0 && (dst == nullptr || src == nullptr)) {
+    return absl::InvalidArgumentError(absl::StrCat("stream ", id_, ": asynchronous copy of ", bytes,
+                                                   " bytes with a null pointer"));
+  }
+  const bool host_src = kind == CopyKind::kHostToDevice || kind == CopyKind::kHostToHost;
+  const bool host_dst = kind == CopyKind::kDeviceToHost || kind == CopyKind::kHostToHost;
+  const bool pageable = (host_src && device_->KindOf(src) == MemoryKind::kPageableHost) ||
+                        (host_dst && device_->KindOf(dst) == MemoryKind::kPageableHost);
+  if (pageable) {
+    const std::string call = absl::StrCat("asynchronous copy (", CopyKindName(kind),
+                                          ") with pageable host memory on stream ", id_);
+    absl::MutexLock lock(&CaptureMutex());
+    if (capture_ != nullptr) {
+      const std::string description = DescribeCapture(*capture_);
+      InvalidateCapture(capture_.get(), absl::StrCat(call, " cannot be recorded"));
+      return absl::FailedPreconditionError(
+          absl::StrCat(call, " cannot be recorded in ", description,
+                       " (use pinned memory from MallocHost); the capture is now invalidated"));
+    }
+    RETURN_IF_ERROR(CheckUnsafeCallLocked(call));
+  }
+  Task task;
+  task.kind = TaskKind::kCopy;
+  task.sub = static_cast<uint8_t>(kind);
+  task.dst = dst;
+  task.src = src;
+  task.bytes = bytes;
+  return Submit(task, {});
+}
+
+absl::Status CpuStream::MemsetAsync(void* dst, uint8_t value, size_t bytes) {
+  if (bytes > 0 && dst == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("stream ", id_, ": asynchronous memset of ", bytes, " bytes at null"));
+  }
+  Task task;
+  task.kind = TaskKind::kMemset;
+  task.dst = dst;
+  task.bytes = bytes;
+  task.aux = value;
+  return Submit(task, {});
+}
+
+absl::Status CpuStream::LaunchKernel(const PreparedKernel& kernel,
+                                     std::span<const void* const> inputs,
+                                     std::span<void* const> outputs, void* workspace) {
+  if (outputs.size() != kernel.outputs().size()) {
+    return absl::InvalidArgumentError(absl::StrCat("stream ", id_, ": kernel \"", kernel.op(),
+                                                   "\" has ", kernel.outputs().size(), " outputs, ",
+                                                   outputs.size(), " bound"));
+  }
+  if (inputs.size() > 0xffff || outputs.size() > 0xffff) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("stream ", id_, ": kernel \"", kernel.op(), "\" has too many arguments"));
+  }
+  if (kernel.workspace_bytes() > 0 && workspace == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat("stream ", id_, ": kernel \"", kernel.op(),
+                                                   "\" needs a workspace of ",
+                                                   kernel.workspace_bytes(), " bytes, none bound"));
+  }
+  absl::InlinedVector<void*, 8> ptrs;
+  ptrs.reserve(inputs.size() + outputs.size() + 1);
+  for (const void* input : inputs) ptrs.push_back(const_cast<void*>(input));
+  for (void* output : outputs) ptrs.push_back(output);
+  ptrs.push_back(workspace);
+  Task task;
+  task.kind = TaskKind::kKernel;
+  task.num_inputs = static_cast<uint16_t>(inputs.size());
+  task.num_outputs = static_cast<uint16_t>(outputs.size());
+  task.target.kernel = &kernel;
+  return Submit(task, ptrs);
+}
+
+absl::Status CpuStream::LaunchHostFunc(HostFn fn, void* user_data) {
+  if (fn == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat("stream ", id_, ": null host function"));
+  }
+  Task task;
+  task.kind = TaskKind::kHostFunc;
+  task.target.fn = fn;
+  task.aux = reinterpret_cast<uintptr_t>(user_data);
+  return Submit(task, {});
+}
+
+absl::Status CpuStream::Synchronize() {
+  {
+    absl::MutexLock lock(&CaptureMutex());
+    if (capture_ != nullptr) {
+      const std::string description = DescribeCapture(*capture_);
+      InvalidateCapture(capture_.get(), "stream synchronize on a capturing stream");
+      return absl::FailedPreconditionError(
+          absl::StrCat("stream synchronize on stream ", id_, ", which is capturing in ",
+                       description, ", is illegal in every mode; the capture is now invalidated"));
+    }
+    RETURN_IF_ERROR(CheckUnsafeCallLocked(absl::StrCat("stream synchronize (stream ", id_, ")")));
+  }
+  return WaitIdleAndTakeError();
+}
+
+absl::StatusOr<bool> CpuStream::Query() {
+  {
+    absl::MutexLock lock(&CaptureMutex());
+    if (capture_ != nullptr) {
+      const std::string description = DescribeCapture(*capture_);
+      InvalidateCapture(capture_.get(), "stream query on a capturing stream");
+      return absl::FailedPreconditionError(
+          absl::StrCat("stream query on stream ", id_, ", which is capturing in ", description,
+                       ", is illegal in every mode; the capture is now invalidated"));
+    }
+    RETURN_IF_ERROR(CheckUnsafeCallLocked(absl::StrCat("stream query (stream ", id_, ")")));
+  }
+  absl::MutexLock lock(&mu_);
+  return pending_ == 0;
+}
+
+absl::Status CpuStream::WaitIdleAndTakeError() {
+  {
+    absl::MutexLock lock(&mu_);
+    auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return pending_ == 0; };
+    mu_.Await(absl::Condition(&idle));
+  }
+  absl::MutexLock lock(&error_mu_);
+  absl::Status status = std::move(error_);
+  error_ = absl::OkStatus();
+  failed_.store(false, std::memory_order_release);
+  return status;
+}
+
+absl::Status CpuStream::EnqueueExecute(std::shared_ptr<RiData> ri, std::vector<uint64_t> tickets) {
+  QueueItem item;
+  item.kind = ItemKind::kExecute;
+  item.ri = std::move(ri);
+  item.tickets = std::move(tickets);
+  Enqueue(std::move(item));
+  return absl::OkStatus();
+}
+
+}  // namespace reprise::runtime::cpu

@@ -1,0 +1,132 @@
+// The CPU backend's stream: one worker thread draining a FIFO of queue items.
+#ifndef REPRISE_RUNTIME_CORE_CPU_CPU_STREAM_H_
+#define REPRISE_RUNTIME_CORE_CPU_CPU_STREAM_H_
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <span>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "runtime/core/cpu/capture_state.h"
+#include "runtime/core/cpu/task.h"
+#include "runtime/core/stream.h"
+
+namespace reprise::runtime::cpu {
+
+class CpuDevice;
+
+/// Replacement tasks collected between BeginTaskUpdate and EndTaskUpdate.
+struct UpdateBatch {
+  std::shared_ptr<RiData> ri;
+  uint64_t instance_id = 0;
+  int group = -1;
+  std::vector<Task> tasks;
+  std::vector<void*> ptrs;
+};
+
+/// See Stream (runtime/core/stream.h). ExecuteAsync of an instance queues one item that makes
+/// this stream's worker walk the instance's task array.
+class CpuStream final : public Stream {
+ public:
+  /// `device` is borrowed and must outlive the stream.
+  static absl::StatusOr<std::unique_ptr<CpuStream>> Create(CpuDevice* device, bool is_default);
+  ~CpuStream() override;
+
+  Device* device() const override;
+  uint64_t id() const override { return id_; }
+  bool is_default() const { return is_default_; }
+
+  absl::Status MemcpyAsync(void* dst, const void* src, size_t bytes, CopyKind kind) override;
+  absl::Status MemsetAsync(void* dst, uint8_t value, size_t bytes) override;
+  absl::Status LaunchKernel(const PreparedKernel& kernel, std::span<const void* const> inputs,
+                            std::span<void* const> outputs, void* workspace) override;
+  absl::Status LaunchHostFunc(HostFn fn, void* user_data) override;
+  absl::Status RecordEvent(Event* event) override;
+  absl::Status WaitEvent(Event* event) override;
+  absl::Status ResetEvent(Event* event) override;
+  absl::Status Synchronize() override;
+  absl::StatusOr<bool> Query() override;
+
+  absl::Status BeginCapture(CaptureMode mode) override;
+  absl::StatusOr<std::unique_ptr<ModelRI>> EndCapture() override;
+  CaptureInfo GetCaptureInfo() override;
+  absl::Status BeginBodyCapture(ModelRI* body, CaptureMode mode) override;
+  absl::Status EndBodyCapture() override;
+  absl::StatusOr<std::vector<ModelRI*>> AddConditional(ConditionalKind kind,
+                                                       ConditionHandle condition,
+                                                       int num_bodies) override;
+  absl::Status BeginTaskGroup() override;
+  absl::StatusOr<TaskGroup> EndTaskGroup() override;
+  absl::Status BeginTaskUpdate(TaskGroup group) override;
+  absl::Status EndTaskUpdate() override;
+
+  /// Queues one execution of `ri` with the external tickets bound at issue time.
+  absl::Status EnqueueExecute(std::shared_ptr<RiData> ri, std::vector<uint64_t> tickets);
+  /// Waits until idle and returns (clearing) the stream's async error; no capture checks.
+  absl::Status WaitIdleAndTakeError();
+  /// True when capturing or collecting a task update. Caller holds CaptureMutex().
+  bool RoutedLocked() const { return capture_ != nullptr || update_ != nullptr; }
+
+ private:
+  enum class ItemKind : uint8_t { kTask, kExecute, kApplyUpdate };
+  // One queued unit of work. Kernel pointers of an eager task are stored inline when they fit
+  // (no allocation for the common case); std::array rather than absl::InlinedVector because
+  // g++ 12 reports false -Wmaybe-uninitialized on moving the latter.
+  static constexpr size_t kInlinePtrs = 8;
+  struct QueueItem {
+    ItemKind kind = ItemKind::kTask;
+    Task task;
+    std::array<void*, kInlinePtrs> inline_ptrs{};
+    std::vector<void*> heap_ptrs;  // used when the pointers do not fit inline
+    std::shared_ptr<RiData> ri;
+    std::vector<uint64_t> tickets;  // external tickets of an execution (empty: no allocation)
+    std::shared_ptr<UpdateBatch> update;
+    void* const* ptrs() const { return heap_ptrs.empty() ? inline_ptrs.data() : heap_ptrs.data(); }
+  };
+
+  CpuStream(CpuDevice* device, bool is_default);
+  void WorkerLoop();
+  void RunItem(QueueItem& item);
+  void Enqueue(QueueItem item);
+  /// Records, collects into an update, or queues `task` (with its kernel pointers).
+  absl::Status Submit(Task task, std::span<void* const> ptrs);
+  /// Appends `task` to the capture this stream takes part in. Caller holds CaptureMutex().
+  absl::Status RecordLocked(Task task, std::span<void* const> ptrs);
+  /// Ends this stream's capture (top-level or body): detaches every stream. Caller holds
+  /// CaptureMutex().
+  absl::Status FinishCaptureLocked(bool body);
+
+  CpuDevice* const device_;
+  const uint64_t id_;
+  const bool is_default_;
+
+  // Capture routing, guarded by CaptureMutex(); routed_ mirrors "capture_ or update_" so that
+  // eager enqueues need no lock to know they are eager.
+  std::atomic<bool> routed_{false};
+  std::shared_ptr<CaptureState> capture_;
+  int capture_index_ = 0;
+  std::unique_ptr<UpdateBatch> update_;
+
+  absl::Mutex mu_;
+  std::deque<QueueItem> queue_ ABSL_GUARDED_BY(mu_);
+  size_t pending_ ABSL_GUARDED_BY(mu_) = 0;  // queued or running
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  uint32_t next_seq_ ABSL_GUARDED_BY(mu_) = 0;
+
+  std::atomic<bool> cancel_{false};
+  std::atomic<bool> failed_{false};
+  absl::Mutex error_mu_;
+  absl::Status error_ ABSL_GUARDED_BY(error_mu_);
+
+  std::thread worker_;
+};
+
+}  // namespace reprise::runtime::cpu
+
+#endif  // REPRISE_RUNTIME_CORE_CPU_CPU_STREAM_H_

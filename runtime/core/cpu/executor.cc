@@ -1,0 +1,214 @@
+// The replay loop: a switch over the POD task kind, every pointer pre-bound.
+#include <cstring>
+#include <thread>
+
+#include "absl/container/inlined_vector.h"
+#include "absl/strings/str_cat.h"
+#include "runtime/core/cpu/cpu_event.h"
+#include "runtime/core/cpu/task.h"
+
+namespace reprise::runtime::cpu {
+
+/// Runs one extra stream of an instance for each launch of it. Holds no reference to the
+/// instance (the instance owns the worker and joins it when destroyed).
+class AuxWorker {
+ public:
+  AuxWorker(RiData* ri, int stream) : ri_(ri), stream_(stream), thread_([this] { Loop(); }) {}
+
+  ~AuxWorker() {
+    {
+      absl::MutexLock lock(&mu_);
+      stop_ = true;
+    }
+    thread_.join();
+  }
+
+  void Start(const RunEnv* env) {
+    absl::MutexLock lock(&mu_);
+    env_ = env;
+    done_ = false;
+  }
+
+  void Wait() {
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(&done_));
+  }
+
+ private:
+  void Loop() {
+    while (true) {
+      const RunEnv* env = nullptr;
+      {
+        absl::MutexLock lock(&mu_);
+        auto has_work = [this]()
+                            ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_ || env_ != nullptr; };
+        mu_.Await(absl::Condition(&has_work));
+        if (env_ == nullptr) return;  // stopping
+        env = env_;
+      }
+      RunEnv local = *env;
+      const std::vector<Task>& tasks = ri_->streams[stream_];
+      void* const* ptrs = ri_->ptrs.data();
+      for (const Task& task : tasks) ExecuteTask(task, ptrs, local, stream_);
+      absl::MutexLock lock(&mu_);
+      env_ = nullptr;
+      done_ = true;
+    }
+  }
+
+  RiData* const ri_;
+  const int stream_;
+  absl::Mutex mu_;
+  const RunEnv* env_ ABSL_GUARDED_BY(mu_) = nullptr;
+  bool done_ ABSL_GUARDED_BY(mu_) = true;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread thread_;
+};
+
+RiData::RiData(uint64_t id_in, Device* device_in, bool child_in)
+    : id(id_in), device(device_in), child(child_in) {
+  streams.emplace_back();
+}
+
+RiData::~RiData() { workers.clear(); }
+
+void RiData::Seal() {
+  {
+    absl::MutexLock lock(&slot_mu);
+    slot_epochs.assign(num_slots, 0);
+  }
+  for (size_t s = 1; s < streams.size(); ++s) {
+    workers.push_back(std::make_unique<AuxWorker>(this, static_cast<int>(s)));
+  }
+}
+
+void ReportTaskFailure(const RunEnv& env, const Task& task, int stream,
+                       const absl::Status& status) {
+  std::string what(TaskKindName(task.kind));
+  if (task.kind == TaskKind::kKernel) absl::StrAppend(&what, " \"", task.target.kernel->op(), "\"");
+  std::string where = env.ri == nullptr
+                          ? absl::StrCat("stream ", env.stream_id, " task #", task.seq)
+                          : absl::StrCat("instance ", env.ri->id, " (on stream ", env.stream_id,
+                                         ") stream ", stream, " task #", task.seq);
+  absl::MutexLock lock(env.sink.mu);
+  if (env.sink.error->ok()) {
+    *env.sink.error = absl::Status(status.code(),
+                                   absl::StrCat(where, " (", what, ") failed: ", status.message()));
+  }
+  env.sink.failed->store(true, std::memory_order_release);
+}
+
+namespace {
+
+void RunConditional(const Conditional& cond, const RunEnv& env) {
+  switch (cond.kind) {
+    case ConditionalKind::kIf: {
+      if (*cond.value != 0) {
+        RunInstance(*cond.bodies[0], env, nullptr);
+      } else if (cond.bodies.size() > 1) {
+        RunInstance(*cond.bodies[1], env, nullptr);
+      }
+      break;
+    }
+    case ConditionalKind::kWhile:
+      while (*cond.value != 0 && !env.sink.failed->load(std::memory_order_relaxed)) {
+        RunInstance(*cond.bodies[0], env, nullptr);
+      }
+      break;
+    case ConditionalKind::kSwitch: {
+      const uint32_t value = *cond.value;
+      if (value < cond.bodies.size()) RunInstance(*cond.bodies[value], env, nullptr);
+      break;
+    }
+  }
+}
+
+}  // namespace
+
+void ExecuteTask(const Task& task, void* const* ptrs, RunEnv& env, int stream) {
+  const bool skip = env.sink.failed->load(std::memory_order_relaxed);
+  switch (task.kind) {
+    case TaskKind::kCopy:
+      if (!skip) std::memcpy(task.dst, task.src, task.bytes);
+      return;
+    case TaskKind::kMemset:
+      if (!skip) std::memset(task.dst, static_cast<int>(task.aux), task.bytes);
+      return;
+    case TaskKind::kKernel: {
+      if (skip) return;
+      void* const* args = ptrs + task.args;
+      KernelArgs kernel_args;
+      kernel_args.inputs = reinterpret_cast<const void* const*>(args);
+      kernel_args.outputs = args + task.num_inputs;
+      kernel_args.workspace = args[task.num_inputs + task.num_outputs];
+      absl::Status status = task.target.kernel->Run(kernel_args);
+      if (!status.ok()) ReportTaskFailure(env, task, stream, status);
+      return;
+    }
+    case TaskKind::kHostFunc: {
+      if (skip) return;
+      absl::Status status = task.target.fn(reinterpret_cast<void*>(task.aux));
+      if (!status.ok()) ReportTaskFailure(env, task, stream, status);
+      return;
+    }
+    case TaskKind::kEventRecord:
+      if (task.sub == kSlotEvent) {
+        absl::MutexLock lock(&env.ri->slot_mu);
+        env.ri->slot_epochs[task.aux] = env.epoch;
+      } else {
+        task.target.event->Complete(task.sub == kEagerEvent ? task.aux : env.tickets[task.aux]);
+      }
+      return;
+    case TaskKind::kEventWait:
+      if (task.sub == kSlotEvent) {
+        RiData* ri = env.ri;
+        const uint64_t epoch = env.epoch;
+        const uint64_t slot = task.aux;
+        auto reached = [ri, epoch, slot]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(ri->slot_mu) {
+          return ri->slot_epochs[slot] >= epoch;
+        };
+        ri->slot_mu.LockWhen(absl::Condition(&reached));
+        ri->slot_mu.Unlock();
+      } else {
+        const uint64_t target = task.sub == kEagerEvent ? task.aux : env.tickets[task.aux];
+        if (!task.target.event->WaitFor(target, env.sink.cancel)) {
+          ReportTaskFailure(env, task, stream,
+                            absl::CancelledError("the stream was destroyed while waiting"));
+        }
+      }
+      return;
+    case TaskKind::kEventReset:
+      task.target.event->Reset();
+      return;
+    case TaskKind::kConditional:
+      if (!skip) RunConditional(env.ri->conditionals[task.aux], env);
+      return;
+  }
+}
+
+void RunInstance(RiData& ri, const RunEnv& outer, const uint64_t* tickets) {
+  absl::InlinedVector<uint64_t, 4> bound;
+  if (tickets == nullptr && !ri.externals.empty()) {
+    // A conditional body binds its external events when it runs.
+    for (const ExternalRef& ref : ri.externals) {
+      const Task& task = ri.streams[ref.stream][ref.task];
+      bound.push_back(task.kind == TaskKind::kEventRecord ? task.target.event->IssueRecord()
+                                                          : task.target.event->IssuedCount());
+    }
+    tickets = bound.data();
+  }
+  RunEnv env = outer;
+  env.ri = &ri;
+  env.tickets = tickets;
+  env.epoch = ri.launches.fetch_add(1, std::memory_order_relaxed) + 1;
+  for (const auto& cond : ri.conditions) {
+    if (cond->assign_default) cond->value = cond->default_value;
+  }
+  for (auto& worker : ri.workers) worker->Start(&env);
+  const std::vector<Task>& tasks = ri.streams[0];
+  void* const* ptrs = ri.ptrs.data();
+  for (const Task& task : tasks) ExecuteTask(task, ptrs, env, 0);
+  for (auto& worker : ri.workers) worker->Wait();
+}
+
+}  // namespace reprise::runtime::cpu

@@ -1,0 +1,75 @@
+// ModelRI: a model runtime instance, the product of a stream capture.
+#ifndef REPRISE_RUNTIME_CORE_MODEL_RI_H_
+#define REPRISE_RUNTIME_CORE_MODEL_RI_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "runtime/core/runtime_types.h"
+
+namespace reprise::runtime {
+
+class Stream;
+
+/// One stream of an instance, as enumerated: its index (0 is the origin, the stream that
+/// began the capture) and how many tasks it holds.
+struct RiStreamInfo {
+  int index = 0;
+  size_t num_tasks = 0;
+};
+
+/// A recorded task sequence over one or more streams (joined by events), with every buffer
+/// pointer bound at capture time. Made by EndCapture (capture.h), owned by its caller; child
+/// instances (conditional bodies) are owned by their parent and destroyed with it.
+///
+/// Buffers: the instance does NOT own the buffers its tasks use, nor the prepared kernels or
+/// events; the owner guarantees that they outlive the instance's last execution.
+///
+/// Execution: ExecuteAsync queues the whole sequence on `stream` (any stream of the same
+/// device that is not capturing). A second ExecuteAsync while one is pending is *queued*: it
+/// runs after the first, also when issued on another stream (that stream's worker waits for
+/// the instance). Destroying the ModelRI object while executions are pending is allowed: the
+/// recorded data stays alive until the last pending execution has finished.
+///
+/// Thread-safety: ExecuteAsync, enumeration and DumpJson may be called from any thread. A task
+/// group update (Stream::BeginTaskUpdate) is applied in the update stream's order; the caller
+/// orders it against replays that run the group (events or synchronisation).
+class ModelRI {
+ public:
+  virtual ~ModelRI() = default;
+
+  /// A process-unique id, used in messages and dumps.
+  virtual uint64_t id() const = 0;
+
+  /// Queues one execution on `stream`. Error if the instance is still being captured, is a
+  /// child (runs only through its parent), or if `stream` is capturing or of another device.
+  virtual absl::Status ExecuteAsync(Stream* stream) = 0;
+
+  /// Creates a condition on this instance while it is being captured. With `assign_default`
+  /// the value is reset to `default_value` at the start of every launch, so a host write made
+  /// before a launch does NOT survive; without it the value persists across launches (starts
+  /// at `default_value`) and host writes made before a launch are seen by it.
+  virtual absl::StatusOr<ConditionHandle> CreateCondition(uint32_t default_value,
+                                                          bool assign_default) = 0;
+
+  /// Number of streams (1 + the streams forked into the capture).
+  virtual size_t NumStreams() const = 0;
+  /// Fills `out` with the streams; error naming the needed size when `out` is too small.
+  virtual absl::Status GetStreams(std::span<RiStreamInfo> out) const = 0;
+  /// Number of tasks on stream `stream` (error for an unknown index).
+  virtual absl::StatusOr<size_t> NumTasks(int stream) const = 0;
+  /// Fills `out` with stream `stream`'s tasks in order; error naming the needed size when `out`
+  /// is too small.
+  virtual absl::Status GetTasks(int stream, std::span<TaskInfo> out) const = 0;
+
+  /// The instance as JSON (capture_semantics.md §5). Always valid JSON.
+  virtual std::string DumpJson(DumpFlags flags) const = 0;
+};
+
+}  // namespace reprise::runtime
+
+#endif  // REPRISE_RUNTIME_CORE_MODEL_RI_H_
