@@ -1,0 +1,225 @@
+// Fork/join across streams and task-group updates (capture_semantics.md §3, §4).
+#include <string>
+
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+#include "gmock/gmock.h"
+#include "tests/runtime/core/core_test_util.h"
+
+namespace reprise::runtime::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+class ForkJoinTest : public CoreTest {
+ protected:
+  void SetUp() override {
+    CoreTest::SetUp();
+    add_ = PrepareBinary(device_, "Add");
+    mul_ = PrepareBinary(device_, "Mul");
+    x_ = DeviceFloats(SelfValues());
+    y_ = DeviceFloats(3.0f);
+    sum_ = DeviceFloats(0.0f);
+    product_ = DeviceFloats(0.0f);
+    out_ = DeviceFloats(0.0f);
+  }
+
+  // origin: fork ─▶ (other: sum = x + y) ‖ (origin: product = x * y) ─▶ join: out = sum + product
+  absl::Status Enqueue(Stream* origin, Stream* other, Event* fork, Event* join) {
+    const void* sum_in[] = {x_, y_};
+    void* sum_out[] = {sum_};
+    const void* product_in[] = {x_, y_};
+    void* product_out[] = {product_};
+    const void* out_in[] = {sum_, product_};
+    void* out_out[] = {out_};
+    if (absl::Status s = origin->RecordEvent(fork); !s.ok()) return s;
+    if (absl::Status s = other->WaitEvent(fork); !s.ok()) return s;
+    if (absl::Status s = other->LaunchKernel(*add_, sum_in, sum_out, nullptr); !s.ok()) return s;
+    if (absl::Status s = origin->LaunchKernel(*mul_, product_in, product_out, nullptr); !s.ok()) {
+      return s;
+    }
+    if (absl::Status s = other->RecordEvent(join); !s.ok()) return s;
+    if (absl::Status s = origin->WaitEvent(join); !s.ok()) return s;
+    return origin->LaunchKernel(*add_, out_in, out_out, nullptr);
+  }
+
+  std::unique_ptr<PreparedKernel> add_, mul_;
+  float *x_, *y_, *sum_, *product_, *out_;
+};
+
+TEST_F(ForkJoinTest, TwoBranchesGiveTheSameResultAsEagerExecution) {
+  auto origin = NewStream();
+  auto other = NewStream();
+  auto fork = NewEvent();
+  auto join = NewEvent();
+  ASSERT_TRUE(Enqueue(origin.get(), other.get(), fork.get(), join.get()).ok());
+  ASSERT_TRUE(origin->Synchronize().ok());
+  const std::vector<float> eager = Read(out_);
+  std::vector<float> expected;
+  for (float x : SelfValues()) expected.push_back((x + 3.0f) + x * 3.0f);
+  ExpectFloats(eager, expected);
+
+  std::fill(out_, out_ + kCount, 0.0f);
+  std::fill(sum_, sum_ + kCount, 0.0f);
+  ASSERT_TRUE(BeginCapture(origin.get(), CaptureMode::kGlobal).ok());
+  ASSERT_TRUE(Enqueue(origin.get(), other.get(), fork.get(), join.get()).ok());
+  EXPECT_EQ(GetCaptureInfo(other.get()).status, CaptureStatus::kActive);  // joined the capture
+  auto ri = EndCapture(origin.get());
+  ASSERT_TRUE(ri.ok()) << ri.status();
+  EXPECT_EQ(GetCaptureInfo(other.get()).status, CaptureStatus::kNone);
+  ASSERT_EQ((*ri)->NumStreams(), 2u);
+  EXPECT_EQ(*(*ri)->NumTasks(1), 3u);                          // wait, add, record
+  ExpectFloats(Read(out_), std::vector<float>(kCount, 0.0f));  // nothing ran while capturing
+  for (int i = 0; i < 3; ++i) {
+    std::fill(out_, out_ + kCount, 0.0f);
+    ASSERT_TRUE(ExecuteAsync(**ri, origin.get()).ok());
+    ASSERT_TRUE(origin->Synchronize().ok());
+    ExpectFloats(Read(out_), eager);
+  }
+}
+
+absl::Status Rendezvous(void* arg) {
+  auto* notes = static_cast<std::pair<absl::Notification*, absl::Notification*>*>(arg);
+  notes->first->Notify();
+  // Both branches must be running at once for both notifications to be given.
+  if (!notes->second->WaitForNotificationWithTimeout(absl::Seconds(30))) {
+    return absl::DeadlineExceededError("the other branch never ran concurrently");
+  }
+  return absl::OkStatus();
+}
+
+TEST_F(ForkJoinTest, BranchesRunConcurrentlyAtReplay) {
+  auto origin = NewStream();
+  auto other = NewStream();
+  auto fork = NewEvent();
+  auto join = NewEvent();
+  ASSERT_TRUE(BeginCapture(origin.get(), CaptureMode::kGlobal).ok());
+  ASSERT_TRUE(origin->RecordEvent(fork.get()).ok());
+  ASSERT_TRUE(other->WaitEvent(fork.get()).ok());
+  absl::Notification a_ran, b_ran;
+  std::pair<absl::Notification*, absl::Notification*> a_args{&a_ran, &b_ran};
+  std::pair<absl::Notification*, absl::Notification*> b_args{&b_ran, &a_ran};
+  ASSERT_TRUE(origin->LaunchHostFunc(&Rendezvous, &a_args).ok());
+  ASSERT_TRUE(other->LaunchHostFunc(&Rendezvous, &b_args).ok());
+  ASSERT_TRUE(other->RecordEvent(join.get()).ok());
+  ASSERT_TRUE(origin->WaitEvent(join.get()).ok());
+  auto ri = EndCapture(origin.get());
+  ASSERT_TRUE(ri.ok()) << ri.status();
+  ASSERT_TRUE(ExecuteAsync(**ri, origin.get()).ok());
+  EXPECT_TRUE(origin->Synchronize().ok());
+  EXPECT_TRUE(a_ran.HasBeenNotified() && b_ran.HasBeenNotified());
+}
+
+TEST_F(ForkJoinTest, UnjoinedForkMakesEndCaptureFail) {
+  auto origin = NewStream();
+  auto other = NewStream();
+  auto fork = NewEvent();
+  ASSERT_TRUE(BeginCapture(origin.get(), CaptureMode::kGlobal).ok());
+  ASSERT_TRUE(origin->RecordEvent(fork.get()).ok());
+  ASSERT_TRUE(other->WaitEvent(fork.get()).ok());
+  const void* in[] = {x_, y_};
+  void* out[] = {sum_};
+  ASSERT_TRUE(other->LaunchKernel(*add_, in, out, nullptr).ok());
+  // Ending on the forked stream is refused: the origin ends the capture.
+  auto wrong = EndCapture(other.get());
+  EXPECT_THAT(wrong.status().message(), HasSubstr("origin"));
+  auto ri = EndCapture(origin.get());
+  EXPECT_EQ(ri.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(ri.status().message(), HasSubstr("has not rejoined"));
+  EXPECT_EQ(GetCaptureInfo(origin.get()).status, CaptureStatus::kNone);
+  EXPECT_EQ(GetCaptureInfo(other.get()).status, CaptureStatus::kNone);
+  // Both streams work eagerly again.
+  ASSERT_TRUE(other->LaunchKernel(*add_, in, out, nullptr).ok());
+  ASSERT_TRUE(other->Synchronize().ok());
+  ExpectFloats(Read(sum_), AddOther(SelfValues(), 1.5f));  // x + 3
+}
+
+TEST_F(ForkJoinTest, WaitOnANonExternalEventFromOutsideInvalidates) {
+  auto origin = NewStream();
+  auto outside = NewEvent();
+  auto other = NewStream();
+  ASSERT_TRUE(other->RecordEvent(outside.get()).ok());
+  ASSERT_TRUE(BeginCapture(origin.get(), CaptureMode::kGlobal).ok());
+  absl::Status status = origin->WaitEvent(outside.get());
+  EXPECT_THAT(status.message(), HasSubstr("kExternal"));
+  EXPECT_EQ(GetCaptureInfo(origin.get()).status, CaptureStatus::kInvalidated);
+  EXPECT_FALSE(EndCapture(origin.get()).ok());
+}
+
+class TaskUpdateTest : public ForkJoinTest {};
+
+TEST_F(TaskUpdateTest, UpdatedGroupComputesFromTheNewBuffers) {
+  auto stream = NewStream();
+  auto updater = NewStream();
+  float* x2 = DeviceFloats(10.0f);
+  float* y2 = DeviceFloats(5.0f);
+  float* out2 = DeviceFloats(0.0f);
+  ASSERT_TRUE(BeginCapture(stream.get(), CaptureMode::kGlobal).ok());
+  const void* sum_in[] = {x_, y_};
+  void* sum_out[] = {sum_};
+  ASSERT_TRUE(stream->LaunchKernel(*add_, sum_in, sum_out, nullptr).ok());
+  ASSERT_TRUE(stream->BeginTaskGroup().ok());
+  const void* out_in[] = {sum_, y_};
+  void* out_out[] = {out_};
+  ASSERT_TRUE(stream->LaunchKernel(*mul_, out_in, out_out, nullptr).ok());
+  auto group = stream->EndTaskGroup();
+  ASSERT_TRUE(group.ok()) << group.status();
+  auto ri = EndCapture(stream.get());
+  ASSERT_TRUE(ri.ok()) << ri.status();
+  EXPECT_EQ(group->instance, ri->get());
+
+  ASSERT_TRUE(ExecuteAsync(**ri, stream.get()).ok());
+  ASSERT_TRUE(stream->Synchronize().ok());
+  std::vector<float> first;
+  for (float x : SelfValues()) first.push_back((x + 3.0f) * 3.0f);
+  ExpectFloats(Read(out_), first);
+
+  // Re-point the group's Mul at other buffers: out2 = x2 * y2.
+  ASSERT_TRUE(updater->BeginTaskUpdate(*group).ok());
+  const void* new_in[] = {x2, y2};
+  void* new_out[] = {out2};
+  ASSERT_TRUE(updater->LaunchKernel(*mul_, new_in, new_out, nullptr).ok());
+  ASSERT_TRUE(updater->EndTaskUpdate().ok());
+  ASSERT_TRUE(updater->Synchronize().ok());
+  std::fill(out_, out_ + kCount, -1.0f);
+  ASSERT_TRUE(ExecuteAsync(**ri, stream.get()).ok());
+  ASSERT_TRUE(stream->Synchronize().ok());
+  ExpectFloats(Read(out2), std::vector<float>(kCount, 50.0f));
+  ExpectFloats(Read(out_), std::vector<float>(kCount, -1.0f));  // no longer written
+
+  // Mismatched updates are refused and leave the instance unchanged.
+  ASSERT_TRUE(updater->BeginTaskUpdate(*group).ok());
+  ASSERT_TRUE(updater->LaunchKernel(*mul_, new_in, new_out, nullptr).ok());
+  ASSERT_TRUE(updater->LaunchKernel(*mul_, new_in, new_out, nullptr).ok());
+  absl::Status too_many = updater->EndTaskUpdate();
+  EXPECT_EQ(too_many.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(too_many.message(), HasSubstr("2 tasks given, the group has 1"));
+  ASSERT_TRUE(updater->BeginTaskUpdate(*group).ok());
+  ASSERT_TRUE(updater->MemsetAsync(out_, 0, kBytes).ok());
+  absl::Status wrong_kind = updater->EndTaskUpdate();
+  EXPECT_EQ(wrong_kind.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(wrong_kind.message(), HasSubstr("memset"));
+  ASSERT_TRUE(updater->Synchronize().ok());
+  ExpectFloats(Read(out_), std::vector<float>(kCount, -1.0f));  // the memset did not run
+  std::fill(out2, out2 + kCount, 0.0f);
+  ASSERT_TRUE(ExecuteAsync(**ri, stream.get()).ok());
+  ASSERT_TRUE(stream->Synchronize().ok());
+  ExpectFloats(Read(out2), std::vector<float>(kCount, 50.0f));
+  ExpectFloats(Read(out_), std::vector<float>(kCount, -1.0f));
+}
+
+TEST_F(TaskUpdateTest, GroupErrors) {
+  auto stream = NewStream();
+  EXPECT_FALSE(stream->BeginTaskGroup().ok());  // not capturing
+  EXPECT_FALSE(stream->EndTaskGroup().ok());
+  EXPECT_FALSE(stream->EndTaskUpdate().ok());
+  ASSERT_TRUE(BeginCapture(stream.get(), CaptureMode::kGlobal).ok());
+  ASSERT_TRUE(stream->BeginTaskGroup().ok());
+  EXPECT_FALSE(stream->BeginTaskGroup().ok());  // already open
+  auto ri = EndCapture(stream.get());           // a group left open
+  EXPECT_THAT(ri.status().message(), HasSubstr("task group 0 was not ended"));
+  EXPECT_FALSE(stream->BeginTaskUpdate(TaskGroup{}).ok());
+}
+
+}  // namespace
+}  // namespace reprise::runtime::testing
