@@ -29,8 +29,8 @@ std::vector<std::shared_ptr<CaptureState>>& ActiveCaptures() {
 
 }  // namespace
 
-absl::Mutex& CaptureMutex() {
-  static auto* mu = new absl::Mutex();
+std::mutex& CaptureMutex() {
+  static auto* mu = new std::mutex();
   return *mu;
 }
 
@@ -79,12 +79,12 @@ absl::Status CheckUnsafeCallLocked(absl::string_view call) {
 }
 
 absl::Status CheckUnsafeCall(absl::string_view call) {
-  absl::MutexLock lock(&CaptureMutex());
+  std::lock_guard<std::mutex> lock(CaptureMutex());
   return CheckUnsafeCallLocked(call);
 }
 
 absl::Status CheckEventSync(CpuEvent* event, absl::string_view call) {
-  absl::MutexLock lock(&CaptureMutex());
+  std::lock_guard<std::mutex> lock(CaptureMutex());
   CaptureState* capture = event->binding.capture.get();
   if (capture != nullptr && !capture->ended) {
     const std::string description = DescribeCapture(*capture);

@@ -10,9 +10,10 @@
 #include <thread>
 #include <vector>
 
+#include <condition_variable>  // NOLINT: see docs/development.md (TSan)
+#include <mutex>               // NOLINT
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
-#include "absl/synchronization/mutex.h"
 #include "runtime/core/runtime_types.h"
 
 namespace reprise::runtime::cpu {
@@ -23,7 +24,7 @@ class CpuStream;
 struct RiData;
 
 /// The capture mutex. Lock order: a stream's queue mutex is never held while taking it.
-absl::Mutex& CaptureMutex();
+std::mutex& CaptureMutex();
 
 /// One stream taking part in a capture.
 struct CaptureStreamState {

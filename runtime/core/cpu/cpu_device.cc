@@ -24,7 +24,7 @@ absl::StatusOr<std::unique_ptr<CpuDevice>> CpuDevice::Create(int index) {
 
 CpuDevice::~CpuDevice() {
   default_stream_.reset();
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   for (auto& [address, size] : device_blocks_) std::free(reinterpret_cast<void*>(address));
 }
 
@@ -40,7 +40,7 @@ absl::StatusOr<void*> CpuDevice::Malloc(size_t bytes) {
     return absl::ResourceExhaustedError(
         absl::StrCat(name_, ": device allocation of ", bytes, " bytes failed"));
   }
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   device_blocks_[reinterpret_cast<uintptr_t>(ptr)] = rounded;
   device_in_use_ += rounded;
   device_peak_ = std::max(device_peak_, device_in_use_);
@@ -49,7 +49,7 @@ absl::StatusOr<void*> CpuDevice::Malloc(size_t bytes) {
 
 absl::Status CpuDevice::Free(void* ptr) {
   RETURN_IF_ERROR(CheckUnsafeCall("device free"));
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   auto it = device_blocks_.find(reinterpret_cast<uintptr_t>(ptr));
   if (it == device_blocks_.end()) {
     return absl::InvalidArgumentError(
@@ -74,7 +74,7 @@ absl::Status CpuDevice::FreeHost(void* ptr) {
 MemoryKind CpuDevice::KindOf(const void* ptr) const {
   const auto address = reinterpret_cast<uintptr_t>(ptr);
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     auto it = device_blocks_.upper_bound(address);
     if (it != device_blocks_.begin()) {
       --it;
@@ -87,7 +87,7 @@ MemoryKind CpuDevice::KindOf(const void* ptr) const {
 MemoryStats CpuDevice::memory_stats() const {
   MemoryStats stats;
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     stats.device_in_use = device_in_use_;
     stats.device_peak = device_peak_;
   }
@@ -135,7 +135,7 @@ absl::Status CpuDevice::Synchronize() {
   // may be used after the lock is dropped.
   std::vector<CpuStream*> streams;
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     streams.assign(streams_.begin(), streams_.end());
   }
   absl::Status first;
@@ -147,12 +147,12 @@ absl::Status CpuDevice::Synchronize() {
 }
 
 void CpuDevice::RegisterStream(CpuStream* stream) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   streams_.insert(stream);
 }
 
 void CpuDevice::UnregisterStream(CpuStream* stream) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   streams_.erase(stream);
 }
 

@@ -7,9 +7,10 @@
 #include <memory>
 #include <string>
 
+#include <condition_variable>  // NOLINT: see docs/development.md (TSan)
+#include <mutex>               // NOLINT
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_set.h"
-#include "absl/synchronization/mutex.h"
 #include "runtime/core/cpu/pinned_pool.h"
 #include "runtime/core/device.h"
 
@@ -48,7 +49,7 @@ class CpuDevice final : public Device {
   const std::string name_;
   KernelRegistry kernels_;
   PinnedPool pinned_;
-  mutable absl::Mutex mu_;
+  mutable std::mutex mu_;
   std::map<uintptr_t, size_t> device_blocks_ ABSL_GUARDED_BY(mu_);
   size_t device_in_use_ ABSL_GUARDED_BY(mu_) = 0;
   size_t device_peak_ ABSL_GUARDED_BY(mu_) = 0;

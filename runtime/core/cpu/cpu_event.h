@@ -7,8 +7,9 @@
 #include <memory>
 #include <vector>
 
+#include <condition_variable>  // NOLINT: see docs/development.md (TSan)
+#include <mutex>               // NOLINT
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
 #include "runtime/core/event.h"
 
 namespace reprise::runtime::cpu {
@@ -48,7 +49,8 @@ class CpuEvent final : public Event {
 
  private:
   const bool external_;
-  absl::Mutex mu_;
+  std::mutex mu_;
+  std::condition_variable cv_;
   uint64_t issued_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t completed_ ABSL_GUARDED_BY(mu_) = 0;
   bool recorded_ ABSL_GUARDED_BY(mu_) = false;

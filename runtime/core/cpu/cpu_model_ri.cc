@@ -55,7 +55,7 @@ absl::Status CpuModelRI::ExecuteAsync(Stream* stream) {
         absl::StrCat("instance ", id(), " cannot run on a stream of another device"));
   }
   {
-    absl::MutexLock lock(&CaptureMutex());
+    std::lock_guard<std::mutex> lock(CaptureMutex());
     if (cpu_stream->RoutedLocked()) {
       return absl::FailedPreconditionError(
           absl::StrCat("instance ", id(), " cannot be launched on stream ", cpu_stream->id(),
@@ -74,7 +74,7 @@ absl::Status CpuModelRI::ExecuteAsync(Stream* stream) {
 
 absl::StatusOr<ConditionHandle> CpuModelRI::CreateCondition(uint32_t default_value,
                                                             bool assign_default) {
-  absl::MutexLock lock(&CaptureMutex());
+  std::lock_guard<std::mutex> lock(CaptureMutex());
   if (!capturing) {
     return absl::FailedPreconditionError(absl::StrCat(
         "instance ", id(), " is not being captured; conditions are made while capturing"));

@@ -25,19 +25,32 @@ CpuStream::~CpuStream() {
   device_->UnregisterStream(this);
   {
     // A capture this stream takes part in cannot be completed any more.
-    absl::MutexLock lock(&CaptureMutex());
+    std::lock_guard<std::mutex> lock(CaptureMutex());
     if (capture_ != nullptr) {
-      InvalidateCapture(capture_.get(), absl::StrCat("stream ", id_, " was destroyed"));
-      capture_->streams[capture_index_].stream = nullptr;
-      capture_.reset();
+      std::shared_ptr<CaptureState> capture = std::move(capture_);
+      InvalidateCapture(capture.get(), absl::StrCat("stream ", id_, " was destroyed"));
+      capture->streams[capture_index_].stream = nullptr;
+      if (capture_index_ == 0) {
+        // The origin is gone: nobody can end the capture, so it ends here (no instance).
+        RemoveActiveCapture(capture.get());
+        capture->ended = true;
+        capture->instance->capturing = false;
+        for (CaptureStreamState& state : capture->streams) {
+          if (state.stream == nullptr) continue;
+          state.stream->capture_.reset();
+          state.stream->routed_.store(state.stream->update_ != nullptr);
+        }
+        capture->owned_instance.reset();
+      }
     }
     update_.reset();
   }
   cancel_.store(true, std::memory_order_release);
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
   }
+  work_cv_.notify_all();
   worker_.join();
 }
 
@@ -48,18 +61,16 @@ void CpuStream::WorkerLoop() {
     {
       QueueItem item;
       {
-        absl::MutexLock lock(&mu_);
-        auto ready = [this]()
-                         ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_ || !queue_.empty(); };
-        mu_.Await(absl::Condition(&ready));
+        std::unique_lock<std::mutex> lock(mu_);
+        work_cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
         if (queue_.empty()) return;  // stopping, and everything queued has run
         item = std::move(queue_.front());
         queue_.pop_front();
       }
       RunItem(item);
     }  // the item (and any instance it holds) is released before it counts as done
-    absl::MutexLock lock(&mu_);
-    --pending_;
+    std::lock_guard<std::mutex> lock(mu_);
+    if (--pending_ == 0) idle_cv_.notify_all();
   }
 }
 
@@ -76,7 +87,8 @@ void CpuStream::RunItem(QueueItem& item) {
       return;
     case ItemKind::kExecute: {
       RiData& ri = *item.ri;
-      absl::MutexLock run_lock(&ri.run_mu);  // queued behind a run of it on another stream
+      std::lock_guard<std::mutex> run_lock(
+          ri.run_mu);  // queued behind a run of it on another stream
       RunInstance(ri, env, item.tickets.data());
       return;
     }
@@ -102,15 +114,18 @@ void CpuStream::RunItem(QueueItem& item) {
 }
 
 void CpuStream::Enqueue(QueueItem item) {
-  absl::MutexLock lock(&mu_);
-  item.task.seq = next_seq_++;
-  queue_.push_back(std::move(item));
-  ++pending_;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    item.task.seq = next_seq_++;
+    queue_.push_back(std::move(item));
+    ++pending_;
+  }
+  work_cv_.notify_one();
 }
 
 absl::Status CpuStream::Submit(Task task, std::span<void* const> ptrs) {
   if (routed_.load(std::memory_order_acquire)) {
-    absl::MutexLock lock(&CaptureMutex());
+    std::lock_guard<std::mutex> lock(CaptureMutex());
     if (capture_ != nullptr) return RecordLocked(task, ptrs);
     if (update_ != nullptr) {
       task.args = static_cast<uint32_t>(update_->ptrs.size());
@@ -143,7 +158,7 @@ absl::Status CpuStream::MemcpyAsync(void* dst, const void* src, size_t bytes, Co
   if (pageable) {
     const std::string call = absl::StrCat("asynchronous copy (", CopyKindName(kind),
                                           ") with pageable host memory on stream ", id_);
-    absl::MutexLock lock(&CaptureMutex());
+    std::lock_guard<std::mutex> lock(CaptureMutex());
     if (capture_ != nullptr) {
       const std::string description = DescribeCapture(*capture_);
       InvalidateCapture(capture_.get(), absl::StrCat(call, " cannot be recorded"));
@@ -218,7 +233,7 @@ absl::Status CpuStream::LaunchHostFunc(HostFn fn, void* user_data) {
 
 absl::Status CpuStream::Synchronize() {
   {
-    absl::MutexLock lock(&CaptureMutex());
+    std::lock_guard<std::mutex> lock(CaptureMutex());
     if (capture_ != nullptr) {
       const std::string description = DescribeCapture(*capture_);
       InvalidateCapture(capture_.get(), "stream synchronize on a capturing stream");
@@ -233,7 +248,7 @@ absl::Status CpuStream::Synchronize() {
 
 absl::StatusOr<bool> CpuStream::Query() {
   {
-    absl::MutexLock lock(&CaptureMutex());
+    std::lock_guard<std::mutex> lock(CaptureMutex());
     if (capture_ != nullptr) {
       const std::string description = DescribeCapture(*capture_);
       InvalidateCapture(capture_.get(), "stream query on a capturing stream");
@@ -243,17 +258,16 @@ absl::StatusOr<bool> CpuStream::Query() {
     }
     RETURN_IF_ERROR(CheckUnsafeCallLocked(absl::StrCat("stream query (stream ", id_, ")")));
   }
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   return pending_ == 0;
 }
 
 absl::Status CpuStream::WaitIdleAndTakeError() {
   {
-    absl::MutexLock lock(&mu_);
-    auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return pending_ == 0; };
-    mu_.Await(absl::Condition(&idle));
+    std::unique_lock<std::mutex> lock(mu_);
+    idle_cv_.wait(lock, [this] { return pending_ == 0; });
   }
-  absl::MutexLock lock(&error_mu_);
+  std::lock_guard<std::mutex> lock(error_mu_);
   absl::Status status = std::move(error_);
   error_ = absl::OkStatus();
   failed_.store(false, std::memory_order_release);

@@ -11,8 +11,9 @@
 #include <thread>
 #include <vector>
 
+#include <condition_variable>  // NOLINT: see docs/development.md (TSan)
+#include <mutex>               // NOLINT
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
 #include "runtime/core/cpu/capture_state.h"
 #include "runtime/core/cpu/task.h"
 #include "runtime/core/stream.h"
@@ -113,7 +114,9 @@ class CpuStream final : public Stream {
   int capture_index_ = 0;
   std::unique_ptr<UpdateBatch> update_;
 
-  absl::Mutex mu_;
+  std::mutex mu_;
+  std::condition_variable work_cv_;  // the worker waits for items
+  std::condition_variable idle_cv_;  // Synchronize waits for pending_ == 0
   std::deque<QueueItem> queue_ ABSL_GUARDED_BY(mu_);
   size_t pending_ ABSL_GUARDED_BY(mu_) = 0;  // queued or running
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
@@ -121,7 +124,7 @@ class CpuStream final : public Stream {
 
   std::atomic<bool> cancel_{false};
   std::atomic<bool> failed_{false};
-  absl::Mutex error_mu_;
+  std::mutex error_mu_;
   absl::Status error_ ABSL_GUARDED_BY(error_mu_);
 
   std::thread worker_;

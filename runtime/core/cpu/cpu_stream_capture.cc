@@ -51,7 +51,7 @@ absl::Status CpuStream::BeginCapture(CaptureMode mode) {
     return absl::InvalidArgumentError(absl::StrCat("stream ", id_, " is the default stream of ",
                                                    device_->name(), "; it cannot capture"));
   }
-  absl::MutexLock lock(&CaptureMutex());
+  std::lock_guard<std::mutex> lock(CaptureMutex());
   if (capture_ != nullptr) {
     return absl::FailedPreconditionError(
         absl::StrCat("stream ", id_, " is already capturing (", DescribeCapture(*capture_), ")"));
@@ -87,7 +87,7 @@ absl::Status CpuStream::BeginBodyCapture(ModelRI* body, CaptureMode mode) {
     return absl::InvalidArgumentError(
         absl::StrCat("stream ", id_, ": body capture needs a conditional body instance"));
   }
-  absl::MutexLock lock(&CaptureMutex());
+  std::lock_guard<std::mutex> lock(CaptureMutex());
   if (capture_ != nullptr) {
     return absl::FailedPreconditionError(
         absl::StrCat("stream ", id_, " is already capturing (", DescribeCapture(*capture_), ")"));
@@ -187,26 +187,31 @@ absl::Status CpuStream::FinishCaptureLocked(bool body) {
 }
 
 absl::StatusOr<std::unique_ptr<ModelRI>> CpuStream::EndCapture() {
-  absl::MutexLock lock(&CaptureMutex());
+  std::lock_guard<std::mutex> lock(CaptureMutex());
   std::shared_ptr<CaptureState> capture = capture_;
-  RETURN_IF_ERROR(FinishCaptureLocked(/*body=*/false));
+  absl::Status status = FinishCaptureLocked(/*body=*/false);
+  if (!status.ok()) {
+    // An ended capture that failed frees its instance now (events may keep the state alive).
+    if (capture != nullptr && capture->ended) capture->owned_instance.reset();
+    return status;
+  }
   return std::unique_ptr<ModelRI>(std::move(capture->owned_instance));
 }
 
 absl::Status CpuStream::EndBodyCapture() {
-  absl::MutexLock lock(&CaptureMutex());
+  std::lock_guard<std::mutex> lock(CaptureMutex());
   return FinishCaptureLocked(/*body=*/true);
 }
 
 CaptureInfo CpuStream::GetCaptureInfo() {
-  absl::MutexLock lock(&CaptureMutex());
+  std::lock_guard<std::mutex> lock(CaptureMutex());
   if (capture_ == nullptr) return CaptureInfo{};
   return CaptureInfo{capture_->status, capture_->instance};
 }
 
 absl::Status CpuStream::RecordEvent(Event* event) {
   ASSIGN_OR_RETURN(CpuEvent * cpu_event, AsCpuEvent(event, id_));
-  absl::MutexLock lock(&CaptureMutex());
+  std::lock_guard<std::mutex> lock(CaptureMutex());
   if (capture_ != nullptr) {
     RiData& data = *capture_->data;
     Task task;
@@ -244,7 +249,7 @@ absl::Status CpuStream::RecordEvent(Event* event) {
 
 absl::Status CpuStream::WaitEvent(Event* event) {
   ASSIGN_OR_RETURN(CpuEvent * cpu_event, AsCpuEvent(event, id_));
-  absl::MutexLock lock(&CaptureMutex());
+  std::lock_guard<std::mutex> lock(CaptureMutex());
   const EventCaptureBinding& binding = cpu_event->binding;
   CaptureState* bound =
       binding.capture != nullptr && !binding.capture->ended ? binding.capture.get() : nullptr;
@@ -310,7 +315,7 @@ absl::Status CpuStream::WaitEvent(Event* event) {
 
 absl::Status CpuStream::ResetEvent(Event* event) {
   ASSIGN_OR_RETURN(CpuEvent * cpu_event, AsCpuEvent(event, id_));
-  absl::MutexLock lock(&CaptureMutex());
+  std::lock_guard<std::mutex> lock(CaptureMutex());
   Task task;
   task.kind = TaskKind::kEventReset;
   task.target.event = cpu_event;
@@ -335,7 +340,7 @@ absl::StatusOr<std::vector<ModelRI*>> CpuStream::AddConditional(ConditionalKind 
     return absl::InvalidArgumentError(absl::StrCat(
         "stream ", id_, ": a ", ConditionalKindName(kind), " cannot have ", num_bodies, " bodies"));
   }
-  absl::MutexLock lock(&CaptureMutex());
+  std::lock_guard<std::mutex> lock(CaptureMutex());
   if (capture_ == nullptr) {
     return absl::FailedPreconditionError(
         absl::StrCat("stream ", id_, " is not capturing; conditional tasks are only recorded"));
@@ -378,7 +383,7 @@ absl::StatusOr<std::vector<ModelRI*>> CpuStream::AddConditional(ConditionalKind 
 }
 
 absl::Status CpuStream::BeginTaskGroup() {
-  absl::MutexLock lock(&CaptureMutex());
+  std::lock_guard<std::mutex> lock(CaptureMutex());
   if (capture_ == nullptr) {
     return absl::FailedPreconditionError(
         absl::StrCat("stream ", id_, " is not capturing; task groups are made while capturing"));
@@ -396,7 +401,7 @@ absl::Status CpuStream::BeginTaskGroup() {
 }
 
 absl::StatusOr<TaskGroup> CpuStream::EndTaskGroup() {
-  absl::MutexLock lock(&CaptureMutex());
+  std::lock_guard<std::mutex> lock(CaptureMutex());
   if (capture_ == nullptr || capture_->streams[capture_index_].open_group < 0) {
     return absl::FailedPreconditionError(absl::StrCat("stream ", id_, " has no task group open"));
   }
@@ -422,7 +427,7 @@ absl::Status CpuStream::BeginTaskUpdate(TaskGroup group) {
     return absl::InvalidArgumentError(
         absl::StrCat("stream ", id_, ": instance ", ri->id(), " has no task group ", group.index));
   }
-  absl::MutexLock lock(&CaptureMutex());
+  std::lock_guard<std::mutex> lock(CaptureMutex());
   if (capture_ != nullptr) {
     return absl::FailedPreconditionError(
         absl::StrCat("stream ", id_, " is capturing; a task update needs a stream that is not"));
@@ -440,7 +445,7 @@ absl::Status CpuStream::BeginTaskUpdate(TaskGroup group) {
 }
 
 absl::Status CpuStream::EndTaskUpdate() {
-  absl::MutexLock lock(&CaptureMutex());
+  std::lock_guard<std::mutex> lock(CaptureMutex());
   if (update_ == nullptr) {
     return absl::FailedPreconditionError(absl::StrCat("stream ", id_, " has no task update open"));
   }

@@ -17,21 +17,25 @@ class AuxWorker {
 
   ~AuxWorker() {
     {
-      absl::MutexLock lock(&mu_);
+      std::lock_guard<std::mutex> lock(mu_);
       stop_ = true;
     }
+    cv_.notify_all();
     thread_.join();
   }
 
   void Start(const RunEnv* env) {
-    absl::MutexLock lock(&mu_);
-    env_ = env;
-    done_ = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      env_ = env;
+      done_ = false;
+    }
+    cv_.notify_all();
   }
 
   void Wait() {
-    absl::MutexLock lock(&mu_);
-    mu_.Await(absl::Condition(&done_));
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [this] { return done_; });
   }
 
  private:
@@ -39,10 +43,8 @@ class AuxWorker {
     while (true) {
       const RunEnv* env = nullptr;
       {
-        absl::MutexLock lock(&mu_);
-        auto has_work = [this]()
-                            ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_ || env_ != nullptr; };
-        mu_.Await(absl::Condition(&has_work));
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [this] { return stop_ || env_ != nullptr; });
         if (env_ == nullptr) return;  // stopping
         env = env_;
       }
@@ -50,15 +52,19 @@ class AuxWorker {
       const std::vector<Task>& tasks = ri_->streams[stream_];
       void* const* ptrs = ri_->ptrs.data();
       for (const Task& task : tasks) ExecuteTask(task, ptrs, local, stream_);
-      absl::MutexLock lock(&mu_);
-      env_ = nullptr;
-      done_ = true;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        env_ = nullptr;
+        done_ = true;
+      }
+      cv_.notify_all();
     }
   }
 
   RiData* const ri_;
   const int stream_;
-  absl::Mutex mu_;
+  std::mutex mu_;
+  std::condition_variable cv_;
   const RunEnv* env_ ABSL_GUARDED_BY(mu_) = nullptr;
   bool done_ ABSL_GUARDED_BY(mu_) = true;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
@@ -74,7 +80,7 @@ RiData::~RiData() { workers.clear(); }
 
 void RiData::Seal() {
   {
-    absl::MutexLock lock(&slot_mu);
+    std::lock_guard<std::mutex> lock(slot_mu);
     slot_epochs.assign(num_slots, 0);
   }
   for (size_t s = 1; s < streams.size(); ++s) {
@@ -90,7 +96,7 @@ void ReportTaskFailure(const RunEnv& env, const Task& task, int stream,
                           ? absl::StrCat("stream ", env.stream_id, " task #", task.seq)
                           : absl::StrCat("instance ", env.ri->id, " (on stream ", env.stream_id,
                                          ") stream ", stream, " task #", task.seq);
-  absl::MutexLock lock(env.sink.mu);
+  std::lock_guard<std::mutex> lock(*env.sink.mu);
   if (env.sink.error->ok()) {
     *env.sink.error = absl::Status(status.code(),
                                    absl::StrCat(where, " (", what, ") failed: ", status.message()));
@@ -153,8 +159,9 @@ void ExecuteTask(const Task& task, void* const* ptrs, RunEnv& env, int stream) {
     }
     case TaskKind::kEventRecord:
       if (task.sub == kSlotEvent) {
-        absl::MutexLock lock(&env.ri->slot_mu);
+        std::lock_guard<std::mutex> lock(env.ri->slot_mu);
         env.ri->slot_epochs[task.aux] = env.epoch;
+        env.ri->slot_cv.notify_all();
       } else {
         task.target.event->Complete(task.sub == kEagerEvent ? task.aux : env.tickets[task.aux]);
       }
@@ -164,11 +171,8 @@ void ExecuteTask(const Task& task, void* const* ptrs, RunEnv& env, int stream) {
         RiData* ri = env.ri;
         const uint64_t epoch = env.epoch;
         const uint64_t slot = task.aux;
-        auto reached = [ri, epoch, slot]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(ri->slot_mu) {
-          return ri->slot_epochs[slot] >= epoch;
-        };
-        ri->slot_mu.LockWhen(absl::Condition(&reached));
-        ri->slot_mu.Unlock();
+        std::unique_lock<std::mutex> lock(ri->slot_mu);
+        ri->slot_cv.wait(lock, [ri, epoch, slot] { return ri->slot_epochs[slot] >= epoch; });
       } else {
         const uint64_t target = task.sub == kEagerEvent ? task.aux : env.tickets[task.aux];
         if (!task.target.event->WaitFor(target, env.sink.cancel)) {

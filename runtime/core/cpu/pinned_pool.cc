@@ -20,7 +20,7 @@ size_t SizeClass(size_t bytes) {
 }  // namespace
 
 PinnedPool::~PinnedPool() {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   for (auto& [address, block] : blocks_) std::free(reinterpret_cast<void*>(address));
 }
 
@@ -29,7 +29,7 @@ absl::StatusOr<void*> PinnedPool::Allocate(size_t bytes) {
     return absl::ResourceExhaustedError(absl::StrCat("pinned allocation of ", bytes, " bytes"));
   }
   const size_t capacity = SizeClass(std::max<size_t>(bytes, 1));
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   void* ptr = nullptr;
   auto it = free_.find(capacity);
   if (it != free_.end() && !it->second.empty()) {
@@ -53,7 +53,7 @@ absl::StatusOr<void*> PinnedPool::Allocate(size_t bytes) {
 }
 
 absl::Status PinnedPool::Free(void* ptr) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   auto it = blocks_.find(reinterpret_cast<uintptr_t>(ptr));
   if (it == blocks_.end() || !it->second.in_use) {
     return absl::InvalidArgumentError(
@@ -68,7 +68,7 @@ absl::Status PinnedPool::Free(void* ptr) {
 
 bool PinnedPool::Contains(const void* ptr) const {
   const auto address = reinterpret_cast<uintptr_t>(ptr);
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   auto it = blocks_.upper_bound(address);
   if (it == blocks_.begin()) return false;
   --it;
@@ -76,17 +76,17 @@ bool PinnedPool::Contains(const void* ptr) const {
 }
 
 size_t PinnedPool::in_use() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   return in_use_;
 }
 
 size_t PinnedPool::peak() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   return peak_;
 }
 
 size_t PinnedPool::cached() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   return cached_;
 }
 

@@ -8,10 +8,11 @@
 #include <map>
 #include <vector>
 
+#include <condition_variable>  // NOLINT: see docs/development.md (TSan)
+#include <mutex>               // NOLINT
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 
 namespace reprise::runtime::cpu {
 
@@ -42,7 +43,7 @@ class PinnedPool {
     bool in_use = false;
   };
 
-  mutable absl::Mutex mu_;
+  mutable std::mutex mu_;
   std::map<uintptr_t, Block> blocks_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<size_t, std::vector<void*>> free_ ABSL_GUARDED_BY(mu_);
   size_t in_use_ ABSL_GUARDED_BY(mu_) = 0;

@@ -12,9 +12,10 @@
 #include <string>
 #include <vector>
 
+#include <condition_variable>  // NOLINT: see docs/development.md (TSan)
+#include <mutex>               // NOLINT
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
-#include "absl/synchronization/mutex.h"
 #include "runtime/core/kernel.h"
 #include "runtime/core/runtime_types.h"
 
@@ -114,11 +115,12 @@ struct RiData {
   uint32_t num_slots = 0;
 
   // Runtime state. run_mu serialises executions (a second launch queues behind the first).
-  absl::Mutex run_mu;
+  std::mutex run_mu;
   // Launch counter (epochs of the internal event slots). A top-level launch holds run_mu; a
   // child runs inside its parent's launch, so it is never run twice at once either.
   std::atomic<uint64_t> launches{0};
-  absl::Mutex slot_mu;
+  std::mutex slot_mu;
+  std::condition_variable slot_cv;
   std::vector<uint64_t> slot_epochs ABSL_GUARDED_BY(slot_mu);
   std::vector<std::unique_ptr<AuxWorker>> workers;  // one per stream after the first
 
@@ -129,7 +131,7 @@ struct RiData {
 /// Where the outcome of a run goes: the executing stream's error slot.
 struct ErrorSink {
   std::atomic<bool>* failed = nullptr;  // set once a task failed: compute tasks are skipped
-  absl::Mutex* mu = nullptr;
+  std::mutex* mu = nullptr;
   absl::Status* error = nullptr;              // the first failure, guarded by *mu
   const std::atomic<bool>* cancel = nullptr;  // set when the stream is being destroyed
 };
