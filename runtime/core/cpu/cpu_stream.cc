@@ -62,10 +62,11 @@ void CpuStream::WorkerLoop() {
       QueueItem item;
       {
         std::unique_lock<std::mutex> lock(mu_);
-        work_cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
-        if (queue_.empty()) return;  // stopping, and everything queued has run
-        item = std::move(queue_.front());
-        queue_.pop_front();
+        work_cv_.wait(lock, [this] { return stop_ || count_ > 0; });
+        if (count_ == 0) return;  // stopping, and everything queued has run
+        item = std::move(ring_[head_]);
+        head_ = (head_ + 1) % ring_.size();
+        --count_;
       }
       RunItem(item);
     }  // the item (and any instance it holds) is released before it counts as done
@@ -117,7 +118,14 @@ void CpuStream::Enqueue(QueueItem item) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     item.task.seq = next_seq_++;
-    queue_.push_back(std::move(item));
+    if (count_ == ring_.size()) {
+      std::vector<QueueItem> grown(std::max<size_t>(16, 2 * ring_.size()));
+      for (size_t i = 0; i < count_; ++i) grown[i] = std::move(ring_[(head_ + i) % ring_.size()]);
+      ring_ = std::move(grown);
+      head_ = 0;
+    }
+    ring_[(head_ + count_) % ring_.size()] = std::move(item);
+    ++count_;
     ++pending_;
   }
   work_cv_.notify_one();

@@ -5,7 +5,6 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <span>
 #include <thread>
@@ -117,7 +116,11 @@ class CpuStream final : public Stream {
   std::mutex mu_;
   std::condition_variable work_cv_;  // the worker waits for items
   std::condition_variable idle_cv_;  // Synchronize waits for pending_ == 0
-  std::deque<QueueItem> queue_ ABSL_GUARDED_BY(mu_);
+  // FIFO as a ring over a vector that only grows: a push allocates nothing once the ring is
+  // big enough (std::deque would allocate a node every other item of this size).
+  std::vector<QueueItem> ring_ ABSL_GUARDED_BY(mu_);
+  size_t head_ ABSL_GUARDED_BY(mu_) = 0;
+  size_t count_ ABSL_GUARDED_BY(mu_) = 0;
   size_t pending_ ABSL_GUARDED_BY(mu_) = 0;  // queued or running
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   uint32_t next_seq_ ABSL_GUARDED_BY(mu_) = 0;
