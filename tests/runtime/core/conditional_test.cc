@@ -106,9 +106,12 @@ TEST_F(ConditionalTest, IfWithElseBody) {
   ExpectFloats(Read(out_), Sum());
   // Bodies run only through their parent.
   EXPECT_FALSE((*bodies)[0]->ExecuteAsync(origin_.get()).ok());
-  const std::string json = DumpJson(**ri, DumpFlags::kSummary);
-  EXPECT_THAT(json, HasSubstr("\"kind\": \"conditional\", \"type\": \"if\""));
-  EXPECT_THAT(json, HasSubstr("\"op\": \"Mul\""));  // the else body, nested
+  CheckJsonWithPython(DumpJson(**ri, DumpFlags::kVerbose),
+                      "t=d[\"streams\"][0][\"tasks\"]; "
+                      "assert [x[\"kind\"] for x in t]==[\"copy\",\"conditional\"]; "
+                      "b=t[1][\"bodies\"]; assert t[1][\"type\"]==\"if\" and len(b)==2; "
+                      "assert b[1][\"child\"] and b[1][\"streams\"][0][\"tasks\"][0]"
+                      "[\"op\"]==\"Mul\"");
 }
 
 TEST_F(ConditionalTest, IfWithoutElseRunsNothingOnZero) {

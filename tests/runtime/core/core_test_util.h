@@ -3,11 +3,16 @@
 #ifndef REPRISE_TESTS_RUNTIME_CORE_CORE_TEST_UTIL_H_
 #define REPRISE_TESTS_RUNTIME_CORE_CORE_TEST_UTIL_H_
 
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "runtime/core/capture.h"
@@ -98,6 +103,20 @@ inline std::vector<float> AddOther(const std::vector<float>& a, float alpha) {
   std::vector<float> out;
   for (float v : a) out.push_back(v + 2.0f * alpha);
   return out;
+}
+
+/// Parses `json` with /usr/bin/python3 (bound to `d`) and runs `assertions` on it.
+inline void CheckJsonWithPython(const std::string& json, const std::string& assertions) {
+  const std::string path = ::testing::TempDir() + "/ri_dump_test.json";
+  {
+    std::ofstream file(path);
+    file << json;
+  }
+  const std::string command =
+      absl::StrCat("/usr/bin/python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); ",
+                   assertions, "' ", path);
+  EXPECT_EQ(std::system(command.c_str()), 0) << command << "\n" << json;
+  std::remove(path.c_str());
 }
 
 }  // namespace reprise::runtime::testing

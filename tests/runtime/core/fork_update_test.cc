@@ -72,6 +72,12 @@ TEST_F(ForkJoinTest, TwoBranchesGiveTheSameResultAsEagerExecution) {
   ASSERT_EQ((*ri)->NumStreams(), 2u);
   EXPECT_EQ(*(*ri)->NumTasks(1), 3u);                          // wait, add, record
   ExpectFloats(Read(out_), std::vector<float>(kCount, 0.0f));  // nothing ran while capturing
+  CheckJsonWithPython(DumpJson(**ri, DumpFlags::kVerbose),
+                      "s=d[\"streams\"]; assert len(s)==2; "
+                      "assert [t[\"kind\"] for t in s[1][\"tasks\"]]=="
+                      "[\"event_wait\",\"kernel\",\"event_record\"]; "
+                      "assert [t[\"kind\"] for t in s[0][\"tasks\"]]=="
+                      "[\"event_record\",\"kernel\",\"event_wait\",\"kernel\"]");
   for (int i = 0; i < 3; ++i) {
     std::fill(out_, out_ + kCount, 0.0f);
     ASSERT_TRUE(ExecuteAsync(**ri, origin.get()).ok());

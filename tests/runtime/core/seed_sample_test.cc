@@ -1,7 +1,4 @@
 // The seed sample of capture_semantics.md §2, the JSON dump, enumeration and async errors.
-#include <cstdio>
-#include <cstdlib>
-#include <fstream>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -110,20 +107,6 @@ TEST_F(SeedSampleTest, EnumeratesStreamsAndTasks) {
   EXPECT_EQ(tasks[2].op, "Mul");
   EXPECT_EQ(tasks[2].seq, 2u);
   EXPECT_FALSE(ri->NumTasks(1).ok());
-}
-
-// Runs /usr/bin/python3 on `json` and checks what the script asserts.
-void CheckJsonWithPython(const std::string& json, const std::string& assertions) {
-  const std::string path = ::testing::TempDir() + "/ri_dump_test.json";
-  {
-    std::ofstream file(path);
-    file << json;
-  }
-  const std::string command =
-      absl::StrCat("/usr/bin/python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); ",
-                   assertions, "' ", path);
-  EXPECT_EQ(std::system(command.c_str()), 0) << command << "\n" << json;
-  std::remove(path.c_str());
 }
 
 TEST_F(SeedSampleTest, JsonDumpParsesAndListsEveryTaskWithItsKind) {
