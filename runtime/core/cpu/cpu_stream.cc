@@ -235,7 +235,7 @@ absl::Status CpuStream::LaunchHostFunc(HostFn fn, void* user_data) {
   Task task;
   task.kind = TaskKind::kHostFunc;
   task.target.fn = fn;
-  task.aux = reinterpret_cast<uintptr_t>(user_data);
+  task.dst = user_data;
   return Submit(task, {});
 }
 

@@ -153,7 +153,7 @@ void ExecuteTask(const Task& task, void* const* ptrs, RunEnv& env, int stream) {
     }
     case TaskKind::kHostFunc: {
       if (skip) return;
-      absl::Status status = task.target.fn(reinterpret_cast<void*>(task.aux));
+      absl::Status status = task.target.fn(task.dst);
       if (!status.ok()) ReportTaskFailure(env, task, stream, status);
       return;
     }

@@ -90,7 +90,7 @@ void AppendTask(const RiData& data, const Task& task, bool verbose, int indent, 
       break;
     case TaskKind::kHostFunc:
       if (verbose) {
-        absl::StrAppend(out, ", \"user_data\": ", Pointer(reinterpret_cast<void*>(task.aux)));
+        absl::StrAppend(out, ", \"user_data\": ", Pointer(task.dst));
       }
       break;
     case TaskKind::kConditional: {

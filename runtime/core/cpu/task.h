@@ -44,7 +44,7 @@ struct Task {
   uint32_t seq = 0;   // sequence number on its stream
   uint32_t args = 0;  // first pointer in the flat pointer array (kernels)
   int32_t group = -1;
-  void* dst = nullptr;
+  void* dst = nullptr;  // copy / memset destination; host function user data
   const void* src = nullptr;
   size_t bytes = 0;
   union {
@@ -53,7 +53,7 @@ struct Task {
     HostFn fn;
     const void* none;
   } target = {nullptr};
-  // memset value, host function user data, slot index, external index, conditional index, or
+  // memset value, slot index, external index, conditional index, or
   // the ticket of an eager event task.
   uint64_t aux = 0;
 };
