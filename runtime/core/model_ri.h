@@ -35,9 +35,13 @@ struct RiStreamInfo {
 /// the instance). Destroying the ModelRI object while executions are pending is allowed: the
 /// recorded data stays alive until the last pending execution has finished.
 ///
-/// Thread-safety: ExecuteAsync, enumeration and DumpJson may be called from any thread. A task
-/// group update (Stream::BeginTaskUpdate) is applied in the update stream's order; the caller
-/// orders it against replays that run the group (events or synchronisation).
+/// A launch queued on a second stream holds that stream's worker until the first launch is
+/// done, so a first launch must not wait on an event recorded by the second stream after it.
+///
+/// Thread-safety: ExecuteAsync, enumeration and DumpJson may be called from any thread, but not
+/// while a task update of the instance is being applied. A task group update
+/// (Stream::BeginTaskUpdate) is applied in the update stream's order; the caller orders it
+/// against replays that run the group (events or synchronisation).
 class ModelRI {
  public:
   virtual ~ModelRI() = default;
