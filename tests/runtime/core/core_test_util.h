@@ -3,6 +3,9 @@
 #ifndef REPRISE_TESTS_RUNTIME_CORE_CORE_TEST_UTIL_H_
 #define REPRISE_TESTS_RUNTIME_CORE_CORE_TEST_UTIL_H_
 
+#include <unistd.h>
+
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -107,7 +110,10 @@ inline std::vector<float> AddOther(const std::vector<float>& a, float alpha) {
 
 /// Parses `json` with /usr/bin/python3 (bound to `d`) and runs `assertions` on it.
 inline void CheckJsonWithPython(const std::string& json, const std::string& assertions) {
-  const std::string path = ::testing::TempDir() + "/ri_dump_test.json";
+  // Unique per process and call: ctest runs test cases of this binary in parallel.
+  static std::atomic<int> counter{0};
+  const std::string path = absl::StrCat(::testing::TempDir(), "/ri_dump_test_", getpid(), "_",
+                                        counter.fetch_add(1), ".json");
   {
     std::ofstream file(path);
     file << json;
