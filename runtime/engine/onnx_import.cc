@@ -223,7 +223,10 @@ absl::StatusOr<Graph> Convert(const onnx::ModelProto& model, int opset,
     }
     Node n;
     n.op = node.op_type();
-    n.name = node.name();
+    // Unnamed nodes are named after their first output, for messages.
+    n.name = !node.name().empty()     ? node.name()
+             : node.output_size() > 0 ? absl::StrCat("<", node.output(0), ">")
+                                      : absl::StrCat("<#", g.node_size(), ">");
     n.domain = node.domain();
     for (const auto& in : node.input()) {
       if (in.empty()) {

@@ -22,18 +22,32 @@ void ReplaceUses(Graph* graph, int from, int to) {
   }
 }
 
-bool IsInferenceDropout(const Graph& graph, const Node& node, const std::vector<int>& uses) {
-  if (node.outputs.size() > 1 && node.outputs[1] != Graph::kNoValue && uses[node.outputs[1]] > 0) {
-    return false;  // the mask is used
-  }
-  if (node.inputs.size() > 2 && node.inputs[2] != Graph::kNoValue) {
-    const TensorValue* training = graph.FindConstant(node.inputs[2]);
-    if (training == nullptr || training->bytes.empty() || training->bytes[0] != 0) return false;
-  }
-  return !node.inputs.empty() && node.inputs[0] != Graph::kNoValue;
-}
-
 }  // namespace
+
+bool IsInferenceDropout(const Graph& graph, const Node& node) {
+  if (node.op != "Dropout" || node.inputs.empty() || node.inputs[0] == Graph::kNoValue) {
+    return false;
+  }
+  if (node.inputs.size() <= 2 || node.inputs[2] == Graph::kNoValue) return true;
+  const TensorValue* training = graph.FindConstant(node.inputs[2]);
+  if (training == nullptr || training->bytes.empty()) return false;
+  if (training->bytes[0] == 0) return true;
+  // Training with a constant ratio of 0 drops nothing: the same as inference.
+  if (node.inputs[1] == Graph::kNoValue) return false;
+  const TensorValue* ratio = graph.FindConstant(node.inputs[1]);
+  if (ratio == nullptr || ratio->bytes.empty()) return false;
+  if (ratio->dtype == DataType::kFloat32 && ratio->bytes.size() == 4) {
+    float r;
+    std::memcpy(&r, ratio->bytes.data(), 4);
+    return r == 0.0f;
+  }
+  if (ratio->dtype == DataType::kFloat64 && ratio->bytes.size() == 8) {
+    double r;
+    std::memcpy(&r, ratio->bytes.data(), 8);
+    return r == 0.0;
+  }
+  return false;
+}
 
 int RemovePassThroughNodes(Graph* graph) {
   int removed = 0;
@@ -44,7 +58,9 @@ int RemovePassThroughNodes(Graph* graph) {
     Node& node = graph->nodes[i];
     const bool pass =
         (node.op == "Identity" && node.inputs.size() == 1 && node.inputs[0] != Graph::kNoValue) ||
-        (node.op == "Dropout" && IsInferenceDropout(*graph, node, uses));
+        (IsInferenceDropout(*graph, node) &&
+         (node.outputs.size() < 2 || node.outputs[1] == Graph::kNoValue ||
+          uses[node.outputs[1]] == 0));
     if (pass && node.domain.empty() && !node.outputs.empty() &&
         node.outputs[0] != Graph::kNoValue) {
       ReplaceUses(graph, node.outputs[0], node.inputs[0]);
@@ -192,10 +208,11 @@ absl::Status OptimizeForInference(Graph* graph, const KernelRegistry& registry) 
   RETURN_IF_ERROR(FoldConstants(graph, registry).status());
   RemoveDeadNodes(graph);
   for (const Node& node : graph->nodes) {
-    if (IsEngineOp(node.op) && !registry.Has(node.op)) {
+    // A Dropout left here has its mask used: the planner makes the mask (all true).
+    if (IsEngineOp(node.op) && !registry.Has(node.op) && !IsInferenceDropout(*graph, node)) {
       return NodeError(node, absl::UnimplementedError(
-                                 "only the inference form is supported (e.g. a Dropout whose "
-                                 "mask is used or that runs in training mode is not)"));
+                                 "only inference is supported (training_mode must be absent or "
+                                 "a constant false)"));
     }
   }
   return graph->Validate();

@@ -16,6 +16,10 @@ namespace reprise::runtime::engine {
 /// many nodes were removed.
 int RemovePassThroughNodes(Graph* graph);
 
+/// True for a Dropout that drops nothing: training_mode absent or a constant false, or a
+/// constant ratio of 0. Its output is its input and its mask is all true.
+bool IsInferenceDropout(const Graph& graph, const Node& node);
+
 /// Removes nodes none of whose outputs is used by another node or a graph output. Returns how
 /// many were removed.
 int RemoveDeadNodes(Graph* graph);

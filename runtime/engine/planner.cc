@@ -102,6 +102,7 @@ class PlanBuilder {
   }
 
   absl::Status PlanNode(const Node& node) {
+    if (node.op == "Dropout" && !registry_.Has(node.op)) return PlanDropout(node);
     std::vector<TensorDesc> descs;
     bool all_known = !node.inputs.empty() && !IsNondeterministicOp(node.op);
     for (int in : node.inputs) {
@@ -198,6 +199,28 @@ class PlanBuilder {
     plan_->steps_.push_back(std::move(plan_step));
     plan_->kernels_.push_back(std::move(kernel));
     step_io_.push_back(std::move(io));
+    return absl::OkStatus();
+  }
+
+  // An inference Dropout whose mask is used: the output aliases the input, the mask is a
+  // plan-time constant of all true.
+  absl::Status PlanDropout(const Node& node) {
+    const Slot& in = slots_[node.inputs[0]];
+    const int out = node.outputs[0];
+    if (out != Graph::kNoValue) {
+      if (IsGraphOutput(out) && in.where == Where::kArena) {
+        return NodeError(node, absl::UnimplementedError(
+                                   "an intermediate passed through Dropout to a graph output "
+                                   "while the mask is used is not supported"));
+      }
+      slots_[out] = in;
+    }
+    if (node.outputs.size() > 1 && node.outputs[1] != Graph::kNoValue) {
+      TensorValue mask{DataType::kBool, in.shape, {}};
+      mask.bytes.assign(static_cast<size_t>(NumElements(in.shape)), uint8_t{1});
+      SetKnown(node.outputs[1], std::move(mask));
+    }
+    ++plan_->folded_nodes_;
     return absl::OkStatus();
   }
 

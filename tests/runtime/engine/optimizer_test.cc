@@ -94,16 +94,41 @@ TEST_F(OptimizerTest, IdentityFromInputToOutput) {
   EXPECT_EQ(RunOne(*model, FloatTensor({3}, {1, 2, 3})), (std::vector<float>{1, 2, 3}));
 }
 
-TEST_F(OptimizerTest, DropoutWhoseMaskIsUsedIsRefused) {
+TEST_F(OptimizerTest, InferenceDropoutWithMaskGivesAnAllTrueMask) {
   ModelBuilder b;
-  b.Input("x", onnx::TensorProto::FLOAT, {2})
-      .Output("y", {2})
-      .Output("mask", {2}, onnx::TensorProto::BOOL);
+  b.Input("x", onnx::TensorProto::FLOAT, {-1, 2});
+  b.Output("y", {-1, 2}).Output("mask", {-1, 2}, onnx::TensorProto::BOOL);
   b.Node("Dropout", {"x"}, {"y", "mask"}, "drop");
+  auto model = Model::LoadBytes(b.Bytes(), registry_);
+  ASSERT_TRUE(model.ok()) << model.status();
+  Session session(*model);
+  auto out = session.Run({{"x", FloatTensor({3, 2}, {1, 2, 3, 4, 5, 6})}});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(Floats((*out)[0].value), (std::vector<float>{1, 2, 3, 4, 5, 6}));
+  EXPECT_EQ((*out)[1].value.dtype, DataType::kBool);
+  EXPECT_EQ((*out)[1].value.shape, (Shape{3, 2}));
+  EXPECT_EQ((*out)[1].value.bytes, std::vector<uint8_t>(6, 1));
+}
+
+TEST_F(OptimizerTest, TrainingDropoutIsRefused) {
+  ModelBuilder b;
+  b.Input("x", onnx::TensorProto::FLOAT, {2}).Output("y", {2});
+  b.FloatInit("ratio", {}, {0.5f});
+  auto* training = b.proto().mutable_graph()->add_initializer();
+  training->set_name("training");
+  training->set_data_type(onnx::TensorProto::BOOL);
+  training->add_int32_data(1);
+  b.Node("Dropout", {"x", "ratio", "training"}, {"y"}, "drop");
   auto model = Model::LoadBytes(b.Bytes(), registry_);
   ASSERT_FALSE(model.ok());
   EXPECT_EQ(model.status().code(), absl::StatusCode::kUnimplemented);
   EXPECT_THAT(model.status().message(), HasSubstr("\"drop\" (Dropout)"));
+
+  // A ratio of 0 drops nothing, even in training mode.
+  b.proto().mutable_graph()->mutable_initializer(0)->set_float_data(0, 0.0f);
+  model = Model::LoadBytes(b.Bytes(), registry_);
+  ASSERT_TRUE(model.ok()) << model.status();
+  EXPECT_TRUE((*model)->graph().nodes.empty());
 }
 
 TEST_F(OptimizerTest, RemovesDeadNodes) {
