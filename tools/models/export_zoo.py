@@ -1,0 +1,105 @@
+#!/usr/bin/python3
+"""Exports the model zoo that the engine is tested on, with random weights.
+
+Each model is written to OUT/<name>/model.onnx (opset 17, dynamic batch on axis 0 of every
+input and output) with reference pairs input_b{1,4}.npy / output_b{1,4}.npy computed by
+PyTorch. Models: mlp, resnet18, mobilenet_v2, transformer (a 4-layer encoder).
+
+    /usr/bin/python3 tools/models/export_zoo.py --out DIR [--models mlp,transformer] [--force]
+
+Needs python3-torch and python3-torchvision (Debian). Without torch it prints why and exits 0
+so that tests skip instead of failing (--require-torch makes that exit 1). Deterministic: the
+same seed always gives the same weights and inputs.
+"""
+import argparse
+import os
+import sys
+import time
+
+ALL = ["mlp", "resnet18", "mobilenet_v2", "transformer"]
+
+
+def build(name, torch):
+    nn = torch.nn
+    if name == "mlp":
+        model = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 64), nn.ReLU(),
+                              nn.Linear(64, 10))
+        return model, (64,)
+    if name == "resnet18":
+        import torchvision
+        return torchvision.models.resnet18(weights=None), (3, 224, 224)
+    if name == "mobilenet_v2":
+        import torchvision
+        return torchvision.models.mobilenet_v2(weights=None), (3, 224, 224)
+    if name == "transformer":
+        layer = nn.TransformerEncoderLayer(d_model=64, nhead=4, dim_feedforward=128,
+                                           dropout=0.1, batch_first=True)
+        # enable_nested_tensor=False: the fast path has no ONNX export.
+        model = nn.TransformerEncoder(layer, num_layers=4, enable_nested_tensor=False)
+        # The layers start as copies of one another: give each its own weights.
+        for sub in model.layers:
+            for p in sub.parameters():
+                if p.dim() > 1:
+                    nn.init.xavier_uniform_(p)
+                else:
+                    nn.init.normal_(p, std=0.02)
+        return model, (16, 64)
+    raise ValueError(f"unknown model {name}")
+
+
+def export(name, out_dir, torch, np):
+    torch.manual_seed(1234)
+    model, sample_shape = build(name, torch)
+    model.eval()
+    directory = os.path.join(out_dir, name)
+    os.makedirs(directory, exist_ok=True)
+    example = torch.randn(2, *sample_shape)
+    path = os.path.join(directory, "model.onnx")
+    tmp = path + ".tmp"
+    # Exported with gradients enabled (TransformerEncoder's fast path is off then).
+    torch.onnx.export(model, (example,), tmp, opset_version=17, input_names=["input"],
+                      output_names=["output"],
+                      dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}})
+    with torch.no_grad():
+        for batch in (1, 4):
+            x = torch.randn(batch, *sample_shape)
+            y = model(x)
+            np.save(os.path.join(directory, f"input_b{batch}.npy"), x.numpy())
+            np.save(os.path.join(directory, f"output_b{batch}.npy"), y.numpy())
+    os.replace(tmp, path)  # model.onnx appears last: its presence means the set is complete
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--models", default=",".join(ALL))
+    parser.add_argument("--force", action="store_true", help="re-export existing models")
+    parser.add_argument("--require-torch", action="store_true")
+    args = parser.parse_args()
+    names = [n for n in args.models.split(",") if n]
+    for n in names:
+        if n not in ALL:
+            parser.error(f"unknown model {n!r} (known: {', '.join(ALL)})")
+    todo = [n for n in names
+            if args.force or not os.path.exists(os.path.join(args.out, n, "model.onnx"))]
+    if not todo:
+        print(f"export_zoo: {', '.join(names)} already in {args.out}")
+        return 0
+    try:
+        import numpy as np
+        import torch
+    except ImportError as e:
+        print(f"export_zoo: skipped, PyTorch is not installed ({e}); "
+              "apt-get install python3-torch python3-torchvision")
+        return 1 if args.require_torch else 0
+    torch.set_num_threads(1)
+    for name in todo:
+        start = time.monotonic()
+        export(name, args.out, torch, np)
+        print(f"export_zoo: {name} exported to {os.path.join(args.out, name)} "
+              f"in {time.monotonic() - start:.1f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
