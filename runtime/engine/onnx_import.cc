@@ -287,14 +287,15 @@ absl::StatusOr<std::vector<std::string>> UnsupportedOps(absl::string_view bytes,
 absl::StatusOr<Graph> ImportOnnxBytes(absl::string_view bytes, const KernelRegistry& registry,
                                       const std::string& base_dir) {
   ASSIGN_OR_RETURN(onnx::ModelProto model, Parse(bytes));
-  RETURN_IF_ERROR(InlineExternalData(&model, base_dir));
-  RETURN_IF_ERROR(CheckAndInfer(&model));
+  // Support first (the clearest message; the checker would refuse unknown ops too).
   ASSIGN_OR_RETURN(int opset, DefaultOpset(model));
   std::vector<std::string> missing = FindUnsupported(model.graph(), registry);
   if (!missing.empty()) {
     return absl::UnimplementedError(absl::StrCat(
         "onnx model uses ", missing.size(), " unsupported op(s): ", absl::StrJoin(missing, ", ")));
   }
+  RETURN_IF_ERROR(InlineExternalData(&model, base_dir));
+  RETURN_IF_ERROR(CheckAndInfer(&model));
   return Convert(model, opset, base_dir);
 }
 
