@@ -27,6 +27,13 @@ absl::Status ExecutionPlan::StageInput(size_t index, const TensorValue& value) {
         "input \"", input.name, "\" has ", value.bytes.size(), " bytes, shape ",
         ShapeToString(input.shape), " of ", DataTypeName(input.dtype), " needs ", input.bytes));
   }
+  if (input.fixed_value != nullptr && input.bytes > 0 &&
+      std::memcmp(input.fixed_value, value.bytes.data(), input.bytes) != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("input \"", input.name,
+                     "\" differs from the value this plan was made for (its value "
+                     "decides shapes, so each value needs its own plan)"));
+  }
   if (input.bytes > 0) std::memcpy(input.data, value.bytes.data(), input.bytes);
   return absl::OkStatus();
 }

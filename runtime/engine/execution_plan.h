@@ -45,6 +45,9 @@ struct PlanTensor {
   /// Inputs: the staging buffer (inputs are copied here before a run).
   /// Outputs: where the value is after a run (an output buffer, a constant or a staged input).
   uint8_t* data = nullptr;
+  /// Inputs of a value-keyed plan: the value the plan was made for (StageInput refuses any
+  /// other), else nullptr.
+  const uint8_t* fixed_value = nullptr;
 };
 
 /// The result of planning a graph for fixed input shapes: shapes of every tensor propagated
@@ -63,9 +66,13 @@ class ExecutionPlan {
  public:
   /// Plans `graph` for `input_shapes` (one per graph input, in graph order). Errors name the
   /// input (shape the model cannot take) or the node whose kernel refused its inputs.
+  ///
+  /// `fixed_inputs`, when not empty, has one entry per graph input: a non-null entry makes that
+  /// input's value known at plan time (as a constant; e.g. the shape input of a Reshape), and
+  /// the plan then only accepts that value. Borrowed during the call only.
   static absl::StatusOr<std::unique_ptr<ExecutionPlan>> Create(
       const Graph& graph, const KernelRegistry& registry, const std::vector<Shape>& input_shapes,
-      const PlanOptions& options = {});
+      const PlanOptions& options = {}, const std::vector<const TensorValue*>& fixed_inputs = {});
 
   ExecutionPlan(const ExecutionPlan&) = delete;
   ExecutionPlan& operator=(const ExecutionPlan&) = delete;

@@ -116,10 +116,37 @@ absl::StatusOr<std::vector<const TensorValue*>> Model::MatchInputs(
 }
 
 absl::StatusOr<std::unique_ptr<ExecutionPlan>> Model::Plan(
-    const std::vector<Shape>& input_shapes) const {
+    const std::vector<Shape>& input_shapes,
+    const std::vector<const TensorValue*>& fixed_inputs) const {
   PlanOptions options;
   options.intra_op_threads = options_.intra_op_threads;
-  return ExecutionPlan::Create(graph_, registry_, input_shapes, options);
+  return ExecutionPlan::Create(graph_, registry_, input_shapes, options, fixed_inputs);
+}
+
+bool Model::IsValueKeyCandidate(const TensorValue& input) {
+  const bool numeric = input.dtype == DataType::kInt64 || input.dtype == DataType::kInt32 ||
+                       input.dtype == DataType::kFloat32 || input.dtype == DataType::kFloat64;
+  return numeric && input.shape.size() <= 1 && NumElements(input.shape) <= kMaxValueKeyElements;
+}
+
+absl::StatusOr<std::unique_ptr<ExecutionPlan>> Model::PlanForInputs(
+    const std::vector<const TensorValue*>& inputs, bool* value_keyed) const {
+  std::vector<Shape> shapes;
+  std::vector<const TensorValue*> fixed;
+  bool any_candidate = false;
+  for (const TensorValue* input : inputs) {
+    shapes.push_back(input->shape);
+    const bool candidate = IsValueKeyCandidate(*input);
+    any_candidate |= candidate;
+    fixed.push_back(candidate ? input : nullptr);
+  }
+  if (*value_keyed) return Plan(shapes, fixed);
+  auto plan = Plan(shapes);
+  if (plan.ok() || !any_candidate) return plan;
+  auto keyed = Plan(shapes, fixed);
+  if (!keyed.ok()) return plan.status();  // the shape-only error is the clearer one
+  *value_keyed = true;
+  return keyed;
 }
 
 }  // namespace reprise::runtime::engine

@@ -56,8 +56,25 @@ class Model {
   absl::StatusOr<std::vector<const TensorValue*>> MatchInputs(
       const std::vector<NamedTensor>& inputs) const;
 
-  /// Plans for one shape per graph input (in graph order).
-  absl::StatusOr<std::unique_ptr<ExecutionPlan>> Plan(const std::vector<Shape>& input_shapes) const;
+  /// Plans for one shape per graph input (in graph order); see ExecutionPlan::Create for
+  /// `fixed_inputs`.
+  absl::StatusOr<std::unique_ptr<ExecutionPlan>> Plan(
+      const std::vector<Shape>& input_shapes,
+      const std::vector<const TensorValue*>& fixed_inputs = {}) const;
+
+  /// True for an input whose value may decide shapes: a scalar or 1-D int32, int64, float32
+  /// or float64 tensor of at most kMaxValueKeyElements elements (a shape, axes, pads, Resize's
+  /// scales, Range's bounds).
+  static bool IsValueKeyCandidate(const TensorValue& input);
+  static constexpr int64_t kMaxValueKeyElements = 64;
+
+  /// Plans for `inputs` (ordered as MatchInputs returns them). When `value_keyed` is false it
+  /// first plans for their shapes alone; if that fails and some inputs are value-key
+  /// candidates, it plans again with those inputs' values fixed (a value-keyed plan, valid only
+  /// for those values; models whose shape inputs are graph inputs need it) and sets
+  /// `*value_keyed`. With `value_keyed` true it fixes the candidates' values at once.
+  absl::StatusOr<std::unique_ptr<ExecutionPlan>> PlanForInputs(
+      const std::vector<const TensorValue*>& inputs, bool* value_keyed) const;
 
  private:
   Model(Graph graph, const KernelRegistry& registry, ModelOptions options, LoadStats stats)

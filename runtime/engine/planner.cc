@@ -64,8 +64,10 @@ class PlanBuilder {
     slots_.resize(graph.values.size());
   }
 
-  absl::StatusOr<std::unique_ptr<ExecutionPlan>> Build(const std::vector<Shape>& input_shapes) {
+  absl::StatusOr<std::unique_ptr<ExecutionPlan>> Build(
+      const std::vector<Shape>& input_shapes, const std::vector<const TensorValue*>& fixed) {
     RETURN_IF_ERROR(SetInputs(input_shapes));
+    RETURN_IF_ERROR(FixInputs(fixed));
     for (const auto& [id, tensor] : graph_.constants) {
       slots_[id] = Slot{Where::kKnown, tensor->dtype, tensor->shape, tensor->bytes.data(), -1};
     }
@@ -97,6 +99,30 @@ class PlanBuilder {
       plan_->inputs_.push_back(std::move(tensor));
       slots_[graph_.inputs[i]] =
           Slot{Where::kInput, value.dtype, input_shapes[i], nullptr, static_cast<int>(i)};
+    }
+    return absl::OkStatus();
+  }
+
+  // Makes the given inputs' values known at plan time.
+  absl::Status FixInputs(const std::vector<const TensorValue*>& fixed) {
+    if (fixed.empty()) return absl::OkStatus();
+    if (fixed.size() != graph_.inputs.size()) {
+      return absl::InvalidArgumentError(absl::StrCat("the model has ", graph_.inputs.size(),
+                                                     " inputs, ", fixed.size(),
+                                                     " fixed values given"));
+    }
+    for (size_t i = 0; i < fixed.size(); ++i) {
+      if (fixed[i] == nullptr) continue;
+      PlanTensor& input = plan_->inputs_[i];
+      if (fixed[i]->dtype != input.dtype || fixed[i]->shape != input.shape ||
+          fixed[i]->bytes.size() != input.bytes) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "input \"", input.name, "\": the fixed value is ", DataTypeName(fixed[i]->dtype), " ",
+            ShapeToString(fixed[i]->shape), ", the input ", DataTypeName(input.dtype), " ",
+            ShapeToString(input.shape)));
+      }
+      SetKnown(graph_.inputs[i], *fixed[i]);
+      input.fixed_value = plan_->known_.back()->bytes.data();
     }
     return absl::OkStatus();
   }
@@ -297,9 +323,9 @@ class PlanBuilder {
 
 absl::StatusOr<std::unique_ptr<ExecutionPlan>> ExecutionPlan::Create(
     const Graph& graph, const KernelRegistry& registry, const std::vector<Shape>& input_shapes,
-    const PlanOptions& options) {
+    const PlanOptions& options, const std::vector<const TensorValue*>& fixed_inputs) {
   PlanBuilder builder(graph, registry, options);
-  return builder.Build(input_shapes);
+  return builder.Build(input_shapes, fixed_inputs);
 }
 
 }  // namespace reprise::runtime::engine

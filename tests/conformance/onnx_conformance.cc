@@ -4,7 +4,8 @@
 //   onnx_conformance [--data DIR] [--known-failures FILE] [--filter SUBSTRING] [--verbose]
 //
 // Summary line: "onnx_conformance: N passed, N failed, N skipped". Exit status 1 when a case
-// fails that known_failures.txt does not list. A listed case that passes is reported.
+// fails that known_failures.txt does not list. A listed case that passes is reported. Cases
+// whose default-domain opset is outside the engine's range (11-17) are skipped.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -20,6 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "onnx/onnx_pb.h"
 #include "runtime/core/status_macros.h"
 #include "runtime/engine/model.h"
 #include "runtime/engine/onnx_import.h"
@@ -181,6 +183,18 @@ absl::Status RunCase(const fs::path& dir, const std::string& bytes,
   return absl::OkStatus();
 }
 
+// The default domain's opset of a serialised model, or -1.
+int DefaultOpset(const std::string& bytes) {
+  onnx::ModelProto model;
+  if (!model.ParseFromString(bytes)) return -1;
+  for (const auto& entry : model.opset_import()) {
+    if (entry.domain().empty() || entry.domain() == "ai.onnx") {
+      return static_cast<int>(entry.version());
+    }
+  }
+  return -1;
+}
+
 // "name reason..." per line; '#' starts a comment.
 std::map<std::string, std::string> ReadKnownFailures(const std::string& path) {
   std::map<std::string, std::string> known;
@@ -241,7 +255,7 @@ int Main(int argc, char** argv) {
     }
   }
   std::sort(cases.begin(), cases.end());
-  int passed = 0, failed = 0, skipped = 0, unexpected = 0;
+  int passed = 0, failed = 0, skipped = 0, skipped_opset = 0, unexpected = 0;
   std::vector<std::string> fixed;
   for (const fs::path& dir : cases) {
     const std::string name = dir.filename().string();
@@ -249,6 +263,13 @@ int Main(int argc, char** argv) {
     std::stringstream buffer;
     buffer << file.rdbuf();
     const std::string bytes = buffer.str();
+    const int opset = DefaultOpset(bytes);
+    if (opset < kMinOpset || opset > kMaxOpset) {
+      ++skipped;
+      ++skipped_opset;
+      if (verbose) std::cout << "SKIP " << name << ": opset " << opset << "\n";
+      continue;
+    }
     auto unsupported = UnsupportedOps(bytes, registry);
     if (!unsupported.ok() || !unsupported->empty()) {
       ++skipped;
@@ -279,6 +300,8 @@ int Main(int argc, char** argv) {
   for (const std::string& name : fixed) {
     std::cout << "known failure now passes (remove it from known_failures.txt): " << name << "\n";
   }
+  std::cout << "skipped: " << skipped - skipped_opset << " with unsupported ops, " << skipped_opset
+            << " with an opset outside " << kMinOpset << "-" << kMaxOpset << "\n";
   std::cout << "onnx_conformance: " << passed << " passed, " << failed << " failed, " << skipped
             << " skipped\n";
   if (unexpected > 0) {

@@ -47,9 +47,26 @@ def build(name, torch):
     raise ValueError(f"unknown model {name}")
 
 
+def calibrate_batch_norm(model, sample_shape, torch):
+    """Sets BatchNorm running statistics from random batches. With the default statistics
+    (mean 0, variance 1) random-weight activations shrink layer by layer: MobileNetV2's outputs
+    come out around 1e-9, too small to compare anything. Calibrated, outputs are O(1)."""
+    norms = [m for m in model.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
+    if not norms:
+        return
+    for m in norms:
+        m.reset_running_stats()
+        m.momentum = None  # a cumulative average over the calibration batches
+    model.train()
+    with torch.no_grad():
+        for _ in range(2):
+            model(torch.randn(8, *sample_shape))
+
+
 def export(name, out_dir, torch, np):
     torch.manual_seed(1234)
     model, sample_shape = build(name, torch)
+    calibrate_batch_norm(model, sample_shape, torch)
     model.eval()
     directory = os.path.join(out_dir, name)
     os.makedirs(directory, exist_ok=True)

@@ -287,10 +287,10 @@ absl::Status Run(const Options& options) {
 
   ASSIGN_OR_RETURN(std::vector<NamedTensor> inputs, MakeInputs(*model, options));
   ASSIGN_OR_RETURN(std::vector<const TensorValue*> ordered, model->MatchInputs(inputs));
-  std::vector<Shape> shapes;
-  for (const TensorValue* t : ordered) shapes.push_back(t->shape);
   const auto plan_start = Clock::now();
-  ASSIGN_OR_RETURN(std::unique_ptr<ExecutionPlan> plan, model->Plan(shapes));
+  bool value_keyed = false;
+  ASSIGN_OR_RETURN(std::unique_ptr<ExecutionPlan> plan,
+                   model->PlanForInputs(ordered, &value_keyed));
   const double plan_us = micros(Clock::now() - plan_start);
 
   std::vector<NamedTensor> outputs;
@@ -334,6 +334,7 @@ absl::Status Run(const Options& options) {
               << ",\"threads\":" << options.threads << ",\"min_us\":" << min
               << ",\"median_us\":" << median << ",\"p90_us\":" << p90 << ",\"max_us\":" << max
               << ",\"plan_us\":" << plan_us << ",\"load_us\":" << load_us
+              << ",\"value_keyed\":" << (value_keyed ? "true" : "false")
               << ",\"steps\":" << plan->steps().size()
               << ",\"plan_time_nodes\":" << plan->folded_nodes()
               << ",\"arena_bytes\":" << plan->arena_bytes()

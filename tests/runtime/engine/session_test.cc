@@ -1,5 +1,6 @@
 #include "runtime/engine/session.h"
 
+#include <cstring>
 #include <thread>
 
 #include "gmock/gmock.h"
@@ -101,6 +102,47 @@ TEST_F(SessionTest, ConcurrentRunsGiveEachCallerItsOwnResult) {
   for (auto& thread : threads) thread.join();
   EXPECT_EQ(failures, std::vector<int>(4, 0));
   EXPECT_EQ(session.cached_plans(), 2u);
+}
+
+TEST(SessionValueKeyTest, ShapeGivenAsAnInputKeysPlansByValue) {
+  KernelRegistry registry;
+  ASSERT_TRUE(kernels::cpu::RegisterCpuKernels(&registry).ok());
+  testing::RegisterFakeShapeKernels(&registry);
+  ModelBuilder b;
+  b.Input("x", onnx::TensorProto::FLOAT, {6}).Input("shape", onnx::TensorProto::INT64, {2});
+  b.Output("y", {-1, -1});
+  b.Node("Reshape", {"x", "shape"}, {"y"});
+  auto model = Model::LoadBytes(b.Bytes(), registry);
+  ASSERT_TRUE(model.ok()) << model.status();
+  // From shapes alone the Reshape cannot be prepared.
+  EXPECT_FALSE((*model)->Plan({{6}, {2}}).ok());
+
+  auto shape_tensor = [](int64_t a, int64_t c) {
+    TensorValue t{DataType::kInt64, {2}, std::vector<uint8_t>(16)};
+    std::memcpy(t.bytes.data(), &a, 8);
+    std::memcpy(t.bytes.data() + 8, &c, 8);
+    return t;
+  };
+  Session session(*model);
+  const TensorValue x = FloatTensor({6}, {1, 2, 3, 4, 5, 6});
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{2, 3}, {3, 2}, {2, 3}, {6, 1}}) {
+    auto out = session.Run({{"x", x}, {"shape", shape_tensor(rows, cols)}});
+    ASSERT_TRUE(out.ok()) << out.status();
+    EXPECT_EQ((*out)[0].value.shape, (Shape{rows, cols}));
+    EXPECT_EQ(Floats((*out)[0].value), (std::vector<float>{1, 2, 3, 4, 5, 6}));
+  }
+  EXPECT_TRUE(session.value_keyed());
+  EXPECT_EQ(session.cached_plans(), 3u);  // one per distinct value
+
+  // A value-keyed plan refuses another value.
+  bool keyed = false;
+  TensorValue s23 = shape_tensor(2, 3), s32 = shape_tensor(3, 2);
+  auto plan = (*model)->PlanForInputs({&x, &s23}, &keyed);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_TRUE(keyed);
+  auto out = (*plan)->Run({&x, &s32});
+  ASSERT_FALSE(out.ok());
+  EXPECT_THAT(out.status().message(), HasSubstr("input \"shape\" differs"));
 }
 
 }  // namespace
