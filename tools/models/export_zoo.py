@@ -17,6 +17,8 @@ import sys
 import time
 
 ALL = ["mlp", "resnet18", "mobilenet_v2", "transformer"]
+# Bumped whenever the exported files change; an existing export of another version is redone.
+VERSION = "2"
 
 
 def build(name, torch):
@@ -83,7 +85,18 @@ def export(name, out_dir, torch, np):
             y = model(x)
             np.save(os.path.join(directory, f"input_b{batch}.npy"), x.numpy())
             np.save(os.path.join(directory, f"output_b{batch}.npy"), y.numpy())
-    os.replace(tmp, path)  # model.onnx appears last: its presence means the set is complete
+    os.replace(tmp, path)
+    # VERSION is written last: its presence means the set is complete and current.
+    with open(os.path.join(directory, "VERSION"), "w") as f:
+        f.write(VERSION + "\n")
+
+
+def is_current(out_dir, name):
+    try:
+        with open(os.path.join(out_dir, name, "VERSION")) as f:
+            return f.read().strip() == VERSION
+    except OSError:
+        return False
 
 
 def main():
@@ -97,8 +110,7 @@ def main():
     for n in names:
         if n not in ALL:
             parser.error(f"unknown model {n!r} (known: {', '.join(ALL)})")
-    todo = [n for n in names
-            if args.force or not os.path.exists(os.path.join(args.out, n, "model.onnx"))]
+    todo = [n for n in names if args.force or not is_current(args.out, n)]
     if not todo:
         print(f"export_zoo: {', '.join(names)} already in {args.out}")
         return 0
