@@ -1,4 +1,5 @@
 // ExecutionPlan::Create: shape propagation, plan-time evaluation, memory plan, binding.
+#include <algorithm>
 #include <cstring>
 
 #include "absl/container/flat_hash_map.h"
@@ -153,6 +154,15 @@ class PlanBuilder {
     if (!prepared.ok()) return NodeError(node, prepared.status());
     std::unique_ptr<PreparedKernel> kernel = std::move(prepared).value();
     const std::vector<TensorDesc>& outs = kernel->outputs();
+    for (const TensorDesc& out : outs) {
+      const bool bad_dim =
+          std::any_of(out.shape.begin(), out.shape.end(), [](int64_t d) { return d < 0; });
+      if (bad_dim || DataTypeSize(out.dtype) == 0) {
+        return NodeError(node, absl::InternalError(absl::StrCat(
+                                   "the kernel declares an output of ", DataTypeName(out.dtype),
+                                   " ", ShapeToString(out.shape), ", which cannot be allocated")));
+      }
+    }
     bool all_outputs_known = !IsNondeterministicOp(node.op);
     for (size_t i = 0; i < node.outputs.size(); ++i) {
       if (node.outputs[i] == Graph::kNoValue) continue;
