@@ -13,6 +13,8 @@ packages=(
   libbenchmark-dev libonnx-dev libonnx-testdata libspdlog-dev
   # Python used by tests and tools (always /usr/bin/python3)
   python3-onnx python3-numpy python3-grpcio python3-grpc-tools
+  # real architectures for the engine's zoo tests (tools/models/export_zoo.py), about 900 MB
+  python3-torch python3-torchvision
 )
 
 missing=()

@@ -1,0 +1,79 @@
+#include "runtime/engine/execution_plan.h"
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace reprise::runtime::engine {
+
+absl::Status ExecutionPlan::StageInput(size_t index, const TensorValue& value) {
+  if (index >= inputs_.size()) {
+    return absl::OutOfRangeError(
+        absl::StrCat("input index ", index, ", the plan has ", inputs_.size(), " inputs"));
+  }
+  const PlanTensor& input = inputs_[index];
+  if (value.dtype != input.dtype) {
+    return absl::InvalidArgumentError(absl::StrCat("input \"", input.name, "\" has element type ",
+                                                   DataTypeName(value.dtype), ", expected ",
+                                                   DataTypeName(input.dtype)));
+  }
+  if (value.shape != input.shape) {
+    return absl::InvalidArgumentError(absl::StrCat("input \"", input.name, "\" has shape ",
+                                                   ShapeToString(value.shape), ", the plan is for ",
+                                                   ShapeToString(input.shape)));
+  }
+  if (value.bytes.size() != input.bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "input \"", input.name, "\" has ", value.bytes.size(), " bytes, shape ",
+        ShapeToString(input.shape), " of ", DataTypeName(input.dtype), " needs ", input.bytes));
+  }
+  if (input.fixed_value != nullptr && input.bytes > 0 &&
+      std::memcmp(input.fixed_value, value.bytes.data(), input.bytes) != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("input \"", input.name,
+                     "\" differs from the value this plan was made for (its value "
+                     "decides shapes, so each value needs its own plan)"));
+  }
+  if (input.bytes > 0) std::memcpy(input.data, value.bytes.data(), input.bytes);
+  return absl::OkStatus();
+}
+
+absl::Status ExecutionPlan::RunSteps() const {
+  for (const PlanStep& step : steps_) {
+    KernelArgs args;
+    args.inputs = step.inputs.data();
+    args.outputs = step.outputs.data();
+    args.workspace = step.workspace;
+    absl::Status status = step.kernel->Run(args);
+    if (!status.ok()) {
+      return absl::Status(status.code(), absl::StrCat("node \"", step.node_name, "\" (", step.op,
+                                                      "): ", status.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+TensorValue ExecutionPlan::ReadOutput(size_t index) const {
+  const PlanTensor& out = outputs_[index];
+  TensorValue value{out.dtype, out.shape, {}};
+  if (out.bytes > 0) value.bytes.assign(out.data, out.data + out.bytes);
+  return value;
+}
+
+absl::StatusOr<std::vector<NamedTensor>> ExecutionPlan::Run(
+    const std::vector<const TensorValue*>& inputs) {
+  if (inputs.size() != inputs_.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the plan takes ", inputs_.size(), " inputs, ", inputs.size(), " given"));
+  }
+  for (size_t i = 0; i < inputs.size(); ++i) RETURN_IF_ERROR(StageInput(i, *inputs[i]));
+  RETURN_IF_ERROR(RunSteps());
+  std::vector<NamedTensor> outputs;
+  outputs.reserve(outputs_.size());
+  for (size_t i = 0; i < outputs_.size(); ++i) {
+    outputs.push_back(NamedTensor{outputs_[i].name, ReadOutput(i)});
+  }
+  return outputs;
+}
+
+}  // namespace reprise::runtime::engine

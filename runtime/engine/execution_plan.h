@@ -1,0 +1,130 @@
+// A model prepared for one set of input shapes: a flat array of steps over fixed buffers.
+#ifndef REPRISE_RUNTIME_ENGINE_EXECUTION_PLAN_H_
+#define REPRISE_RUNTIME_ENGINE_EXECUTION_PLAN_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "runtime/core/kernel.h"
+#include "runtime/core/status_macros.h"
+#include "runtime/engine/aligned_buffer.h"
+#include "runtime/engine/graph.h"
+
+namespace reprise::runtime::engine {
+
+/// A host tensor with its graph name (an input or an output of a model).
+struct NamedTensor {
+  std::string name;
+  TensorValue value;
+};
+
+struct PlanOptions {
+  int intra_op_threads = 1;  // passed to every kernel's Prepare
+};
+
+/// One kernel call with every pointer bound. The pointers point into the plan's buffers (arena,
+/// input staging, output buffers) or into constants; they stay valid while the plan lives.
+struct PlanStep {
+  const PreparedKernel* kernel = nullptr;
+  std::vector<const void*> inputs;  // nullptr for an absent optional input
+  std::vector<void*> outputs;
+  void* workspace = nullptr;  // kernel->workspace_bytes() bytes in the arena, or nullptr
+  std::string node_name;      // for dumps and errors
+  std::string op;
+};
+
+/// A graph input or output of the plan with its concrete shape.
+struct PlanTensor {
+  std::string name;
+  DataType dtype = DataType::kUndefined;
+  Shape shape;
+  size_t bytes = 0;
+  /// Inputs: the staging buffer (inputs are copied here before a run).
+  /// Outputs: where the value is after a run (an output buffer, a constant or a staged input).
+  uint8_t* data = nullptr;
+  /// Inputs of a value-keyed plan: the value the plan was made for (StageInput refuses any
+  /// other), else nullptr.
+  const uint8_t* fixed_value = nullptr;
+};
+
+/// The result of planning a graph for fixed input shapes: shapes of every tensor propagated
+/// through the kernels' Prepare, values computable at plan time computed (shape subgraphs),
+/// the kernels of the remaining nodes prepared, and every intermediate placed in one 64-byte
+/// aligned arena by a liveness-based memory plan.
+///
+/// Execution is a walk over `steps()`: eagerly with `RunSteps()`, or by enqueueing each step
+/// onto a stream inside a capture (`ForEachStep`). Staging inputs, running and reading outputs
+/// use the plan's own buffers, so one plan runs one request at a time (like a runtime
+/// instance): not thread-safe for concurrent runs; read-only accessors are.
+///
+/// Lifetime: the plan borrows the Graph it was built from (kernels may keep pointers to its
+/// constants): the graph must outlive the plan.
+class ExecutionPlan {
+ public:
+  /// Plans `graph` for `input_shapes` (one per graph input, in graph order). Errors name the
+  /// input (shape the model cannot take) or the node whose kernel refused its inputs.
+  ///
+  /// `fixed_inputs`, when not empty, has one entry per graph input: a non-null entry makes that
+  /// input's value known at plan time (as a constant; e.g. the shape input of a Reshape), and
+  /// the plan then only accepts that value. Borrowed during the call only.
+  static absl::StatusOr<std::unique_ptr<ExecutionPlan>> Create(
+      const Graph& graph, const KernelRegistry& registry, const std::vector<Shape>& input_shapes,
+      const PlanOptions& options = {}, const std::vector<const TensorValue*>& fixed_inputs = {});
+
+  ExecutionPlan(const ExecutionPlan&) = delete;
+  ExecutionPlan& operator=(const ExecutionPlan&) = delete;
+
+  const std::vector<PlanStep>& steps() const { return steps_; }
+  const std::vector<PlanTensor>& inputs() const { return inputs_; }
+  const std::vector<PlanTensor>& outputs() const { return outputs_; }
+
+  /// Calls `visitor(const PlanStep&)` for each step in order; stops at the first error.
+  template <typename Visitor>
+  absl::Status ForEachStep(Visitor&& visitor) const {
+    for (const PlanStep& step : steps_) RETURN_IF_ERROR(visitor(step));
+    return absl::OkStatus();
+  }
+
+  /// Bytes of the intermediates' arena (workspaces included).
+  size_t arena_bytes() const { return arena_bytes_; }
+  /// Sum of the sizes of all intermediates and workspaces (each rounded up to 64 bytes): what
+  /// the arena would need without reuse.
+  size_t intermediate_bytes() const { return intermediate_bytes_; }
+  /// Number of nodes computed at plan time (shape subgraphs and the like).
+  int folded_nodes() const { return folded_nodes_; }
+
+  /// Copies `value` into input `index`'s staging buffer. Error naming the input when its
+  /// element type or shape differs from the plan's.
+  absl::Status StageInput(size_t index, const TensorValue& value);
+  /// Runs every step on the calling thread, in order. Error names the failing node.
+  absl::Status RunSteps() const;
+  /// Copies output `index` out of the plan.
+  TensorValue ReadOutput(size_t index) const;
+
+  /// Stages `inputs` (exactly the plan's inputs, in order), runs and returns the outputs in
+  /// graph order.
+  absl::StatusOr<std::vector<NamedTensor>> Run(const std::vector<const TensorValue*>& inputs);
+
+ private:
+  ExecutionPlan() = default;
+  friend class PlanBuilder;
+
+  std::vector<PlanStep> steps_;
+  std::vector<PlanTensor> inputs_;
+  std::vector<PlanTensor> outputs_;
+  std::vector<std::unique_ptr<PreparedKernel>> kernels_;
+  std::vector<std::unique_ptr<TensorValue>> known_;  // values computed at plan time
+  AlignedBuffer arena_;
+  std::vector<AlignedBuffer> input_buffers_;
+  std::vector<AlignedBuffer> output_buffers_;
+  size_t arena_bytes_ = 0;
+  size_t intermediate_bytes_ = 0;
+  int folded_nodes_ = 0;
+};
+
+}  // namespace reprise::runtime::engine
+
+#endif  // REPRISE_RUNTIME_ENGINE_EXECUTION_PLAN_H_

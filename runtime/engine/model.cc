@@ -1,0 +1,152 @@
+#include "runtime/engine/model.h"
+
+#include <algorithm>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "runtime/core/status_macros.h"
+#include "runtime/engine/onnx_import.h"
+#include "runtime/engine/optimizer.h"
+
+namespace reprise::runtime::engine {
+
+absl::StatusOr<std::shared_ptr<const Model>> Model::FromGraph(Graph graph,
+                                                              const KernelRegistry& registry,
+                                                              const ModelOptions& options) {
+  LoadStats stats;
+  stats.imported_nodes = static_cast<int>(graph.nodes.size());
+  RETURN_IF_ERROR(graph.Validate());
+  RETURN_IF_ERROR(OptimizeForInference(&graph, registry));
+  stats.nodes = static_cast<int>(graph.nodes.size());
+  stats.constants = static_cast<int>(graph.constants.size());
+  return std::shared_ptr<const Model>(new Model(std::move(graph), registry, options, stats));
+}
+
+absl::StatusOr<std::shared_ptr<const Model>> Model::LoadFile(const std::string& path,
+                                                             const KernelRegistry& registry,
+                                                             const ModelOptions& options) {
+  ASSIGN_OR_RETURN(Graph graph, ImportOnnxFile(path, registry));
+  return FromGraph(std::move(graph), registry, options);
+}
+
+absl::StatusOr<std::shared_ptr<const Model>> Model::LoadBytes(absl::string_view bytes,
+                                                              const KernelRegistry& registry,
+                                                              const ModelOptions& options) {
+  ASSIGN_OR_RETURN(Graph graph, ImportOnnxBytes(bytes, registry));
+  return FromGraph(std::move(graph), registry, options);
+}
+
+std::vector<Value> Model::inputs() const {
+  std::vector<Value> result;
+  for (int id : graph_.inputs) result.push_back(graph_.values[id]);
+  return result;
+}
+
+std::vector<Value> Model::outputs() const {
+  std::vector<Value> result;
+  for (const GraphOutput& out : graph_.outputs) {
+    Value value = graph_.values[out.value];
+    value.name = out.name;
+    result.push_back(std::move(value));
+  }
+  return result;
+}
+
+absl::StatusOr<std::vector<const TensorValue*>> Model::MatchInputs(
+    const std::vector<NamedTensor>& inputs) const {
+  absl::flat_hash_map<std::string, const TensorValue*> given;
+  for (const NamedTensor& input : inputs) {
+    if (!given.emplace(input.name, &input.value).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("input \"", input.name, "\" is given more than once"));
+    }
+  }
+  std::vector<const TensorValue*> ordered;
+  std::vector<std::string> missing;
+  for (int id : graph_.inputs) {
+    const Value& value = graph_.values[id];
+    auto it = given.find(value.name);
+    if (it == given.end()) {
+      missing.push_back(absl::StrCat("\"", value.name, "\" (", DataTypeName(value.dtype), " ",
+                                     DimsToString(value.dims), ")"));
+      continue;
+    }
+    const TensorValue& tensor = *it->second;
+    if (tensor.dtype != value.dtype) {
+      return absl::InvalidArgumentError(absl::StrCat("input \"", value.name, "\" has element type ",
+                                                     DataTypeName(tensor.dtype), ", expected ",
+                                                     DataTypeName(value.dtype)));
+    }
+    bool shape_ok = !value.has_shape || tensor.shape.size() == value.dims.size();
+    for (size_t i = 0; shape_ok && value.has_shape && i < value.dims.size(); ++i) {
+      if (value.dims[i].known() && value.dims[i].value != tensor.shape[i]) shape_ok = false;
+    }
+    if (!shape_ok) {
+      return absl::InvalidArgumentError(absl::StrCat("input \"", value.name, "\" has shape ",
+                                                     ShapeToString(tensor.shape), ", expected ",
+                                                     DimsToString(value.dims)));
+    }
+    const size_t bytes =
+        static_cast<size_t>(NumElements(tensor.shape)) * DataTypeSize(tensor.dtype);
+    if (tensor.bytes.size() != bytes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "input \"", value.name, "\" has ", tensor.bytes.size(), " bytes, shape ",
+          ShapeToString(tensor.shape), " of ", DataTypeName(tensor.dtype), " needs ", bytes));
+    }
+    ordered.push_back(&tensor);
+    given.erase(it);
+  }
+  if (!missing.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("missing input(s): ", absl::StrJoin(missing, ", ")));
+  }
+  if (!given.empty()) {
+    std::vector<std::string> extra;
+    for (const auto& [name, tensor] : given) extra.push_back(absl::StrCat("\"", name, "\""));
+    std::sort(extra.begin(), extra.end());
+    std::vector<std::string> expected;
+    for (int id : graph_.inputs)
+      expected.push_back(absl::StrCat("\"", graph_.values[id].name, "\""));
+    return absl::InvalidArgumentError(absl::StrCat("unknown input(s) ", absl::StrJoin(extra, ", "),
+                                                   "; the model's inputs are ",
+                                                   absl::StrJoin(expected, ", ")));
+  }
+  return ordered;
+}
+
+absl::StatusOr<std::unique_ptr<ExecutionPlan>> Model::Plan(
+    const std::vector<Shape>& input_shapes,
+    const std::vector<const TensorValue*>& fixed_inputs) const {
+  PlanOptions options;
+  options.intra_op_threads = options_.intra_op_threads;
+  return ExecutionPlan::Create(graph_, registry_, input_shapes, options, fixed_inputs);
+}
+
+bool Model::IsValueKeyCandidate(const TensorValue& input) {
+  const bool numeric = input.dtype == DataType::kInt64 || input.dtype == DataType::kInt32 ||
+                       input.dtype == DataType::kFloat32 || input.dtype == DataType::kFloat64;
+  return numeric && input.shape.size() <= 1 && NumElements(input.shape) <= kMaxValueKeyElements;
+}
+
+absl::StatusOr<std::unique_ptr<ExecutionPlan>> Model::PlanForInputs(
+    const std::vector<const TensorValue*>& inputs, bool* value_keyed) const {
+  std::vector<Shape> shapes;
+  std::vector<const TensorValue*> fixed;
+  bool any_candidate = false;
+  for (const TensorValue* input : inputs) {
+    shapes.push_back(input->shape);
+    const bool candidate = IsValueKeyCandidate(*input);
+    any_candidate |= candidate;
+    fixed.push_back(candidate ? input : nullptr);
+  }
+  if (*value_keyed) return Plan(shapes, fixed);
+  auto plan = Plan(shapes);
+  if (plan.ok() || !any_candidate) return plan;
+  auto keyed = Plan(shapes, fixed);
+  if (!keyed.ok()) return plan.status();  // the shape-only error is the clearer one
+  *value_keyed = true;
+  return keyed;
+}
+
+}  // namespace reprise::runtime::engine

@@ -1,0 +1,91 @@
+// A loaded model: imported, optimised, immutable; plans are made from it per input shape.
+#ifndef REPRISE_RUNTIME_ENGINE_MODEL_H_
+#define REPRISE_RUNTIME_ENGINE_MODEL_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "runtime/core/kernel.h"
+#include "runtime/engine/execution_plan.h"
+#include "runtime/engine/graph.h"
+
+namespace reprise::runtime::engine {
+
+struct ModelOptions {
+  int intra_op_threads = 1;  // passed to kernels at Prepare
+};
+
+/// Statistics of the load-time passes.
+struct LoadStats {
+  int imported_nodes = 0;  // nodes in the file (Constant nodes included)
+  int nodes = 0;           // nodes left after optimisation
+  int constants = 0;       // constant tensors after folding
+};
+
+/// A model loaded once and never changed afterwards.
+///
+/// Thread-safety: every method is const and may be called from several threads at once.
+/// Lifetime: the model borrows `registry`, which must outlive it; plans borrow the model.
+class Model {
+ public:
+  /// Imports (see onnx_import.h) and optimises (see optimizer.h) an ONNX file.
+  static absl::StatusOr<std::shared_ptr<const Model>> LoadFile(const std::string& path,
+                                                               const KernelRegistry& registry,
+                                                               const ModelOptions& options = {});
+  /// The same from bytes (external data is then an error).
+  static absl::StatusOr<std::shared_ptr<const Model>> LoadBytes(absl::string_view bytes,
+                                                                const KernelRegistry& registry,
+                                                                const ModelOptions& options = {});
+  /// Optimises an already built graph (tests, other front ends).
+  static absl::StatusOr<std::shared_ptr<const Model>> FromGraph(Graph graph,
+                                                                const KernelRegistry& registry,
+                                                                const ModelOptions& options = {});
+
+  const Graph& graph() const { return graph_; }
+  const LoadStats& stats() const { return stats_; }
+  /// The graph inputs (name, element type, declared dims) in order.
+  std::vector<Value> inputs() const;
+  std::vector<Value> outputs() const;
+
+  /// Orders `inputs` by the graph's inputs. Errors name the input: missing, unknown (extra),
+  /// given twice, of another element type, or of a shape the model cannot take (rank or a fixed
+  /// dim differs), with the expected and the given.
+  absl::StatusOr<std::vector<const TensorValue*>> MatchInputs(
+      const std::vector<NamedTensor>& inputs) const;
+
+  /// Plans for one shape per graph input (in graph order); see ExecutionPlan::Create for
+  /// `fixed_inputs`.
+  absl::StatusOr<std::unique_ptr<ExecutionPlan>> Plan(
+      const std::vector<Shape>& input_shapes,
+      const std::vector<const TensorValue*>& fixed_inputs = {}) const;
+
+  /// True for an input whose value may decide shapes: a scalar or 1-D int32, int64, float32
+  /// or float64 tensor of at most kMaxValueKeyElements elements (a shape, axes, pads, Resize's
+  /// scales, Range's bounds).
+  static bool IsValueKeyCandidate(const TensorValue& input);
+  static constexpr int64_t kMaxValueKeyElements = 64;
+
+  /// Plans for `inputs` (ordered as MatchInputs returns them). When `value_keyed` is false it
+  /// first plans for their shapes alone; if that fails and some inputs are value-key
+  /// candidates, it plans again with those inputs' values fixed (a value-keyed plan, valid only
+  /// for those values; models whose shape inputs are graph inputs need it) and sets
+  /// `*value_keyed`. With `value_keyed` true it fixes the candidates' values at once.
+  absl::StatusOr<std::unique_ptr<ExecutionPlan>> PlanForInputs(
+      const std::vector<const TensorValue*>& inputs, bool* value_keyed) const;
+
+ private:
+  Model(Graph graph, const KernelRegistry& registry, ModelOptions options, LoadStats stats)
+      : graph_(std::move(graph)), registry_(registry), options_(options), stats_(stats) {}
+
+  Graph graph_;
+  const KernelRegistry& registry_;
+  ModelOptions options_;
+  LoadStats stats_;
+};
+
+}  // namespace reprise::runtime::engine
+
+#endif  // REPRISE_RUNTIME_ENGINE_MODEL_H_

@@ -1,0 +1,221 @@
+#include "runtime/engine/optimizer.h"
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "runtime/core/status_macros.h"
+#include "runtime/engine/aligned_buffer.h"
+#include "runtime/engine/onnx_import.h"
+
+namespace reprise::runtime::engine {
+namespace {
+
+// Rewires every use of `from` (node inputs and graph outputs) to `to`.
+void ReplaceUses(Graph* graph, int from, int to) {
+  for (Node& node : graph->nodes) {
+    for (int& in : node.inputs) {
+      if (in == from) in = to;
+    }
+  }
+  for (GraphOutput& out : graph->outputs) {
+    if (out.value == from) out.value = to;
+  }
+}
+
+}  // namespace
+
+bool IsInferenceDropout(const Graph& graph, const Node& node) {
+  if (node.op != "Dropout" || node.inputs.empty() || node.inputs[0] == Graph::kNoValue) {
+    return false;
+  }
+  if (node.inputs.size() <= 2 || node.inputs[2] == Graph::kNoValue) return true;
+  const TensorValue* training = graph.FindConstant(node.inputs[2]);
+  if (training == nullptr || training->bytes.empty()) return false;
+  if (training->bytes[0] == 0) return true;
+  // Training with a constant ratio of 0 drops nothing: the same as inference.
+  if (node.inputs[1] == Graph::kNoValue) return false;
+  const TensorValue* ratio = graph.FindConstant(node.inputs[1]);
+  if (ratio == nullptr || ratio->bytes.empty()) return false;
+  if (ratio->dtype == DataType::kFloat32 && ratio->bytes.size() == 4) {
+    float r;
+    std::memcpy(&r, ratio->bytes.data(), 4);
+    return r == 0.0f;
+  }
+  if (ratio->dtype == DataType::kFloat64 && ratio->bytes.size() == 8) {
+    double r;
+    std::memcpy(&r, ratio->bytes.data(), 8);
+    return r == 0.0;
+  }
+  return false;
+}
+
+int RemovePassThroughNodes(Graph* graph) {
+  int removed = 0;
+  std::vector<Node> kept;
+  kept.reserve(graph->nodes.size());
+  std::vector<int> uses = graph->UseCounts();
+  for (size_t i = 0; i < graph->nodes.size(); ++i) {
+    Node& node = graph->nodes[i];
+    const bool pass =
+        (node.op == "Identity" && node.inputs.size() == 1 && node.inputs[0] != Graph::kNoValue) ||
+        (IsInferenceDropout(*graph, node) &&
+         (node.outputs.size() < 2 || node.outputs[1] == Graph::kNoValue ||
+          uses[node.outputs[1]] == 0));
+    if (pass && node.domain.empty() && !node.outputs.empty() &&
+        node.outputs[0] != Graph::kNoValue) {
+      ReplaceUses(graph, node.outputs[0], node.inputs[0]);
+      ++removed;
+      continue;
+    }
+    kept.push_back(std::move(node));
+  }
+  graph->nodes = std::move(kept);
+  return removed;
+}
+
+int RemoveDeadNodes(Graph* graph) {
+  std::vector<int> uses = graph->UseCounts();
+  int removed = 0;
+  // Walk backwards so that a chain of dead nodes goes in one pass.
+  std::vector<bool> keep(graph->nodes.size(), true);
+  for (size_t i = graph->nodes.size(); i-- > 0;) {
+    const Node& node = graph->nodes[i];
+    bool used = false;
+    for (int out : node.outputs) {
+      if (out != Graph::kNoValue && uses[out] > 0) used = true;
+    }
+    if (used) continue;
+    keep[i] = false;
+    ++removed;
+    for (int in : node.inputs) {
+      if (in != Graph::kNoValue) --uses[in];
+    }
+  }
+  std::vector<Node> kept;
+  for (size_t i = 0; i < graph->nodes.size(); ++i) {
+    if (keep[i]) kept.push_back(std::move(graph->nodes[i]));
+  }
+  graph->nodes = std::move(kept);
+  return removed;
+}
+
+bool IsNondeterministicOp(absl::string_view op) {
+  return op == "RandomNormal" || op == "RandomUniform" || op == "RandomNormalLike" ||
+         op == "RandomUniformLike" || op == "Multinomial" || op == "Bernoulli";
+}
+
+PrepareContext MakePrepareContext(const Node& node, int opset,
+                                  const std::vector<TensorDesc>& inputs, int intra_op_threads) {
+  PrepareContext context;
+  context.op = node.op;
+  context.name = node.name;
+  context.opset = opset;
+  context.inputs = inputs;
+  context.num_outputs = static_cast<int>(node.outputs.size());
+  context.attributes = &node.attributes;
+  context.intra_op_threads = intra_op_threads;
+  return context;
+}
+
+absl::Status NodeError(const Node& node, const absl::Status& status) {
+  return absl::Status(status.code(),
+                      absl::StrCat("node \"", node.name, "\" (", node.op, "): ", status.message()));
+}
+
+absl::StatusOr<std::vector<TensorValue>> EvaluateOnHost(const PreparedKernel& kernel,
+                                                        const std::vector<const void*>& inputs) {
+  std::vector<TensorValue> outputs;
+  std::vector<AlignedBuffer> buffers;
+  std::vector<void*> out_ptrs;
+  for (const TensorDesc& desc : kernel.outputs()) {
+    const int64_t count = NumElements(desc.shape);
+    if (count < 0) {
+      return absl::InternalError(absl::StrCat(kernel.op(), ": output shape ",
+                                              ShapeToString(desc.shape), " is not concrete"));
+    }
+    buffers.emplace_back(static_cast<size_t>(count) * DataTypeSize(desc.dtype));
+    out_ptrs.push_back(buffers.back().data());
+  }
+  AlignedBuffer workspace(kernel.workspace_bytes());
+  KernelArgs args;
+  args.inputs = inputs.data();
+  args.outputs = out_ptrs.data();
+  args.workspace = kernel.workspace_bytes() > 0 ? workspace.data() : nullptr;
+  RETURN_IF_ERROR(kernel.Run(args));
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    const TensorDesc& desc = kernel.outputs()[i];
+    TensorValue value;
+    value.dtype = desc.dtype;
+    value.shape = desc.shape;
+    value.bytes.assign(buffers[i].data(), buffers[i].data() + buffers[i].size());
+    outputs.push_back(std::move(value));
+  }
+  return outputs;
+}
+
+absl::StatusOr<int> FoldConstants(Graph* graph, const KernelRegistry& registry) {
+  int folded = 0;
+  std::vector<Node> kept;
+  for (Node& node : graph->nodes) {
+    bool all_constant = !node.inputs.empty() && !IsNondeterministicOp(node.op);
+    for (int in : node.inputs) {
+      if (in != Graph::kNoValue && !graph->IsConstant(in)) all_constant = false;
+    }
+    if (!all_constant || !registry.Has(node.op)) {
+      kept.push_back(std::move(node));
+      continue;
+    }
+    std::vector<TensorDesc> descs;
+    std::vector<const void*> ptrs;
+    for (int in : node.inputs) {
+      TensorDesc desc;
+      if (in == Graph::kNoValue) {
+        desc.present = false;
+        ptrs.push_back(nullptr);
+      } else {
+        const TensorValue* value = graph->FindConstant(in);
+        desc.dtype = value->dtype;
+        desc.shape = value->shape;
+        desc.data = value->bytes.data();
+        ptrs.push_back(value->bytes.data());
+      }
+      descs.push_back(std::move(desc));
+    }
+    auto kernel = registry.Prepare(MakePrepareContext(node, graph->opset, descs, 1));
+    if (!kernel.ok()) return NodeError(node, kernel.status());
+    auto outputs = EvaluateOnHost(**kernel, ptrs);
+    if (!outputs.ok()) return NodeError(node, outputs.status());
+    for (size_t i = 0; i < node.outputs.size(); ++i) {
+      const int out = node.outputs[i];
+      if (out == Graph::kNoValue) continue;
+      if (i >= outputs->size()) {
+        return NodeError(node, absl::InternalError(absl::StrCat(
+                                   "the kernel produces ", outputs->size(), " outputs, output ", i,
+                                   " (\"", graph->values[out].name, "\") is used")));
+      }
+      graph->values[out].dtype = (*outputs)[i].dtype;
+      graph->constants[out] = std::make_unique<TensorValue>(std::move((*outputs)[i]));
+    }
+    ++folded;
+  }
+  graph->nodes = std::move(kept);
+  return folded;
+}
+
+absl::Status OptimizeForInference(Graph* graph, const KernelRegistry& registry) {
+  RemovePassThroughNodes(graph);
+  RemoveDeadNodes(graph);
+  RETURN_IF_ERROR(FoldConstants(graph, registry).status());
+  RemoveDeadNodes(graph);
+  for (const Node& node : graph->nodes) {
+    // A Dropout left here has its mask used: the planner makes the mask (all true).
+    if (IsEngineOp(node.op) && !registry.Has(node.op) && !IsInferenceDropout(*graph, node)) {
+      return NodeError(node, absl::UnimplementedError(
+                                 "only inference is supported (training_mode must be absent or "
+                                 "a constant false)"));
+    }
+  }
+  return graph->Validate();
+}
+
+}  // namespace reprise::runtime::engine

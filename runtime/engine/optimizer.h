@@ -1,0 +1,53 @@
+// Load-time graph passes: pass-through removal, dead-node removal, constant folding.
+#ifndef REPRISE_RUNTIME_ENGINE_OPTIMIZER_H_
+#define REPRISE_RUNTIME_ENGINE_OPTIMIZER_H_
+
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "runtime/core/kernel.h"
+#include "runtime/engine/graph.h"
+
+namespace reprise::runtime::engine {
+
+/// Removes Identity, and Dropout in inference mode (no mask used, training_mode absent or a
+/// constant false), rewiring their consumers (and graph outputs) to their input. Returns how
+/// many nodes were removed.
+int RemovePassThroughNodes(Graph* graph);
+
+/// True for a Dropout that drops nothing: training_mode absent or a constant false, or a
+/// constant ratio of 0. Its output is its input and its mask is all true.
+bool IsInferenceDropout(const Graph& graph, const Node& node);
+
+/// Removes nodes none of whose outputs is used by another node or a graph output. Returns how
+/// many were removed.
+int RemoveDeadNodes(Graph* graph);
+
+/// True for ops whose result must not be computed ahead of time (random generators).
+bool IsNondeterministicOp(absl::string_view op);
+
+/// Runs every deterministic node whose inputs are all constants, on host memory with the
+/// kernels of `registry`, and turns its outputs into constants. A node whose kernel refuses the
+/// constant inputs is an error naming the node. Returns how many nodes were folded.
+absl::StatusOr<int> FoldConstants(Graph* graph, const KernelRegistry& registry);
+
+/// The standard pipeline for inference: pass-through removal, dead nodes, folding, dead nodes.
+/// Error when an engine op (e.g. a Dropout in training mode) is left that no kernel runs.
+absl::Status OptimizeForInference(Graph* graph, const KernelRegistry& registry);
+
+/// Prepares `node`'s kernel for `inputs` and runs it at once into freshly allocated outputs
+/// (one per kernel output). For folding at load time and at plan time.
+absl::StatusOr<std::vector<TensorValue>> EvaluateOnHost(const PreparedKernel& kernel,
+                                                        const std::vector<const void*>& inputs);
+
+/// Prepare context for `node` over `inputs` (which the context borrows).
+PrepareContext MakePrepareContext(const Node& node, int opset,
+                                  const std::vector<TensorDesc>& inputs, int intra_op_threads);
+
+/// Prefixes `status`'s message with the node, e.g. `node "conv1" (Conv): ...`.
+absl::Status NodeError(const Node& node, const absl::Status& status);
+
+}  // namespace reprise::runtime::engine
+
+#endif  // REPRISE_RUNTIME_ENGINE_OPTIMIZER_H_

@@ -1,0 +1,341 @@
+// ExecutionPlan::Create: shape propagation, plan-time evaluation, memory plan, binding.
+#include <algorithm>
+#include <cstring>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "runtime/core/status_macros.h"
+#include "runtime/engine/execution_plan.h"
+#include "runtime/engine/memory_plan.h"
+#include "runtime/engine/optimizer.h"
+
+namespace reprise::runtime::engine {
+namespace {
+
+// Where a value lives in the plan.
+enum class Where { kNone, kKnown, kInput, kArena, kOutput };
+
+struct Slot {
+  Where where = Where::kNone;
+  DataType dtype = DataType::kUndefined;
+  Shape shape;
+  const void* known = nullptr;  // kKnown: the value
+  int index = -1;               // kInput: input; kArena: arena buffer; kOutput: output buffer
+};
+
+size_t ByteSize(DataType dtype, const Shape& shape) {
+  return static_cast<size_t>(NumElements(shape)) * DataTypeSize(dtype);
+}
+
+absl::Status CheckInputShape(const Value& value, const Shape& shape,
+                             absl::flat_hash_map<std::string, int64_t>* symbols) {
+  auto mismatch = [&]() {
+    return absl::InvalidArgumentError(absl::StrCat("input \"", value.name, "\" has shape ",
+                                                   ShapeToString(shape), ", expected ",
+                                                   DimsToString(value.dims)));
+  };
+  for (int64_t d : shape) {
+    if (d < 0) return mismatch();
+  }
+  if (!value.has_shape) return absl::OkStatus();
+  if (shape.size() != value.dims.size()) return mismatch();
+  for (size_t i = 0; i < shape.size(); ++i) {
+    const Dim& dim = value.dims[i];
+    if (dim.known() && dim.value != shape[i]) return mismatch();
+    if (!dim.known() && !dim.symbol.empty()) {
+      auto [it, inserted] = symbols->emplace(dim.symbol, shape[i]);
+      if (!inserted && it->second != shape[i]) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("input \"", value.name, "\" has shape ", ShapeToString(shape),
+                         ", expected ", DimsToString(value.dims), " with ", dim.symbol, "=",
+                         it->second, " as in an earlier input"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+/// Builds one ExecutionPlan; lives only during ExecutionPlan::Create.
+class PlanBuilder {
+ public:
+  PlanBuilder(const Graph& graph, const KernelRegistry& registry, const PlanOptions& options)
+      : graph_(graph), registry_(registry), options_(options), plan_(new ExecutionPlan()) {
+    slots_.resize(graph.values.size());
+  }
+
+  absl::StatusOr<std::unique_ptr<ExecutionPlan>> Build(
+      const std::vector<Shape>& input_shapes, const std::vector<const TensorValue*>& fixed) {
+    RETURN_IF_ERROR(SetInputs(input_shapes));
+    RETURN_IF_ERROR(FixInputs(fixed));
+    for (const auto& [id, tensor] : graph_.constants) {
+      slots_[id] = Slot{Where::kKnown, tensor->dtype, tensor->shape, tensor->bytes.data(), -1};
+    }
+    for (size_t i = 0; i < graph_.nodes.size(); ++i) RETURN_IF_ERROR(PlanNode(graph_.nodes[i]));
+    RETURN_IF_ERROR(SetOutputs());
+    MemoryPlan memory = PlanMemory(lifetimes_);
+    plan_->arena_bytes_ = memory.arena_bytes;
+    plan_->intermediate_bytes_ = memory.total_bytes;
+    plan_->arena_ = AlignedBuffer(memory.arena_bytes);
+    Bind(memory);
+    return std::move(plan_);
+  }
+
+ private:
+  absl::Status SetInputs(const std::vector<Shape>& input_shapes) {
+    if (input_shapes.size() != graph_.inputs.size()) {
+      return absl::InvalidArgumentError(absl::StrCat("the model has ", graph_.inputs.size(),
+                                                     " inputs, ", input_shapes.size(),
+                                                     " shapes given"));
+    }
+    absl::flat_hash_map<std::string, int64_t> symbols;
+    for (size_t i = 0; i < graph_.inputs.size(); ++i) {
+      const Value& value = graph_.values[graph_.inputs[i]];
+      RETURN_IF_ERROR(CheckInputShape(value, input_shapes[i], &symbols));
+      PlanTensor tensor{value.name, value.dtype, input_shapes[i],
+                        ByteSize(value.dtype, input_shapes[i]), nullptr};
+      plan_->input_buffers_.emplace_back(tensor.bytes);
+      tensor.data = plan_->input_buffers_.back().data();
+      plan_->inputs_.push_back(std::move(tensor));
+      slots_[graph_.inputs[i]] =
+          Slot{Where::kInput, value.dtype, input_shapes[i], nullptr, static_cast<int>(i)};
+    }
+    return absl::OkStatus();
+  }
+
+  // Makes the given inputs' values known at plan time.
+  absl::Status FixInputs(const std::vector<const TensorValue*>& fixed) {
+    if (fixed.empty()) return absl::OkStatus();
+    if (fixed.size() != graph_.inputs.size()) {
+      return absl::InvalidArgumentError(absl::StrCat("the model has ", graph_.inputs.size(),
+                                                     " inputs, ", fixed.size(),
+                                                     " fixed values given"));
+    }
+    for (size_t i = 0; i < fixed.size(); ++i) {
+      if (fixed[i] == nullptr) continue;
+      PlanTensor& input = plan_->inputs_[i];
+      if (fixed[i]->dtype != input.dtype || fixed[i]->shape != input.shape ||
+          fixed[i]->bytes.size() != input.bytes) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "input \"", input.name, "\": the fixed value is ", DataTypeName(fixed[i]->dtype), " ",
+            ShapeToString(fixed[i]->shape), ", the input ", DataTypeName(input.dtype), " ",
+            ShapeToString(input.shape)));
+      }
+      SetKnown(graph_.inputs[i], *fixed[i]);
+      input.fixed_value = plan_->known_.back()->bytes.data();
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status PlanNode(const Node& node) {
+    if (node.op == "Dropout" && !registry_.Has(node.op)) return PlanDropout(node);
+    std::vector<TensorDesc> descs;
+    bool all_known = !node.inputs.empty() && !IsNondeterministicOp(node.op);
+    for (int in : node.inputs) {
+      TensorDesc desc;
+      if (in == Graph::kNoValue) {
+        desc.present = false;
+      } else {
+        const Slot& slot = slots_[in];
+        if (slot.where == Where::kNone) {
+          return NodeError(node, absl::InternalError(absl::StrCat(
+                                     "input \"", graph_.values[in].name, "\" is not computed")));
+        }
+        desc.dtype = slot.dtype;
+        desc.shape = slot.shape;
+        desc.data = slot.known;
+        if (slot.where != Where::kKnown) all_known = false;
+      }
+      descs.push_back(std::move(desc));
+    }
+    auto prepared =
+        registry_.Prepare(MakePrepareContext(node, graph_.opset, descs, options_.intra_op_threads));
+    if (!prepared.ok()) return NodeError(node, prepared.status());
+    std::unique_ptr<PreparedKernel> kernel = std::move(prepared).value();
+    const std::vector<TensorDesc>& outs = kernel->outputs();
+    for (const TensorDesc& out : outs) {
+      const bool bad_dim =
+          std::any_of(out.shape.begin(), out.shape.end(), [](int64_t d) { return d < 0; });
+      if (bad_dim || DataTypeSize(out.dtype) == 0) {
+        return NodeError(node, absl::InternalError(absl::StrCat(
+                                   "the kernel declares an output of ", DataTypeName(out.dtype),
+                                   " ", ShapeToString(out.shape), ", which cannot be allocated")));
+      }
+    }
+    bool all_outputs_known = !IsNondeterministicOp(node.op);
+    for (size_t i = 0; i < node.outputs.size(); ++i) {
+      if (node.outputs[i] == Graph::kNoValue) continue;
+      if (i >= outs.size()) {
+        return NodeError(node, absl::InternalError(absl::StrCat(
+                                   "the kernel declares ", outs.size(), " outputs, output ", i,
+                                   " (\"", graph_.values[node.outputs[i]].name, "\") is used")));
+      }
+      if (outs[i].data == nullptr) all_outputs_known = false;
+    }
+
+    if (all_known) {
+      // Every input is known: compute the node now (e.g. Shape -> Gather -> Concat).
+      std::vector<const void*> ptrs;
+      for (const TensorDesc& d : descs) ptrs.push_back(d.data);
+      auto values = EvaluateOnHost(*kernel, ptrs);
+      if (!values.ok()) return NodeError(node, values.status());
+      for (size_t i = 0; i < node.outputs.size(); ++i) {
+        if (node.outputs[i] != Graph::kNoValue) SetKnown(node.outputs[i], std::move((*values)[i]));
+      }
+      ++plan_->folded_nodes_;
+      return absl::OkStatus();
+    }
+    if (all_outputs_known) {
+      // Prepare already knows the values (e.g. Shape of a tensor of known shape).
+      for (size_t i = 0; i < node.outputs.size(); ++i) {
+        if (node.outputs[i] == Graph::kNoValue) continue;
+        TensorValue value{outs[i].dtype, outs[i].shape, {}};
+        const auto* bytes = static_cast<const uint8_t*>(outs[i].data);
+        value.bytes.assign(bytes, bytes + ByteSize(outs[i].dtype, outs[i].shape));
+        SetKnown(node.outputs[i], std::move(value));
+      }
+      ++plan_->folded_nodes_;
+      return absl::OkStatus();
+    }
+
+    const int step = static_cast<int>(plan_->steps_.size());
+    StepIo io;
+    for (int in : node.inputs) {
+      io.inputs.push_back(in);
+      if (in != Graph::kNoValue && slots_[in].where == Where::kArena) {
+        lifetimes_[slots_[in].index].last = step;
+      }
+    }
+    for (size_t i = 0; i < outs.size(); ++i) {
+      const int out = i < node.outputs.size() ? node.outputs[i] : Graph::kNoValue;
+      const size_t bytes = ByteSize(outs[i].dtype, outs[i].shape);
+      if (out != Graph::kNoValue && IsGraphOutput(out)) {
+        plan_->output_buffers_.emplace_back(bytes);
+        slots_[out] = Slot{Where::kOutput, outs[i].dtype, outs[i].shape, nullptr,
+                           static_cast<int>(plan_->output_buffers_.size() - 1)};
+        io.outputs.push_back(slots_[out]);
+        continue;
+      }
+      // Unused outputs still need room: the kernel writes them.
+      lifetimes_.push_back(BufferLifetime{bytes, step, step});
+      Slot slot{Where::kArena, outs[i].dtype, outs[i].shape, nullptr,
+                static_cast<int>(lifetimes_.size() - 1)};
+      if (out != Graph::kNoValue) slots_[out] = slot;
+      io.outputs.push_back(slot);
+    }
+    if (kernel->workspace_bytes() > 0) {
+      lifetimes_.push_back(BufferLifetime{kernel->workspace_bytes(), step, step});
+      io.workspace = static_cast<int>(lifetimes_.size() - 1);
+    }
+    PlanStep plan_step;
+    plan_step.kernel = kernel.get();
+    plan_step.node_name = node.name;
+    plan_step.op = node.op;
+    plan_->steps_.push_back(std::move(plan_step));
+    plan_->kernels_.push_back(std::move(kernel));
+    step_io_.push_back(std::move(io));
+    return absl::OkStatus();
+  }
+
+  // An inference Dropout whose mask is used: the output aliases the input, the mask is a
+  // plan-time constant of all true.
+  absl::Status PlanDropout(const Node& node) {
+    const Slot& in = slots_[node.inputs[0]];
+    const int out = node.outputs[0];
+    if (out != Graph::kNoValue) {
+      if (IsGraphOutput(out) && in.where == Where::kArena) {
+        return NodeError(node, absl::UnimplementedError(
+                                   "an intermediate passed through Dropout to a graph output "
+                                   "while the mask is used is not supported"));
+      }
+      slots_[out] = in;
+    }
+    if (node.outputs.size() > 1 && node.outputs[1] != Graph::kNoValue) {
+      TensorValue mask{DataType::kBool, in.shape, {}};
+      mask.bytes.assign(static_cast<size_t>(NumElements(in.shape)), uint8_t{1});
+      SetKnown(node.outputs[1], std::move(mask));
+    }
+    ++plan_->folded_nodes_;
+    return absl::OkStatus();
+  }
+
+  void SetKnown(int value, TensorValue tensor) {
+    plan_->known_.push_back(std::make_unique<TensorValue>(std::move(tensor)));
+    const TensorValue& t = *plan_->known_.back();
+    slots_[value] = Slot{Where::kKnown, t.dtype, t.shape, t.bytes.data(), -1};
+  }
+
+  bool IsGraphOutput(int value) const {
+    for (const GraphOutput& out : graph_.outputs) {
+      if (out.value == value) return true;
+    }
+    return false;
+  }
+
+  absl::Status SetOutputs() {
+    for (const GraphOutput& out : graph_.outputs) {
+      const Slot& slot = slots_[out.value];
+      if (slot.where == Where::kNone || slot.where == Where::kArena) {
+        return absl::InternalError(absl::StrCat("graph output \"", out.name, "\" is not computed"));
+      }
+      plan_->outputs_.push_back(
+          PlanTensor{out.name, slot.dtype, slot.shape, ByteSize(slot.dtype, slot.shape), nullptr});
+    }
+    return absl::OkStatus();
+  }
+
+  uint8_t* Address(const Slot& slot, const MemoryPlan& memory) const {
+    switch (slot.where) {
+      case Where::kKnown:
+        return static_cast<uint8_t*>(const_cast<void*>(slot.known));
+      case Where::kInput:
+        return plan_->input_buffers_[slot.index].data();
+      case Where::kArena:
+        return plan_->arena_.data() + memory.offsets[slot.index];
+      case Where::kOutput:
+        return plan_->output_buffers_[slot.index].data();
+      case Where::kNone:
+        break;
+    }
+    return nullptr;
+  }
+
+  void Bind(const MemoryPlan& memory) {
+    for (size_t s = 0; s < plan_->steps_.size(); ++s) {
+      PlanStep& step = plan_->steps_[s];
+      const StepIo& io = step_io_[s];
+      for (int in : io.inputs) {
+        step.inputs.push_back(in == Graph::kNoValue ? nullptr : Address(slots_[in], memory));
+      }
+      for (const Slot& out : io.outputs) step.outputs.push_back(Address(out, memory));
+      if (io.workspace >= 0) step.workspace = plan_->arena_.data() + memory.offsets[io.workspace];
+    }
+    for (size_t i = 0; i < graph_.outputs.size(); ++i) {
+      plan_->outputs_[i].data = Address(slots_[graph_.outputs[i].value], memory);
+    }
+  }
+
+  struct StepIo {
+    std::vector<int> inputs;  // value ids
+    std::vector<Slot> outputs;
+    int workspace = -1;  // arena buffer
+  };
+
+  const Graph& graph_;
+  const KernelRegistry& registry_;
+  const PlanOptions& options_;
+  std::unique_ptr<ExecutionPlan> plan_;
+  std::vector<Slot> slots_;
+  std::vector<BufferLifetime> lifetimes_;
+  std::vector<StepIo> step_io_;
+};
+
+absl::StatusOr<std::unique_ptr<ExecutionPlan>> ExecutionPlan::Create(
+    const Graph& graph, const KernelRegistry& registry, const std::vector<Shape>& input_shapes,
+    const PlanOptions& options, const std::vector<const TensorValue*>& fixed_inputs) {
+  PlanBuilder builder(graph, registry, options);
+  return builder.Build(input_shapes, fixed_inputs);
+}
+
+}  // namespace reprise::runtime::engine

@@ -1,0 +1,35 @@
+// Conversion between ONNX TensorProto and host tensors (runtime::TensorValue).
+#ifndef REPRISE_RUNTIME_ENGINE_TENSOR_PROTO_H_
+#define REPRISE_RUNTIME_ENGINE_TENSOR_PROTO_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "onnx/onnx_pb.h"
+#include "runtime/core/kernel.h"
+
+namespace reprise::runtime::engine {
+
+/// Converts `proto` to a host tensor: raw_data or the typed fields (float_data, int32_data,
+/// int64_data, double_data, uint64_data), every fixed-size element type. Tensors stored as
+/// external data are read from files relative to `base_dir`; when `base_dir` is empty (a model
+/// loaded from bytes) external data is an error. Strings are not supported (UNIMPLEMENTED).
+/// Errors name the tensor.
+absl::StatusOr<TensorValue> TensorFromProto(const onnx::TensorProto& proto,
+                                            const std::string& base_dir);
+
+/// Reads every external-data tensor of `model`'s main graph (initializers and tensor
+/// attributes) into its raw_data, from files relative to `base_dir`, so that the checker and
+/// the conversion see plain tensors. Error naming the tensor and the file when one is missing,
+/// or when `base_dir` is empty (a model given as bytes).
+absl::Status InlineExternalData(onnx::ModelProto* model, const std::string& base_dir);
+
+/// Converts a host tensor to a TensorProto with raw_data.
+onnx::TensorProto TensorToProto(const TensorValue& tensor, const std::string& name);
+
+/// Reads a serialised TensorProto file (the ONNX test data's input_N.pb / output_N.pb).
+absl::StatusOr<TensorValue> ReadTensorProtoFile(const std::string& path, std::string* name);
+
+}  // namespace reprise::runtime::engine
+
+#endif  // REPRISE_RUNTIME_ENGINE_TENSOR_PROTO_H_

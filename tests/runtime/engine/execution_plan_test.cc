@@ -1,0 +1,218 @@
+#include "runtime/engine/execution_plan.h"
+
+#include <random>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "runtime/engine/model.h"
+#include "tests/runtime/engine/test_models.h"
+
+namespace reprise::runtime::engine {
+namespace {
+
+using testing::Floats;
+using testing::FloatTensor;
+using ::testing::HasSubstr;
+using testing::ModelBuilder;
+
+class ExecutionPlanTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(kernels::cpu::RegisterCpuKernels(&registry_).ok());
+    testing::RegisterFakeShapeKernels(&registry_);
+  }
+  KernelRegistry registry_;
+};
+
+std::vector<float> Iota(size_t n, float start, float step) {
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = start + step * static_cast<float>(i);
+  return v;
+}
+
+TEST_F(ExecutionPlanTest, EvaluatesShapeSubgraphsAtPlanTime) {
+  // y = Reshape(x, Concat(Gather(Shape(x), [0]), [-1])) + bias: a flatten whose target shape
+  // depends on the batch size.
+  ModelBuilder b;
+  b.Input("x", onnx::TensorProto::FLOAT, {-1, 2, 3}).Output("y", {-1, 6});
+  b.Int64Init("idx", {1}, {0}).Int64Init("minus_one", {1}, {-1});
+  b.FloatInit("bias", {6}, {0, 100, 200, 300, 400, 500});
+  b.Node("Shape", {"x"}, {"shape"});
+  b.Node("Gather", {"shape", "idx"}, {"batch"});
+  b.Node("Concat", {"batch", "minus_one"}, {"target"});
+  testing::SetIntAttr(b.proto().mutable_graph()->mutable_node(2), "axis", 0);
+  b.Node("Reshape", {"x", "target"}, {"flat"});
+  b.Node("Add", {"flat", "bias"}, {"y"});
+  auto model = Model::LoadBytes(b.Bytes(), registry_);
+  ASSERT_TRUE(model.ok()) << model.status();
+
+  for (int64_t batch : {1, 3}) {
+    auto plan = (*model)->Plan({{batch, 2, 3}});
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    EXPECT_EQ((*plan)->folded_nodes(), 3);  // Shape, Gather, Concat
+    ASSERT_EQ((*plan)->steps().size(), 2u);
+    EXPECT_EQ((*plan)->steps()[0].op, "Reshape");
+    EXPECT_EQ((*plan)->steps()[1].op, "Add");
+    ASSERT_EQ((*plan)->outputs().size(), 1u);
+    EXPECT_EQ((*plan)->outputs()[0].shape, (Shape{batch, 6}));
+    const size_t n = static_cast<size_t>(batch * 6);
+    TensorValue x = FloatTensor({batch, 2, 3}, Iota(n, 0, 1));
+    auto out = (*plan)->Run({&x});
+    ASSERT_TRUE(out.ok()) << out.status();
+    std::vector<float> expected(n);
+    for (size_t i = 0; i < n; ++i) expected[i] = static_cast<float>(i) + 100.0f * (i % 6);
+    EXPECT_EQ(Floats((*out)[0].value), expected);
+  }
+}
+
+TEST_F(ExecutionPlanTest, RunsGraphsOfBinaryOpsEagerly) {
+  // A diamond with broadcasting: a = x + w; b = a * x; c = b - a; y = c / w.
+  ModelBuilder b;
+  b.Input("x", onnx::TensorProto::FLOAT, {-1, 4}).Output("y", {-1, 4}).Output("a", {-1, 4});
+  b.FloatInit("w", {4}, {1, 2, 4, 8});
+  b.Node("Add", {"x", "w"}, {"a"});
+  b.Node("Mul", {"a", "x"}, {"b"});
+  b.Node("Sub", {"b", "a"}, {"c"});
+  b.Node("Div", {"c", "w"}, {"y"});
+  auto model = Model::LoadBytes(b.Bytes(), registry_);
+  ASSERT_TRUE(model.ok()) << model.status();
+  auto plan = (*model)->Plan({{3, 4}});
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ((*plan)->steps().size(), 4u);
+
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> dist(-2, 2);
+  std::vector<float> xs(12);
+  for (float& v : xs) v = dist(rng);
+  TensorValue x = FloatTensor({3, 4}, xs);
+  auto out = (*plan)->Run({&x});
+  ASSERT_TRUE(out.ok()) << out.status();
+  const float w[4] = {1, 2, 4, 8};
+  std::vector<float> y = Floats((*out)[0].value);
+  std::vector<float> a = Floats((*out)[1].value);
+  ASSERT_EQ(y.size(), 12u);
+  for (size_t i = 0; i < 12; ++i) {
+    const float ea = xs[i] + w[i % 4];
+    const float eb = ea * xs[i];
+    EXPECT_FLOAT_EQ(a[i], ea);
+    EXPECT_FLOAT_EQ(y[i], (eb - ea) / w[i % 4]) << i;
+  }
+  // Running again with other values reuses the plan and gives the new result.
+  for (float& v : xs) v = 1;
+  x = FloatTensor({3, 4}, xs);
+  out = (*plan)->Run({&x});
+  ASSERT_TRUE(out.ok());
+  EXPECT_FLOAT_EQ(Floats((*out)[0].value)[1], (3.0f * 1 - 3.0f) / 2);
+}
+
+TEST_F(ExecutionPlanTest, ArenaReusesMemoryAndLiveTensorsDoNotOverlap) {
+  // A chain of 8 Adds over [N,256] floats: only two intermediates are live at a time.
+  ModelBuilder b;
+  b.Input("x", onnx::TensorProto::FLOAT, {-1, 256}).Output("y", {-1, 256});
+  std::string prev = "x";
+  for (int i = 0; i < 8; ++i) {
+    const std::string out = i == 7 ? "y" : absl::StrCat("t", i);
+    b.Node(i % 2 ? "Mul" : "Add", {prev, "x"}, {out});
+    prev = out;
+  }
+  auto model = Model::LoadBytes(b.Bytes(), registry_);
+  ASSERT_TRUE(model.ok()) << model.status();
+  auto plan = (*model)->Plan({{2, 256}});
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  const size_t one = 2 * 256 * sizeof(float);
+  EXPECT_EQ((*plan)->intermediate_bytes(), 7 * one);
+  EXPECT_EQ((*plan)->arena_bytes(), 2 * one);
+  EXPECT_LE((*plan)->arena_bytes(), (*plan)->intermediate_bytes());
+  // Each step's output never aliases one of its inputs (they are live at the same time).
+  for (const PlanStep& step : (*plan)->steps()) {
+    for (const void* in : step.inputs) EXPECT_NE(in, step.outputs[0]);
+  }
+  std::vector<float> xs = Iota(512, -1, 0.01f);
+  TensorValue x = FloatTensor({2, 256}, xs);
+  auto out = (*plan)->Run({&x});
+  ASSERT_TRUE(out.ok()) << out.status();
+  std::vector<float> y = Floats((*out)[0].value);
+  for (size_t i = 0; i < xs.size(); ++i) {
+    float v = xs[i];
+    for (int k = 0; k < 8; ++k) v = k % 2 ? v * xs[i] : v + xs[i];
+    EXPECT_FLOAT_EQ(y[i], v) << i;
+  }
+}
+
+TEST_F(ExecutionPlanTest, StepPointersAreInsideThePlansBuffers) {
+  ModelBuilder b;
+  b.Input("x", onnx::TensorProto::FLOAT, {4}).Output("y", {4});
+  b.Node("Add", {"x", "x"}, {"a"});
+  b.Node("Mul", {"a", "a"}, {"y"});
+  auto model = Model::LoadBytes(b.Bytes(), registry_);
+  ASSERT_TRUE(model.ok());
+  auto plan = (*model)->Plan({{4}});
+  ASSERT_TRUE(plan.ok());
+  const auto& steps = (*plan)->steps();
+  ASSERT_EQ(steps.size(), 2u);
+  EXPECT_EQ(steps[0].inputs[0], (*plan)->inputs()[0].data);  // the staging buffer
+  EXPECT_EQ(steps[0].outputs[0], steps[1].inputs[0]);        // the arena slot of "a"
+  EXPECT_EQ(steps[1].outputs[0], (*plan)->outputs()[0].data);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(steps[0].outputs[0]) % kBufferAlignment, 0u);
+  int visited = 0;
+  ASSERT_TRUE((*plan)
+                  ->ForEachStep([&](const PlanStep& step) {
+                    ++visited;
+                    return step.kernel != nullptr ? absl::OkStatus()
+                                                  : absl::InternalError("null kernel");
+                  })
+                  .ok());
+  EXPECT_EQ(visited, 2);
+}
+
+TEST_F(ExecutionPlanTest, OutputsThatAreInputsOrInitializers) {
+  ModelBuilder b;
+  b.Input("x", onnx::TensorProto::FLOAT, {2}).Output("x", {2}).Output("w", {2}).Output("y", {2});
+  b.FloatInit("w", {2}, {5, 6});
+  b.Node("Add", {"x", "w"}, {"y"});
+  auto model = Model::LoadBytes(b.Bytes(), registry_);
+  ASSERT_TRUE(model.ok()) << model.status();
+  auto plan = (*model)->Plan({{2}});
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  TensorValue x = FloatTensor({2}, {1, 2});
+  auto out = (*plan)->Run({&x});
+  ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_EQ(out->size(), 3u);
+  EXPECT_EQ(Floats((*out)[0].value), (std::vector<float>{1, 2}));
+  EXPECT_EQ(Floats((*out)[1].value), (std::vector<float>{5, 6}));
+  EXPECT_EQ(Floats((*out)[2].value), (std::vector<float>{6, 8}));
+}
+
+TEST_F(ExecutionPlanTest, RefusesShapesTheModelCannotTake) {
+  ModelBuilder b;
+  b.Input("x", onnx::TensorProto::FLOAT, {-1, 3}).Input("z", onnx::TensorProto::FLOAT, {-1, 3});
+  b.Output("y", {-1, 3});
+  b.Node("Add", {"x", "z"}, {"y"});
+  auto model = Model::LoadBytes(b.Bytes(), registry_);
+  ASSERT_TRUE(model.ok()) << model.status();
+  auto plan = (*model)->Plan({{2, 4}, {2, 3}});
+  ASSERT_FALSE(plan.ok());
+  EXPECT_THAT(plan.status().message(), HasSubstr("input \"x\" has shape [2,4], expected [N,3]"));
+  plan = (*model)->Plan({{2, 3}, {5, 3}});  // both dims are "N"
+  ASSERT_FALSE(plan.ok());
+  EXPECT_THAT(plan.status().message(), HasSubstr("input \"z\""));
+  EXPECT_THAT(plan.status().message(), HasSubstr("N=2"));
+  plan = (*model)->Plan({{2, 3}});
+  EXPECT_FALSE(plan.ok());
+  // A kernel refusing its inputs names the node.
+  ModelBuilder bad;
+  bad.Input("x", onnx::TensorProto::FLOAT, {-1}, "").Input("z", onnx::TensorProto::FLOAT, {-1}, "");
+  bad.Output("y", {-1});
+  bad.Node("Add", {"x", "z"}, {"y"}, "the_add");
+  model = Model::LoadBytes(bad.Bytes(), registry_);
+  ASSERT_TRUE(model.ok()) << model.status();
+  plan = (*model)->Plan({{2}, {3}});
+  ASSERT_FALSE(plan.ok());
+  EXPECT_THAT(plan.status().message(), HasSubstr("\"the_add\" (Add)"));
+}
+
+}  // namespace
+}  // namespace reprise::runtime::engine

@@ -1,0 +1,236 @@
+#include "tests/runtime/engine/test_models.h"
+
+#include <cstring>
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "runtime/core/status_macros.h"
+
+namespace reprise::runtime::engine::testing {
+
+ModelBuilder::ModelBuilder(int opset) {
+  model_.set_ir_version(8);
+  auto* entry = model_.add_opset_import();
+  entry->set_domain("");
+  entry->set_version(opset);
+  model_.mutable_graph()->set_name("test");
+}
+
+ModelBuilder& ModelBuilder::Input(const std::string& name, int elem_type,
+                                  const std::vector<int64_t>& dims, const std::string& symbol) {
+  auto* input = model_.mutable_graph()->add_input();
+  input->set_name(name);
+  auto* type = input->mutable_type()->mutable_tensor_type();
+  type->set_elem_type(elem_type);
+  auto* shape = type->mutable_shape();
+  for (int64_t d : dims) {
+    auto* dim = shape->add_dim();
+    if (d >= 0) {
+      dim->set_dim_value(d);
+    } else if (!symbol.empty()) {
+      dim->set_dim_param(symbol);
+    }
+  }
+  return *this;
+}
+
+ModelBuilder& ModelBuilder::Output(const std::string& name, const std::vector<int64_t>& dims,
+                                   int elem_type) {
+  auto* output = model_.mutable_graph()->add_output();
+  output->set_name(name);
+  auto* type = output->mutable_type()->mutable_tensor_type();
+  type->set_elem_type(elem_type);
+  auto* shape = type->mutable_shape();
+  for (int64_t d : dims) {
+    auto* dim = shape->add_dim();
+    if (d >= 0) dim->set_dim_value(d);
+  }
+  return *this;
+}
+
+ModelBuilder& ModelBuilder::FloatInit(const std::string& name, const std::vector<int64_t>& dims,
+                                      const std::vector<float>& values) {
+  auto* init = model_.mutable_graph()->add_initializer();
+  init->set_name(name);
+  init->set_data_type(onnx::TensorProto::FLOAT);
+  for (int64_t d : dims) init->add_dims(d);
+  for (float v : values) init->add_float_data(v);
+  return *this;
+}
+
+ModelBuilder& ModelBuilder::Int64Init(const std::string& name, const std::vector<int64_t>& dims,
+                                      const std::vector<int64_t>& values) {
+  auto* init = model_.mutable_graph()->add_initializer();
+  init->set_name(name);
+  init->set_data_type(onnx::TensorProto::INT64);
+  for (int64_t d : dims) init->add_dims(d);
+  for (int64_t v : values) init->add_int64_data(v);
+  return *this;
+}
+
+onnx::NodeProto& ModelBuilder::Node(const std::string& op, const std::vector<std::string>& inputs,
+                                    const std::vector<std::string>& outputs,
+                                    const std::string& name) {
+  auto* node = model_.mutable_graph()->add_node();
+  node->set_op_type(op);
+  node->set_name(name.empty() ? absl::StrCat(op, "_", model_.graph().node_size()) : name);
+  for (const auto& in : inputs) node->add_input(in);
+  for (const auto& out : outputs) node->add_output(out);
+  return *node;
+}
+
+std::string ModelBuilder::Bytes() const { return model_.SerializeAsString(); }
+
+void SetIntAttr(onnx::NodeProto* node, const std::string& name, int64_t value) {
+  auto* attr = node->add_attribute();
+  attr->set_name(name);
+  attr->set_type(onnx::AttributeProto::INT);
+  attr->set_i(value);
+}
+
+TensorValue FloatTensor(const Shape& shape, const std::vector<float>& values) {
+  TensorValue t{DataType::kFloat32, shape, {}};
+  t.bytes.resize(values.size() * sizeof(float));
+  if (!values.empty()) std::memcpy(t.bytes.data(), values.data(), t.bytes.size());
+  return t;
+}
+
+std::vector<float> Floats(const TensorValue& tensor) {
+  std::vector<float> v(tensor.bytes.size() / sizeof(float));
+  if (!v.empty()) std::memcpy(v.data(), tensor.bytes.data(), tensor.bytes.size());
+  return v;
+}
+
+std::vector<int64_t> Int64s(const TensorValue& tensor) {
+  std::vector<int64_t> v(tensor.bytes.size() / sizeof(int64_t));
+  if (!v.empty()) std::memcpy(v.data(), tensor.bytes.data(), tensor.bytes.size());
+  return v;
+}
+
+namespace {
+
+// A fake kernel whose outputs are described at Prepare and computed by a function.
+class FakeKernel final : public PreparedKernel {
+ public:
+  using Fn = absl::Status (*)(const FakeKernel&, const KernelArgs&);
+  FakeKernel(std::string op, std::vector<TensorDesc> outputs, Fn fn)
+      : op_(std::move(op)), outputs_(std::move(outputs)), fn_(fn) {}
+  absl::string_view op() const override { return op_; }
+  const std::vector<TensorDesc>& outputs() const override { return outputs_; }
+  absl::Status Run(const KernelArgs& args) const override { return fn_(*this, args); }
+  void set_outputs(std::vector<TensorDesc> outputs) { outputs_ = std::move(outputs); }
+
+  std::vector<int64_t> ints;  // kernel-specific parameters
+  std::vector<int64_t> storage;
+  int64_t count = 0;
+
+ private:
+  std::string op_;
+  std::vector<TensorDesc> outputs_;
+  Fn fn_;
+};
+
+absl::Status CopyRun(const FakeKernel& k, const KernelArgs& args) {
+  std::memcpy(args.outputs[0], args.inputs[0], static_cast<size_t>(k.count));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareShape(const PrepareContext& c) {
+  const Shape& in = c.inputs[0].shape;
+  TensorDesc out{DataType::kInt64, {static_cast<int64_t>(in.size())}};
+  auto kernel = std::make_unique<FakeKernel>(
+      "Shape", std::vector<TensorDesc>{}, [](const FakeKernel& k, const KernelArgs& args) {
+        std::memcpy(args.outputs[0], k.storage.data(), k.storage.size() * sizeof(int64_t));
+        return absl::OkStatus();
+      });
+  kernel->storage = in;
+  out.data = kernel->storage.data();
+  kernel->set_outputs({out});
+  return kernel;
+}
+
+// Gather of int64 data along axis 0 with int64 indices.
+absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareGather(const PrepareContext& c) {
+  if (c.inputs[0].dtype != DataType::kInt64 || c.inputs[0].shape.size() != 1) {
+    return absl::UnimplementedError("fake Gather: 1-D int64 data only");
+  }
+  TensorDesc out{DataType::kInt64, c.inputs[1].shape};
+  auto kernel = std::make_unique<FakeKernel>(
+      "Gather", std::vector<TensorDesc>{out}, [](const FakeKernel& k, const KernelArgs& args) {
+        const auto* data = static_cast<const int64_t*>(args.inputs[0]);
+        const auto* idx = static_cast<const int64_t*>(args.inputs[1]);
+        auto* o = static_cast<int64_t*>(args.outputs[0]);
+        for (int64_t i = 0; i < k.count; ++i) {
+          int64_t j = idx[i] < 0 ? idx[i] + k.ints[0] : idx[i];
+          if (j < 0 || j >= k.ints[0]) return absl::OutOfRangeError("fake Gather: index");
+          o[i] = data[j];
+        }
+        return absl::OkStatus();
+      });
+  kernel->count = NumElements(c.inputs[1].shape);
+  kernel->ints = {c.inputs[0].shape[0]};
+  return kernel;
+}
+
+// Concat of 1-D int64 tensors.
+absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareConcat(const PrepareContext& c) {
+  auto kernel = std::make_unique<FakeKernel>(
+      "Concat", std::vector<TensorDesc>{}, [](const FakeKernel& k, const KernelArgs& args) {
+        auto* o = static_cast<int64_t*>(args.outputs[0]);
+        for (size_t i = 0; i < k.ints.size(); ++i) {
+          std::memcpy(o, args.inputs[i], static_cast<size_t>(k.ints[i]) * sizeof(int64_t));
+          o += k.ints[i];
+        }
+        return absl::OkStatus();
+      });
+  int64_t total = 0;
+  for (const TensorDesc& in : c.inputs) {
+    if (in.dtype != DataType::kInt64 || in.shape.size() != 1) {
+      return absl::UnimplementedError("fake Concat: 1-D int64 only");
+    }
+    kernel->ints.push_back(in.shape[0]);
+    total += in.shape[0];
+  }
+  kernel->set_outputs({TensorDesc{DataType::kInt64, {total}}});
+  return kernel;
+}
+
+// Reshape whose shape input must be known at Prepare (0 copies, -1 infers).
+absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareReshape(const PrepareContext& c) {
+  if (c.inputs[1].data == nullptr) {
+    return absl::FailedPreconditionError("fake Reshape: the shape must be known at plan time");
+  }
+  const auto* spec = static_cast<const int64_t*>(c.inputs[1].data);
+  const Shape& in = c.inputs[0].shape;
+  Shape out(static_cast<size_t>(c.inputs[1].shape[0]));
+  int64_t known = 1;
+  int infer = -1;
+  for (size_t i = 0; i < out.size(); ++i) {
+    out[i] = spec[i] == 0 ? in[i] : spec[i];
+    if (out[i] == -1) {
+      infer = static_cast<int>(i);
+    } else {
+      known *= out[i];
+    }
+  }
+  if (infer >= 0) out[infer] = NumElements(in) / known;
+  if (NumElements(out) != NumElements(in)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("fake Reshape: ", ShapeToString(in), " to ", ShapeToString(out)));
+  }
+  auto kernel = std::make_unique<FakeKernel>(
+      "Reshape", std::vector<TensorDesc>{TensorDesc{c.inputs[0].dtype, out}}, &CopyRun);
+  kernel->count = NumElements(in) * static_cast<int64_t>(DataTypeSize(c.inputs[0].dtype));
+  return kernel;
+}
+
+}  // namespace
+
+void RegisterFakeShapeKernels(KernelRegistry* registry) {
+  (void)registry->Register("Shape", &PrepareShape);
+  (void)registry->Register("Gather", &PrepareGather);
+  (void)registry->Register("Concat", &PrepareConcat);
+  (void)registry->Register("Reshape", &PrepareReshape);
+}
+
+}  // namespace reprise::runtime::engine::testing

@@ -1,0 +1,48 @@
+// Helpers for engine tests: build small ONNX models in C++, and fake kernels for ops that the
+// CPU kernel library does not have yet (Shape, Gather, Concat, Reshape on int64 / float).
+#ifndef REPRISE_TESTS_RUNTIME_ENGINE_TEST_MODELS_H_
+#define REPRISE_TESTS_RUNTIME_ENGINE_TEST_MODELS_H_
+
+#include <string>
+#include <vector>
+
+#include "onnx/onnx_pb.h"
+#include "runtime/core/kernel.h"
+
+namespace reprise::runtime::engine::testing {
+
+/// Builds a ModelProto graph by hand.
+class ModelBuilder {
+ public:
+  explicit ModelBuilder(int opset = 17);
+  /// Adds a graph input; a dim < 0 becomes the symbolic dim `symbol` (or unnamed when empty).
+  ModelBuilder& Input(const std::string& name, int elem_type, const std::vector<int64_t>& dims,
+                      const std::string& symbol = "N");
+  /// Adds a graph output (the checker requires a shape; a dim < 0 is left unknown).
+  ModelBuilder& Output(const std::string& name, const std::vector<int64_t>& dims,
+                       int elem_type = onnx::TensorProto::FLOAT);
+  ModelBuilder& FloatInit(const std::string& name, const std::vector<int64_t>& dims,
+                          const std::vector<float>& values);
+  ModelBuilder& Int64Init(const std::string& name, const std::vector<int64_t>& dims,
+                          const std::vector<int64_t>& values);
+  onnx::NodeProto& Node(const std::string& op, const std::vector<std::string>& inputs,
+                        const std::vector<std::string>& outputs, const std::string& name = "");
+  onnx::ModelProto& proto() { return model_; }
+  std::string Bytes() const;
+
+ private:
+  onnx::ModelProto model_;
+};
+
+void SetIntAttr(onnx::NodeProto* node, const std::string& name, int64_t value);
+
+/// A registry with the real CPU kernels plus fakes for Shape, Gather, Concat and Reshape.
+void RegisterFakeShapeKernels(KernelRegistry* registry);
+
+TensorValue FloatTensor(const Shape& shape, const std::vector<float>& values);
+std::vector<float> Floats(const TensorValue& tensor);
+std::vector<int64_t> Int64s(const TensorValue& tensor);
+
+}  // namespace reprise::runtime::engine::testing
+
+#endif  // REPRISE_TESTS_RUNTIME_ENGINE_TEST_MODELS_H_

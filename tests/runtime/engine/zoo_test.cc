@@ -1,0 +1,93 @@
+// Real architectures (tools/models/export_zoo.py) through the engine, compared with PyTorch's
+// outputs. Each model is looked up in the directories of $REPRISE_ZOO_DIRS (colon-separated):
+// the small ones ship in tools/models/zoo, the large ones are exported into the build tree.
+// A model whose ops are not all registered yet, or that was not exported (no PyTorch), skips
+// with a message.
+//
+// Tolerance: max |engine - torch| <= 1e-4 * max |torch| over each output (float32 through
+// different summation orders; stated per model below when it needs more).
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+#include "absl/strings/str_split.h"
+#include "gtest/gtest.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "runtime/engine/model.h"
+#include "runtime/engine/npy.h"
+#include "runtime/engine/session.h"
+#include "tests/runtime/engine/test_models.h"
+
+namespace reprise::runtime::engine {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct ZooCase {
+  const char* name;
+  double tolerance;
+};
+
+std::string FindModelDir(const std::string& name) {
+  const char* dirs = std::getenv("REPRISE_ZOO_DIRS");
+  if (dirs == nullptr) return "";
+  for (absl::string_view dir : absl::StrSplit(dirs, ':', absl::SkipEmpty())) {
+    const fs::path path = fs::path(std::string(dir)) / name;
+    if (fs::exists(path / "model.onnx")) return path.string();
+  }
+  return "";
+}
+
+class ZooTest : public ::testing::TestWithParam<ZooCase> {};
+
+TEST_P(ZooTest, MatchesPyTorch) {
+  const ZooCase& c = GetParam();
+  const std::string dir = FindModelDir(c.name);
+  if (dir.empty()) {
+    GTEST_SKIP() << c.name << ": not found in $REPRISE_ZOO_DIRS (export it with "
+                 << "tools/models/export_zoo.py; needs python3-torch)";
+  }
+  KernelRegistry registry;
+  ASSERT_TRUE(kernels::cpu::RegisterCpuKernels(&registry).ok());
+  auto model = Model::LoadFile(dir + "/model.onnx", registry);
+  if (model.status().code() == absl::StatusCode::kUnimplemented) {
+    GTEST_SKIP() << c.name << ": " << model.status().message();
+  }
+  ASSERT_TRUE(model.ok()) << model.status();
+  Session session(*model);
+  for (int batch : {1, 4}) {
+    auto input = ReadNpyFile(dir + "/input_b" + std::to_string(batch) + ".npy");
+    auto expected = ReadNpyFile(dir + "/output_b" + std::to_string(batch) + ".npy");
+    ASSERT_TRUE(input.ok()) << input.status();
+    ASSERT_TRUE(expected.ok()) << expected.status();
+    auto out = session.Run({{(*model)->inputs()[0].name, *input}});
+    if (out.status().code() == absl::StatusCode::kUnimplemented) {
+      GTEST_SKIP() << c.name << ": " << out.status().message();
+    }
+    ASSERT_TRUE(out.ok()) << out.status();
+    ASSERT_EQ(out->size(), 1u);
+    const TensorValue& got = (*out)[0].value;
+    ASSERT_EQ(got.shape, expected->shape) << c.name << " batch " << batch;
+    std::vector<float> g = testing::Floats(got), w = testing::Floats(*expected);
+    double max_abs = 0.0, max_diff = 0.0;
+    for (size_t i = 0; i < w.size(); ++i) {
+      max_abs = std::max(max_abs, std::fabs(static_cast<double>(w[i])));
+      max_diff = std::max(max_diff, std::fabs(static_cast<double>(g[i]) - w[i]));
+    }
+    // A vanishing reference would make any engine output look right.
+    ASSERT_GT(max_abs, 1e-3) << c.name << ": the reference output is too small to compare";
+    EXPECT_LE(max_diff, c.tolerance * max_abs) << c.name << " batch " << batch;
+    std::cout << c.name << " batch " << batch << ": max abs diff " << max_diff << ", relative "
+              << max_diff / max_abs << "\n";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Zoo, ZooTest,
+                         ::testing::Values(ZooCase{"mlp", 1e-4}, ZooCase{"resnet18", 1e-4},
+                                           ZooCase{"mobilenet_v2", 1e-4},
+                                           ZooCase{"transformer", 1e-4}),
+                         [](const auto& p) { return std::string(p.param.name); });
+
+}  // namespace
+}  // namespace reprise::runtime::engine

@@ -1,0 +1,134 @@
+#!/usr/bin/python3
+"""Exports the model zoo that the engine is tested on, with random weights.
+
+Each model is written to OUT/<name>/model.onnx (opset 17, dynamic batch on axis 0 of every
+input and output) with reference pairs input_b{1,4}.npy / output_b{1,4}.npy computed by
+PyTorch. Models: mlp, resnet18, mobilenet_v2, transformer (a 4-layer encoder).
+
+    /usr/bin/python3 tools/models/export_zoo.py --out DIR [--models mlp,transformer] [--force]
+
+Needs python3-torch and python3-torchvision (Debian). Without torch it prints why and exits 0
+so that tests skip instead of failing (--require-torch makes that exit 1). Deterministic: the
+same seed always gives the same weights and inputs.
+"""
+import argparse
+import os
+import sys
+import time
+
+ALL = ["mlp", "resnet18", "mobilenet_v2", "transformer"]
+# Bumped whenever the exported files change; an existing export of another version is redone.
+VERSION = "2"
+
+
+def build(name, torch):
+    nn = torch.nn
+    if name == "mlp":
+        model = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 64), nn.ReLU(),
+                              nn.Linear(64, 10))
+        return model, (64,)
+    if name == "resnet18":
+        import torchvision
+        return torchvision.models.resnet18(weights=None), (3, 224, 224)
+    if name == "mobilenet_v2":
+        import torchvision
+        return torchvision.models.mobilenet_v2(weights=None), (3, 224, 224)
+    if name == "transformer":
+        layer = nn.TransformerEncoderLayer(d_model=64, nhead=4, dim_feedforward=128,
+                                           dropout=0.1, batch_first=True)
+        # enable_nested_tensor=False: the fast path has no ONNX export.
+        model = nn.TransformerEncoder(layer, num_layers=4, enable_nested_tensor=False)
+        # The layers start as copies of one another: give each its own weights.
+        for sub in model.layers:
+            for p in sub.parameters():
+                if p.dim() > 1:
+                    nn.init.xavier_uniform_(p)
+                else:
+                    nn.init.normal_(p, std=0.02)
+        return model, (16, 64)
+    raise ValueError(f"unknown model {name}")
+
+
+def calibrate_batch_norm(model, sample_shape, torch):
+    """Sets BatchNorm running statistics from random batches. With the default statistics
+    (mean 0, variance 1) random-weight activations shrink layer by layer: MobileNetV2's outputs
+    come out around 1e-9, too small to compare anything. Calibrated, outputs are O(1)."""
+    norms = [m for m in model.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
+    if not norms:
+        return
+    for m in norms:
+        m.reset_running_stats()
+        m.momentum = None  # a cumulative average over the calibration batches
+    model.train()
+    with torch.no_grad():
+        for _ in range(2):
+            model(torch.randn(8, *sample_shape))
+
+
+def export(name, out_dir, torch, np):
+    torch.manual_seed(1234)
+    model, sample_shape = build(name, torch)
+    calibrate_batch_norm(model, sample_shape, torch)
+    model.eval()
+    directory = os.path.join(out_dir, name)
+    os.makedirs(directory, exist_ok=True)
+    example = torch.randn(2, *sample_shape)
+    path = os.path.join(directory, "model.onnx")
+    tmp = path + ".tmp"
+    # Exported with gradients enabled (TransformerEncoder's fast path is off then).
+    torch.onnx.export(model, (example,), tmp, opset_version=17, input_names=["input"],
+                      output_names=["output"],
+                      dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}})
+    with torch.no_grad():
+        for batch in (1, 4):
+            x = torch.randn(batch, *sample_shape)
+            y = model(x)
+            np.save(os.path.join(directory, f"input_b{batch}.npy"), x.numpy())
+            np.save(os.path.join(directory, f"output_b{batch}.npy"), y.numpy())
+    os.replace(tmp, path)
+    # VERSION is written last: its presence means the set is complete and current.
+    with open(os.path.join(directory, "VERSION"), "w") as f:
+        f.write(VERSION + "\n")
+
+
+def is_current(out_dir, name):
+    try:
+        with open(os.path.join(out_dir, name, "VERSION")) as f:
+            return f.read().strip() == VERSION
+    except OSError:
+        return False
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--models", default=",".join(ALL))
+    parser.add_argument("--force", action="store_true", help="re-export existing models")
+    parser.add_argument("--require-torch", action="store_true")
+    args = parser.parse_args()
+    names = [n for n in args.models.split(",") if n]
+    for n in names:
+        if n not in ALL:
+            parser.error(f"unknown model {n!r} (known: {', '.join(ALL)})")
+    todo = [n for n in names if args.force or not is_current(args.out, n)]
+    if not todo:
+        print(f"export_zoo: {', '.join(names)} already in {args.out}")
+        return 0
+    try:
+        import numpy as np
+        import torch
+    except ImportError as e:
+        print(f"export_zoo: skipped, PyTorch is not installed ({e}); "
+              "apt-get install python3-torch python3-torchvision")
+        return 1 if args.require_torch else 0
+    torch.set_num_threads(1)
+    for name in todo:
+        start = time.monotonic()
+        export(name, args.out, torch, np)
+        print(f"export_zoo: {name} exported to {os.path.join(args.out, name)} "
+              f"in {time.monotonic() - start:.1f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,371 @@
+// reprise-run: loads an ONNX model into the engine, runs it on given or generated inputs,
+// writes the outputs as .npy and prints timings (in the spirit of trtexec).
+//
+//   reprise-run --model M.onnx [--input NAME=FILE.npy | NAME=random | NAME=zeros | FILE.npy]...
+//               [--shape NAME=1x3x224x224]... [--output-dir DIR] [--mode eager|replay]
+//               [--iterations N] [--warmup N] [--threads N] [--dump-ri FILE.json] [--json]
+//
+// Inputs not given are random. A generated input takes its shape from --shape, else from the
+// model's declaration (which must then be fully known). --threads is the kernels' intra-op
+// thread count. Timings cover one run each: staging the inputs, every step, copying the
+// outputs out. Exit status: 0 on success, 1 on a run-time error, 2 on a usage error.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <iostream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "runtime/core/status_macros.h"
+#include "runtime/engine/model.h"
+#include "runtime/engine/npy.h"
+#include "runtime/engine/session.h"
+
+namespace reprise::tools {
+namespace {
+
+using runtime::DataType;
+using runtime::Shape;
+using runtime::TensorValue;
+using runtime::engine::ExecutionPlan;
+using runtime::engine::Model;
+using runtime::engine::NamedTensor;
+using runtime::engine::Value;
+
+struct Options {
+  std::string model;
+  std::vector<std::pair<std::string, std::string>> inputs;  // name (may be empty) → source
+  absl::flat_hash_map<std::string, Shape> shapes;
+  std::string output_dir;
+  std::string mode = "eager";
+  int iterations = 10;
+  int warmup = 1;
+  int threads = 1;
+  std::string dump_ri;
+  bool json = false;
+};
+
+constexpr char kUsage[] =
+    "usage: reprise-run --model M.onnx [--input NAME=FILE.npy|NAME=random|NAME=zeros|FILE.npy]\n"
+    "                   [--shape NAME=1x3x224x224] [--output-dir DIR] [--mode eager|replay]\n"
+    "                   [--iterations N] [--warmup N] [--threads N] [--dump-ri FILE.json]"
+    " [--json]\n";
+
+absl::StatusOr<Shape> ParseShape(absl::string_view text) {
+  Shape shape;
+  if (text.empty() || text == "scalar") return shape;
+  for (absl::string_view part : absl::StrSplit(text, absl::ByAnyChar("x,"))) {
+    int64_t d = 0;
+    if (!absl::SimpleAtoi(part, &d) || d < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("bad shape \"", text, "\" (want e.g. 1x3x224x224)"));
+    }
+    shape.push_back(d);
+  }
+  return shape;
+}
+
+absl::StatusOr<Options> ParseArgs(int argc, char** argv) {
+  Options options;
+  auto int_flag = [](absl::string_view name, absl::string_view value, int min,
+                     int* out) -> absl::Status {
+    if (!absl::SimpleAtoi(value, out) || *out < min) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", name, " wants an integer >= ", min, ", got \"", value, "\""));
+    }
+    return absl::OkStatus();
+  };
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    std::string value;
+    const size_t eq = arg.find('=');
+    if (arg.rfind("--", 0) == 0 && eq != std::string::npos) {
+      value = arg.substr(eq + 1);
+      arg = arg.substr(0, eq);
+    } else if (arg == "--json") {
+      options.json = true;
+      continue;
+    } else if (arg == "--help" || arg == "-h") {
+      return absl::CancelledError("help");
+    } else if (i + 1 < argc) {
+      value = argv[++i];
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat("flag ", arg, " needs a value"));
+    }
+    if (arg == "--model") {
+      options.model = value;
+    } else if (arg == "--input") {
+      // NAME=SOURCE, or a bare FILE.npy for a single-input model.
+      const size_t at = value.find('=');
+      if (at == std::string::npos) {
+        options.inputs.emplace_back("", value);
+      } else {
+        options.inputs.emplace_back(value.substr(0, at), value.substr(at + 1));
+      }
+    } else if (arg == "--shape") {
+      const size_t at = value.rfind('=');
+      if (at == std::string::npos) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--shape wants NAME=DIMS, got \"", value, "\""));
+      }
+      ASSIGN_OR_RETURN(Shape shape, ParseShape(value.substr(at + 1)));
+      options.shapes[value.substr(0, at)] = shape;
+    } else if (arg == "--output-dir") {
+      options.output_dir = value;
+    } else if (arg == "--mode") {
+      if (value != "eager" && value != "replay") {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--mode is eager or replay, got \"", value, "\""));
+      }
+      options.mode = value;
+    } else if (arg == "--iterations") {
+      RETURN_IF_ERROR(int_flag("iterations", value, 1, &options.iterations));
+    } else if (arg == "--warmup") {
+      RETURN_IF_ERROR(int_flag("warmup", value, 0, &options.warmup));
+    } else if (arg == "--threads") {
+      RETURN_IF_ERROR(int_flag("threads", value, 1, &options.threads));
+    } else if (arg == "--dump-ri") {
+      options.dump_ri = value;
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat("unknown flag ", arg));
+    }
+  }
+  if (options.model.empty()) return absl::InvalidArgumentError("--model is required");
+  return options;
+}
+
+// Fills `t` with uniform random values suited to its type.
+void FillRandom(TensorValue* t, std::mt19937* rng) {
+  const size_t n = static_cast<size_t>(runtime::NumElements(t->shape));
+  std::uniform_real_distribution<float> real(-1.0f, 1.0f);
+  std::uniform_int_distribution<int> small(0, 9);
+  uint8_t* p = t->bytes.data();
+  for (size_t i = 0; i < n; ++i) {
+    switch (t->dtype) {
+      case DataType::kFloat32: {
+        const float v = real(*rng);
+        std::memcpy(p + 4 * i, &v, 4);
+        break;
+      }
+      case DataType::kFloat64: {
+        const double v = real(*rng);
+        std::memcpy(p + 8 * i, &v, 8);
+        break;
+      }
+      case DataType::kInt64: {
+        const int64_t v = small(*rng);
+        std::memcpy(p + 8 * i, &v, 8);
+        break;
+      }
+      case DataType::kInt32: {
+        const int32_t v = small(*rng);
+        std::memcpy(p + 4 * i, &v, 4);
+        break;
+      }
+      case DataType::kBool:
+        p[i] = static_cast<uint8_t>(small(*rng) & 1);
+        break;
+      default: {  // other types: random small bytes
+        const size_t elem = runtime::DataTypeSize(t->dtype);
+        for (size_t b = 0; b < elem; ++b) p[elem * i + b] = b == 0 ? small(*rng) : 0;
+      }
+    }
+  }
+}
+
+absl::StatusOr<std::vector<NamedTensor>> MakeInputs(const Model& model, const Options& options) {
+  const std::vector<Value> declared = model.inputs();
+  absl::flat_hash_map<std::string, std::string> sources;
+  for (const auto& [name, source] : options.inputs) {
+    if (name.empty()) {
+      if (declared.size() != 1) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--input ", source, " without NAME= needs a single-input model; this one has ",
+            declared.size()));
+      }
+      sources[declared[0].name] = source;
+    } else {
+      sources[name] = source;
+    }
+  }
+  for (const auto& [name, source] : sources) {
+    if (std::none_of(declared.begin(), declared.end(),
+                     [&](const Value& v) { return v.name == name; })) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--input names \"", name, "\", which is not an input of the model"));
+    }
+  }
+  std::mt19937 rng(42);
+  std::vector<NamedTensor> inputs;
+  for (const Value& value : declared) {
+    auto it = sources.find(value.name);
+    const std::string source = it == sources.end() ? "random" : it->second;
+    auto shape_it = options.shapes.find(value.name);
+    if (source != "random" && source != "zeros") {
+      ASSIGN_OR_RETURN(TensorValue t, runtime::engine::ReadNpyFile(source));
+      if (shape_it != options.shapes.end() && shape_it->second != t.shape) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "input \"", value.name, "\": --shape ", runtime::ShapeToString(shape_it->second),
+            " but ", source, " has shape ", runtime::ShapeToString(t.shape)));
+      }
+      inputs.push_back({value.name, std::move(t)});
+      continue;
+    }
+    Shape shape;
+    if (shape_it != options.shapes.end()) {
+      shape = shape_it->second;
+    } else {
+      for (const auto& dim : value.dims) {
+        if (!dim.known()) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "input \"", value.name, "\" has shape ", runtime::engine::DimsToString(value.dims),
+              ": give --shape ", value.name, "=... or an .npy file"));
+        }
+        shape.push_back(dim.value);
+      }
+    }
+    TensorValue t{value.dtype, shape, {}};
+    t.bytes.assign(
+        static_cast<size_t>(runtime::NumElements(shape)) * runtime::DataTypeSize(value.dtype), 0);
+    if (source == "random") FillRandom(&t, &rng);
+    inputs.push_back({value.name, std::move(t)});
+  }
+  return inputs;
+}
+
+double Percentile(const std::vector<double>& sorted, double p) {
+  const size_t index = static_cast<size_t>(p * static_cast<double>(sorted.size() - 1) + 0.5);
+  return sorted[std::min(index, sorted.size() - 1)];
+}
+
+std::string JsonString(absl::string_view s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') {
+      out.push_back('\\');
+      out.push_back(c);
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char buffer[8];
+      std::snprintf(buffer, sizeof buffer, "\\u%04x", c);
+      out += buffer;
+    } else {
+      out.push_back(c);
+    }
+  }
+  return out + "\"";
+}
+
+absl::Status Run(const Options& options) {
+  if (options.mode == "replay" || !options.dump_ri.empty()) {
+    return absl::UnimplementedError(
+        "--mode replay and --dump-ri are not yet available (they need the runtime core's "
+        "streams and capture)");
+  }
+  using Clock = std::chrono::steady_clock;
+  auto micros = [](Clock::duration d) {
+    return std::chrono::duration<double, std::micro>(d).count();
+  };
+  runtime::KernelRegistry registry;
+  RETURN_IF_ERROR(kernels::cpu::RegisterCpuKernels(&registry));
+  runtime::engine::ModelOptions model_options;
+  model_options.intra_op_threads = options.threads;
+  const auto load_start = Clock::now();
+  ASSIGN_OR_RETURN(std::shared_ptr<const Model> model,
+                   Model::LoadFile(options.model, registry, model_options));
+  const double load_us = micros(Clock::now() - load_start);
+
+  ASSIGN_OR_RETURN(std::vector<NamedTensor> inputs, MakeInputs(*model, options));
+  ASSIGN_OR_RETURN(std::vector<const TensorValue*> ordered, model->MatchInputs(inputs));
+  const auto plan_start = Clock::now();
+  bool value_keyed = false;
+  ASSIGN_OR_RETURN(std::unique_ptr<ExecutionPlan> plan,
+                   model->PlanForInputs(ordered, &value_keyed));
+  const double plan_us = micros(Clock::now() - plan_start);
+
+  std::vector<NamedTensor> outputs;
+  for (int i = 0; i < options.warmup; ++i) {
+    ASSIGN_OR_RETURN(outputs, plan->Run(ordered));
+  }
+  std::vector<double> times;
+  for (int i = 0; i < options.iterations; ++i) {
+    const auto start = Clock::now();
+    ASSIGN_OR_RETURN(outputs, plan->Run(ordered));
+    times.push_back(micros(Clock::now() - start));
+  }
+  std::sort(times.begin(), times.end());
+
+  if (!options.output_dir.empty()) {
+    std::error_code error;
+    std::filesystem::create_directories(options.output_dir, error);
+    if (error) {
+      return absl::PermissionDeniedError(absl::StrCat("cannot create --output-dir \"",
+                                                      options.output_dir, "\": ", error.message()));
+    }
+    for (const NamedTensor& out : outputs) {
+      std::string file = out.name;
+      std::replace(file.begin(), file.end(), '/', '_');
+      RETURN_IF_ERROR(runtime::engine::WriteNpyFile(
+          absl::StrCat(options.output_dir, "/", file, ".npy"), out.value));
+    }
+  }
+
+  const double min = times.front(), median = Percentile(times, 0.5), p90 = Percentile(times, 0.9),
+               max = times.back();
+  if (options.json) {
+    std::vector<std::string> outs;
+    for (const NamedTensor& out : outputs) {
+      outs.push_back(absl::StrCat("{\"name\":", JsonString(out.name), ",\"dtype\":\"",
+                                  runtime::DataTypeName(out.value.dtype), "\",\"shape\":[",
+                                  absl::StrJoin(out.value.shape, ","), "]}"));
+    }
+    std::cout << "{\"model\":" << JsonString(options.model) << ",\"mode\":\"" << options.mode
+              << "\",\"iterations\":" << options.iterations << ",\"warmup\":" << options.warmup
+              << ",\"threads\":" << options.threads << ",\"min_us\":" << min
+              << ",\"median_us\":" << median << ",\"p90_us\":" << p90 << ",\"max_us\":" << max
+              << ",\"plan_us\":" << plan_us << ",\"load_us\":" << load_us
+              << ",\"value_keyed\":" << (value_keyed ? "true" : "false")
+              << ",\"steps\":" << plan->steps().size()
+              << ",\"plan_time_nodes\":" << plan->folded_nodes()
+              << ",\"arena_bytes\":" << plan->arena_bytes()
+              << ",\"intermediate_bytes\":" << plan->intermediate_bytes() << ",\"outputs\":["
+              << absl::StrJoin(outs, ",") << "]}\n";
+  } else {
+    std::printf(
+        "reprise-run: %s mode=%s runs=%d min=%.1f us median=%.1f us p90=%.1f us max=%.1f us "
+        "plan=%.1f us load=%.1f us steps=%zu arena=%zu bytes (intermediates %zu bytes)\n",
+        options.model.c_str(), options.mode.c_str(), options.iterations, min, median, p90, max,
+        plan_us, load_us, plan->steps().size(), plan->arena_bytes(), plan->intermediate_bytes());
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+}  // namespace reprise::tools
+
+int main(int argc, char** argv) {
+  auto options = reprise::tools::ParseArgs(argc, argv);
+  if (!options.ok()) {
+    if (options.status().code() != absl::StatusCode::kCancelled) {
+      std::cerr << "reprise-run: " << options.status().message() << "\n";
+    }
+    std::cerr << reprise::tools::kUsage;
+    return 2;
+  }
+  absl::Status status = reprise::tools::Run(*options);
+  if (!status.ok()) {
+    std::cerr << "reprise-run: " << status.message() << "\n";
+    return 1;
+  }
+  return 0;
+}
