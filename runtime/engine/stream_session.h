@@ -33,7 +33,8 @@ struct StreamRunInfo {
   int64_t run_ns = 0;  // staging + execution + reading outputs
 };
 
-/// One captured (or eager-fallback) signature of a StreamSession.
+/// One captured (or eager-fallback) signature of a StreamSession. `state` is "capturing" only
+/// while the first run of the signature is making its instance.
 struct StreamInstanceInfo {
   std::string shape_signature;  // e.g. "x:[1,4];y:[1]"
   std::string state;            // "captured" or "eager" (capture failed; the reason below)
@@ -49,13 +50,34 @@ struct StreamInstanceInfo {
 /// A model bound to one stream of `device`, with its own plan and instance cache keyed by the
 /// input-shape signature (plans are per stream because an instance binds its plan's buffers).
 ///
+/// Capture (kReplay): on the first run of a signature the plan is made (every allocation and
+/// kernel preparation happens there, before BeginCapture), then the stream captures in
+/// THREAD_LOCAL mode (so that unsafe calls of other threads, e.g. other sessions synchronising
+/// their streams, neither fail nor invalidate it) one LaunchKernel per plan step, and the
+/// instance is executed for this run. Later runs copy the inputs into the plan's input buffers,
+/// ExecuteAsync the instance, Synchronize and copy the outputs out of the plan.
+///
+/// Staging: the recorded kernels read the plan's own input buffers (64-byte aligned host
+/// memory) and write its output buffers, whose addresses are fixed for the plan's life. That is
+/// right for the CPU backend (device memory is host memory) and only for it: a device with its
+/// own memory would need pinned (`MallocHost`) staging with recorded H2D / D2H copies and a
+/// plan allocated with `Device::Malloc`, which the planner does not do yet.
+///
+/// Failure: when BeginCapture, a recorded launch, EndCapture or the first replay of a
+/// signature fails, that signature runs eagerly from then on (state "eager", the error kept as
+/// `reason`) and the run still succeeds when the eager run does.
+///
+/// Value-keyed models (Session's rule, Model::PlanForInputs): once a model needed a plan with
+/// input values fixed, signatures also hold the values of the value-key candidate inputs, e.g.
+/// "x:[2,3];shape:[2]=(3,2)", one plan and instance per distinct value.
+///
 /// Lifetime: `device` is borrowed and must outlive the session; the session owns its stream,
 /// plans and instances. Thread-safety: Run is called by one thread at a time (a stream serves
 /// one request at a time); ListInstances / DumpInstance may be called from any thread.
 class StreamSession {
  public:
-  static absl::StatusOr<std::unique_ptr<StreamSession>> Create(
-      std::shared_ptr<const Model> model, Device* device, ExecMode mode);
+  static absl::StatusOr<std::unique_ptr<StreamSession>> Create(std::shared_ptr<const Model> model,
+                                                               Device* device, ExecMode mode);
   ~StreamSession();
 
   /// Validates `inputs` (Model::MatchInputs), finds or makes the plan and instance for their
@@ -71,6 +93,11 @@ class StreamSession {
 
   ExecMode mode() const;
   const Model& model() const;
+
+ private:
+  struct Impl;
+  explicit StreamSession(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
 };
 
 /// "name:[d0,d1];name2:[d0]" in graph-input order.

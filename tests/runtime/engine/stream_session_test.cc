@@ -1,0 +1,482 @@
+#include "runtime/engine/stream_session.h"
+
+#include <cstring>
+#include <thread>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "runtime/engine/session.h"
+#include "tests/runtime/core/core_test_util.h"
+#include "tests/runtime/engine/test_models.h"
+
+namespace reprise::runtime::engine {
+namespace {
+
+using testing::Floats;
+using testing::FloatTensor;
+using ::testing::HasSubstr;
+using testing::ModelBuilder;
+
+// A stream that forwards to a CPU stream, except that launching a "Div" kernel while capturing
+// first synchronises the stream (an unsafe call, refused in every capture mode, which
+// invalidates the capture): a kernel whose use makes capture fail. Because it is not a CPU
+// stream, the CPU backend's instances also refuse to run on it (a failing first replay).
+class ForwardingStream : public Stream {
+ public:
+  explicit ForwardingStream(std::unique_ptr<Stream> inner) : inner_(std::move(inner)) {}
+
+  Device* device() const override { return inner_->device(); }
+  uint64_t id() const override { return inner_->id(); }
+  absl::Status MemcpyAsync(void* dst, const void* src, size_t bytes, CopyKind kind) override {
+    return inner_->MemcpyAsync(dst, src, bytes, kind);
+  }
+  absl::Status MemsetAsync(void* dst, uint8_t value, size_t bytes) override {
+    return inner_->MemsetAsync(dst, value, bytes);
+  }
+  absl::Status LaunchKernel(const PreparedKernel& kernel, std::span<const void* const> inputs,
+                            std::span<void* const> outputs, void* workspace) override {
+    if (kernel.op() == "Div" && inner_->GetCaptureInfo().status != CaptureStatus::kNone) {
+      inner_->Synchronize().IgnoreError();  // refused: invalidates the capture
+    }
+    return inner_->LaunchKernel(kernel, inputs, outputs, workspace);
+  }
+  absl::Status LaunchHostFunc(HostFn fn, void* user_data) override {
+    return inner_->LaunchHostFunc(fn, user_data);
+  }
+  absl::Status RecordEvent(Event* event) override { return inner_->RecordEvent(event); }
+  absl::Status WaitEvent(Event* event) override { return inner_->WaitEvent(event); }
+  absl::Status ResetEvent(Event* event) override { return inner_->ResetEvent(event); }
+  absl::Status Synchronize() override { return inner_->Synchronize(); }
+  absl::StatusOr<bool> Query() override { return inner_->Query(); }
+  absl::Status BeginCapture(CaptureMode mode) override { return inner_->BeginCapture(mode); }
+  absl::StatusOr<std::unique_ptr<ModelRI>> EndCapture() override { return inner_->EndCapture(); }
+  CaptureInfo GetCaptureInfo() override { return inner_->GetCaptureInfo(); }
+  absl::Status BeginBodyCapture(ModelRI* body, CaptureMode mode) override {
+    return inner_->BeginBodyCapture(body, mode);
+  }
+  absl::Status EndBodyCapture() override { return inner_->EndBodyCapture(); }
+  absl::StatusOr<std::vector<ModelRI*>> AddConditional(ConditionalKind kind,
+                                                       ConditionHandle condition,
+                                                       int num_bodies) override {
+    return inner_->AddConditional(kind, condition, num_bodies);
+  }
+  absl::Status BeginTaskGroup() override { return inner_->BeginTaskGroup(); }
+  absl::StatusOr<TaskGroup> EndTaskGroup() override { return inner_->EndTaskGroup(); }
+  absl::Status BeginTaskUpdate(TaskGroup group) override { return inner_->BeginTaskUpdate(group); }
+  absl::Status EndTaskUpdate() override { return inner_->EndTaskUpdate(); }
+
+ private:
+  std::unique_ptr<Stream> inner_;
+};
+
+// The CPU device, except that its streams are ForwardingStreams.
+class ForwardingDevice : public Device {
+ public:
+  explicit ForwardingDevice(Device* inner) : inner_(inner) {}
+  absl::string_view name() const override { return inner_->name(); }
+  absl::StatusOr<void*> Malloc(size_t bytes) override { return inner_->Malloc(bytes); }
+  absl::Status Free(void* ptr) override { return inner_->Free(ptr); }
+  absl::StatusOr<void*> MallocHost(size_t bytes) override { return inner_->MallocHost(bytes); }
+  absl::Status FreeHost(void* ptr) override { return inner_->FreeHost(ptr); }
+  MemoryKind KindOf(const void* ptr) const override { return inner_->KindOf(ptr); }
+  MemoryStats memory_stats() const override { return inner_->memory_stats(); }
+  absl::Status Memcpy(void* dst, const void* src, size_t bytes, CopyKind kind) override {
+    return inner_->Memcpy(dst, src, bytes, kind);
+  }
+  absl::Status Memset(void* dst, uint8_t value, size_t bytes) override {
+    return inner_->Memset(dst, value, bytes);
+  }
+  absl::StatusOr<std::unique_ptr<Stream>> CreateStream() override {
+    ASSIGN_OR_RETURN(std::unique_ptr<Stream> stream, inner_->CreateStream());
+    return std::unique_ptr<Stream>(new ForwardingStream(std::move(stream)));
+  }
+  Stream* default_stream() override { return inner_->default_stream(); }
+  absl::StatusOr<std::unique_ptr<Event>> CreateEvent(EventFlags flags) override {
+    return inner_->CreateEvent(flags);
+  }
+  absl::Status Synchronize() override { return inner_->Synchronize(); }
+  KernelRegistry* kernels() override { return inner_->kernels(); }
+
+ private:
+  Device* inner_;
+};
+
+std::vector<float> Iota(size_t n, float start, float step) {
+  std::vector<float> values(n);
+  for (size_t i = 0; i < n; ++i) values[i] = start + step * static_cast<float>(i);
+  return values;
+}
+
+class StreamSessionTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto backend = CreateBackend("cpu");
+    ASSERT_TRUE(backend.ok()) << backend.status();
+    backend_ = std::move(backend).value();
+    auto device = backend_->device(0);
+    ASSERT_TRUE(device.ok()) << device.status();
+    device_ = *device;
+    if (!device_->kernels()->Has("Add")) {
+      ASSERT_TRUE(kernels::cpu::RegisterCpuKernels(device_->kernels()).ok());
+    }
+    // y = x * s + x;  z = y / s
+    ModelBuilder b;
+    b.Input("x", onnx::TensorProto::FLOAT, {-1, 4}).Input("s", onnx::TensorProto::FLOAT, {1});
+    b.Output("y", {-1, 4}).Output("z", {-1, 4});
+    b.Node("Mul", {"x", "s"}, {"t"}, "scale");
+    b.Node("Add", {"t", "x"}, {"y"}, "residual");
+    b.Node("Div", {"y", "s"}, {"z"}, "unscale");
+    auto model = Model::LoadBytes(b.Bytes(), *device_->kernels());
+    ASSERT_TRUE(model.ok()) << model.status();
+    div_model_ = *model;
+
+    ModelBuilder c;
+    c.Input("x", onnx::TensorProto::FLOAT, {-1, 4}).Input("s", onnx::TensorProto::FLOAT, {1});
+    c.Output("y", {-1, 4});
+    c.Node("Mul", {"x", "s"}, {"t"}, "scale");
+    c.Node("Add", {"t", "x"}, {"y"}, "residual");
+    model = Model::LoadBytes(c.Bytes(), *device_->kernels());
+    ASSERT_TRUE(model.ok()) << model.status();
+    model_ = *model;
+  }
+
+  std::unique_ptr<StreamSession> NewSession(std::shared_ptr<const Model> model, ExecMode mode,
+                                            Device* device = nullptr) {
+    auto session = StreamSession::Create(std::move(model), device ? device : device_, mode);
+    EXPECT_TRUE(session.ok()) << session.status();
+    return session.ok() ? std::move(session).value() : nullptr;
+  }
+
+  static std::vector<NamedTensor> Inputs(int64_t n, float start, float scale) {
+    return {{"x", FloatTensor({n, 4}, Iota(static_cast<size_t>(4 * n), start, 0.5f))},
+            {"s", FloatTensor({1}, {scale})}};
+  }
+
+  // x * s + x for Inputs(n, start, scale).
+  static std::vector<float> Expected(int64_t n, float start, float scale) {
+    std::vector<float> out;
+    for (float x : Iota(static_cast<size_t>(4 * n), start, 0.5f)) out.push_back(x * scale + x);
+    return out;
+  }
+
+  std::unique_ptr<Backend> backend_;
+  Device* device_ = nullptr;
+  std::shared_ptr<const Model> model_;
+  std::shared_ptr<const Model> div_model_;
+};
+
+TEST_F(StreamSessionTest, ReplayEqualsEagerEqualsSession) {
+  auto replay = NewSession(div_model_, ExecMode::kReplay);
+  auto eager = NewSession(div_model_, ExecMode::kEager);
+  ASSERT_NE(replay, nullptr);
+  ASSERT_NE(eager, nullptr);
+  Session reference(div_model_);
+  for (auto [n, start, scale] : {std::tuple<int64_t, float, float>{1, 0.f, 2.f},
+                                 {3, -1.f, 0.25f},
+                                 {1, 7.f, -3.f},
+                                 {3, 2.f, 5.f},
+                                 {2, 1.f, 1.f}}) {
+    SCOPED_TRACE(::testing::Message() << "n=" << n << " start=" << start << " scale=" << scale);
+    auto want = reference.Run(Inputs(n, start, scale));
+    ASSERT_TRUE(want.ok()) << want.status();
+    ASSERT_EQ(want->size(), 2u);
+    EXPECT_EQ(Floats((*want)[0].value), Expected(n, start, scale));
+    for (StreamSession* session : {replay.get(), eager.get()}) {
+      auto got = session->Run(Inputs(n, start, scale));
+      ASSERT_TRUE(got.ok()) << got.status();
+      ASSERT_EQ(got->size(), 2u);
+      for (size_t i = 0; i < 2; ++i) {
+        EXPECT_EQ((*got)[i].name, (*want)[i].name);
+        EXPECT_EQ((*got)[i].value.shape, (*want)[i].value.shape);
+        EXPECT_EQ(Floats((*got)[i].value), Floats((*want)[i].value));
+      }
+    }
+  }
+  EXPECT_EQ(replay->mode(), ExecMode::kReplay);
+  EXPECT_EQ(eager->mode(), ExecMode::kEager);
+  EXPECT_EQ(&replay->model(), div_model_.get());
+}
+
+TEST_F(StreamSessionTest, SecondRunOfAShapeReplaysAndANewShapeCaptures) {
+  auto session = NewSession(model_, ExecMode::kReplay);
+  ASSERT_NE(session, nullptr);
+  StreamRunInfo info;
+
+  auto out = session->Run(Inputs(1, 0, 2), &info);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(Floats((*out)[0].value), Expected(1, 0, 2));
+  EXPECT_TRUE(info.planned);
+  EXPECT_TRUE(info.captured);
+  EXPECT_TRUE(info.replayed);
+  EXPECT_FALSE(info.eager);
+
+  // Same shape, other values: the instance reads the new inputs from the plan's buffers.
+  out = session->Run(Inputs(1, 10, -1.5f), &info);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(Floats((*out)[0].value), Expected(1, 10, -1.5f));
+  EXPECT_FALSE(info.planned);
+  EXPECT_FALSE(info.captured);
+  EXPECT_TRUE(info.replayed);
+  EXPECT_FALSE(info.eager);
+  EXPECT_EQ(info.capture_ns, 0);
+
+  out = session->Run(Inputs(3, 1, 3), &info);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(Floats((*out)[0].value), Expected(3, 1, 3));
+  EXPECT_TRUE(info.planned);
+  EXPECT_TRUE(info.captured);
+  EXPECT_TRUE(info.replayed);
+
+  out = session->Run(Inputs(1, 4, 4), &info);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(Floats((*out)[0].value), Expected(1, 4, 4));
+  EXPECT_FALSE(info.captured);
+
+  std::vector<StreamInstanceInfo> list = session->ListInstances();
+  ASSERT_EQ(list.size(), 2u);
+  EXPECT_EQ(list[0].shape_signature, "x:[1,4];s:[1]");
+  EXPECT_EQ(list[0].state, "captured");
+  EXPECT_EQ(list[0].captures, 1u);
+  EXPECT_EQ(list[0].replays, 3u);
+  EXPECT_EQ(list[0].eager_runs, 0u);
+  EXPECT_GT(list[0].capture_ns, 0);
+  EXPECT_GT(list[0].arena_bytes, 0u);
+  EXPECT_GT(list[0].last_used_ms, 0);
+  EXPECT_EQ(list[1].shape_signature, "x:[3,4];s:[1]");
+  EXPECT_EQ(list[1].captures, 1u);
+  EXPECT_EQ(list[1].replays, 1u);
+  EXPECT_EQ(ShapeSignature(Inputs(3, 0, 1)), "x:[3,4];s:[1]");
+}
+
+TEST_F(StreamSessionTest, EagerModeNeverCaptures) {
+  auto session = NewSession(model_, ExecMode::kEager);
+  ASSERT_NE(session, nullptr);
+  StreamRunInfo info;
+  for (int i = 0; i < 3; ++i) {
+    auto out = session->Run(Inputs(2, static_cast<float>(i), 2), &info);
+    ASSERT_TRUE(out.ok()) << out.status();
+    EXPECT_EQ(Floats((*out)[0].value), Expected(2, static_cast<float>(i), 2));
+    EXPECT_TRUE(info.eager);
+    EXPECT_FALSE(info.captured);
+    EXPECT_FALSE(info.replayed);
+    EXPECT_EQ(info.planned, i == 0);
+  }
+  std::vector<StreamInstanceInfo> list = session->ListInstances();
+  ASSERT_EQ(list.size(), 1u);
+  EXPECT_EQ(list[0].state, "eager");
+  EXPECT_EQ(list[0].eager_runs, 3u);
+  EXPECT_EQ(list[0].captures, 0u);
+  auto dump = session->DumpInstance("x:[2,4];s:[1]", false);
+  ASSERT_FALSE(dump.ok());
+  EXPECT_EQ(dump.status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(StreamSessionTest, TwoSessionsOnTwoStreamsRunConcurrently) {
+  auto a = NewSession(div_model_, ExecMode::kReplay);
+  auto b = NewSession(div_model_, ExecMode::kReplay);
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  std::vector<int> failures(2, 0);
+  std::vector<int> replays(2, 0);
+  auto work = [&](StreamSession* session, int t) {
+    for (int i = 0; i < 60; ++i) {
+      const int64_t n = 1 + (i + t) % 3;  // both threads capture and replay all three shapes
+      const float start = static_cast<float>(t * 1000 + i);
+      const float scale = 1.0f + static_cast<float>(i % 7);
+      StreamRunInfo info;
+      auto out = session->Run(Inputs(n, start, scale), &info);
+      if (!out.ok() || Floats((*out)[0].value) != Expected(n, start, scale)) ++failures[t];
+      if (info.replayed && !info.captured) ++replays[t];
+      if (i % 10 == 0) session->ListInstances();  // read while the other thread runs
+    }
+  };
+  std::thread ta(work, a.get(), 0);
+  std::thread tb(work, b.get(), 1);
+  ta.join();
+  tb.join();
+  EXPECT_EQ(failures, std::vector<int>(2, 0));
+  EXPECT_EQ(replays, std::vector<int>(2, 57));  // 60 runs, 3 of them capture
+  for (StreamSession* session : {a.get(), b.get()}) {
+    std::vector<StreamInstanceInfo> list = session->ListInstances();
+    ASSERT_EQ(list.size(), 3u);
+    for (const StreamInstanceInfo& instance : list) EXPECT_EQ(instance.state, "captured");
+  }
+}
+
+TEST_F(StreamSessionTest, ListAndDumpFromAnotherThreadWhileRunning) {
+  auto session = NewSession(model_, ExecMode::kReplay);
+  ASSERT_NE(session, nullptr);
+  std::atomic<bool> done{false};
+  int bad_dumps = 0;
+  std::thread reader([&] {
+    while (!done.load()) {
+      for (const StreamInstanceInfo& instance : session->ListInstances()) {
+        auto dump = session->DumpInstance(instance.shape_signature, true);
+        // NOT_FOUND while the first run of a signature is still capturing.
+        if (dump.ok() ? dump->find("\"Mul\"") == std::string::npos
+                      : dump.status().code() != absl::StatusCode::kNotFound) {
+          ++bad_dumps;
+        }
+      }
+    }
+  });
+  int failures = 0;
+  for (int i = 0; i < 100; ++i) {
+    const int64_t n = 1 + i % 2;
+    auto out = session->Run(Inputs(n, static_cast<float>(i), 2));
+    if (!out.ok() || Floats((*out)[0].value) != Expected(n, static_cast<float>(i), 2)) {
+      ++failures;
+    }
+  }
+  done.store(true);
+  reader.join();
+  EXPECT_EQ(failures, 0);
+  EXPECT_EQ(session->ListInstances().size(), 2u);
+  EXPECT_EQ(bad_dumps, 0);
+  auto dump = session->DumpInstance("x:[2,4];s:[1]", false);
+  ASSERT_TRUE(dump.ok()) << dump.status();
+  EXPECT_THAT(*dump, HasSubstr("\"Add\""));
+}
+
+TEST_F(StreamSessionTest, InvalidatedCaptureFallsBackToEager) {
+  ForwardingDevice device(device_);
+  auto session = NewSession(div_model_, ExecMode::kReplay, &device);
+  ASSERT_NE(session, nullptr);
+  for (int i = 0; i < 3; ++i) {
+    StreamRunInfo info;
+    auto out = session->Run(Inputs(2, static_cast<float>(i), 4), &info);
+    ASSERT_TRUE(out.ok()) << out.status();
+    EXPECT_EQ(Floats((*out)[0].value), Expected(2, static_cast<float>(i), 4));
+    EXPECT_TRUE(info.eager);
+    EXPECT_FALSE(info.captured);
+    EXPECT_FALSE(info.replayed);
+    if (i == 0) {
+      EXPECT_TRUE(info.planned);
+      EXPECT_GT(info.capture_ns, 0);  // the capture was tried
+    } else {
+      EXPECT_EQ(info.capture_ns, 0);  // and never again
+    }
+  }
+  std::vector<StreamInstanceInfo> list = session->ListInstances();
+  ASSERT_EQ(list.size(), 1u);
+  EXPECT_EQ(list[0].state, "eager");
+  EXPECT_THAT(list[0].reason, HasSubstr("invalidated (stream synchronize"));
+  EXPECT_EQ(list[0].captures, 0u);
+  EXPECT_EQ(list[0].eager_runs, 3u);
+  auto dump = session->DumpInstance(list[0].shape_signature, false);
+  ASSERT_FALSE(dump.ok());
+  EXPECT_EQ(dump.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(dump.status().message(), HasSubstr("runs eagerly"));
+}
+
+TEST_F(StreamSessionTest, FailedFirstReplayFallsBackToEager) {
+  ForwardingDevice device(device_);  // capture works; CPU instances refuse to run on its stream
+  auto session = NewSession(model_, ExecMode::kReplay, &device);
+  ASSERT_NE(session, nullptr);
+  for (int i = 0; i < 2; ++i) {
+    StreamRunInfo info;
+    auto out = session->Run(Inputs(1, static_cast<float>(i), -2), &info);
+    ASSERT_TRUE(out.ok()) << out.status();
+    EXPECT_EQ(Floats((*out)[0].value), Expected(1, static_cast<float>(i), -2));
+    EXPECT_TRUE(info.eager);
+    EXPECT_FALSE(info.replayed);
+  }
+  std::vector<StreamInstanceInfo> list = session->ListInstances();
+  ASSERT_EQ(list.size(), 1u);
+  EXPECT_EQ(list[0].state, "eager");
+  EXPECT_THAT(list[0].reason, HasSubstr("first replay"));
+  EXPECT_EQ(list[0].replays, 0u);
+  EXPECT_EQ(list[0].eager_runs, 2u);
+}
+
+TEST_F(StreamSessionTest, DumpInstanceIsJsonNamingTheOps) {
+  auto session = NewSession(div_model_, ExecMode::kReplay);
+  ASSERT_NE(session, nullptr);
+  ASSERT_TRUE(session->Run(Inputs(2, 0, 2)).ok());
+  for (bool verbose : {false, true}) {
+    auto dump = session->DumpInstance("x:[2,4];s:[1]", verbose);
+    ASSERT_TRUE(dump.ok()) << dump.status();
+    runtime::testing::CheckJsonWithPython(
+        *dump,
+        "ops=[t[\"op\"] for s in d[\"streams\"] for t in s[\"tasks\"] if t[\"kind\"]==\"kernel\"]; "
+        "assert ops==[\"Mul\",\"Add\",\"Div\"], ops");
+  }
+  auto missing = session->DumpInstance("x:[5,4];s:[1]", false);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(missing.status().message(), HasSubstr("x:[5,4];s:[1]"));
+}
+
+TEST_F(StreamSessionTest, BadInputsGiveTheEnginesErrors) {
+  for (ExecMode mode : {ExecMode::kReplay, ExecMode::kEager}) {
+    auto session = NewSession(model_, mode);
+    ASSERT_NE(session, nullptr);
+    const TensorValue x = FloatTensor({1, 4}, {1, 2, 3, 4});
+    const TensorValue s = FloatTensor({1}, {2});
+    auto out = session->Run({{"x", x}});
+    ASSERT_FALSE(out.ok());
+    EXPECT_THAT(out.status().message(), HasSubstr("missing input(s): \"s\""));
+    out = session->Run({{"x", x}, {"s", s}, {"extra", s}});
+    ASSERT_FALSE(out.ok());
+    EXPECT_THAT(out.status().message(), HasSubstr("unknown input(s) \"extra\""));
+    TensorValue int_x{DataType::kInt64, {1, 4}, std::vector<uint8_t>(32)};
+    out = session->Run({{"x", int_x}, {"s", s}});
+    ASSERT_FALSE(out.ok());
+    EXPECT_THAT(out.status().message(), HasSubstr("input \"x\" has element type int64"));
+    out = session->Run({{"x", FloatTensor({2, 3}, std::vector<float>(6))}, {"s", s}});
+    ASSERT_FALSE(out.ok());
+    EXPECT_THAT(out.status().message(), HasSubstr("input \"x\" has shape [2,3], expected [N,4]"));
+    EXPECT_TRUE(session->ListInstances().empty());
+    // A good run afterwards still works.
+    out = session->Run({{"x", x}, {"s", s}});
+    ASSERT_TRUE(out.ok()) << out.status();
+    EXPECT_EQ(Floats((*out)[0].value), (std::vector<float>{3, 6, 9, 12}));
+  }
+}
+
+TEST(StreamSessionValueKeyTest, ShapeGivenAsAnInputKeysInstancesByValue) {
+  auto backend = CreateBackend("cpu");
+  ASSERT_TRUE(backend.ok()) << backend.status();
+  auto device = (*backend)->device(0);
+  ASSERT_TRUE(device.ok());
+  KernelRegistry* registry = (*device)->kernels();
+  if (!registry->Has("Add")) {
+    ASSERT_TRUE(kernels::cpu::RegisterCpuKernels(registry).ok());
+  }
+  if (!registry->Has("Reshape")) testing::RegisterFakeShapeKernels(registry);
+  ModelBuilder b;
+  // x is 2-D, so only "shape" is a value-key candidate.
+  b.Input("x", onnx::TensorProto::FLOAT, {2, 3}).Input("shape", onnx::TensorProto::INT64, {2});
+  b.Output("y", {-1, -1});
+  b.Node("Reshape", {"x", "shape"}, {"r"});
+  b.Node("Add", {"r", "r"}, {"y"});
+  auto model = Model::LoadBytes(b.Bytes(), *registry);
+  ASSERT_TRUE(model.ok()) << model.status();
+  auto shape_tensor = [](int64_t a, int64_t c) {
+    TensorValue t{DataType::kInt64, {2}, std::vector<uint8_t>(16)};
+    std::memcpy(t.bytes.data(), &a, 8);
+    std::memcpy(t.bytes.data() + 8, &c, 8);
+    return t;
+  };
+  auto session = StreamSession::Create(*model, *device, ExecMode::kReplay);
+  ASSERT_TRUE(session.ok()) << session.status();
+  const TensorValue x = FloatTensor({2, 3}, {1, 2, 3, 4, 5, 6});
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{2, 3}, {3, 2}, {2, 3}}) {
+    StreamRunInfo info;
+    auto out = (*session)->Run({{"x", x}, {"shape", shape_tensor(rows, cols)}}, &info);
+    ASSERT_TRUE(out.ok()) << out.status();
+    EXPECT_EQ((*out)[0].value.shape, (Shape{rows, cols}));
+    EXPECT_EQ(Floats((*out)[0].value), (std::vector<float>{2, 4, 6, 8, 10, 12}));
+    EXPECT_TRUE(info.replayed);
+  }
+  std::vector<StreamInstanceInfo> list = (*session)->ListInstances();
+  ASSERT_EQ(list.size(), 2u);
+  EXPECT_EQ(list[0].shape_signature, "x:[2,3];shape:[2]=(2,3)");
+  EXPECT_EQ(list[0].replays, 2u);
+  EXPECT_EQ(list[1].shape_signature, "x:[2,3];shape:[2]=(3,2)");
+  EXPECT_EQ(list[1].replays, 1u);
+}
+
+}  // namespace
+}  // namespace reprise::runtime::engine
