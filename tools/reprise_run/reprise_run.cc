@@ -7,13 +7,19 @@
 //
 // Inputs not given are random. A generated input takes its shape from --shape, else from the
 // model's declaration (which must then be fully known). --threads is the kernels' intra-op
-// thread count. Timings cover one run each: staging the inputs, every step, copying the
-// outputs out. Exit status: 0 on success, 1 on a run-time error, 2 on a usage error.
+// thread count. Runs go through a StreamSession on the CPU device of the runtime core:
+// --mode replay (the default) captures the first run into a model runtime instance and replays
+// it; --mode eager launches every step on the stream. Timings cover one run each after the
+// first (which plans and captures; its plan and capture times are reported): staging the
+// inputs, executing, waiting for the stream, copying the outputs out. --dump-ri writes the
+// instance's verbose JSON dump. Exit status: 0 on success, 1 on a run-time error, 2 on a usage
+// error.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <random>
 #include <string>
@@ -27,10 +33,11 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "runtime/core/device.h"
 #include "runtime/core/status_macros.h"
 #include "runtime/engine/model.h"
 #include "runtime/engine/npy.h"
-#include "runtime/engine/session.h"
+#include "runtime/engine/stream_session.h"
 
 namespace reprise::tools {
 namespace {
@@ -41,6 +48,9 @@ using runtime::TensorValue;
 using runtime::engine::ExecutionPlan;
 using runtime::engine::Model;
 using runtime::engine::NamedTensor;
+using runtime::engine::StreamInstanceInfo;
+using runtime::engine::StreamRunInfo;
+using runtime::engine::StreamSession;
 using runtime::engine::Value;
 
 struct Options {
@@ -48,7 +58,7 @@ struct Options {
   std::vector<std::pair<std::string, std::string>> inputs;  // name (may be empty) → source
   absl::flat_hash_map<std::string, Shape> shapes;
   std::string output_dir;
-  std::string mode = "eager";
+  std::string mode = "replay";
   int iterations = 10;
   int warmup = 1;
   int threads = 1;
@@ -267,43 +277,74 @@ std::string JsonString(absl::string_view s) {
 }
 
 absl::Status Run(const Options& options) {
-  if (options.mode == "replay" || !options.dump_ri.empty()) {
-    return absl::UnimplementedError(
-        "--mode replay and --dump-ri are not yet available (they need the runtime core's "
-        "streams and capture)");
+  if (!options.dump_ri.empty() && options.mode != "replay") {
+    return absl::InvalidArgumentError("--dump-ri needs --mode replay (eager runs capture nothing)");
   }
   using Clock = std::chrono::steady_clock;
   auto micros = [](Clock::duration d) {
     return std::chrono::duration<double, std::micro>(d).count();
   };
-  runtime::KernelRegistry registry;
-  RETURN_IF_ERROR(kernels::cpu::RegisterCpuKernels(&registry));
+  // The CPU device of the runtime core; the model is loaded with the device's kernel registry.
+  ASSIGN_OR_RETURN(std::unique_ptr<runtime::Backend> backend, runtime::CreateBackend("cpu"));
+  ASSIGN_OR_RETURN(runtime::Device * device, backend->device(0));
+  RETURN_IF_ERROR(kernels::cpu::RegisterCpuKernels(device->kernels()));
   runtime::engine::ModelOptions model_options;
   model_options.intra_op_threads = options.threads;
   const auto load_start = Clock::now();
   ASSIGN_OR_RETURN(std::shared_ptr<const Model> model,
-                   Model::LoadFile(options.model, registry, model_options));
+                   Model::LoadFile(options.model, *device->kernels(), model_options));
   const double load_us = micros(Clock::now() - load_start);
 
   ASSIGN_OR_RETURN(std::vector<NamedTensor> inputs, MakeInputs(*model, options));
+  ASSIGN_OR_RETURN(
+      std::unique_ptr<StreamSession> session,
+      StreamSession::Create(model, device,
+                            options.mode == "replay" ? runtime::engine::ExecMode::kReplay
+                                                     : runtime::engine::ExecMode::kEager));
+
+  // The first run plans (and in replay mode captures); it is not counted as a warm-up.
+  StreamRunInfo first;
+  ASSIGN_OR_RETURN(std::vector<NamedTensor> outputs, session->Run(inputs, &first));
+  const double plan_us = static_cast<double>(first.plan_ns) / 1e3;
+  const double capture_us = static_cast<double>(first.capture_ns) / 1e3;
+  for (int i = 0; i < options.warmup; ++i) {
+    ASSIGN_OR_RETURN(outputs, session->Run(inputs));
+  }
+  std::vector<double> times;
+  bool all_replayed = true;
+  for (int i = 0; i < options.iterations; ++i) {
+    StreamRunInfo info;
+    const auto start = Clock::now();
+    ASSIGN_OR_RETURN(outputs, session->Run(inputs, &info));
+    times.push_back(micros(Clock::now() - start));
+    all_replayed &= info.replayed;
+  }
+  std::sort(times.begin(), times.end());
+
+  const std::vector<StreamInstanceInfo> instances = session->ListInstances();
+  if (instances.size() != 1) {
+    return absl::InternalError(
+        absl::StrCat("expected one signature after the runs, found ", instances.size()));
+  }
+  const StreamInstanceInfo& instance = instances.front();
+  if (options.mode == "replay" && instance.state != "captured") {
+    std::cerr << "reprise-run: capture failed, ran eagerly: " << instance.reason << "\n";
+  }
+  if (!options.dump_ri.empty()) {
+    ASSIGN_OR_RETURN(std::string json, session->DumpInstance(instance.shape_signature, true));
+    std::ofstream file(options.dump_ri);
+    file << json << "\n";
+    file.close();
+    if (!file) {
+      return absl::PermissionDeniedError(
+          absl::StrCat("cannot write --dump-ri \"", options.dump_ri, "\""));
+    }
+  }
+  // Plan statistics from a plan made for the same inputs (the session keeps its own private).
   ASSIGN_OR_RETURN(std::vector<const TensorValue*> ordered, model->MatchInputs(inputs));
-  const auto plan_start = Clock::now();
   bool value_keyed = false;
   ASSIGN_OR_RETURN(std::unique_ptr<ExecutionPlan> plan,
                    model->PlanForInputs(ordered, &value_keyed));
-  const double plan_us = micros(Clock::now() - plan_start);
-
-  std::vector<NamedTensor> outputs;
-  for (int i = 0; i < options.warmup; ++i) {
-    ASSIGN_OR_RETURN(outputs, plan->Run(ordered));
-  }
-  std::vector<double> times;
-  for (int i = 0; i < options.iterations; ++i) {
-    const auto start = Clock::now();
-    ASSIGN_OR_RETURN(outputs, plan->Run(ordered));
-    times.push_back(micros(Clock::now() - start));
-  }
-  std::sort(times.begin(), times.end());
 
   if (!options.output_dir.empty()) {
     std::error_code error;
@@ -333,7 +374,9 @@ absl::Status Run(const Options& options) {
               << "\",\"iterations\":" << options.iterations << ",\"warmup\":" << options.warmup
               << ",\"threads\":" << options.threads << ",\"min_us\":" << min
               << ",\"median_us\":" << median << ",\"p90_us\":" << p90 << ",\"max_us\":" << max
-              << ",\"plan_us\":" << plan_us << ",\"load_us\":" << load_us
+              << ",\"plan_us\":" << plan_us << ",\"capture_us\":" << capture_us
+              << ",\"load_us\":" << load_us << ",\"state\":" << JsonString(instance.state)
+              << ",\"replayed\":" << (all_replayed ? "true" : "false")
               << ",\"value_keyed\":" << (value_keyed ? "true" : "false")
               << ",\"steps\":" << plan->steps().size()
               << ",\"plan_time_nodes\":" << plan->folded_nodes()
@@ -343,9 +386,11 @@ absl::Status Run(const Options& options) {
   } else {
     std::printf(
         "reprise-run: %s mode=%s runs=%d min=%.1f us median=%.1f us p90=%.1f us max=%.1f us "
-        "plan=%.1f us load=%.1f us steps=%zu arena=%zu bytes (intermediates %zu bytes)\n",
+        "plan=%.1f us capture=%.1f us load=%.1f us state=%s steps=%zu arena=%zu bytes "
+        "(intermediates %zu bytes)\n",
         options.model.c_str(), options.mode.c_str(), options.iterations, min, median, p90, max,
-        plan_us, load_us, plan->steps().size(), plan->arena_bytes(), plan->intermediate_bytes());
+        plan_us, capture_us, load_us, instance.state.c_str(), plan->steps().size(),
+        plan->arena_bytes(), plan->intermediate_bytes());
   }
   return absl::OkStatus();
 }
