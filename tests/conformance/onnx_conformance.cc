@@ -3,6 +3,10 @@
 //
 //   onnx_conformance [--data DIR] [--known-failures FILE] [--filter SUBSTRING] [--verbose]
 //
+// Every case runs through a StreamSession in eager mode and one in replay mode (captured at the
+// first data set of a shape, replayed afterwards) on the runtime core's CPU device; a case
+// passes when both modes match the stored outputs.
+//
 // Summary line: "onnx_conformance: N passed, N failed, N skipped". Exit status 1 when a case
 // fails that known_failures.txt does not list. A listed case that passes is reported. Cases
 // whose default-domain opset is outside the engine's range (11-17) are skipped.
@@ -22,10 +26,11 @@
 #include "absl/strings/str_join.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "onnx/onnx_pb.h"
+#include "runtime/core/device.h"
 #include "runtime/core/status_macros.h"
 #include "runtime/engine/model.h"
 #include "runtime/engine/onnx_import.h"
-#include "runtime/engine/session.h"
+#include "runtime/engine/stream_session.h"
 #include "runtime/engine/tensor_proto.h"
 
 namespace reprise::runtime::engine {
@@ -150,10 +155,16 @@ absl::StatusOr<std::vector<TensorValue>> ReadTensors(const fs::path& dir,
   return tensors;
 }
 
-absl::Status RunCase(const fs::path& dir, const std::string& bytes,
-                     const KernelRegistry& registry) {
-  ASSIGN_OR_RETURN(std::shared_ptr<const Model> model, Model::LoadBytes(bytes, registry));
-  Session session(model);
+// Runs every data set of the case through a StreamSession in eager mode and one in replay
+// mode (first set of each shape captured, later ones replayed); both must match. Sets
+// `*fell_back` when replay mode had to run a signature eagerly (capture failed).
+absl::Status RunCase(const fs::path& dir, const std::string& bytes, Device* device,
+                     bool* fell_back) {
+  ASSIGN_OR_RETURN(std::shared_ptr<const Model> model, Model::LoadBytes(bytes, *device->kernels()));
+  ASSIGN_OR_RETURN(std::unique_ptr<StreamSession> eager,
+                   StreamSession::Create(model, device, ExecMode::kEager));
+  ASSIGN_OR_RETURN(std::unique_ptr<StreamSession> replay,
+                   StreamSession::Create(model, device, ExecMode::kReplay));
   const std::vector<Value> inputs = model->inputs();
   std::vector<fs::path> sets;
   for (const auto& entry : fs::directory_iterator(dir)) {
@@ -172,12 +183,24 @@ absl::Status RunCase(const fs::path& dir, const std::string& bytes,
     }
     std::vector<NamedTensor> named;
     for (size_t i = 0; i < in.size(); ++i) named.push_back({inputs[i].name, std::move(in[i])});
-    ASSIGN_OR_RETURN(std::vector<NamedTensor> got, session.Run(named));
-    if (got.size() != want.size()) {
-      return absl::InternalError(absl::StrCat(got.size(), " outputs, expected ", want.size()));
-    }
-    for (size_t i = 0; i < got.size(); ++i) {
-      RETURN_IF_ERROR(Compare(got[i].name, got[i].value, want[i]));
+    for (StreamSession* session : {eager.get(), replay.get()}) {
+      const char* mode = session == eager.get() ? "eager" : "replay";
+      auto with_mode = [&](const absl::Status& status) {
+        return absl::Status(status.code(), absl::StrCat(mode, " ", set.filename().string(), ": ",
+                                                        status.message()));
+      };
+      StreamRunInfo info;
+      absl::StatusOr<std::vector<NamedTensor>> got = session->Run(named, &info);
+      if (!got.ok()) return with_mode(got.status());
+      if (session == replay.get() && info.eager) *fell_back = true;
+      if (got->size() != want.size()) {
+        return with_mode(
+            absl::InternalError(absl::StrCat(got->size(), " outputs, expected ", want.size())));
+      }
+      for (size_t i = 0; i < got->size(); ++i) {
+        absl::Status status = Compare((*got)[i].name, (*got)[i].value, want[i]);
+        if (!status.ok()) return with_mode(status);
+      }
     }
   }
   return absl::OkStatus();
@@ -238,8 +261,18 @@ int Main(int argc, char** argv) {
     std::cerr << "onnx_conformance: test data directory " << data << " not found\n";
     return 2;
   }
-  KernelRegistry registry;
-  absl::Status registered = kernels::cpu::RegisterCpuKernels(&registry);
+  absl::StatusOr<std::unique_ptr<Backend>> backend = CreateBackend("cpu");
+  if (!backend.ok()) {
+    std::cerr << "onnx_conformance: " << backend.status() << "\n";
+    return 2;
+  }
+  absl::StatusOr<Device*> device = (*backend)->device(0);
+  if (!device.ok()) {
+    std::cerr << "onnx_conformance: " << device.status() << "\n";
+    return 2;
+  }
+  const KernelRegistry& registry = *(*device)->kernels();
+  absl::Status registered = kernels::cpu::RegisterCpuKernels((*device)->kernels());
   if (!registered.ok()) {
     std::cerr << "onnx_conformance: " << registered << "\n";
     return 2;
@@ -257,6 +290,7 @@ int Main(int argc, char** argv) {
   std::sort(cases.begin(), cases.end());
   int passed = 0, failed = 0, skipped = 0, skipped_opset = 0, unexpected = 0;
   std::vector<std::string> fixed;
+  std::vector<std::string> fell_back_cases;
   for (const fs::path& dir : cases) {
     const std::string name = dir.filename().string();
     std::ifstream file(dir / "model.onnx", std::ios::binary);
@@ -281,7 +315,9 @@ int Main(int argc, char** argv) {
       }
       continue;
     }
-    absl::Status status = RunCase(dir, bytes, registry);
+    bool fell_back = false;
+    absl::Status status = RunCase(dir, bytes, *device, &fell_back);
+    if (fell_back) fell_back_cases.push_back(name);
     auto it = known.find(name);
     if (status.ok()) {
       ++passed;
@@ -299,6 +335,10 @@ int Main(int argc, char** argv) {
   }
   for (const std::string& name : fixed) {
     std::cout << "known failure now passes (remove it from known_failures.txt): " << name << "\n";
+  }
+  if (!fell_back_cases.empty()) {
+    std::cout << "replay ran eagerly (capture failed) in " << fell_back_cases.size()
+              << " case(s): " << absl::StrJoin(fell_back_cases, ", ") << "\n";
   }
   std::cout << "skipped: " << skipped - skipped_opset << " with unsupported ops, " << skipped_opset
             << " with an opset outside " << kMinOpset << "-" << kMaxOpset << "\n";
