@@ -37,7 +37,7 @@ struct ServerConfig {
   int cpu_threads = 0;         // threads for CPU kernels and inference; 0 = one per core
   // limits:
   int64_t max_message_bytes = std::numeric_limits<int32_t>::max();  // gRPC send / receive
-  int max_queue_length = 1024;     // waiting requests per model before RESOURCE_EXHAUSTED
+  int max_queue_length = 1024;     // inference requests in flight in the whole server
   int64_t request_timeout_ms = 0;  // 0 = no server-side timeout
   // shutdown:
   int shutdown_timeout_s = 30;  // in-flight requests get this long after SIGTERM

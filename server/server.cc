@@ -95,6 +95,11 @@ bool Server::Shutdown() {
     if (shut_down_) return true;
     shut_down_ = true;
   }
+  if (grpc_server_ == nullptr) {  // Start failed part way: nothing was served
+    if (infer_pool_) infer_pool_->Stop();
+    if (load_pool_) load_pool_->Stop();
+    return true;
+  }
   spdlog::info("shutting down: refusing new requests, {} in flight", gate_->in_flight());
   ready_.store(false);
   if (auto* health = grpc_server_->GetHealthCheckService()) health->SetServingStatus(false);

@@ -466,5 +466,52 @@ TEST_F(ServerE2eTest, GracefulShutdownFinishesInFlightRequests) {
   server_.reset();
 }
 
+TEST(ServerLimitsTest, MessageSizeAndQueueLength) {
+  testing::TempRepo repo;
+  repo.AddVersion("blocking", 1);
+  testing::FakeBackend backend;
+  config::ServerConfig config;
+  config.listen_address = "127.0.0.1";
+  config.grpc_port = 0;
+  config.model_repositories = {repo.path()};
+  config.max_message_bytes = 1024;
+  config.max_queue_length = 1;
+  auto server = *Server::Start(config, &backend);
+  ASSERT_TRUE(server->WaitForStartupLoads().ok());
+  auto stub = GRPCInferenceService::NewStub(grpc::CreateChannel(
+      absl::StrCat("127.0.0.1:", server->port()), grpc::InsecureChannelCredentials()));
+  auto infer = [&](const inference::ModelInferRequest& request) {
+    grpc::ClientContext ctx;
+    inference::ModelInferResponse response;
+    return stub->ModelInfer(&ctx, request, &response);
+  };
+  grpc::Status big =
+      infer(AddRequest("blocking", std::vector<float>(400, 1.0f), std::vector<float>(400, 1.0f)));
+  EXPECT_EQ(big.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+
+  grpc::Status first;
+  std::thread in_flight([&] { first = infer(AddRequest("blocking", {1, 2, 3, 4}, {1, 2, 3, 4})); });
+  backend.blocker().WaitEntered(1);
+  grpc::Status second = infer(AddRequest("blocking", {1, 2, 3, 4}, {1, 2, 3, 4}));
+  EXPECT_EQ(second.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(second.error_message(), HasSubstr("max_queue_length 1"));
+  backend.blocker().Release();
+  in_flight.join();
+  EXPECT_TRUE(first.ok()) << first.error_message();
+  EXPECT_TRUE(server->Shutdown());
+}
+
+TEST(ServerStartTest, MissingRepositoryFailsCleanly) {
+  testing::FakeBackend backend;
+  config::ServerConfig config;
+  config.listen_address = "127.0.0.1";
+  config.grpc_port = 0;
+  config.model_repositories = {"/nonexistent/reprise/models"};
+  absl::StatusOr<std::unique_ptr<Server>> server = Server::Start(config, &backend);
+  ASSERT_FALSE(server.ok());
+  EXPECT_EQ(server.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(server.status().message(), HasSubstr("/nonexistent/reprise/models"));
+}
+
 }  // namespace
 }  // namespace reprise::server
