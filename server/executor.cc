@@ -14,9 +14,10 @@ ThreadPool::~ThreadPool() { Stop(); }
 
 void ThreadPool::Schedule(absl::AnyInvocable<void() &&> task) {
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     if (!stopping_) {
       queue_.push_back(std::move(task));
+      cv_.notify_one();
       return;
     }
   }
@@ -25,9 +26,9 @@ void ThreadPool::Schedule(absl::AnyInvocable<void() &&> task) {
 
 void ThreadPool::Stop() {
   {
-    absl::MutexLock lock(&mu_);
-    if (stopping_ && threads_.empty()) return;
+    std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
+    cv_.notify_all();
   }
   for (std::thread& t : threads_) {
     if (t.joinable()) t.join();
@@ -39,11 +40,8 @@ void ThreadPool::Work() {
   while (true) {
     absl::AnyInvocable<void() &&> task;
     {
-      absl::MutexLock lock(&mu_);
-      mu_.Await(absl::Condition(
-          +[](ThreadPool* p)
-               ABSL_EXCLUSIVE_LOCKS_REQUIRED(p->mu_) { return p->stopping_ || !p->queue_.empty(); },
-          this));
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
       if (queue_.empty()) return;  // stopping and drained
       task = std::move(queue_.front());
       queue_.pop_front();

@@ -9,9 +9,10 @@
 #include <thread>
 #include <vector>
 
+#include <condition_variable>
+#include <mutex>
 #include "absl/base/thread_annotations.h"
 #include "absl/functional/any_invocable.h"
-#include "absl/synchronization/mutex.h"
 
 namespace reprise::server {
 
@@ -40,7 +41,8 @@ class ThreadPool final : public Executor {
   void Work();
 
   std::string name_;
-  absl::Mutex mu_;
+  std::mutex mu_;
+  std::condition_variable cv_;
   std::deque<absl::AnyInvocable<void() &&>> queue_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::thread> threads_;

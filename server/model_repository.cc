@@ -49,7 +49,7 @@ class Join {
     ModelRepository::Callback done;
     absl::Status result;
     {
-      absl::MutexLock lock(&mu_);
+      std::lock_guard<std::mutex> lock(mu_);
       if (first_.ok() && !status.ok()) first_ = std::move(status);
       if (--left_ > 0) return;
       done = std::move(done_);
@@ -59,7 +59,7 @@ class Join {
   }
 
  private:
-  absl::Mutex mu_;
+  std::mutex mu_;
   int left_ ABSL_GUARDED_BY(mu_);
   absl::Status first_ ABSL_GUARDED_BY(mu_);
   ModelRepository::Callback done_ ABSL_GUARDED_BY(mu_);
@@ -182,7 +182,7 @@ void ModelRepository::Publish(std::shared_ptr<const ServingMap> map) { serving_.
 
 void ModelRepository::Enqueue(const std::string& model, absl::AnyInvocable<void() &&> op) {
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     OpQueue& q = ops_[model];
     if (q.busy) {
       q.waiting.push_back(std::move(op));
@@ -196,7 +196,7 @@ void ModelRepository::Enqueue(const std::string& model, absl::AnyInvocable<void(
 void ModelRepository::OpFinished(const std::string& model) {
   absl::AnyInvocable<void() &&> next;
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     OpQueue& q = ops_[model];
     if (q.waiting.empty()) {
       q.busy = false;
@@ -282,7 +282,7 @@ void ModelRepository::StartUnload(const std::string& name, Callback done) {
 absl::Status ModelRepository::LoadNow(const std::string& name) {
   // Model-level failures (not found, bad config.yaml, no version) are recorded as version 0.
   auto fail_model = [&](absl::Status status) {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     records_[name][0] = Record{VersionState::kUnavailable, std::string(status.message())};
     return status;
   };
@@ -306,7 +306,7 @@ absl::Status ModelRepository::LoadNow(const std::string& name) {
   if (!chosen.ok()) return fail_model(chosen.status());
 
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     auto& versions = records_[name];
     for (int64_t v : *chosen) {
       Record& r = versions[v];
@@ -345,7 +345,7 @@ absl::Status ModelRepository::LoadNow(const std::string& name) {
 
   std::vector<std::shared_ptr<ServedVersion>> retired;
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     auto& versions = records_[name];
     std::shared_ptr<const ServingMap> current = serving_.load();
     auto serving = current->find(name);
@@ -386,7 +386,7 @@ void ModelRepository::UnloadNow(const std::string& name, Callback done) {
   bool loaded = true;
   bool known = true;
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     std::shared_ptr<const ServingMap> current = serving_.load();
     auto it = current->find(name);
     if (it == current->end()) {
@@ -417,13 +417,13 @@ void ModelRepository::UnloadNow(const std::string& name, Callback done) {
 void ModelRepository::Retire(std::vector<std::shared_ptr<ServedVersion>> retired,
                              absl::string_view reason, absl::AnyInvocable<void() &&> all_done) {
   struct Pending {
-    absl::Mutex mu;
+    std::mutex mu;
     size_t left ABSL_GUARDED_BY(mu);
     absl::AnyInvocable<void() &&> done;
   };
   auto pending = std::make_shared<Pending>();
   {
-    absl::MutexLock lock(&pending->mu);
+    std::lock_guard<std::mutex> lock(pending->mu);
     pending->left = retired.size();
   }
   pending->done = std::move(all_done);
@@ -434,7 +434,7 @@ void ModelRepository::Retire(std::vector<std::shared_ptr<ServedVersion>> retired
       executor_->Schedule([this, version, pending, why] {
         version->DestroyModel();
         {
-          absl::MutexLock lock(&mu_);
+          std::lock_guard<std::mutex> lock(mu_);
           std::shared_ptr<const ServingMap> current = serving_.load();
           auto model = current->find(version->model_name());
           const bool serving_again =
@@ -446,7 +446,7 @@ void ModelRepository::Retire(std::vector<std::shared_ptr<ServedVersion>> retired
         }
         bool last = false;
         {
-          absl::MutexLock lock(&pending->mu);
+          std::lock_guard<std::mutex> lock(pending->mu);
           last = --pending->left == 0;
         }
         if (last) std::move(pending->done)();
@@ -486,7 +486,7 @@ absl::StatusOr<VersionLease> ModelRepository::Acquire(absl::string_view model,
 std::vector<IndexEntry> ModelRepository::Index(bool ready_only) const {
   const std::vector<std::string> names = ScanModelNames();
   std::vector<IndexEntry> out;
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   std::set<std::string> all(names.begin(), names.end());
   for (const auto& [name, unused] : records_) all.insert(name);
   for (const std::string& name : all) {

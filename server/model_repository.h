@@ -11,13 +11,14 @@
 #include <string>
 #include <vector>
 
+#include <condition_variable>
+#include <mutex>
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "absl/synchronization/mutex.h"
 #include "config/model_settings.h"
 #include "config/server_config.h"
 #include "server/executor.h"
@@ -133,7 +134,7 @@ class ModelRepository {
 
   std::atomic<std::shared_ptr<const ServingMap>> serving_;
 
-  mutable absl::Mutex mu_;
+  mutable std::mutex mu_;
   std::map<std::string, std::map<int64_t, Record>> records_ ABSL_GUARDED_BY(mu_);  // 0: model
   absl::flat_hash_map<std::string, OpQueue> ops_ ABSL_GUARDED_BY(mu_);
 };

@@ -5,7 +5,7 @@
 namespace reprise::server {
 
 absl::Status RequestGate::Enter() {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   if (closed_) return absl::UnavailableError("server is shutting down");
   if (in_flight_ >= max_in_flight_) {
     return absl::ResourceExhaustedError(
@@ -17,28 +17,32 @@ absl::Status RequestGate::Enter() {
 }
 
 void RequestGate::Exit() {
-  absl::MutexLock lock(&mu_);
-  --in_flight_;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (--in_flight_ == 0) idle_.notify_all();
 }
 
 void RequestGate::Close() {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   closed_ = true;
 }
 
 bool RequestGate::closed() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   return closed_;
 }
 
 bool RequestGate::WaitIdle(absl::Time deadline) {
-  absl::MutexLock lock(&mu_);
-  auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return in_flight_ == 0; };
-  return mu_.AwaitWithDeadline(absl::Condition(&idle), deadline);
+  std::unique_lock<std::mutex> lock(mu_);
+  auto idle = [this] { return in_flight_ == 0; };
+  if (deadline == absl::InfiniteFuture()) {
+    idle_.wait(lock, idle);
+    return true;
+  }
+  return idle_.wait_until(lock, absl::ToChronoTime(deadline), idle);
 }
 
 int RequestGate::in_flight() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   return in_flight_;
 }
 

@@ -2,9 +2,10 @@
 #ifndef REPRISE_SERVER_REQUEST_GATE_H_
 #define REPRISE_SERVER_REQUEST_GATE_H_
 
+#include <condition_variable>
+#include <mutex>
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 
 namespace reprise::server {
@@ -28,7 +29,8 @@ class RequestGate {
 
  private:
   const int max_in_flight_;
-  mutable absl::Mutex mu_;
+  mutable std::mutex mu_;
+  std::condition_variable idle_;
   int in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
 };

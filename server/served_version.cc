@@ -13,7 +13,7 @@ ServedVersion::ServedVersion(std::string model_name, int64_t version,
       model_(std::move(model)) {}
 
 bool ServedVersion::TryAcquire() {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   if (draining_) return false;
   ++leases_;
   return true;
@@ -22,7 +22,7 @@ bool ServedVersion::TryAcquire() {
 void ServedVersion::Release() {
   absl::AnyInvocable<void() &&> done;
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     --leases_;
     if (draining_ && leases_ == 0 && on_drained_) done = std::move(on_drained_);
   }
@@ -31,7 +31,7 @@ void ServedVersion::Release() {
 
 void ServedVersion::Drain(absl::AnyInvocable<void() &&> on_drained) {
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     draining_ = true;
     if (leases_ > 0) {
       on_drained_ = std::move(on_drained);
@@ -42,7 +42,7 @@ void ServedVersion::Drain(absl::AnyInvocable<void() &&> on_drained) {
 }
 
 int ServedVersion::leases() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   return leases_;
 }
 

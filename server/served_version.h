@@ -7,9 +7,10 @@
 #include <memory>
 #include <string>
 
+#include <condition_variable>
+#include <mutex>
 #include "absl/base/thread_annotations.h"
 #include "absl/functional/any_invocable.h"
-#include "absl/synchronization/mutex.h"
 #include "config/model_settings.h"
 #include "server/model_backend.h"
 
@@ -66,7 +67,7 @@ class ServedVersion {
   std::unique_ptr<LoadedModel> model_;
   VersionStats stats_;
 
-  mutable absl::Mutex mu_;
+  mutable std::mutex mu_;
   int leases_ ABSL_GUARDED_BY(mu_) = 0;
   bool draining_ ABSL_GUARDED_BY(mu_) = false;
   absl::AnyInvocable<void() &&> on_drained_ ABSL_GUARDED_BY(mu_);

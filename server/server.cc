@@ -5,9 +5,9 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/notification.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "server/notification.h"
 #include "spdlog/spdlog.h"
 
 #ifndef REPRISE_VERSION
@@ -68,9 +68,10 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const config::ServerConfig
     if (!status.ok()) spdlog::warn("startup load: {}", status.ToString());
     self->ready_.store(true);
     {
-      absl::MutexLock lock(&self->mu_);
+      std::lock_guard<std::mutex> lock(self->mu_);
       self->startup_done_ = true;
       self->startup_status_ = status;
+      self->startup_cv_.notify_all();
       if (self->shut_down_) return;
     }
     if (auto* health = self->grpc_server_->GetHealthCheckService()) {
@@ -84,14 +85,14 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const config::ServerConfig
 Server::~Server() { Shutdown(); }
 
 absl::Status Server::WaitForStartupLoads() {
-  absl::MutexLock lock(&mu_);
-  mu_.Await(absl::Condition(&startup_done_));
+  std::unique_lock<std::mutex> lock(mu_);
+  startup_cv_.wait(lock, [this] { return startup_done_; });
   return startup_status_;
 }
 
 bool Server::Shutdown() {
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     if (shut_down_) return true;
     shut_down_ = true;
   }
@@ -113,7 +114,7 @@ bool Server::Shutdown() {
   // Streams stay open until their clients close them; give them until the deadline.
   grpc_server_->Shutdown(absl::ToChronoTime(std::max(deadline, absl::Now())));
 
-  absl::Notification unloaded;
+  Notification unloaded;
   repository_->UnloadAll([&unloaded](absl::Status) { unloaded.Notify(); });
   // Finishing the inference work releases every lease; the load pool then runs the unloads.
   infer_pool_->Stop();

@@ -7,9 +7,10 @@
 #include <memory>
 #include <string>
 
+#include <condition_variable>
+#include <mutex>
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "config/server_config.h"
 #include "grpcpp/grpcpp.h"
 #include "server/admin_service.h"
@@ -60,7 +61,8 @@ class Server {
   std::unique_ptr<AdminService> admin_service_;
   std::unique_ptr<grpc::Server> grpc_server_;
 
-  absl::Mutex mu_;
+  std::mutex mu_;
+  std::condition_variable startup_cv_;
   bool startup_done_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status startup_status_ ABSL_GUARDED_BY(mu_);
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;

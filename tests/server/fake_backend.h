@@ -13,8 +13,9 @@
 #include <utility>
 #include <vector>
 
+#include <condition_variable>
+#include <mutex>
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "server/executor.h"
 #include "server/model_backend.h"
 
@@ -24,7 +25,7 @@ namespace reprise::server::testing {
 class ManualExecutor final : public Executor {
  public:
   void Schedule(absl::AnyInvocable<void() &&> task) override {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     tasks_.push_back(std::move(task));
   }
   /// Runs tasks (including ones they schedule) until none is left; returns how many ran.
@@ -33,7 +34,7 @@ class ManualExecutor final : public Executor {
     while (true) {
       absl::AnyInvocable<void() &&> task;
       {
-        absl::MutexLock lock(&mu_);
+        std::lock_guard<std::mutex> lock(mu_);
         if (tasks_.empty()) return ran;
         task = std::move(tasks_.front());
         tasks_.pop_front();
@@ -43,12 +44,12 @@ class ManualExecutor final : public Executor {
     }
   }
   size_t pending() {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     return tasks_.size();
   }
 
  private:
-  absl::Mutex mu_;
+  std::mutex mu_;
   std::deque<absl::AnyInvocable<void() &&>> tasks_ ABSL_GUARDED_BY(mu_);
 };
 
@@ -56,22 +57,24 @@ class ManualExecutor final : public Executor {
 class InferBlocker {
  public:
   void Enter() {
-    absl::MutexLock lock(&mu_);
+    std::unique_lock<std::mutex> lock(mu_);
     ++entered_;
-    mu_.Await(absl::Condition(&released_));
+    cv_.notify_all();
+    cv_.wait(lock, [this] { return released_; });
   }
   void WaitEntered(int n) {
-    absl::MutexLock lock(&mu_);
-    auto reached = [this, n]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return entered_ >= n; };
-    mu_.Await(absl::Condition(&reached));
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [this, n] { return entered_ >= n; });
   }
   void Release() {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     released_ = true;
+    cv_.notify_all();
   }
 
  private:
-  absl::Mutex mu_;
+  std::mutex mu_;
+  std::condition_variable cv_;
   int entered_ ABSL_GUARDED_BY(mu_) = 0;
   bool released_ ABSL_GUARDED_BY(mu_) = false;
 };
@@ -87,11 +90,11 @@ class FakeBackend final : public ModelBackend {
   absl::StatusOr<std::unique_ptr<LoadedModel>> Load(const LoadSpec& spec) override;
 
   void FailVersion(const std::string& model, int64_t version) {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     fail_.insert({model, version});
   }
   void ClearFailures() {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     fail_.clear();
   }
   int live() const { return live_.load(); }
@@ -106,7 +109,7 @@ class FakeBackend final : public ModelBackend {
   std::atomic<int> use_after_destroy_{0};
 
  private:
-  absl::Mutex mu_;
+  std::mutex mu_;
   std::set<std::pair<std::string, int64_t>> fail_ ABSL_GUARDED_BY(mu_);
   InferBlocker blocker_;
 };
@@ -202,7 +205,7 @@ class FakeModel final : public LoadedModel {
 inline absl::StatusOr<std::unique_ptr<LoadedModel>> FakeBackend::Load(const LoadSpec& spec) {
   loads_.fetch_add(1);
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     if (fail_.contains({spec.model_name, spec.version})) {
       return absl::InvalidArgumentError(absl::StrCat("fake: broken model file ", spec.model_path));
     }

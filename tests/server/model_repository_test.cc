@@ -1,10 +1,11 @@
 #include "server/model_repository.h"
 
+#include "server/notification.h"
+
 #include <optional>
 #include <thread>
 #include <vector>
 
-#include "absl/synchronization/notification.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/server/fake_backend.h"
@@ -302,7 +303,7 @@ TEST(ModelRepositoryConcurrencyTest, RequestsRaceLoadAndUnload) {
   auto repo = *ModelRepository::Create(options, &backend, &pool);
 
   auto run = [&](auto op) {
-    absl::Notification done;
+    Notification done;
     op([&done](absl::Status) { done.Notify(); });
     done.WaitForNotification();
   };
