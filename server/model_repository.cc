@@ -178,7 +178,13 @@ int ModelRepository::StreamsFor(const config::ModelSettings& settings) const {
   return std::max(streams, 1);
 }
 
-void ModelRepository::Publish(std::shared_ptr<const ServingMap> map) { serving_.store(map); }
+void ModelRepository::Publish(std::shared_ptr<const ServingMap> map) {
+  {
+    std::lock_guard<std::mutex> lock(serving_mu_);
+    serving_.swap(map);
+  }
+  // `map` now holds the previous map; it is freed here, outside the lock.
+}
 
 void ModelRepository::Enqueue(const std::string& model, absl::AnyInvocable<void() &&> op) {
   {
@@ -347,7 +353,7 @@ absl::Status ModelRepository::LoadNow(const std::string& name) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto& versions = records_[name];
-    std::shared_ptr<const ServingMap> current = serving_.load();
+    std::shared_ptr<const ServingMap> current = Snapshot();
     auto serving = current->find(name);
     auto is_serving = [&](int64_t v) {
       return serving != current->end() && serving->second.versions.contains(v);
@@ -387,7 +393,7 @@ void ModelRepository::UnloadNow(const std::string& name, Callback done) {
   bool known = true;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    std::shared_ptr<const ServingMap> current = serving_.load();
+    std::shared_ptr<const ServingMap> current = Snapshot();
     auto it = current->find(name);
     if (it == current->end()) {
       loaded = false;
@@ -435,7 +441,7 @@ void ModelRepository::Retire(std::vector<std::shared_ptr<ServedVersion>> retired
         version->DestroyModel();
         {
           std::lock_guard<std::mutex> lock(mu_);
-          std::shared_ptr<const ServingMap> current = serving_.load();
+          std::shared_ptr<const ServingMap> current = Snapshot();
           auto model = current->find(version->model_name());
           const bool serving_again =
               model != current->end() && model->second.versions.contains(version->version());
@@ -465,7 +471,7 @@ absl::StatusOr<VersionLease> ModelRepository::Acquire(absl::string_view model,
   // Two tries: a version that started draining after we read the map may have a successor in
   // the map published since (a reload).
   for (int attempt = 0; attempt < 2; ++attempt) {
-    std::shared_ptr<const ServingMap> map = serving_.load();
+    std::shared_ptr<const ServingMap> map = Snapshot();
     auto it = map->find(model);
     if (it == map->end() || it->second.versions.empty()) {
       return absl::NotFoundError(absl::StrCat("model \"", model, "\" is not loaded"));

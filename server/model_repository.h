@@ -56,8 +56,8 @@ struct IndexEntry {
 
 /// Owns the lifecycle of every model. Loads and unloads run on the executor, one operation
 /// per model at a time (later ones wait their turn); different models load in parallel. The
-/// read path (Acquire, Snapshot) takes no lock of the manager: it reads an immutable map that
-/// is swapped atomically. Thread-safe.
+/// read path (Acquire, Snapshot) takes no lock of the manager: it copies the pointer to an
+/// immutable map that is replaced as a whole. Thread-safe.
 ///
 /// Lifetime: `backend` and `executor` are borrowed and must outlive the repository; destroy the
 /// repository only after every callback it was given has run (e.g. after UnloadAll's).
@@ -93,8 +93,12 @@ class ModelRepository {
   /// NOT_FOUND: no such model is loaded; UNAVAILABLE: the version is not ready (or going
   /// away); INVALID_ARGUMENT: `version` is not a number. Lock-free.
   absl::StatusOr<VersionLease> Acquire(absl::string_view model, absl::string_view version) const;
-  /// The serving map now. Lock-free.
-  std::shared_ptr<const ServingMap> Snapshot() const { return serving_.load(); }
+  /// The serving map now: a shared_ptr copy under a mutex of its own (never held while loading
+  /// or unloading).
+  std::shared_ptr<const ServingMap> Snapshot() const {
+    std::lock_guard<std::mutex> lock(serving_mu_);
+    return serving_;
+  }
 
   /// Every model found in the repositories, with the state of each version known.
   std::vector<IndexEntry> Index(bool ready_only) const;
@@ -132,7 +136,10 @@ class ModelRepository {
   ModelBackend* const backend_;
   Executor* const executor_;
 
-  std::atomic<std::shared_ptr<const ServingMap>> serving_;
+  // Only the pointer copy / swap happens under serving_mu_. (libstdc++ 12's
+  // std::atomic<std::shared_ptr> is invisible to ThreadSanitizer, so a plain mutex it is.)
+  mutable std::mutex serving_mu_;
+  std::shared_ptr<const ServingMap> serving_ ABSL_GUARDED_BY(serving_mu_);
 
   mutable std::mutex mu_;
   std::map<std::string, std::map<int64_t, Record>> records_ ABSL_GUARDED_BY(mu_);  // 0: model

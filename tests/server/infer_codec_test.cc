@@ -72,7 +72,8 @@ TEST(InferCodecTest, DatatypeNamesRoundTrip) {
 }
 
 TEST(InferCodecTest, RawRequestDecodes) {
-  absl::StatusOr<DecodedRequest> d = DecodeInferRequest(RawAddRequest(), AddSignature(), 8, kLabel);
+  const inference::ModelInferRequest request = RawAddRequest();  // decoded data points into it
+  absl::StatusOr<DecodedRequest> d = DecodeInferRequest(request, AddSignature(), 8, kLabel);
   ASSERT_TRUE(d.ok()) << d.status();
   ASSERT_EQ(d->inputs.size(), 2u);
   EXPECT_EQ(d->inputs[0].name, "a");

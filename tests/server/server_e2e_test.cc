@@ -14,6 +14,16 @@
 #include "tests/server/fake_backend.h"
 #include "tests/server/temp_repo.h"
 
+// Debian's gRPC (and the Abseil under it) is not built with ThreadSanitizer, so every hand-off
+// inside it reports as a data race; under TSan these tests are skipped and the lifecycle and
+// concurrency tests (model_repository_test) carry the TSan coverage.
+#if defined(__SANITIZE_THREAD__)
+#define REPRISE_SKIP_UNDER_TSAN() \
+  GTEST_SKIP() << "gRPC from Debian is not TSan-instrumented; see the comment above"
+#else
+#define REPRISE_SKIP_UNDER_TSAN() static_cast<void>(0)
+#endif
+
 namespace reprise::server {
 namespace {
 
@@ -51,6 +61,7 @@ inference::ModelInferRequest AddRequest(const std::string& model, std::vector<fl
 class ServerE2eTest : public ::testing::Test {
  protected:
   void SetUp() override {
+    REPRISE_SKIP_UNDER_TSAN();
     repo_.AddVersion("add", 1);
     repo_.AddVersion("add", 2);
     repo_.WriteConfig("add",
@@ -467,6 +478,7 @@ TEST_F(ServerE2eTest, GracefulShutdownFinishesInFlightRequests) {
 }
 
 TEST(ServerLimitsTest, MessageSizeAndQueueLength) {
+  REPRISE_SKIP_UNDER_TSAN();
   testing::TempRepo repo;
   repo.AddVersion("blocking", 1);
   testing::FakeBackend backend;
