@@ -3,6 +3,7 @@
 #include <signal.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -61,7 +62,13 @@ int main(int argc, char** argv) {
   int signal = 0;
   sigwait(&signals, &signal);
   spdlog::info("received signal {}", signal);
-  (*server)->Shutdown();
+  if (!(*server)->Shutdown()) {
+    // Requests outlived the shutdown timeout and may be stuck in the backend: do not wait.
+    spdlog::warn("exiting with requests still running");
+    spdlog::default_logger()->flush();
+    std::fflush(stdout);
+    std::_Exit(0);
+  }
   server->reset();
   return 0;
 }

@@ -36,6 +36,7 @@ class Notification {
       cv_.wait(lock, [this] { return notified_; });
       return true;
     }
+    if (deadline <= absl::Now()) return notified_;
     return cv_.wait_until(lock, absl::ToChronoTime(deadline), [this] { return notified_; });
   }
 

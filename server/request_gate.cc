@@ -1,6 +1,7 @@
 #include "server/request_gate.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 
 namespace reprise::server {
 
@@ -38,6 +39,7 @@ bool RequestGate::WaitIdle(absl::Time deadline) {
     idle_.wait(lock, idle);
     return true;
   }
+  if (deadline <= absl::Now()) return idle();
   return idle_.wait_until(lock, absl::ToChronoTime(deadline), idle);
 }
 

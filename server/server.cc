@@ -82,7 +82,14 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const config::ServerConfig
   return s;
 }
 
-Server::~Server() { Shutdown(); }
+Server::~Server() {
+  Shutdown();
+  // Inference and load tasks use the gRPC server and the repository: finish them first (after
+  // a Shutdown that gave up, this waits for the backend to return).
+  if (infer_pool_) infer_pool_->Stop();
+  if (grpc_server_) grpc_server_->Shutdown();  // a no-op after a complete Shutdown
+  if (load_pool_) load_pool_->Stop();
+}
 
 absl::Status Server::WaitForStartupLoads() {
   std::unique_lock<std::mutex> lock(mu_);
@@ -108,8 +115,11 @@ bool Server::Shutdown() {
   const absl::Time deadline = absl::Now() + absl::Seconds(config_.shutdown_timeout_s);
   const bool drained = gate_->WaitIdle(deadline);
   if (!drained) {
-    spdlog::warn("shutdown: {} requests still in flight after {} s; cancelling them",
+    // Requests still running may be stuck in the backend. gRPC's Shutdown would wait for their
+    // reactors too, so stop here; the caller ends the process (see the header).
+    spdlog::warn("shutdown: {} requests still in flight after {} s; giving up on them",
                  gate_->in_flight(), config_.shutdown_timeout_s);
+    return false;
   }
   // Streams stay open until their clients close them; give them until the deadline.
   grpc_server_->Shutdown(absl::ToChronoTime(std::max(deadline, absl::Now())));

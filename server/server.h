@@ -39,8 +39,10 @@ class Server {
   int port() const { return port_; }
   /// Blocks until the startup loads finished; their first failure (the server serves anyway).
   absl::Status WaitForStartupLoads();
-  /// Graceful shutdown as described above; idempotent. Returns false if in-flight requests were
-  /// still running at the deadline (they were cancelled).
+  /// Graceful shutdown as described above; idempotent. Returns false if requests were still
+  /// running at the deadline: it then stops there (new requests stay refused), since those
+  /// requests may be stuck in the backend and the destructor waits for them; a daemon should
+  /// end the process instead.
   bool Shutdown();
 
   ModelRepository& repository() { return *repository_; }

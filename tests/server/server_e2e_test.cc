@@ -513,6 +513,39 @@ TEST(ServerLimitsTest, MessageSizeAndQueueLength) {
   EXPECT_TRUE(server->Shutdown());
 }
 
+TEST(ServerShutdownTest, TimeoutGivesUpOnRequestsStillRunning) {
+  REPRISE_SKIP_UNDER_TSAN();
+  testing::TempRepo repo;
+  repo.AddVersion("blocking", 1);
+  testing::FakeBackend backend;
+  config::ServerConfig config;
+  config.listen_address = "127.0.0.1";
+  config.grpc_port = 0;
+  config.model_repositories = {repo.path()};
+  config.shutdown_timeout_s = 0;
+  auto server = *Server::Start(config, &backend);
+  ASSERT_TRUE(server->WaitForStartupLoads().ok());
+  auto stub = GRPCInferenceService::NewStub(grpc::CreateChannel(
+      absl::StrCat("127.0.0.1:", server->port()), grpc::InsecureChannelCredentials()));
+  grpc::Status stuck;
+  std::thread client([&] {
+    grpc::ClientContext ctx;
+    inference::ModelInferResponse response;
+    stuck = stub->ModelInfer(&ctx, AddRequest("blocking", {1, 2, 3, 4}, {1, 2, 3, 4}), &response);
+  });
+  backend.blocker().WaitEntered(1);
+  EXPECT_FALSE(server->Shutdown());  // the request could not finish in 0 s
+  grpc::ClientContext ctx;
+  inference::ServerReadyResponse ready;
+  ASSERT_TRUE(stub->ServerReady(&ctx, {}, &ready).ok());
+  EXPECT_FALSE(ready.ready());
+  backend.blocker().Release();  // the backend returns after all
+  client.join();
+  EXPECT_TRUE(stuck.ok()) << stuck.error_message();
+  server.reset();  // joins the inference thread, stops gRPC
+  EXPECT_EQ(backend.live(), 0);
+}
+
 TEST(ServerStartTest, MissingRepositoryFailsCleanly) {
   testing::FakeBackend backend;
   config::ServerConfig config;
