@@ -58,6 +58,20 @@ inference::ModelInferRequest AddRequest(const std::string& model, std::vector<fl
   return r;
 }
 
+// A config for a server on 127.0.0.1 with an ephemeral port over `repo`.
+config::ServerConfig LoopbackConfig(const std::string& repo) {
+  config::ServerConfig config;
+  config.listen_address = "127.0.0.1";
+  config.grpc_port = 0;
+  config.model_repositories = {repo};
+  return config;
+}
+
+std::shared_ptr<grpc::Channel> ChannelTo(const Server& server) {
+  return grpc::CreateChannel(absl::StrCat("127.0.0.1:", server.port()),
+                             grpc::InsecureChannelCredentials());
+}
+
 class ServerE2eTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -75,10 +89,7 @@ class ServerE2eTest : public ::testing::Test {
     repo_.AddVersion("broken", 1);
     backend_.FailVersion("broken", 1);
 
-    config::ServerConfig config;
-    config.listen_address = "127.0.0.1";
-    config.grpc_port = 0;
-    config.model_repositories = {repo_.path()};
+    config::ServerConfig config = LoopbackConfig(repo_.path());
     config.control_mode = config::ControlMode::kExplicit;
     config.load_models = {"add", "echo", "blocking"};
     config.cpu_threads = 2;
@@ -86,8 +97,7 @@ class ServerE2eTest : public ::testing::Test {
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);
     ASSERT_TRUE(server_->WaitForStartupLoads().ok());
-    channel_ = grpc::CreateChannel(absl::StrCat("127.0.0.1:", server_->port()),
-                                   grpc::InsecureChannelCredentials());
+    channel_ = ChannelTo(*server_);
     stub_ = GRPCInferenceService::NewStub(channel_);
   }
 
@@ -482,16 +492,12 @@ TEST(ServerLimitsTest, MessageSizeAndQueueLength) {
   testing::TempRepo repo;
   repo.AddVersion("blocking", 1);
   testing::FakeBackend backend;
-  config::ServerConfig config;
-  config.listen_address = "127.0.0.1";
-  config.grpc_port = 0;
-  config.model_repositories = {repo.path()};
+  config::ServerConfig config = LoopbackConfig(repo.path());
   config.max_message_bytes = 1024;
   config.max_queue_length = 1;
   auto server = *Server::Start(config, &backend);
   ASSERT_TRUE(server->WaitForStartupLoads().ok());
-  auto stub = GRPCInferenceService::NewStub(grpc::CreateChannel(
-      absl::StrCat("127.0.0.1:", server->port()), grpc::InsecureChannelCredentials()));
+  auto stub = GRPCInferenceService::NewStub(ChannelTo(*server));
   auto infer = [&](const inference::ModelInferRequest& request) {
     grpc::ClientContext ctx;
     inference::ModelInferResponse response;
@@ -518,15 +524,11 @@ TEST(ServerShutdownTest, TimeoutGivesUpOnRequestsStillRunning) {
   testing::TempRepo repo;
   repo.AddVersion("blocking", 1);
   testing::FakeBackend backend;
-  config::ServerConfig config;
-  config.listen_address = "127.0.0.1";
-  config.grpc_port = 0;
-  config.model_repositories = {repo.path()};
+  config::ServerConfig config = LoopbackConfig(repo.path());
   config.shutdown_timeout_s = 0;
   auto server = *Server::Start(config, &backend);
   ASSERT_TRUE(server->WaitForStartupLoads().ok());
-  auto stub = GRPCInferenceService::NewStub(grpc::CreateChannel(
-      absl::StrCat("127.0.0.1:", server->port()), grpc::InsecureChannelCredentials()));
+  auto stub = GRPCInferenceService::NewStub(ChannelTo(*server));
   grpc::Status stuck;
   std::thread client([&] {
     grpc::ClientContext ctx;
@@ -548,10 +550,7 @@ TEST(ServerShutdownTest, TimeoutGivesUpOnRequestsStillRunning) {
 
 TEST(ServerStartTest, MissingRepositoryFailsCleanly) {
   testing::FakeBackend backend;
-  config::ServerConfig config;
-  config.listen_address = "127.0.0.1";
-  config.grpc_port = 0;
-  config.model_repositories = {"/nonexistent/reprise/models"};
+  config::ServerConfig config = LoopbackConfig("/nonexistent/reprise/models");
   absl::StatusOr<std::unique_ptr<Server>> server = Server::Start(config, &backend);
   ASSERT_FALSE(server.ok());
   EXPECT_EQ(server.status().code(), absl::StatusCode::kNotFound);
