@@ -14,7 +14,8 @@ absl::Status RegisterUnaryKernels(runtime::KernelRegistry* registry);
 absl::Status RegisterCastKernels(runtime::KernelRegistry* registry);
 /// shape_ops.cc: Shape, Size, Reshape, Flatten, Squeeze, Unsqueeze, ConstantOfShape, Range.
 absl::Status RegisterShapeKernels(runtime::KernelRegistry* registry);
-/// layout.cc: Transpose, Concat, Split, Slice, Expand, Tile, Pad, Trilu.
+/// layout.cc: Transpose, Concat, Split, Slice, Expand, Tile, Pad, Trilu, DepthToSpace,
+/// SpaceToDepth.
 absl::Status RegisterLayoutKernels(runtime::KernelRegistry* registry);
 /// gather.cc: Gather, GatherElements.
 absl::Status RegisterGatherKernels(runtime::KernelRegistry* registry);

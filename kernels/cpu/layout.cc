@@ -1,9 +1,11 @@
-// Ops that move elements without arithmetic: Transpose, Slice, Expand, Tile (strided copies),
-// Concat, Split, Pad, Trilu. All work on any element type by element size.
+// Ops that move elements without arithmetic: Transpose, Slice, Expand, Tile, DepthToSpace,
+// SpaceToDepth (strided copies), Concat, Split, Pad, Trilu. All work on any element type by element
+// size.
 #include <algorithm>
 #include <cstring>
 #include <memory>
 #include <numeric>
+#include <string>
 
 #include "kernels/cpu/families.h"
 #include "kernels/cpu/kernel_util.h"
@@ -424,6 +426,44 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareTrilu(const PrepareContex
   return MakeKernel(context, {Desc(in.dtype, in.shape)}, std::move(run));
 }
 
+// DepthToSpace / SpaceToDepth: a reshape to 6-D, a transpose, a reshape back.
+template <bool kToSpace>
+absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareDepthSpace(const PrepareContext& context) {
+  RETURN_IF_ERROR(ExpectInputCount(context, 1, 1));
+  RETURN_IF_ERROR(ExpectRank(context, 0, 4));
+  const Shape& x = context.inputs[0].shape;
+  ASSIGN_OR_RETURN(int64_t b, AttrsOf(context).GetInt("blocksize", 0));
+  ASSIGN_OR_RETURN(std::string mode, AttrsOf(context).GetString("mode", "DCR"));
+  const int64_t n = x[0], c = x[1], hh = x[2], ww = x[3];
+  const bool ok = b > 0 && (kToSpace ? c % (b * b) == 0 : hh % b == 0 && ww % b == 0) &&
+                  (mode == "DCR" || mode == "CRD");
+  if (!ok) {
+    return InvalidArgument(context, "blocksize ", b, " and mode ", mode, " do not fit input ",
+                           runtime::ShapeToString(x));
+  }
+  Shape six, out;
+  std::vector<int64_t> perm;
+  if (kToSpace) {
+    const int64_t cb = c / (b * b);
+    six = mode == "DCR" ? Shape{n, b, b, cb, hh, ww} : Shape{n, cb, b, b, hh, ww};
+    perm = mode == "DCR" ? std::vector<int64_t>{0, 3, 4, 1, 5, 2}
+                         : std::vector<int64_t>{0, 1, 4, 2, 5, 3};
+    out = {n, cb, hh * b, ww * b};
+  } else {
+    six = {n, c, hh / b, b, ww / b, b};
+    perm = {0, 3, 5, 1, 2, 4};
+    out = {n, c * b * b, hh / b, ww / b};
+  }
+  const std::vector<int64_t> strides = ContiguousStrides(six);
+  Shape view;
+  std::vector<int64_t> in_strides;
+  for (int64_t p : perm) {
+    view.push_back(six[p]);
+    in_strides.push_back(strides[p]);
+  }
+  return StridedCopy(context, std::move(out), view, std::move(in_strides), 0);
+}
+
 }  // namespace
 
 absl::Status RegisterLayoutKernels(runtime::KernelRegistry* registry) {
@@ -435,6 +475,8 @@ absl::Status RegisterLayoutKernels(runtime::KernelRegistry* registry) {
   RETURN_IF_ERROR(registry->Register("Split", &PrepareSplit));
   RETURN_IF_ERROR(registry->Register("Pad", &PreparePad));
   RETURN_IF_ERROR(registry->Register("Trilu", &PrepareTrilu));
+  RETURN_IF_ERROR(registry->Register("DepthToSpace", &PrepareDepthSpace<true>));
+  RETURN_IF_ERROR(registry->Register("SpaceToDepth", &PrepareDepthSpace<false>));
   return absl::OkStatus();
 }
 

@@ -154,7 +154,10 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareResize(const PrepareConte
   // Inputs: X, roi, scales, sizes (opset 10: X, scales).
   const size_t scales_at = context.opset < 11 ? 1 : 2;
   const size_t sizes_at = 3;
-  if (context.opset < 11) opt.coord_mode = "asymmetric";
+  if (context.opset < 11) {  // opset 10: asymmetric coordinates, nearest rounds down
+    opt.coord_mode = "asymmetric";
+    opt.nearest_mode = "floor";
+  }
   std::vector<double> scales(rank, 1.0);
   Shape out(rank);
   const bool has_sizes = context.opset >= 11 && HasInput(context, sizes_at) &&
