@@ -1,9 +1,11 @@
 // Conv and ConvTranspose against plain reference loops (tolerance 1e-4 absolute + 1e-4
 // relative), with weights known and unknown at Prepare, concurrent Runs, and error cases.
 #include <cmath>
+#include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "tests/kernels/cpu/kernel_test_util.h"
 
@@ -94,7 +96,12 @@ INSTANTIATE_TEST_SUITE_P(
                       ConvCase{1, 8, 6, 6, 8, 3, 3, 8, 1, 1, 1, 1, 1, 1, 1, 1},      // depthwise
                       ConvCase{1, 32, 14, 14, 64, 3, 3, 1, 2, 2, 1, 1, 1, 1, 1, 1},  // blocked
                       ConvCase{1, 16, 12, 12, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},
-                      ConvCase{1, 16, 5, 5, 16, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0}));
+                      ConvCase{1, 16, 5, 5, 16, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0}),
+    [](const ::testing::TestParamInfo<ConvCase>& param_info) {
+      const ConvCase& p = param_info.param;
+      return absl::StrCat("n", p.n, "c", p.c, "m", p.m, "k", p.kh, "x", p.kw, "g", p.group, "s",
+                          p.stride_h, "d", p.dil_w, "_", param_info.index);
+    });
 
 TEST(ConvMiscTest, AutoPadSameUpperAndOneD) {
   KernelHarness h;
