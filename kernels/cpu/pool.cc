@@ -3,6 +3,7 @@
 // Own loops (float32): they follow ONNX's ceil_mode and padding-count rules exactly, which
 // oneDNN's pooling does not express directly.
 #include <algorithm>
+#include <array>
 #include <limits>
 #include <memory>
 
@@ -13,6 +14,33 @@
 
 namespace reprise::kernels::cpu {
 namespace {
+
+// Per output position along one axis: where its window starts in the input (`origin`, may be
+// negative), the range of taps [first, last) that fall inside the input, and how many taps fall
+// inside the explicitly padded input (count_include_pad's divisor).
+struct AxisTaps {
+  std::vector<int64_t> origin, first, last, padded;
+};
+
+AxisTaps MakeAxisTaps(const Window& g, int axis) {
+  AxisTaps t;
+  const int64_t k = g.kernel[axis], s = g.strides[axis], d = g.dilations[axis];
+  const int64_t in = g.input[axis], pb = g.pads_begin[axis], pe = g.pads_end[axis];
+  for (int64_t o = 0; o < g.output[axis]; ++o) {
+    const int64_t origin = o * s - pb;
+    int64_t first = 0;
+    while (first < k && origin + first * d < 0) ++first;
+    int64_t last = first;
+    while (last < k && origin + last * d < in) ++last;
+    int64_t padded = 0;
+    while (padded < k && origin + padded * d < in + pe) ++padded;
+    t.origin.push_back(origin);
+    t.first.push_back(first);
+    t.last.push_back(std::max(first, last));
+    t.padded.push_back(padded);
+  }
+  return t;
+}
 
 absl::StatusOr<Shape> CheckPoolInput(const PrepareContext& context) {
   RETURN_IF_ERROR(ExpectInputCount(context, 1, 1));
@@ -40,72 +68,68 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PreparePool(const PrepareContext
   const Window g = To3d(win);
   const int64_t planes = x[0] * x[1];
   const int64_t in_size = g.input[0] * g.input[1] * g.input[2];
-  const int64_t out_size = g.output[0] * g.output[1] * g.output[2];
   const bool with_indices = kMax && context.num_outputs > 1;
   if (with_indices && storage_order != 0 && spatial.size() != 2) {
     return Unimplemented(context, "storage_order=1 is supported for 2-D pooling only");
   }
   std::vector<TensorDesc> outputs = {Desc(DataType::kFloat32, y)};
   if (with_indices) outputs.push_back(Desc(DataType::kInt64, y));
+  std::array<AxisTaps, 3> taps;
+  for (int a = 0; a < 3; ++a) taps[a] = MakeAxisTaps(g, a);
   return MakeKernel(context, std::move(outputs), [=](const KernelArgs& args) {
     const float* xp = static_cast<const float*>(args.inputs[0]);
     float* yp = static_cast<float*>(args.outputs[0]);
     int64_t* ip = with_indices ? static_cast<int64_t*>(args.outputs[1]) : nullptr;
+    const AxisTaps& td = taps[0];
+    const AxisTaps& th = taps[1];
+    const AxisTaps& tw = taps[2];
+    const int64_t dil_d = g.dilations[0], dil_h = g.dilations[1], dil_w = g.dilations[2];
+    const int64_t in_h = g.input[1], in_w = g.input[2];
+    int64_t o = 0;
     for (int64_t p = 0; p < planes; ++p) {
       const float* in = xp + p * in_size;
       for (int64_t od = 0; od < g.output[0]; ++od) {
         for (int64_t oh = 0; oh < g.output[1]; ++oh) {
-          for (int64_t ow = 0; ow < g.output[2]; ++ow) {
-            const int64_t d0 = od * g.strides[0] - g.pads_begin[0];
-            const int64_t h0 = oh * g.strides[1] - g.pads_begin[1];
-            const int64_t w0 = ow * g.strides[2] - g.pads_begin[2];
+          for (int64_t ow = 0; ow < g.output[2]; ++ow, ++o) {
             float best = -std::numeric_limits<float>::infinity();
             int64_t best_at = -1;
-            double sum = 0;
-            int64_t valid = 0;
-            int64_t padded = 0;  // window taps inside the explicitly padded input
-            for (int64_t kd = 0; kd < g.kernel[0]; ++kd) {
-              const int64_t d = d0 + kd * g.dilations[0];
-              if (d >= g.input[0] + g.pads_end[0]) break;
-              const bool d_in = d >= 0 && d < g.input[0];
-              for (int64_t kh = 0; kh < g.kernel[1]; ++kh) {
-                const int64_t h = h0 + kh * g.dilations[1];
-                if (h >= g.input[1] + g.pads_end[1]) break;
-                const bool h_in = h >= 0 && h < g.input[1];
-                for (int64_t kw = 0; kw < g.kernel[2]; ++kw) {
-                  const int64_t w = w0 + kw * g.dilations[2];
-                  if (w >= g.input[2] + g.pads_end[2]) break;
-                  ++padded;
-                  if (!d_in || !h_in || w < 0 || w >= g.input[2]) continue;
-                  const int64_t at = (d * g.input[1] + h) * g.input[2] + w;
-                  const float v = in[at];
-                  ++valid;
-                  if (kMax) {
+            float sum = 0;
+            for (int64_t kd = td.first[od]; kd < td.last[od]; ++kd) {
+              const int64_t d = td.origin[od] + kd * dil_d;
+              for (int64_t kh = th.first[oh]; kh < th.last[oh]; ++kh) {
+                const int64_t row = (d * in_h + th.origin[oh] + kh * dil_h) * in_w + tw.origin[ow];
+                const float* r = in + row;
+                if (kMax && ip == nullptr) {
+                  for (int64_t kw = tw.first[ow]; kw < tw.last[ow]; ++kw) {
+                    best = std::max(best, r[kw * dil_w]);
+                  }
+                } else if (kMax) {
+                  for (int64_t kw = tw.first[ow]; kw < tw.last[ow]; ++kw) {
+                    const float v = r[kw * dil_w];
                     if (v > best || best_at < 0) {
                       best = v;
-                      best_at = at;
+                      best_at = row + kw * dil_w;
                     }
-                  } else {
-                    sum += v;
                   }
+                } else {
+                  for (int64_t kw = tw.first[ow]; kw < tw.last[ow]; ++kw) sum += r[kw * dil_w];
                 }
               }
             }
-            const int64_t o = p * out_size + (od * g.output[1] + oh) * g.output[2] + ow;
             if (kMax) {
               yp[o] = best;
               if (ip != nullptr) {
                 int64_t index = best_at;
-                if (storage_order != 0 && best_at >= 0) {
-                  const int64_t h = best_at / g.input[2];
-                  const int64_t w = best_at % g.input[2];
-                  index = w * g.input[1] + h;
-                }
+                if (storage_order != 0 && best_at >= 0)
+                  index = (best_at % in_w) * in_h + best_at / in_w;
                 ip[o] = p * in_size + index;
               }
             } else {
-              const int64_t divisor = include_pad != 0 ? padded : valid;
-              yp[o] = divisor > 0 ? static_cast<float>(sum / divisor) : 0.0f;
+              const int64_t divisor =
+                  include_pad != 0 ? td.padded[od] * th.padded[oh] * tw.padded[ow]
+                                   : (td.last[od] - td.first[od]) * (th.last[oh] - th.first[oh]) *
+                                         (tw.last[ow] - tw.first[ow]);
+              yp[o] = divisor > 0 ? sum / static_cast<float>(divisor) : 0.0f;
             }
           }
         }
