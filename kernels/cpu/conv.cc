@@ -48,9 +48,10 @@ memory::desc PlainDesc(const Shape& dims) {
 
 class ConvKernel final : public PreparedKernel {
  public:
-  ConvKernel(absl::string_view op, std::vector<TensorDesc> outputs,
+  ConvKernel(absl::string_view op, std::string label, std::vector<TensorDesc> outputs,
              dnnl::convolution_forward::primitive_desc pd, memory packed_weights, bool has_bias)
       : op_(op),
+        label_(std::move(label)),
         outputs_(std::move(outputs)),
         pd_(std::move(pd)),
         primitive_(pd_),
@@ -84,13 +85,14 @@ class ConvKernel final : public PreparedKernel {
       primitive_.execute(stream, bound);
       stream.wait();
     } catch (const dnnl::error& e) {
-      return absl::InternalError(absl::StrCat(op_, ": onednn execution failed: ", e.what()));
+      return absl::InternalError(absl::StrCat(label_, ": onednn execution failed: ", e.what()));
     }
     return absl::OkStatus();
   }
 
  private:
   std::string op_;
+  std::string label_;  // op and node name, for messages
   std::vector<TensorDesc> outputs_;
   dnnl::convolution_forward::primitive_desc pd_;
   dnnl::convolution_forward primitive_;
@@ -192,8 +194,8 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareConv(const PrepareContext
         stream.wait();
       }
     }
-    return std::make_unique<ConvKernel>(context.op, std::move(outputs), std::move(pd),
-                                        std::move(packed), has_bias);
+    return std::make_unique<ConvKernel>(context.op, NodeLabel(context), std::move(outputs),
+                                        std::move(pd), std::move(packed), has_bias);
   } catch (const dnnl::error& e) {
     return Unimplemented(context, "onednn rejected the convolution of ", runtime::ShapeToString(x),
                          " by ", runtime::ShapeToString(w), ": ", e.what());

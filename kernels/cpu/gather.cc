@@ -15,9 +15,9 @@ inline int64_t IndexAt(const void* indices, bool is64, int64_t i) {
   return is64 ? static_cast<const int64_t*>(indices)[i] : static_cast<const int32_t*>(indices)[i];
 }
 
-absl::Status IndexError(absl::string_view op, int64_t index, int64_t dim) {
+absl::Status IndexError(absl::string_view node, int64_t index, int64_t dim) {
   return absl::InvalidArgumentError(
-      absl::StrCat(op, ": index ", index, " is out of range for an axis of size ", dim));
+      absl::StrCat(node, ": index ", index, " is out of range for an axis of size ", dim));
 }
 
 absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareGather(const PrepareContext& context) {
@@ -39,7 +39,7 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareGather(const PrepareConte
   for (int64_t i = axis + 1; i < rank; ++i) inner *= data.shape[i];
   const int64_t count = runtime::NumElements(indices.shape);
   const bool is64 = indices.dtype == DataType::kInt64;
-  std::string op(context.op);
+  const std::string op = NodeLabel(context);
   return MakeKernel(context, {Desc(data.dtype, out)}, [=](const KernelArgs& args) {
     const uint8_t* x = static_cast<const uint8_t*>(args.inputs[0]);
     uint8_t* y = static_cast<uint8_t*>(args.outputs[0]);
@@ -85,7 +85,7 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareGatherElements(
   const int64_t count = runtime::NumElements(out);
   const bool is64 = indices.dtype == DataType::kInt64;
   const int64_t dim = data.shape[axis];
-  std::string op(context.op);
+  const std::string op = NodeLabel(context);
   FunctionKernel::RunFn run;
   const bool ok = DispatchBySize(runtime::DataTypeSize(data.dtype), [&]<typename T>() {
     run = [=](const KernelArgs& args) {

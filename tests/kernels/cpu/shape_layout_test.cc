@@ -224,6 +224,7 @@ TEST(GatherTest, GatherAndGatherElementsWithNegativeAndBadIndices) {
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(bad.status().message().find("index 2"), std::string::npos);
+  EXPECT_NE(bad.status().message().find("Gather \"node\""), std::string::npos);
   out = h.Run("GatherElements", {x, Tensor::Of<int64_t>({2, 2}, {2, 0, -1, 1})},
               Attrs({{"axis", int64_t{1}}}));
   ASSERT_TRUE(out.ok()) << out.status();
