@@ -1,157 +1,337 @@
 #include "kernels/cpu/binary.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
 #include <memory>
 #include <string>
+#include <type_traits>
 
-#include "absl/strings/str_cat.h"
+#include "kernels/cpu/kernel_util.h"
 #include "runtime/core/status_macros.h"
 
 namespace reprise::kernels::cpu {
 namespace {
 
-using runtime::DataType;
-using runtime::KernelArgs;
-using runtime::PrepareContext;
-using runtime::PreparedKernel;
-using runtime::Shape;
-using runtime::TensorDesc;
+enum class Arith { kAdd, kSub, kMul, kDiv, kPow, kMin, kMax, kSum, kMean };
+enum class Compare { kEqual, kLess, kGreater, kLessOrEqual, kGreaterOrEqual };
+enum class Logic { kAnd, kOr, kXor };
 
-enum class BinaryOp { kAdd, kSub, kMul, kDiv };
-
-template <BinaryOp kOp>
-inline float Apply(float a, float b, float alpha) {
-  if constexpr (kOp == BinaryOp::kAdd) return a + b * alpha;
-  if constexpr (kOp == BinaryOp::kSub) return a - b;
-  if constexpr (kOp == BinaryOp::kMul) return a * b;
-  if constexpr (kOp == BinaryOp::kDiv) return a / b;
+template <typename T>
+T IntDiv(T a, T b) {
+  // Integer division by zero (and INT_MIN / -1) would trap; they yield 0 / a instead.
+  if (b == 0) return 0;
+  if constexpr (std::is_signed_v<T>) {
+    if (b == -1) return static_cast<T>(0 - a);
+  }
+  return a / b;
 }
 
-// Strides of `shape` laid into the output's rank, 0 where the input broadcasts.
-std::vector<int64_t> BroadcastStrides(const Shape& shape, const Shape& out) {
-  std::vector<int64_t> strides(out.size(), 0);
-  int64_t stride = 1;
-  for (size_t i = 0; i < shape.size(); ++i) {
-    size_t in_axis = shape.size() - 1 - i;
-    size_t out_axis = out.size() - 1 - i;
-    strides[out_axis] = shape[in_axis] == 1 ? 0 : stride;
-    stride *= shape[in_axis];
-  }
-  return strides;
-}
-
-template <BinaryOp kOp>
-class BinaryKernel final : public PreparedKernel {
- public:
-  BinaryKernel(absl::string_view op, const TensorDesc& a, const TensorDesc& b, float alpha,
-               Shape out_shape)
-      : op_(op), alpha_(alpha), out_shape_(std::move(out_shape)) {
-    outputs_.push_back(TensorDesc{DataType::kFloat32, out_shape_});
-    count_ = runtime::NumElements(out_shape_);
-    a_count_ = runtime::NumElements(a.shape);
-    b_count_ = runtime::NumElements(b.shape);
-    a_strides_ = BroadcastStrides(a.shape, out_shape_);
-    b_strides_ = BroadcastStrides(b.shape, out_shape_);
-  }
-
-  absl::string_view op() const override { return op_; }
-  const std::vector<TensorDesc>& outputs() const override { return outputs_; }
-
-  absl::Status Run(const KernelArgs& args) const override {
-    const float* a = static_cast<const float*>(args.inputs[0]);
-    const float* b = static_cast<const float*>(args.inputs[1]);
-    float* out = static_cast<float*>(args.outputs[0]);
-    const float alpha = alpha_;
-    if (a_count_ == count_ && b_count_ == count_) {
-      for (int64_t i = 0; i < count_; ++i) out[i] = Apply<kOp>(a[i], b[i], alpha);
-    } else if (a_count_ == count_ && b_count_ == 1) {
-      const float bv = b[0];
-      for (int64_t i = 0; i < count_; ++i) out[i] = Apply<kOp>(a[i], bv, alpha);
-    } else if (a_count_ == 1 && b_count_ == count_) {
-      const float av = a[0];
-      for (int64_t i = 0; i < count_; ++i) out[i] = Apply<kOp>(av, b[i], alpha);
-    } else {
-      RunBroadcast(a, b, out);
-    }
-    return absl::OkStatus();
-  }
-
- private:
-  void RunBroadcast(const float* a, const float* b, float* out) const {
-    const size_t rank = out_shape_.size();
-    std::vector<int64_t> index(rank, 0);
-    int64_t ia = 0;
-    int64_t ib = 0;
-    for (int64_t i = 0; i < count_; ++i) {
-      out[i] = Apply<kOp>(a[ia], b[ib], alpha_);
-      // Advance the multi-index, innermost axis first.
-      for (size_t axis = rank; axis-- > 0;) {
-        ++index[axis];
-        ia += a_strides_[axis];
-        ib += b_strides_[axis];
-        if (index[axis] < out_shape_[axis]) break;
-        ia -= a_strides_[axis] * out_shape_[axis];
-        ib -= b_strides_[axis] * out_shape_[axis];
-        index[axis] = 0;
+template <typename T>
+T ApplyArith(Arith op, T a, T b) {
+  switch (op) {
+    case Arith::kAdd:
+    case Arith::kSum:
+    case Arith::kMean:
+      return a + b;
+    case Arith::kSub:
+      return a - b;
+    case Arith::kMul:
+      return a * b;
+    case Arith::kDiv:
+      if constexpr (std::is_integral_v<T>) {
+        return IntDiv(a, b);
+      } else {
+        return a / b;
       }
-    }
+    case Arith::kMin:
+      if constexpr (std::is_floating_point_v<T>) {
+        if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<T>::quiet_NaN();
+      }
+      return std::min(a, b);
+    case Arith::kMax:
+      if constexpr (std::is_floating_point_v<T>) {
+        if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<T>::quiet_NaN();
+      }
+      return std::max(a, b);
+    case Arith::kPow:
+      return static_cast<T>(std::pow(a, b));
   }
-
-  std::string op_;
-  float alpha_;
-  Shape out_shape_;
-  std::vector<TensorDesc> outputs_;
-  int64_t count_ = 0;
-  int64_t a_count_ = 0;
-  int64_t b_count_ = 0;
-  std::vector<int64_t> a_strides_;
-  std::vector<int64_t> b_strides_;
-};
-
-template <BinaryOp kOp>
-absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareBinary(const PrepareContext& context) {
-  if (context.inputs.size() != 2) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(context.op, ": expected 2 inputs, got ", context.inputs.size()));
-  }
-  const TensorDesc& a = context.inputs[0];
-  const TensorDesc& b = context.inputs[1];
-  if (a.dtype != DataType::kFloat32 || b.dtype != DataType::kFloat32) {
-    return absl::UnimplementedError(
-        absl::StrCat(context.op, ": element types ", runtime::DataTypeName(a.dtype), " and ",
-                     runtime::DataTypeName(b.dtype), " are not supported (float32 only)"));
-  }
-  float alpha = 1.0f;
-  if (kOp == BinaryOp::kAdd && context.attributes != nullptr) {
-    ASSIGN_OR_RETURN(alpha, context.attributes->GetFloat("alpha", 1.0f));
-  }
-  ASSIGN_OR_RETURN(Shape out_shape, BroadcastShapes(a.shape, b.shape));
-  return std::make_unique<BinaryKernel<kOp>>(context.op, a, b, alpha, std::move(out_shape));
+  return a;
 }
 
-}  // namespace
-
-absl::StatusOr<Shape> BroadcastShapes(const Shape& a, const Shape& b) {
-  const size_t rank = std::max(a.size(), b.size());
-  Shape out(rank, 1);
-  for (size_t i = 0; i < rank; ++i) {
-    int64_t da = i < a.size() ? a[a.size() - 1 - i] : 1;
-    int64_t db = i < b.size() ? b[b.size() - 1 - i] : 1;
-    if (da != db && da != 1 && db != 1) {
-      return absl::InvalidArgumentError(absl::StrCat("shapes ", runtime::ShapeToString(a), " and ",
-                                                     runtime::ShapeToString(b),
-                                                     " do not broadcast"));
+// out[i] = f(a[i], b[i]) over a broadcast plan of two operands (a, b).
+template <typename TA, typename TB, typename TO, typename F>
+void BinaryLoop(const BroadcastPlan& plan, const TA* a, const TB* b, TO* out, F f) {
+  const int64_t sa = plan.strides[0].back();
+  const int64_t sb = plan.strides[1].back();
+  ForEachRow(plan, [&](int64_t o, const int64_t* offs, int64_t n) {
+    const TA* pa = a + offs[0];
+    const TB* pb = b + offs[1];
+    TO* po = out + o;
+    if (sa == 1 && sb == 1) {
+      for (int64_t i = 0; i < n; ++i) po[i] = f(pa[i], pb[i]);
+    } else if (sa == 1 && sb == 0) {
+      const TB bv = *pb;
+      for (int64_t i = 0; i < n; ++i) po[i] = f(pa[i], bv);
+    } else if (sa == 0 && sb == 1) {
+      const TA av = *pa;
+      for (int64_t i = 0; i < n; ++i) po[i] = f(av, pb[i]);
+    } else {
+      for (int64_t i = 0; i < n; ++i) po[i] = f(pa[i * sa], pb[i * sb]);
     }
-    out[rank - 1 - i] = da == 1 ? db : da;
+  });
+}
+
+// Copies `in` broadcast into `out` (plan of one operand).
+template <typename T>
+void BroadcastCopy(const BroadcastPlan& plan, const T* in, T* out) {
+  const int64_t s = plan.strides[0].back();
+  ForEachRow(plan, [&](int64_t o, const int64_t* offs, int64_t n) {
+    const T* p = in + offs[0];
+    if (s == 1) {
+      std::memcpy(out + o, p, static_cast<size_t>(n) * sizeof(T));
+    } else {
+      for (int64_t i = 0; i < n; ++i) out[o + i] = p[i * s];
+    }
+  });
+}
+
+absl::StatusOr<Shape> OutputShape(const PrepareContext& context) {
+  Shape out = context.inputs[0].shape;
+  for (size_t i = 1; i < context.inputs.size(); ++i) {
+    auto next = BroadcastShapes(out, context.inputs[i].shape);
+    if (!next.ok()) return InvalidArgument(context, next.status().message());
+    out = *std::move(next);
   }
   return out;
 }
 
+absl::Status SameTypes(const PrepareContext& context, size_t first, size_t last) {
+  for (size_t i = first + 1; i <= last; ++i) {
+    if (context.inputs[i].dtype != context.inputs[first].dtype) {
+      return InvalidArgument(context, "input ", i, " has element type ",
+                             runtime::DataTypeName(context.inputs[i].dtype), ", input ", first,
+                             " has ", runtime::DataTypeName(context.inputs[first].dtype));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Add, Sub, Mul, Div (two inputs) and Min, Max, Sum, Mean (one or more).
+template <Arith kOp>
+absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareArith(const PrepareContext& context) {
+  constexpr bool kVariadic =
+      kOp == Arith::kMin || kOp == Arith::kMax || kOp == Arith::kSum || kOp == Arith::kMean;
+  RETURN_IF_ERROR(ExpectInputCount(context, kVariadic ? 1 : 2, kVariadic ? 64 : 2));
+  RETURN_IF_ERROR(SameTypes(context, 0, context.inputs.size() - 1));
+  const DataType dtype = context.inputs[0].dtype;
+  float alpha = 1.0f;
+  if (kOp == Arith::kAdd) {
+    ASSIGN_OR_RETURN(alpha, AttrsOf(context).GetFloat("alpha", 1.0f));
+  }
+  ASSIGN_OR_RETURN(Shape out, OutputShape(context));
+  // One plan per input after the first, each pairing the output (as accumulator) with it;
+  // the first input is broadcast-copied (variadic) or paired directly (binary).
+  const size_t n = context.inputs.size();
+  std::vector<BroadcastPlan> plans;
+  if (n == 1) {
+    plans.push_back(MakeBroadcastPlan(out, {context.inputs[0].shape}));
+  } else if (kVariadic && n > 2) {
+    plans.push_back(MakeBroadcastPlan(out, {context.inputs[0].shape}));
+    for (size_t i = 1; i < n; ++i)
+      plans.push_back(MakeBroadcastPlan(out, {out, context.inputs[i].shape}));
+  } else {
+    plans.push_back(MakeBroadcastPlan(out, {context.inputs[0].shape, context.inputs[1].shape}));
+  }
+  FunctionKernel::RunFn run;
+  const bool ok = DispatchNumeric(dtype, [&]<typename T>() {
+    run = [plans, n, alpha, count = runtime::NumElements(out)](const KernelArgs& args) {
+      T* o = static_cast<T*>(args.outputs[0]);
+      const auto in = [&](size_t i) { return static_cast<const T*>(args.inputs[i]); };
+      if (n == 1) {
+        BroadcastCopy(plans[0], in(0), o);
+      } else if (plans.size() == 1) {
+        if (kOp == Arith::kAdd && alpha != 1.0f) {
+          const T a = static_cast<T>(alpha);
+          BinaryLoop(plans[0], in(0), in(1), o,
+                     [a](T x, T y) { return static_cast<T>(x + y * a); });
+        } else {
+          BinaryLoop(plans[0], in(0), in(1), o, [](T x, T y) { return ApplyArith(kOp, x, y); });
+        }
+      } else {
+        BroadcastCopy(plans[0], in(0), o);
+        for (size_t i = 1; i < n; ++i) {
+          BinaryLoop(plans[i], static_cast<const T*>(o), in(i), o,
+                     [](T x, T y) { return ApplyArith(kOp, x, y); });
+        }
+      }
+      if constexpr (kOp == Arith::kMean) {
+        for (int64_t i = 0; i < count; ++i) o[i] = static_cast<T>(o[i] / static_cast<T>(n));
+      }
+      return absl::OkStatus();
+    };
+  });
+  if (!ok) {
+    return Unimplemented(context, "element type ", runtime::DataTypeName(dtype),
+                         " is not supported");
+  }
+  return MakeKernel(context, {Desc(dtype, out)}, std::move(run));
+}
+
+absl::StatusOr<std::unique_ptr<PreparedKernel>> PreparePow(const PrepareContext& context) {
+  RETURN_IF_ERROR(ExpectInputCount(context, 2, 2));
+  const DataType base_type = context.inputs[0].dtype;
+  const DataType exp_type = context.inputs[1].dtype;
+  ASSIGN_OR_RETURN(Shape out, OutputShape(context));
+  BroadcastPlan plan = MakeBroadcastPlan(out, {context.inputs[0].shape, context.inputs[1].shape});
+  FunctionKernel::RunFn run;
+  bool exp_ok = false;
+  const bool base_ok = DispatchArithmetic(base_type, [&]<typename T>() {
+    exp_ok = DispatchNumeric(exp_type, [&]<typename E>() {
+      run = [plan](const KernelArgs& args) {
+        BinaryLoop(
+            plan, static_cast<const T*>(args.inputs[0]), static_cast<const E*>(args.inputs[1]),
+            static_cast<T*>(args.outputs[0]), [](T x, E y) {
+              if constexpr (std::is_same_v<T, float> && std::is_floating_point_v<E>) {
+                return std::pow(x, static_cast<float>(y));
+              } else {
+                return static_cast<T>(std::pow(static_cast<double>(x), static_cast<double>(y)));
+              }
+            });
+        return absl::OkStatus();
+      };
+    });
+  });
+  if (!base_ok || !exp_ok) {
+    return Unimplemented(context, "element types ", runtime::DataTypeName(base_type), " and ",
+                         runtime::DataTypeName(exp_type), " are not supported");
+  }
+  return MakeKernel(context, {Desc(base_type, out)}, std::move(run));
+}
+
+template <Compare kOp>
+absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareCompare(const PrepareContext& context) {
+  RETURN_IF_ERROR(ExpectInputCount(context, 2, 2));
+  RETURN_IF_ERROR(SameTypes(context, 0, 1));
+  ASSIGN_OR_RETURN(Shape out, OutputShape(context));
+  BroadcastPlan plan = MakeBroadcastPlan(out, {context.inputs[0].shape, context.inputs[1].shape});
+  FunctionKernel::RunFn run;
+  const bool ok = DispatchAnyType(context.inputs[0].dtype, [&]<typename T>() {
+    run = [plan](const KernelArgs& args) {
+      BinaryLoop(plan, static_cast<const T*>(args.inputs[0]), static_cast<const T*>(args.inputs[1]),
+                 static_cast<bool*>(args.outputs[0]), [](T x, T y) {
+                   if constexpr (kOp == Compare::kEqual) return x == y;
+                   if constexpr (kOp == Compare::kLess) return x < y;
+                   if constexpr (kOp == Compare::kGreater) return x > y;
+                   if constexpr (kOp == Compare::kLessOrEqual) return x <= y;
+                   if constexpr (kOp == Compare::kGreaterOrEqual) return x >= y;
+                 });
+      return absl::OkStatus();
+    };
+  });
+  if (!ok) {
+    return Unimplemented(context, "element type ", runtime::DataTypeName(context.inputs[0].dtype),
+                         " is not supported");
+  }
+  return MakeKernel(context, {Desc(DataType::kBool, out)}, std::move(run));
+}
+
+template <Logic kOp>
+absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareLogic(const PrepareContext& context) {
+  RETURN_IF_ERROR(ExpectInputCount(context, 2, 2));
+  RETURN_IF_ERROR(ExpectType(context, 0, {DataType::kBool}));
+  RETURN_IF_ERROR(ExpectType(context, 1, {DataType::kBool}));
+  ASSIGN_OR_RETURN(Shape out, OutputShape(context));
+  BroadcastPlan plan = MakeBroadcastPlan(out, {context.inputs[0].shape, context.inputs[1].shape});
+  return MakeKernel(context, {Desc(DataType::kBool, out)}, [plan](const KernelArgs& args) {
+    BinaryLoop(plan, static_cast<const bool*>(args.inputs[0]),
+               static_cast<const bool*>(args.inputs[1]), static_cast<bool*>(args.outputs[0]),
+               [](bool x, bool y) {
+                 if constexpr (kOp == Logic::kAnd) return x && y;
+                 if constexpr (kOp == Logic::kOr) return x || y;
+                 if constexpr (kOp == Logic::kXor) return x != y;
+               });
+    return absl::OkStatus();
+  });
+}
+
+absl::StatusOr<std::unique_ptr<PreparedKernel>> PreparePRelu(const PrepareContext& context) {
+  RETURN_IF_ERROR(ExpectInputCount(context, 2, 2));
+  RETURN_IF_ERROR(ExpectType(context, 0, {DataType::kFloat32}));
+  RETURN_IF_ERROR(ExpectType(context, 1, {DataType::kFloat32}));
+  ASSIGN_OR_RETURN(Shape out, OutputShape(context));
+  if (out != context.inputs[0].shape) {
+    return InvalidArgument(context, "slope shape ", runtime::ShapeToString(context.inputs[1].shape),
+                           " does not broadcast to input shape ",
+                           runtime::ShapeToString(context.inputs[0].shape));
+  }
+  BroadcastPlan plan = MakeBroadcastPlan(out, {context.inputs[0].shape, context.inputs[1].shape});
+  return MakeKernel(context, {Desc(DataType::kFloat32, out)}, [plan](const KernelArgs& args) {
+    BinaryLoop(plan, static_cast<const float*>(args.inputs[0]),
+               static_cast<const float*>(args.inputs[1]), static_cast<float*>(args.outputs[0]),
+               [](float x, float slope) { return x < 0 ? x * slope : x; });
+    return absl::OkStatus();
+  });
+}
+
+absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareWhere(const PrepareContext& context) {
+  RETURN_IF_ERROR(ExpectInputCount(context, 3, 3));
+  RETURN_IF_ERROR(ExpectType(context, 0, {DataType::kBool}));
+  RETURN_IF_ERROR(SameTypes(context, 1, 2));
+  ASSIGN_OR_RETURN(Shape out, OutputShape(context));
+  const DataType dtype = context.inputs[1].dtype;
+  BroadcastPlan plan = MakeBroadcastPlan(
+      out, {context.inputs[0].shape, context.inputs[1].shape, context.inputs[2].shape});
+  FunctionKernel::RunFn run;
+  const bool ok = DispatchBySize(runtime::DataTypeSize(dtype), [&]<typename T>() {
+    run = [plan](const KernelArgs& args) {
+      const bool* cond = static_cast<const bool*>(args.inputs[0]);
+      const T* x = static_cast<const T*>(args.inputs[1]);
+      const T* y = static_cast<const T*>(args.inputs[2]);
+      T* out_ptr = static_cast<T*>(args.outputs[0]);
+      const int64_t sc = plan.strides[0].back();
+      const int64_t sx = plan.strides[1].back();
+      const int64_t sy = plan.strides[2].back();
+      ForEachRow(plan, [&](int64_t o, const int64_t* offs, int64_t n) {
+        const bool* c = cond + offs[0];
+        const T* px = x + offs[1];
+        const T* py = y + offs[2];
+        for (int64_t i = 0; i < n; ++i) out_ptr[o + i] = c[i * sc] ? px[i * sx] : py[i * sy];
+      });
+      return absl::OkStatus();
+    };
+  });
+  if (!ok) {
+    return Unimplemented(context, "element type ", runtime::DataTypeName(dtype),
+                         " is not supported");
+  }
+  return MakeKernel(context, {Desc(dtype, out)}, std::move(run));
+}
+
+}  // namespace
+
 absl::Status RegisterBinaryKernels(runtime::KernelRegistry* registry) {
-  RETURN_IF_ERROR(registry->Register("Add", &PrepareBinary<BinaryOp::kAdd>));
-  RETURN_IF_ERROR(registry->Register("Sub", &PrepareBinary<BinaryOp::kSub>));
-  RETURN_IF_ERROR(registry->Register("Mul", &PrepareBinary<BinaryOp::kMul>));
-  RETURN_IF_ERROR(registry->Register("Div", &PrepareBinary<BinaryOp::kDiv>));
+  RETURN_IF_ERROR(registry->Register("Add", &PrepareArith<Arith::kAdd>));
+  RETURN_IF_ERROR(registry->Register("Sub", &PrepareArith<Arith::kSub>));
+  RETURN_IF_ERROR(registry->Register("Mul", &PrepareArith<Arith::kMul>));
+  RETURN_IF_ERROR(registry->Register("Div", &PrepareArith<Arith::kDiv>));
+  RETURN_IF_ERROR(registry->Register("Min", &PrepareArith<Arith::kMin>));
+  RETURN_IF_ERROR(registry->Register("Max", &PrepareArith<Arith::kMax>));
+  RETURN_IF_ERROR(registry->Register("Sum", &PrepareArith<Arith::kSum>));
+  RETURN_IF_ERROR(registry->Register("Mean", &PrepareArith<Arith::kMean>));
+  RETURN_IF_ERROR(registry->Register("Pow", &PreparePow));
+  RETURN_IF_ERROR(registry->Register("Equal", &PrepareCompare<Compare::kEqual>));
+  RETURN_IF_ERROR(registry->Register("Less", &PrepareCompare<Compare::kLess>));
+  RETURN_IF_ERROR(registry->Register("Greater", &PrepareCompare<Compare::kGreater>));
+  RETURN_IF_ERROR(registry->Register("LessOrEqual", &PrepareCompare<Compare::kLessOrEqual>));
+  RETURN_IF_ERROR(registry->Register("GreaterOrEqual", &PrepareCompare<Compare::kGreaterOrEqual>));
+  RETURN_IF_ERROR(registry->Register("And", &PrepareLogic<Logic::kAnd>));
+  RETURN_IF_ERROR(registry->Register("Or", &PrepareLogic<Logic::kOr>));
+  RETURN_IF_ERROR(registry->Register("Xor", &PrepareLogic<Logic::kXor>));
+  RETURN_IF_ERROR(registry->Register("PRelu", &PreparePRelu));
+  RETURN_IF_ERROR(registry->Register("Where", &PrepareWhere));
   return absl::OkStatus();
 }
 

@@ -1,18 +1,17 @@
-// Binary elementwise ops with numpy broadcasting: Add (with an optional `alpha` attribute,
-// out = a + b * alpha), Sub, Mul, Div.
+// Elementwise ops of two or more inputs with numpy broadcasting: Add (with the `alpha`
+// attribute of old opsets, out = a + b * alpha), Sub, Mul, Div, Pow, Min, Max, Sum, Mean,
+// the comparisons (Equal, Less, Greater, LessOrEqual, GreaterOrEqual), And, Or, Xor, PRelu and
+// Where.
 #ifndef REPRISE_KERNELS_CPU_BINARY_H_
 #define REPRISE_KERNELS_CPU_BINARY_H_
 
 #include "absl/status/status.h"
-#include "absl/status/statusor.h"
+#include "kernels/cpu/kernel_util.h"
 #include "runtime/core/kernel.h"
 
 namespace reprise::kernels::cpu {
 
-/// Output shape of numpy-style broadcasting of `a` and `b`; error naming both when they do not
-/// broadcast.
-absl::StatusOr<runtime::Shape> BroadcastShapes(const runtime::Shape& a, const runtime::Shape& b);
-
+/// Registers the binary, variadic and ternary elementwise kernels.
 absl::Status RegisterBinaryKernels(runtime::KernelRegistry* registry);
 
 }  // namespace reprise::kernels::cpu

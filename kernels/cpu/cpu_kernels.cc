@@ -1,12 +1,26 @@
 #include "kernels/cpu/cpu_kernels.h"
 
 #include "kernels/cpu/binary.h"
+#include "kernels/cpu/families.h"
 #include "runtime/core/status_macros.h"
 
 namespace reprise::kernels::cpu {
 
 absl::Status RegisterCpuKernels(runtime::KernelRegistry* registry) {
   RETURN_IF_ERROR(RegisterBinaryKernels(registry));
+  RETURN_IF_ERROR(RegisterUnaryKernels(registry));
+  RETURN_IF_ERROR(RegisterCastKernels(registry));
+  RETURN_IF_ERROR(RegisterShapeKernels(registry));
+  RETURN_IF_ERROR(RegisterLayoutKernels(registry));
+  RETURN_IF_ERROR(RegisterGatherKernels(registry));
+  RETURN_IF_ERROR(RegisterReduceKernels(registry));
+  RETURN_IF_ERROR(RegisterTopKKernels(registry));
+  RETURN_IF_ERROR(RegisterNormalizationKernels(registry));
+  RETURN_IF_ERROR(RegisterGemmKernels(registry));
+  RETURN_IF_ERROR(RegisterEinsumKernels(registry));
+  RETURN_IF_ERROR(RegisterConvKernels(registry));
+  RETURN_IF_ERROR(RegisterPoolKernels(registry));
+  RETURN_IF_ERROR(RegisterResizeKernels(registry));
   return absl::OkStatus();
 }
 

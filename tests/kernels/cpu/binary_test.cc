@@ -4,6 +4,7 @@
 
 #include "gtest/gtest.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "tests/kernels/cpu/kernel_test_util.h"
 
 namespace reprise::kernels::cpu {
 namespace {
@@ -71,6 +72,113 @@ TEST_F(BinaryTest, IncompatibleShapesAreAnError) {
   auto kernel = registry_.Prepare(context);
   ASSERT_FALSE(kernel.ok());
   EXPECT_NE(kernel.status().message().find("[2,3]"), absl::string_view::npos);
+}
+
+using testing::Attrs;
+using testing::KernelHarness;
+using testing::RandomFloats;
+using testing::Tensor;
+
+// Reference broadcast: the flat offset in `shape` of output index `i` of `out`.
+int64_t BroadcastOffset(int64_t i, const runtime::Shape& out, const runtime::Shape& shape) {
+  int64_t offset = 0, stride = 1;
+  for (size_t k = 0; k < out.size(); ++k) {
+    const size_t axis = out.size() - 1 - k;
+    const int64_t index = i % out[axis];
+    i /= out[axis];
+    if (k < shape.size()) {
+      const int64_t dim = shape[shape.size() - 1 - k];
+      if (dim != 1) offset += index * stride;
+      stride *= dim;
+    }
+  }
+  return offset;
+}
+
+TEST(BinaryBroadcastTest, ShapesMatchAReferenceLoop) {
+  KernelHarness h;
+  const std::vector<std::pair<runtime::Shape, runtime::Shape>> pairs = {
+      {{2, 3, 4, 5}, {1, 3, 1, 1}},       {{2, 3, 4, 5}, {5}},    {{4, 1, 5}, {3, 1}},
+      {{1, 3, 1, 5}, {2, 1, 4, 1}},       {{2, 3, 4}, {2, 3, 4}}, {{}, {2, 2}},
+      {{3, 1, 2, 1, 2}, {1, 2, 1, 2, 1}}, {{6, 1}, {1, 0}}};
+  for (const auto& [sa, sb] : pairs) {
+    SCOPED_TRACE(runtime::ShapeToString(sa) + " vs " + runtime::ShapeToString(sb));
+    const auto a = RandomFloats(runtime::NumElements(sa), 71);
+    const auto b = RandomFloats(runtime::NumElements(sb), 72, 0.5f, 2.0f);
+    const runtime::Shape out = *BroadcastShapes(sa, sb);
+    for (const char* op : {"Add", "Sub", "Mul", "Div", "Max", "Pow", "Less"}) {
+      auto got = h.Run(op, {Tensor::Of<float>(sa, a), Tensor::Of<float>(sb, b)});
+      ASSERT_TRUE(got.ok()) << op << ": " << got.status();
+      ASSERT_EQ((*got)[0].shape, out);
+      const int64_t n = runtime::NumElements(out);
+      const std::string name = op;
+      for (int64_t i = 0; i < n; ++i) {
+        const float x = a[BroadcastOffset(i, out, sa)];
+        const float y = b[BroadcastOffset(i, out, sb)];
+        if (name == "Less") {
+          ASSERT_EQ((*got)[0].Values<bool>()[i], x < y);
+          continue;
+        }
+        float want = name == "Add"   ? x + y
+                     : name == "Sub" ? x - y
+                     : name == "Mul" ? x * y
+                     : name == "Div" ? x / y
+                     : name == "Max" ? std::max(x, y)
+                                     : std::pow(x, y);
+        if (name == "Pow" && std::isnan(want)) {
+          ASSERT_TRUE(std::isnan((*got)[0].Values<float>()[i]));
+          continue;
+        }
+        ASSERT_NEAR((*got)[0].Values<float>()[i], want, 1e-6) << op << " at " << i;
+      }
+    }
+  }
+}
+
+TEST(BinaryBroadcastTest, IntegerTypesVariadicWhereAndPRelu) {
+  KernelHarness h;
+  auto out =
+      h.Run("Add", {Tensor::Of<int64_t>({2, 2}, {1, 2, 3, 4}), Tensor::Of<int64_t>({2}, {10, 20})});
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ((*out)[0].Values<int64_t>(), (std::vector<int64_t>{11, 22, 13, 24}));
+  // Integer division by zero does not trap; it yields 0.
+  out = h.Run("Div", {Tensor::Of<int32_t>({3}, {7, -7, 5}), Tensor::Of<int32_t>({3}, {2, 2, 0})});
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ((*out)[0].Values<int32_t>(), (std::vector<int32_t>{3, -3, 0}));
+  out = h.Run("Sum", {Tensor::Of<float>({2}, {1, 2}), Tensor::Of<float>({}, {10}),
+                      Tensor::Of<float>({2, 1}, {100, 200})});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ((*out)[0].shape, (runtime::Shape{2, 2}));
+  EXPECT_EQ((*out)[0].Values<float>(), (std::vector<float>{111, 112, 211, 212}));
+  out = h.Run("Mean", {Tensor::Of<float>({2}, {1, 2}), Tensor::Of<float>({2}, {3, 6})});
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ((*out)[0].Values<float>(), (std::vector<float>{2, 4}));
+  out = h.Run("Min", {Tensor::Of<float>({3}, {1, 5, 3})});
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ((*out)[0].Values<float>(), (std::vector<float>{1, 5, 3}));
+  out = h.Run("Where", {Tensor::Of<bool>({2, 1}, {true, false}), Tensor::Of<int64_t>({2}, {1, 2}),
+                        Tensor::Of<int64_t>({}, {-1})});
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ((*out)[0].Values<int64_t>(), (std::vector<int64_t>{1, 2, -1, -1}));
+  out = h.Run("Equal", {Tensor::Of<int64_t>({3}, {1, 2, 3}), Tensor::Of<int64_t>({}, {2})});
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ((*out)[0].Values<bool>(), (std::vector<bool>{false, true, false}));
+  out = h.Run("Xor", {Tensor::Of<bool>({2}, {true, true}), Tensor::Of<bool>({2}, {true, false})});
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ((*out)[0].Values<bool>(), (std::vector<bool>{false, true}));
+  out = h.Run("PRelu", {Tensor::Of<float>({1, 2, 2}, {-1, 1, -2, 2}),
+                        Tensor::Of<float>({2, 1}, {0.5f, 0.25f})});
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ((*out)[0].Values<float>(), (std::vector<float>{-0.5f, 1, -0.5f, 2}));
+  out = h.Run("Pow", {Tensor::Of<float>({2}, {2, 3}), Tensor::Of<int64_t>({}, {2})});
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ((*out)[0].Values<float>(), (std::vector<float>{4, 9}));
+  // Mixed element types and bad Where conditions are errors.
+  EXPECT_FALSE(h.Prepare("Add", {Tensor::Of<float>({2}, {}), Tensor::Of<int64_t>({2}, {})}).ok());
+  EXPECT_FALSE(h.Prepare("Where", {Tensor::Of<float>({2}, {}), Tensor::Of<float>({2}, {}),
+                                   Tensor::Of<float>({2}, {})})
+                   .ok());
+  EXPECT_FALSE(h.Prepare("And", {Tensor::Of<float>({2}, {}), Tensor::Of<float>({2}, {})}).ok());
 }
 
 }  // namespace

@@ -1,0 +1,87 @@
+// Per-model settings read from `<repo>/<model>/config.yaml`, with Triton's field names.
+#ifndef REPRISE_CONFIG_MODEL_SETTINGS_H_
+#define REPRISE_CONFIG_MODEL_SETTINGS_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace reprise::config {
+
+/// Tensor element types by their model-config names; the numbers are those of
+/// model_config.proto's DataType enum (TYPE_BOOL = 1 ... TYPE_BF16 = 14).
+enum class TensorType : int {
+  kInvalid = 0,
+  kBool = 1,
+  kUInt8 = 2,
+  kUInt16 = 3,
+  kUInt32 = 4,
+  kUInt64 = 5,
+  kInt8 = 6,
+  kInt16 = 7,
+  kInt32 = 8,
+  kInt64 = 9,
+  kFp16 = 10,
+  kFp32 = 11,
+  kFp64 = 12,
+  kString = 13,
+  kBf16 = 14,
+};
+
+/// "TYPE_FP32" for kFp32, "TYPE_INVALID" for anything unknown.
+absl::string_view TensorTypeName(TensorType type);
+/// The type named `name` ("TYPE_FP32"); INVALID_ARGUMENT for any other string.
+absl::StatusOr<TensorType> TensorTypeFromName(absl::string_view name);
+
+/// One `input` or `output` entry.
+struct TensorSettings {
+  std::string name;
+  TensorType data_type = TensorType::kInvalid;
+  std::vector<int64_t> dims;  // without the batch dimension when max_batch_size > 0; -1 = any
+};
+
+/// Which versions of a model to serve.
+struct VersionPolicy {
+  enum class Kind { kLatest, kAll, kSpecific };
+  Kind kind = Kind::kLatest;
+  int num_versions = 1;           // kLatest
+  std::vector<int64_t> versions;  // kSpecific
+};
+
+/// One `instance_group` entry; `count` is the number of streams of the model.
+struct InstanceGroup {
+  int count = 1;
+  std::string kind = "KIND_AUTO";  // KIND_AUTO, KIND_GPU, KIND_CPU, KIND_MODEL
+};
+
+struct DynamicBatching {
+  std::vector<int64_t> preferred_batch_size;
+  int64_t max_queue_delay_microseconds = 0;
+};
+
+/// A model's settings. Every field has a default, so a model without config.yaml is valid.
+struct ModelSettings {
+  std::string name;  // the directory name
+  std::string platform = "onnx";
+  int max_batch_size = 0;  // > 0: inputs and outputs get an implicit leading batch dimension
+  std::vector<TensorSettings> inputs;
+  std::vector<TensorSettings> outputs;
+  std::vector<InstanceGroup> instance_groups;  // empty: the server's streams_per_device
+  VersionPolicy version_policy;
+  std::optional<DynamicBatching> dynamic_batching;
+};
+
+/// Parses one model's config.yaml. `model_dir_name` is the model's directory name: `name`
+/// may be left out but must equal it when given. Errors (unknown key, wrong type, bad value)
+/// are INVALID_ARGUMENT naming `source`, the line and the key. Thread-safe.
+absl::StatusOr<ModelSettings> ParseModelSettings(absl::string_view yaml_text,
+                                                 absl::string_view source,
+                                                 absl::string_view model_dir_name);
+
+}  // namespace reprise::config
+
+#endif  // REPRISE_CONFIG_MODEL_SETTINGS_H_

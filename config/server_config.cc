@@ -1,0 +1,110 @@
+#include "config/server_config.h"
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "config/yaml_reader.h"
+#include "runtime/core/status_macros.h"
+
+namespace reprise::config {
+namespace {
+
+constexpr int64_t kMaxInt = std::numeric_limits<int32_t>::max();
+
+// Reads an int-typed field through the int64 reader.
+absl::Status ReadInt32(const YamlReader& r, const YAML::Node& map, absl::string_view path,
+                       absl::string_view key, int64_t min, int64_t max, int* out) {
+  int64_t value = *out;
+  RETURN_IF_ERROR(r.ReadInt(map, path, key, min, max, &value));
+  *out = static_cast<int>(value);
+  return absl::OkStatus();
+}
+
+absl::Status ParseInto(const YamlReader& r, const YAML::Node& root, ServerConfig* c) {
+  RETURN_IF_ERROR(
+      r.CheckMap(root, "", {"server", "repository", "runtime", "limits", "shutdown", "log"}));
+
+  const YAML::Node server = YamlReader::Child(root, "server");
+  RETURN_IF_ERROR(r.CheckMap(server, "server", {"listen_address", "grpc_port", "metrics_port"}));
+  RETURN_IF_ERROR(r.ReadString(server, "server", "listen_address", &c->listen_address));
+  RETURN_IF_ERROR(ReadInt32(r, server, "server", "grpc_port", 0, 65535, &c->grpc_port));
+  RETURN_IF_ERROR(ReadInt32(r, server, "server", "metrics_port", 0, 65535, &c->metrics_port));
+
+  const YAML::Node repo = YamlReader::Child(root, "repository");
+  RETURN_IF_ERROR(
+      r.CheckMap(repo, "repository", {"paths", "control_mode", "load_models", "load_threads"}));
+  RETURN_IF_ERROR(r.ReadStringList(repo, "repository", "paths", &c->model_repositories));
+  std::string mode(ControlModeName(c->control_mode));
+  RETURN_IF_ERROR(r.ReadEnum(repo, "repository", "control_mode", {"none", "explicit"}, &mode));
+  c->control_mode = mode == "explicit" ? ControlMode::kExplicit : ControlMode::kNone;
+  RETURN_IF_ERROR(r.ReadStringList(repo, "repository", "load_models", &c->load_models));
+  RETURN_IF_ERROR(ReadInt32(r, repo, "repository", "load_threads", 1, 256, &c->load_threads));
+
+  const YAML::Node runtime = YamlReader::Child(root, "runtime");
+  RETURN_IF_ERROR(r.CheckMap(runtime, "runtime", {"streams_per_device", "cpu_threads"}));
+  RETURN_IF_ERROR(
+      ReadInt32(r, runtime, "runtime", "streams_per_device", 1, 1024, &c->streams_per_device));
+  RETURN_IF_ERROR(ReadInt32(r, runtime, "runtime", "cpu_threads", 0, 4096, &c->cpu_threads));
+
+  const YAML::Node limits = YamlReader::Child(root, "limits");
+  RETURN_IF_ERROR(r.CheckMap(limits, "limits",
+                             {"max_message_bytes", "max_queue_length", "request_timeout_ms"}));
+  RETURN_IF_ERROR(
+      r.ReadInt(limits, "limits", "max_message_bytes", 1024, kMaxInt, &c->max_message_bytes));
+  RETURN_IF_ERROR(
+      ReadInt32(r, limits, "limits", "max_queue_length", 1, kMaxInt, &c->max_queue_length));
+  RETURN_IF_ERROR(r.ReadInt(limits, "limits", "request_timeout_ms", 0,
+                            std::numeric_limits<int64_t>::max() / 1000000, &c->request_timeout_ms));
+
+  const YAML::Node shutdown = YamlReader::Child(root, "shutdown");
+  RETURN_IF_ERROR(r.CheckMap(shutdown, "shutdown", {"timeout_seconds"}));
+  RETURN_IF_ERROR(
+      ReadInt32(r, shutdown, "shutdown", "timeout_seconds", 0, 86400, &c->shutdown_timeout_s));
+
+  const YAML::Node log = YamlReader::Child(root, "log");
+  RETURN_IF_ERROR(r.CheckMap(log, "log", {"level", "format"}));
+  RETURN_IF_ERROR(r.ReadEnum(log, "log", "level",
+                             {"trace", "debug", "info", "warn", "error", "off"}, &c->log_level));
+  RETURN_IF_ERROR(r.ReadEnum(log, "log", "format", {"text", "json"}, &c->log_format));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::string_view ControlModeName(ControlMode mode) {
+  return mode == ControlMode::kExplicit ? "explicit" : "none";
+}
+
+absl::StatusOr<ServerConfig> ParseServerConfig(absl::string_view yaml_text,
+                                               absl::string_view source) {
+  YamlReader reader{std::string(source)};
+  ASSIGN_OR_RETURN(YAML::Node root, reader.Parse(yaml_text));
+  ServerConfig config;
+  try {
+    RETURN_IF_ERROR(ParseInto(reader, root, &config));
+  } catch (const YAML::Exception& e) {
+    // Reading a well-formed tree should not throw; never let it escape if it does.
+    return absl::InvalidArgumentError(absl::StrCat(source, " line ", e.mark.line + 1, ": ", e.msg));
+  }
+  return config;
+}
+
+absl::StatusOr<std::string> ReadTextFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return absl::NotFoundError(absl::StrCat("cannot read \"", path, "\": ", std::strerror(errno)));
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+absl::StatusOr<ServerConfig> LoadServerConfigFile(const std::string& path) {
+  ASSIGN_OR_RETURN(std::string text, ReadTextFile(path));
+  return ParseServerConfig(text, path);
+}
+
+}  // namespace reprise::config

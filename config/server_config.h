@@ -1,0 +1,63 @@
+// The daemon's configuration (one YAML file, every field with a default; see config/README.md).
+#ifndef REPRISE_CONFIG_SERVER_CONFIG_H_
+#define REPRISE_CONFIG_SERVER_CONFIG_H_
+
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace reprise::config {
+
+/// How models get loaded (Triton's --model-control-mode; "poll" is not supported).
+enum class ControlMode {
+  kNone,      // load every model of the repository at start; load / unload RPCs are refused
+  kExplicit,  // load only `load_models` at start; the rest by RepositoryModelLoad / Unload
+};
+
+/// "none" / "explicit".
+absl::string_view ControlModeName(ControlMode mode);
+
+/// Every setting of the daemon. The defaults here are the defaults of the file.
+struct ServerConfig {
+  // server:
+  std::string listen_address = "0.0.0.0";
+  int grpc_port = 8001;     // 0 picks a free port (tests)
+  int metrics_port = 8002;  // Prometheus /metrics (served once the metrics issue lands)
+  // repository:
+  std::vector<std::string> model_repositories = {"/models"};
+  ControlMode control_mode = ControlMode::kNone;
+  std::vector<std::string> load_models;  // explicit mode: loaded at start ("*" = all)
+  int load_threads = 4;                  // models loaded at the same time
+  // runtime:
+  int streams_per_device = 2;  // default stream count for a model without instance_group
+  int cpu_threads = 0;         // threads for CPU kernels and inference; 0 = one per core
+  // limits:
+  int64_t max_message_bytes = std::numeric_limits<int32_t>::max();  // gRPC send / receive
+  int max_queue_length = 1024;     // inference requests in flight in the whole server
+  int64_t request_timeout_ms = 0;  // 0 = no server-side timeout
+  // shutdown:
+  int shutdown_timeout_s = 30;  // in-flight requests get this long after SIGTERM
+  // log:
+  std::string log_level = "info";   // trace, debug, info, warn, error, off
+  std::string log_format = "text";  // text or json
+};
+
+/// Parses a server config from YAML text. `source` names it in messages (e.g. its path).
+/// Unknown keys, wrong types and out-of-range values are INVALID_ARGUMENT errors naming the
+/// key and its line. Thread-safe (no shared state).
+absl::StatusOr<ServerConfig> ParseServerConfig(absl::string_view yaml_text,
+                                               absl::string_view source);
+
+/// Reads and parses the file at `path`; NOT_FOUND if it cannot be read.
+absl::StatusOr<ServerConfig> LoadServerConfigFile(const std::string& path);
+
+/// Reads a whole file into a string; NOT_FOUND naming the path when it cannot be opened.
+absl::StatusOr<std::string> ReadTextFile(const std::string& path);
+
+}  // namespace reprise::config
+
+#endif  // REPRISE_CONFIG_SERVER_CONFIG_H_

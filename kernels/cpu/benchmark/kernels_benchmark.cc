@@ -1,0 +1,113 @@
+// Run-time cost of a few representative CPU kernels (Prepare is outside the timed loop).
+// Not a test: numbers drift on a shared machine. Example:
+//   OMP_NUM_THREADS=1 build/release/kernels/kernels_cpu_benchmark --benchmark_repetitions=5
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "benchmark/benchmark.h"
+#include "kernels/cpu/cpu_kernels.h"
+
+namespace reprise::kernels::cpu {
+namespace {
+
+using runtime::DataType;
+using runtime::Shape;
+
+struct Buffer {
+  runtime::TensorDesc desc;
+  std::vector<float> values;
+};
+
+Buffer Floats(Shape shape, bool known, uint32_t seed) {
+  Buffer b;
+  b.desc.dtype = DataType::kFloat32;
+  b.desc.shape = std::move(shape);
+  b.values.resize(runtime::NumElements(b.desc.shape));
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  for (float& v : b.values) v = dist(rng);
+  if (known) b.desc.data = b.values.data();
+  return b;
+}
+
+// Prepares `op` once, then times Run.
+void RunKernel(benchmark::State& state, const std::string& op, std::vector<Buffer> inputs,
+               const runtime::Attributes& attrs) {
+  runtime::KernelRegistry registry;
+  if (!RegisterCpuKernels(&registry).ok()) std::abort();
+  std::vector<runtime::TensorDesc> descs;
+  std::vector<const void*> in_ptrs;
+  for (const Buffer& b : inputs) {
+    descs.push_back(b.desc);
+    in_ptrs.push_back(b.values.data());
+  }
+  runtime::PrepareContext context;
+  context.op = op;
+  context.inputs = descs;
+  context.attributes = &attrs;
+  auto kernel = registry.Prepare(context);
+  if (!kernel.ok()) {
+    state.SkipWithError(std::string(kernel.status().message()).c_str());
+    return;
+  }
+  std::vector<std::vector<uint8_t>> outputs;
+  std::vector<void*> out_ptrs;
+  for (const auto& d : (*kernel)->outputs()) {
+    outputs.emplace_back(runtime::NumElements(d.shape) * runtime::DataTypeSize(d.dtype));
+    out_ptrs.push_back(outputs.back().data());
+  }
+  std::vector<uint8_t> workspace((*kernel)->workspace_bytes());
+  runtime::KernelArgs args{in_ptrs.data(), out_ptrs.data(), workspace.data()};
+  for (auto _ : state) {
+    if (!(*kernel)->Run(args).ok()) state.SkipWithError("run failed");
+    benchmark::ClobberMemory();
+  }
+}
+
+void BM_Conv3x3_64x56x56(benchmark::State& state) {
+  runtime::Attributes attrs;
+  attrs.Set("pads", std::vector<int64_t>{1, 1, 1, 1});
+  RunKernel(
+      state, "Conv",
+      {Floats({1, 64, 56, 56}, false, 1), Floats({64, 64, 3, 3}, true, 2), Floats({64}, true, 3)},
+      attrs);
+  state.SetItemsProcessed(state.iterations() * 2 * 64 * 64 * 9 * 56 * 56);  // flops
+}
+BENCHMARK(BM_Conv3x3_64x56x56)->Unit(benchmark::kMillisecond);
+
+void BM_MatMul_384x768x768(benchmark::State& state) {
+  RunKernel(state, "MatMul", {Floats({1, 384, 768}, false, 4), Floats({768, 768}, true, 5)}, {});
+  state.SetItemsProcessed(state.iterations() * 2 * 384 * 768 * 768);
+}
+BENCHMARK(BM_MatMul_384x768x768)->Unit(benchmark::kMillisecond);
+
+void BM_AddChannelBias_64x56x56(benchmark::State& state) {
+  RunKernel(state, "Add", {Floats({1, 64, 56, 56}, false, 6), Floats({1, 64, 1, 1}, true, 7)}, {});
+  state.SetItemsProcessed(state.iterations() * 64 * 56 * 56);
+}
+BENCHMARK(BM_AddChannelBias_64x56x56)->Unit(benchmark::kMicrosecond);
+
+void BM_Softmax_12x384x384(benchmark::State& state) {
+  RunKernel(state, "Softmax", {Floats({12, 384, 384}, false, 8)}, {});
+  state.SetItemsProcessed(state.iterations() * 12 * 384 * 384);
+}
+BENCHMARK(BM_Softmax_12x384x384)->Unit(benchmark::kMillisecond);
+
+void BM_MaxPool3x3s2_64x112x112(benchmark::State& state) {
+  runtime::Attributes attrs;
+  attrs.Set("kernel_shape", std::vector<int64_t>{3, 3});
+  attrs.Set("strides", std::vector<int64_t>{2, 2});
+  attrs.Set("pads", std::vector<int64_t>{1, 1, 1, 1});
+  RunKernel(state, "MaxPool", {Floats({1, 64, 112, 112}, false, 9)}, attrs);
+  state.SetItemsProcessed(state.iterations() * 64 * 56 * 56);
+}
+BENCHMARK(BM_MaxPool3x3s2_64x112x112)->Unit(benchmark::kMillisecond);
+
+}  // namespace
+}  // namespace reprise::kernels::cpu
+
+BENCHMARK_MAIN();

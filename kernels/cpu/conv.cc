@@ -1,0 +1,301 @@
+// Conv (1-D/2-D/3-D, groups, depthwise) on oneDNN's convolution primitive, created at Prepare;
+// weights known at plan time are reordered once into the primitive's preferred layout.
+// ConvTranspose is a GEMM (oneDNN sgemm) per image and group followed by a col2im scatter,
+// which covers every output_padding / output_shape combination.
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <unordered_map>
+
+#include "dnnl.hpp"
+#include "kernels/cpu/families.h"
+#include "kernels/cpu/kernel_util.h"
+#include "kernels/cpu/window.h"
+#include "runtime/core/status_macros.h"
+
+namespace reprise::kernels::cpu {
+namespace {
+
+using dnnl::memory;
+
+// The process-wide CPU engine (created on first use; oneDNN engines are thread-safe).
+const dnnl::engine& CpuEngine() {
+  static const dnnl::engine* const engine = new dnnl::engine(dnnl::engine::kind::cpu, 0);
+  return *engine;
+}
+
+memory::format_tag PlainTag(size_t rank) {
+  switch (rank) {
+    case 1:
+      return memory::format_tag::a;
+    case 2:
+      return memory::format_tag::ab;
+    case 3:
+      return memory::format_tag::abc;
+    case 4:
+      return memory::format_tag::abcd;
+    case 5:
+      return memory::format_tag::abcde;
+    default:
+      return memory::format_tag::abcdef;
+  }
+}
+
+memory::desc PlainDesc(const Shape& dims) {
+  return memory::desc(memory::dims(dims.begin(), dims.end()), memory::data_type::f32,
+                      PlainTag(dims.size()));
+}
+
+class ConvKernel final : public PreparedKernel {
+ public:
+  ConvKernel(absl::string_view op, std::string label, std::vector<TensorDesc> outputs,
+             dnnl::convolution_forward::primitive_desc pd, memory packed_weights, bool has_bias)
+      : op_(op),
+        label_(std::move(label)),
+        outputs_(std::move(outputs)),
+        pd_(std::move(pd)),
+        primitive_(pd_),
+        packed_weights_(std::move(packed_weights)),
+        has_bias_(has_bias),
+        scratch_bytes_(pd_.scratchpad_desc().get_size()) {}
+
+  absl::string_view op() const override { return op_; }
+  const std::vector<TensorDesc>& outputs() const override { return outputs_; }
+  size_t workspace_bytes() const override { return scratch_bytes_; }
+
+  absl::Status Run(const KernelArgs& args) const override {
+    if (runtime::NumElements(outputs_[0].shape) == 0) return absl::OkStatus();
+    try {
+      const dnnl::engine& engine = CpuEngine();
+      dnnl::stream stream(engine);
+      std::unordered_map<int, memory> bound;
+      bound.emplace(DNNL_ARG_SRC,
+                    memory(pd_.src_desc(), engine, const_cast<void*>(args.inputs[0])));
+      bound.emplace(DNNL_ARG_WEIGHTS, packed_weights_ ? packed_weights_
+                                                      : memory(pd_.weights_desc(), engine,
+                                                               const_cast<void*>(args.inputs[1])));
+      if (has_bias_) {
+        bound.emplace(DNNL_ARG_BIAS,
+                      memory(pd_.bias_desc(), engine, const_cast<void*>(args.inputs[2])));
+      }
+      bound.emplace(DNNL_ARG_DST, memory(pd_.dst_desc(), engine, args.outputs[0]));
+      if (scratch_bytes_ > 0) {
+        bound.emplace(DNNL_ARG_SCRATCHPAD, memory(pd_.scratchpad_desc(), engine, args.workspace));
+      }
+      primitive_.execute(stream, bound);
+      stream.wait();
+    } catch (const dnnl::error& e) {
+      return absl::InternalError(absl::StrCat(label_, ": onednn execution failed: ", e.what()));
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  std::string op_;
+  std::string label_;  // op and node name, for messages
+  std::vector<TensorDesc> outputs_;
+  dnnl::convolution_forward::primitive_desc pd_;
+  dnnl::convolution_forward primitive_;
+  memory packed_weights_;  // empty when the weights are bound at Run
+  bool has_bias_;
+  size_t scratch_bytes_;
+};
+
+// Checks X [N,C,...], W [M,C/group,...] (Conv) and the optional bias [M]; returns group.
+absl::StatusOr<int64_t> CheckConvInputs(const PrepareContext& context, bool transposed) {
+  RETURN_IF_ERROR(ExpectInputCount(context, 2, 3));
+  for (size_t i = 0; i < context.inputs.size(); ++i) {
+    if (HasInput(context, i)) RETURN_IF_ERROR(ExpectType(context, i, {DataType::kFloat32}));
+  }
+  const Shape& x = context.inputs[0].shape;
+  const Shape& w = context.inputs[1].shape;
+  ASSIGN_OR_RETURN(int64_t group, AttrsOf(context).GetInt("group", 1));
+  if (x.size() < 3 || x.size() > 5 || w.size() != x.size() || group < 1) {
+    return InvalidArgument(context, "input ", runtime::ShapeToString(x), " and weights ",
+                           runtime::ShapeToString(w), " (group ", group,
+                           ") are not a 1-D, 2-D or 3-D convolution");
+  }
+  // Conv: W [M, C/g, k...]; ConvTranspose: W [C, M/g, k...].
+  const int64_t channels = x[1];
+  const bool ok = transposed ? (w[0] == channels && channels % group == 0)
+                             : (w[1] * group == channels && w[0] % group == 0);
+  if (!ok) {
+    return InvalidArgument(context, "weights ", runtime::ShapeToString(w), " do not match input ",
+                           runtime::ShapeToString(x), " with group ", group);
+  }
+  if (HasInput(context, 2)) {
+    const int64_t out_channels = transposed ? w[1] * group : w[0];
+    if (runtime::NumElements(context.inputs[2].shape) != out_channels) {
+      return InvalidArgument(context, "bias ", runtime::ShapeToString(context.inputs[2].shape),
+                             " does not match ", out_channels, " output channels");
+    }
+  }
+  return group;
+}
+
+absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareConv(const PrepareContext& context) {
+  ASSIGN_OR_RETURN(int64_t group, CheckConvInputs(context, /*transposed=*/false));
+  const Shape& x = context.inputs[0].shape;
+  const TensorDesc& weights = context.inputs[1];
+  const Shape& w = weights.shape;
+  const std::vector<int64_t> spatial(x.begin() + 2, x.end());
+  ASSIGN_OR_RETURN(Window win,
+                   ForwardWindow(context, spatial, std::vector<int64_t>(w.begin() + 2, w.end()),
+                                 /*ceil_mode=*/false));
+  for (size_t i = 0; i < spatial.size(); ++i) {
+    if (win.kernel[i] != w[i + 2]) {
+      return InvalidArgument(context, "kernel_shape ", runtime::ShapeToString(win.kernel),
+                             " does not match weights ", runtime::ShapeToString(w));
+    }
+  }
+  Shape y = {x[0], w[0]};
+  y.insert(y.end(), win.output.begin(), win.output.end());
+  Shape w_dims = w;
+  if (group > 1) {
+    w_dims[0] = w[0] / group;
+    w_dims.insert(w_dims.begin(), group);
+  }
+  const bool has_bias = HasInput(context, 2);
+  const bool known_weights = weights.data != nullptr;
+  std::vector<TensorDesc> outputs = {Desc(DataType::kFloat32, y)};
+  if (runtime::NumElements(x) == 0 || runtime::NumElements(y) == 0) {
+    return MakeKernel(context, std::move(outputs),
+                      [](const KernelArgs&) { return absl::OkStatus(); });
+  }
+  try {
+    const dnnl::engine& engine = CpuEngine();
+    memory::dims dilations, strides, pad_l, pad_r;
+    for (size_t i = 0; i < spatial.size(); ++i) {
+      dilations.push_back(win.dilations[i] - 1);  // oneDNN counts dilation from 0
+      strides.push_back(win.strides[i]);
+      pad_l.push_back(win.pads_begin[i]);
+      pad_r.push_back(win.pads_end[i]);
+    }
+    const memory::desc w_plain = PlainDesc(w_dims);
+    const memory::desc w_md = known_weights ? memory::desc(w_plain.dims(), memory::data_type::f32,
+                                                           memory::format_tag::any)
+                                            : w_plain;
+    const memory::desc b_md = has_bias ? PlainDesc({w[0]}) : memory::desc();
+    dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_inference,
+                                         dnnl::algorithm::convolution_direct, PlainDesc(x), w_md,
+                                         b_md, PlainDesc(y), strides, dilations, pad_l, pad_r);
+    dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    dnnl::convolution_forward::primitive_desc pd(desc, attr, engine);
+    memory packed;
+    if (known_weights) {
+      memory source(w_plain, engine, const_cast<void*>(weights.data));
+      if (pd.weights_desc() == w_plain) {
+        packed = source;  // borrowed: the plan keeps weights.data alive
+      } else {
+        packed = memory(pd.weights_desc(), engine);
+        dnnl::stream stream(engine);
+        dnnl::reorder(source, packed).execute(stream, source, packed);
+        stream.wait();
+      }
+    }
+    return std::make_unique<ConvKernel>(context.op, NodeLabel(context), std::move(outputs),
+                                        std::move(pd), std::move(packed), has_bias);
+  } catch (const dnnl::error& e) {
+    return Unimplemented(context, "onednn rejected the convolution of ", runtime::ShapeToString(x),
+                         " by ", runtime::ShapeToString(w), ": ", e.what());
+  }
+}
+
+// Row-major sgemm through oneDNN's C API.
+absl::Status Sgemm(bool trans_a, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
+                   const float* b, int64_t ldb, float* c, int64_t ldc) {
+  if (m == 0 || n == 0) return absl::OkStatus();
+  if (k == 0) {
+    for (int64_t i = 0; i < m; ++i) std::fill(c + i * ldc, c + i * ldc + n, 0.0f);
+    return absl::OkStatus();
+  }
+  if (dnnl_sgemm(trans_a ? 'T' : 'N', 'N', m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, ldc) !=
+      dnnl_success) {
+    return absl::InternalError(absl::StrCat("dnnl_sgemm failed for m=", m, " n=", n, " k=", k));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareConvTranspose(
+    const PrepareContext& context) {
+  ASSIGN_OR_RETURN(int64_t group, CheckConvInputs(context, /*transposed=*/true));
+  const Shape& x = context.inputs[0].shape;
+  const Shape& w = context.inputs[1].shape;
+  const std::vector<int64_t> spatial(x.begin() + 2, x.end());
+  ASSIGN_OR_RETURN(
+      Window win, TransposedWindow(context, spatial, std::vector<int64_t>(w.begin() + 2, w.end())));
+  for (size_t i = 0; i < spatial.size(); ++i) {
+    if (win.kernel[i] != w[i + 2]) {
+      return InvalidArgument(context, "kernel_shape ", runtime::ShapeToString(win.kernel),
+                             " does not match weights ", runtime::ShapeToString(w));
+    }
+  }
+  const int64_t batch = x[0];
+  const int64_t in_group = x[1] / group;  // input channels per group
+  const int64_t out_group = w[1];         // output channels per group
+  Shape y = {batch, out_group * group};
+  y.insert(y.end(), win.output.begin(), win.output.end());
+  const Window g = To3d(win);
+  const int64_t in_size = g.input[0] * g.input[1] * g.input[2];
+  const int64_t out_size = g.output[0] * g.output[1] * g.output[2];
+  const int64_t taps = g.kernel[0] * g.kernel[1] * g.kernel[2];
+  const int64_t rows = out_group * taps;  // rows of the column buffer
+  const bool has_bias = HasInput(context, 2);
+  const size_t workspace = static_cast<size_t>(rows * in_size) * sizeof(float);
+  return MakeKernel(
+      context, {Desc(DataType::kFloat32, y)},
+      [=](const KernelArgs& args) -> absl::Status {
+        const float* xp = static_cast<const float*>(args.inputs[0]);
+        const float* wp = static_cast<const float*>(args.inputs[1]);
+        const float* bias = has_bias ? static_cast<const float*>(args.inputs[2]) : nullptr;
+        float* yp = static_cast<float*>(args.outputs[0]);
+        float* cols = static_cast<float*>(args.workspace);
+        for (int64_t n = 0; n < batch; ++n) {
+          for (int64_t gi = 0; gi < group; ++gi) {
+            // cols[rows, in_size] = W_g^T [rows, in_group] * X_g [in_group, in_size]
+            const float* wg = wp + gi * in_group * rows;
+            const float* xg = xp + (n * group + gi) * in_group * in_size;
+            RETURN_IF_ERROR(
+                Sgemm(true, rows, in_size, in_group, wg, rows, xg, in_size, cols, in_size));
+            for (int64_t m = 0; m < out_group; ++m) {
+              const int64_t channel = gi * out_group + m;
+              float* out = yp + (n * group * out_group + channel) * out_size;
+              std::fill(out, out + out_size, bias != nullptr ? bias[channel] : 0.0f);
+              for (int64_t t = 0; t < taps; ++t) {
+                const int64_t kd = t / (g.kernel[1] * g.kernel[2]);
+                const int64_t kh = (t / g.kernel[2]) % g.kernel[1];
+                const int64_t kw = t % g.kernel[2];
+                const float* col = cols + (m * taps + t) * in_size;
+                for (int64_t id = 0; id < g.input[0]; ++id) {
+                  const int64_t od = id * g.strides[0] - g.pads_begin[0] + kd * g.dilations[0];
+                  if (od < 0 || od >= g.output[0]) continue;
+                  for (int64_t ih = 0; ih < g.input[1]; ++ih) {
+                    const int64_t oh = ih * g.strides[1] - g.pads_begin[1] + kh * g.dilations[1];
+                    if (oh < 0 || oh >= g.output[1]) continue;
+                    const float* src = col + (id * g.input[1] + ih) * g.input[2];
+                    float* dst = out + (od * g.output[1] + oh) * g.output[2];
+                    for (int64_t iw = 0; iw < g.input[2]; ++iw) {
+                      const int64_t ow = iw * g.strides[2] - g.pads_begin[2] + kw * g.dilations[2];
+                      if (ow >= 0 && ow < g.output[2]) dst[ow] += src[iw];
+                    }
+                  }
+                }
+              }
+            }
+          }
+        }
+        return absl::OkStatus();
+      },
+      workspace);
+}
+
+}  // namespace
+
+absl::Status RegisterConvKernels(runtime::KernelRegistry* registry) {
+  RETURN_IF_ERROR(registry->Register("Conv", &PrepareConv));
+  RETURN_IF_ERROR(registry->Register("ConvTranspose", &PrepareConvTranspose));
+  return absl::OkStatus();
+}
+
+}  // namespace reprise::kernels::cpu

@@ -1,0 +1,41 @@
+// Registration functions of the CPU kernel families, one per source file; called only by
+// RegisterCpuKernels (kernels/cpu/cpu_kernels.cc).
+#ifndef REPRISE_KERNELS_CPU_FAMILIES_H_
+#define REPRISE_KERNELS_CPU_FAMILIES_H_
+
+#include "absl/status/status.h"
+#include "runtime/core/kernel.h"
+
+namespace reprise::kernels::cpu {
+
+/// unary.cc: activations, math functions, Identity, Not, Clip, Dropout.
+absl::Status RegisterUnaryKernels(runtime::KernelRegistry* registry);
+/// cast.cc: Cast.
+absl::Status RegisterCastKernels(runtime::KernelRegistry* registry);
+/// shape_ops.cc: Shape, Size, Reshape, Flatten, Squeeze, Unsqueeze, ConstantOfShape, Range.
+absl::Status RegisterShapeKernels(runtime::KernelRegistry* registry);
+/// layout.cc: Transpose, Concat, Split, Slice, Expand, Tile, Pad, Trilu, DepthToSpace,
+/// SpaceToDepth.
+absl::Status RegisterLayoutKernels(runtime::KernelRegistry* registry);
+/// gather.cc: Gather, GatherElements.
+absl::Status RegisterGatherKernels(runtime::KernelRegistry* registry);
+/// reduce.cc: Reduce*, ArgMax, ArgMin, CumSum.
+absl::Status RegisterReduceKernels(runtime::KernelRegistry* registry);
+/// topk.cc: TopK.
+absl::Status RegisterTopKKernels(runtime::KernelRegistry* registry);
+/// normalization.cc: Softmax, LogSoftmax, LayerNormalization, BatchNormalization.
+absl::Status RegisterNormalizationKernels(runtime::KernelRegistry* registry);
+/// gemm.cc: Gemm, MatMul.
+absl::Status RegisterGemmKernels(runtime::KernelRegistry* registry);
+/// einsum.cc: Einsum.
+absl::Status RegisterEinsumKernels(runtime::KernelRegistry* registry);
+/// conv.cc: Conv (oneDNN), ConvTranspose.
+absl::Status RegisterConvKernels(runtime::KernelRegistry* registry);
+/// pool.cc: MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool.
+absl::Status RegisterPoolKernels(runtime::KernelRegistry* registry);
+/// resize.cc: Resize.
+absl::Status RegisterResizeKernels(runtime::KernelRegistry* registry);
+
+}  // namespace reprise::kernels::cpu
+
+#endif  // REPRISE_KERNELS_CPU_FAMILIES_H_

@@ -1,0 +1,154 @@
+// Gemm and MatMul (float32) on oneDNN's row-major sgemm. MatMul broadcasts batch dims and
+// accepts 1-D operands; when B has no batch, all of A's batch is one GEMM.
+#include <cstring>
+#include <memory>
+
+#include "dnnl.h"
+#include "kernels/cpu/families.h"
+#include "kernels/cpu/kernel_util.h"
+#include "runtime/core/status_macros.h"
+
+namespace reprise::kernels::cpu {
+namespace {
+
+// Row-major C[M,N] = alpha * op(A) * op(B) + beta * C. A zero-sized product is handled here
+// (sgemm rejects it).
+absl::Status Sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                   const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+                   int64_t ldc) {
+  if (m == 0 || n == 0) return absl::OkStatus();
+  if (k == 0) {
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == 0 ? 0.0f : beta * c[i * ldc + j];
+    }
+    return absl::OkStatus();
+  }
+  const dnnl_status_t status = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, alpha,
+                                          a, lda, b, ldb, beta, c, ldc);
+  if (status != dnnl_success) {
+    return absl::InternalError(absl::StrCat("dnnl_sgemm failed (status ", static_cast<int>(status),
+                                            ") for m=", m, " n=", n, " k=", k));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareGemm(const PrepareContext& context) {
+  RETURN_IF_ERROR(ExpectInputCount(context, 2, 3));
+  for (size_t i = 0; i < context.inputs.size(); ++i) {
+    if (HasInput(context, i)) RETURN_IF_ERROR(ExpectType(context, i, {DataType::kFloat32}));
+  }
+  RETURN_IF_ERROR(ExpectRank(context, 0, 2));
+  RETURN_IF_ERROR(ExpectRank(context, 1, 2));
+  const Attributes& attrs = AttrsOf(context);
+  ASSIGN_OR_RETURN(int64_t trans_a, attrs.GetInt("transA", 0));
+  ASSIGN_OR_RETURN(int64_t trans_b, attrs.GetInt("transB", 0));
+  ASSIGN_OR_RETURN(float alpha, attrs.GetFloat("alpha", 1.0f));
+  ASSIGN_OR_RETURN(float beta, attrs.GetFloat("beta", 1.0f));
+  const Shape& a = context.inputs[0].shape;
+  const Shape& b = context.inputs[1].shape;
+  const int64_t m = trans_a ? a[1] : a[0];
+  const int64_t k = trans_a ? a[0] : a[1];
+  const int64_t kb = trans_b ? b[1] : b[0];
+  const int64_t n = trans_b ? b[0] : b[1];
+  if (k != kb) {
+    return InvalidArgument(context, "A ", runtime::ShapeToString(a), " (transA=", trans_a,
+                           ") and B ", runtime::ShapeToString(b), " (transB=", trans_b,
+                           ") do not multiply");
+  }
+  const Shape out = {m, n};
+  const bool has_c = HasInput(context, 2) && beta != 0.0f;
+  BroadcastPlan c_plan;
+  if (has_c) {
+    auto shape = BroadcastShapes(context.inputs[2].shape, out);
+    if (!shape.ok() || *shape != out) {
+      return InvalidArgument(context, "C ", runtime::ShapeToString(context.inputs[2].shape),
+                             " does not broadcast to ", runtime::ShapeToString(out));
+    }
+    c_plan = MakeBroadcastPlan(out, {context.inputs[2].shape});
+  }
+  return MakeKernel(context, {Desc(DataType::kFloat32, out)}, [=](const KernelArgs& args) {
+    float* y = static_cast<float*>(args.outputs[0]);
+    if (has_c) {
+      const float* c = static_cast<const float*>(args.inputs[2]);
+      const int64_t s = c_plan.strides[0].back();
+      ForEachRow(c_plan, [&](int64_t at, const int64_t* offs, int64_t len) {
+        for (int64_t i = 0; i < len; ++i) y[at + i] = c[offs[0] + i * s];
+      });
+    }
+    return Sgemm(trans_a != 0, trans_b != 0, m, n, k, alpha,
+                 static_cast<const float*>(args.inputs[0]), a[1],
+                 static_cast<const float*>(args.inputs[1]), b[1], has_c ? beta : 0.0f, y, n);
+  });
+}
+
+absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareMatMul(const PrepareContext& context) {
+  RETURN_IF_ERROR(ExpectInputCount(context, 2, 2));
+  RETURN_IF_ERROR(ExpectType(context, 0, {DataType::kFloat32}));
+  RETURN_IF_ERROR(ExpectType(context, 1, {DataType::kFloat32}));
+  Shape a = context.inputs[0].shape;
+  Shape b = context.inputs[1].shape;
+  if (a.empty() || b.empty()) {
+    return InvalidArgument(context, "operands ", runtime::ShapeToString(a), " and ",
+                           runtime::ShapeToString(b), " must have rank >= 1");
+  }
+  const bool a_vector = a.size() == 1;
+  const bool b_vector = b.size() == 1;
+  if (a_vector) a.insert(a.begin(), 1);
+  if (b_vector) b.push_back(1);
+  const int64_t m = a[a.size() - 2];
+  const int64_t k = a.back();
+  const int64_t n = b.back();
+  if (b[b.size() - 2] != k) {
+    return InvalidArgument(context, "operands ", runtime::ShapeToString(context.inputs[0].shape),
+                           " and ", runtime::ShapeToString(context.inputs[1].shape),
+                           " do not multiply");
+  }
+  const Shape a_batch(a.begin(), a.end() - 2);
+  const Shape b_batch(b.begin(), b.end() - 2);
+  auto batch = BroadcastShapes(a_batch, b_batch);
+  if (!batch.ok()) {
+    return InvalidArgument(context, "batch dims of ",
+                           runtime::ShapeToString(context.inputs[0].shape), " and ",
+                           runtime::ShapeToString(context.inputs[1].shape), " do not broadcast");
+  }
+  Shape out = *batch;
+  if (!a_vector) out.push_back(m);
+  if (!b_vector) out.push_back(n);
+  const bool b_single = runtime::NumElements(b_batch) == 1;
+  const bool a_full = a_batch.size() == batch->size() && a_batch == *batch;
+  if (b_single && a_full) {
+    // One GEMM: A's batch folds into its rows.
+    const int64_t rows = runtime::NumElements(*batch) * m;
+    return MakeKernel(context, {Desc(DataType::kFloat32, out)}, [=](const KernelArgs& args) {
+      return Sgemm(false, false, rows, n, k, 1.0f, static_cast<const float*>(args.inputs[0]), k,
+                   static_cast<const float*>(args.inputs[1]), n, 0.0f,
+                   static_cast<float*>(args.outputs[0]), n);
+    });
+  }
+  const BroadcastPlan plan = MakeBroadcastPlan(*batch, {a_batch, b_batch});
+  return MakeKernel(context, {Desc(DataType::kFloat32, out)}, [=](const KernelArgs& args) {
+    const float* pa = static_cast<const float*>(args.inputs[0]);
+    const float* pb = static_cast<const float*>(args.inputs[1]);
+    float* y = static_cast<float*>(args.outputs[0]);
+    const int64_t sa = plan.strides[0].back();
+    const int64_t sb = plan.strides[1].back();
+    absl::Status status;
+    ForEachRow(plan, [&](int64_t at, const int64_t* offs, int64_t len) {
+      for (int64_t i = 0; i < len && status.ok(); ++i) {
+        status = Sgemm(false, false, m, n, k, 1.0f, pa + (offs[0] + i * sa) * m * k, k,
+                       pb + (offs[1] + i * sb) * k * n, n, 0.0f, y + (at + i) * m * n, n);
+      }
+    });
+    return status;
+  });
+}
+
+}  // namespace
+
+absl::Status RegisterGemmKernels(runtime::KernelRegistry* registry) {
+  RETURN_IF_ERROR(registry->Register("Gemm", &PrepareGemm));
+  RETURN_IF_ERROR(registry->Register("MatMul", &PrepareMatMul));
+  return absl::OkStatus();
+}
+
+}  // namespace reprise::kernels::cpu

@@ -1,0 +1,190 @@
+#include "kernels/cpu/kernel_util.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_join.h"
+
+namespace reprise::kernels::cpu {
+
+absl::StatusOr<Shape> BroadcastShapes(const Shape& a, const Shape& b) {
+  const size_t rank = std::max(a.size(), b.size());
+  Shape out(rank, 1);
+  for (size_t i = 0; i < rank; ++i) {
+    int64_t da = i < a.size() ? a[a.size() - 1 - i] : 1;
+    int64_t db = i < b.size() ? b[b.size() - 1 - i] : 1;
+    if (da != db && da != 1 && db != 1) {
+      return absl::InvalidArgumentError(absl::StrCat("shapes ", runtime::ShapeToString(a), " and ",
+                                                     runtime::ShapeToString(b),
+                                                     " do not broadcast"));
+    }
+    out[rank - 1 - i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+const Attributes& AttrsOf(const PrepareContext& context) {
+  static const Attributes* const kEmpty = new Attributes();
+  return context.attributes != nullptr ? *context.attributes : *kEmpty;
+}
+
+std::string NodeLabel(const PrepareContext& context) {
+  if (context.name.empty()) return std::string(context.op);
+  return absl::StrCat(context.op, " \"", context.name, "\"");
+}
+
+absl::Status ExpectInputCount(const PrepareContext& context, size_t min, size_t max) {
+  const size_t n = context.inputs.size();
+  if (n < min || n > max) {
+    if (min == max) return InvalidArgument(context, "expected ", min, " inputs, got ", n);
+    return InvalidArgument(context, "expected ", min, " to ", max, " inputs, got ", n);
+  }
+  for (size_t i = 0; i < min; ++i) {
+    if (!context.inputs[i].present) {
+      return InvalidArgument(context, "required input ", i, " is missing");
+    }
+  }
+  return absl::OkStatus();
+}
+
+bool HasInput(const PrepareContext& context, size_t index) {
+  return index < context.inputs.size() && context.inputs[index].present;
+}
+
+std::string TypeList(std::initializer_list<DataType> types) {
+  std::vector<std::string> names;
+  for (DataType t : types) names.emplace_back(runtime::DataTypeName(t));
+  return absl::StrJoin(names, ", ");
+}
+
+absl::Status ExpectType(const PrepareContext& context, size_t index,
+                        std::initializer_list<DataType> types) {
+  const DataType dtype = context.inputs[index].dtype;
+  if (std::find(types.begin(), types.end(), dtype) != types.end()) return absl::OkStatus();
+  return Unimplemented(context, "input ", index, " has element type ", runtime::DataTypeName(dtype),
+                       "; supported: ", TypeList(types));
+}
+
+absl::Status ExpectRank(const PrepareContext& context, size_t index, size_t rank) {
+  const Shape& shape = context.inputs[index].shape;
+  if (shape.size() == rank) return absl::OkStatus();
+  return InvalidArgument(context, "input ", index, " has shape ", runtime::ShapeToString(shape),
+                         ", expected rank ", rank);
+}
+
+absl::StatusOr<int64_t> NormalizeAxis(const PrepareContext& context, int64_t axis, int64_t rank) {
+  if (axis < -rank || axis >= rank) {
+    return InvalidArgument(context, "axis ", axis, " is out of range for rank ", rank);
+  }
+  return axis < 0 ? axis + rank : axis;
+}
+
+absl::StatusOr<std::vector<int64_t>> ReadInts(const PrepareContext& context, size_t index,
+                                              absl::string_view what) {
+  if (!HasInput(context, index)) {
+    return InvalidArgument(context, "input ", index, " (", what, ") is missing");
+  }
+  const TensorDesc& desc = context.inputs[index];
+  const int64_t n = runtime::NumElements(desc.shape);
+  if (desc.data == nullptr && n > 0) {
+    return Unimplemented(context, "input ", index, " (", what,
+                         ") must be known at plan time (a constant or initializer)");
+  }
+  if (n == 0) return std::vector<int64_t>{};
+  std::vector<int64_t> values(static_cast<size_t>(n));
+  if (desc.dtype == DataType::kInt64) {
+    std::memcpy(values.data(), desc.data, static_cast<size_t>(n) * sizeof(int64_t));
+  } else if (desc.dtype == DataType::kInt32) {
+    const auto* p = static_cast<const int32_t*>(desc.data);
+    for (int64_t i = 0; i < n; ++i) values[i] = p[i];
+  } else {
+    return InvalidArgument(context, "input ", index, " (", what, ") has element type ",
+                           runtime::DataTypeName(desc.dtype), ", expected int64 or int32");
+  }
+  return values;
+}
+
+double ElementAsDouble(DataType dtype, const void* data, int64_t index) {
+  double value = 0;
+  DispatchAnyType(dtype, [&]<typename T>() {
+    value = static_cast<double>(static_cast<const T*>(data)[index]);
+  });
+  return value;
+}
+
+absl::StatusOr<double> ReadScalar(const PrepareContext& context, size_t index,
+                                  absl::string_view what) {
+  if (!HasInput(context, index)) {
+    return InvalidArgument(context, "input ", index, " (", what, ") is missing");
+  }
+  const TensorDesc& desc = context.inputs[index];
+  if (desc.data == nullptr) {
+    return Unimplemented(context, "input ", index, " (", what,
+                         ") must be known at plan time (a constant or initializer)");
+  }
+  if (runtime::NumElements(desc.shape) < 1) {
+    return InvalidArgument(context, "input ", index, " (", what, ") is empty");
+  }
+  bool known = DispatchAnyType(desc.dtype, []<typename T>() {});
+  if (!known) {
+    return Unimplemented(context, "input ", index, " (", what, ") has element type ",
+                         runtime::DataTypeName(desc.dtype));
+  }
+  return ElementAsDouble(desc.dtype, desc.data, 0);
+}
+
+std::vector<int64_t> ContiguousStrides(const Shape& shape) {
+  std::vector<int64_t> strides(shape.size(), 1);
+  for (size_t i = shape.size(); i-- > 1;) strides[i - 1] = strides[i] * shape[i];
+  return strides;
+}
+
+BroadcastPlan MakeBroadcastPlan(const Shape& out, const std::vector<Shape>& inputs) {
+  const size_t rank = out.size();
+  const size_t n = inputs.size();
+  // Full-rank strides per operand (0 where it broadcasts).
+  std::vector<std::vector<int64_t>> full(n, std::vector<int64_t>(rank, 0));
+  for (size_t k = 0; k < n; ++k) {
+    const Shape& shape = inputs[k];
+    int64_t stride = 1;
+    for (size_t i = 0; i < shape.size(); ++i) {
+      const size_t in_axis = shape.size() - 1 - i;
+      const size_t out_axis = rank - 1 - i;
+      full[k][out_axis] = shape[in_axis] == 1 ? 0 : stride;
+      stride *= shape[in_axis];
+    }
+  }
+  return MakeStridedPlan(out, std::move(full));
+}
+
+BroadcastPlan MakeStridedPlan(const Shape& out, std::vector<std::vector<int64_t>> full) {
+  const size_t rank = out.size();
+  const size_t n = full.size();
+  BroadcastPlan plan;
+  plan.count = runtime::NumElements(out);
+  plan.strides.assign(n, {});
+  for (size_t axis = 0; axis < rank; ++axis) {
+    if (out[axis] == 1) continue;  // size-1 axes never move an offset
+    if (!plan.dims.empty()) {
+      // Merge into the previous kept axis when every operand is contiguous across both.
+      bool merge = true;
+      for (size_t k = 0; k < n && merge; ++k) {
+        merge = plan.strides[k].back() == full[k][axis] * out[axis];
+      }
+      if (merge) {
+        plan.dims.back() *= out[axis];
+        for (size_t k = 0; k < n; ++k) plan.strides[k].back() = full[k][axis];
+        continue;
+      }
+    }
+    plan.dims.push_back(out[axis]);
+    for (size_t k = 0; k < n; ++k) plan.strides[k].push_back(full[k][axis]);
+  }
+  if (plan.dims.empty()) {
+    plan.dims.push_back(1);
+    for (size_t k = 0; k < n; ++k) plan.strides[k].push_back(0);
+  }
+  return plan;
+}
+
+}  // namespace reprise::kernels::cpu

@@ -1,0 +1,263 @@
+// Helpers shared by the CPU kernels: error messages that name the node, attribute and plan-time
+// value access, axis normalisation, typed dispatch and broadcast iteration.
+#ifndef REPRISE_KERNELS_CPU_KERNEL_UTIL_H_
+#define REPRISE_KERNELS_CPU_KERNEL_UTIL_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/inlined_vector.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "kernels/cpu/function_kernel.h"
+#include "runtime/core/kernel.h"
+
+namespace reprise::kernels::cpu {
+
+using runtime::Attributes;
+using runtime::DataType;
+using runtime::KernelArgs;
+using runtime::PrepareContext;
+using runtime::PreparedKernel;
+using runtime::Shape;
+using runtime::TensorDesc;
+
+/// Output shape of numpy-style broadcasting of `a` and `b`; error naming both when they do not
+/// broadcast.
+absl::StatusOr<Shape> BroadcastShapes(const Shape& a, const Shape& b);
+
+/// The node's attributes; an empty set when the context carries none.
+const Attributes& AttrsOf(const PrepareContext& context);
+
+/// `Conv "conv1"` (or just `Conv` for an unnamed node): the prefix of every kernel error.
+std::string NodeLabel(const PrepareContext& context);
+
+/// INVALID_ARGUMENT "<node>: <pieces...>".
+template <typename... Args>
+absl::Status InvalidArgument(const PrepareContext& context, const Args&... pieces) {
+  return absl::InvalidArgumentError(absl::StrCat(NodeLabel(context), ": ", pieces...));
+}
+
+/// UNIMPLEMENTED "<node>: <pieces...>".
+template <typename... Args>
+absl::Status Unimplemented(const PrepareContext& context, const Args&... pieces) {
+  return absl::UnimplementedError(absl::StrCat(NodeLabel(context), ": ", pieces...));
+}
+
+/// Error unless the node has between `min` and `max` inputs (absent optional ones included).
+absl::Status ExpectInputCount(const PrepareContext& context, size_t min, size_t max);
+
+/// True when input `index` exists and is present.
+bool HasInput(const PrepareContext& context, size_t index);
+
+/// Error unless input `index` has one of `types`.
+absl::Status ExpectType(const PrepareContext& context, size_t index,
+                        std::initializer_list<DataType> types);
+
+/// Error unless input `index` has exactly `rank` dimensions.
+absl::Status ExpectRank(const PrepareContext& context, size_t index, size_t rank);
+
+/// Maps `axis` in [-rank, rank) to [0, rank); error naming the op and the values otherwise.
+absl::StatusOr<int64_t> NormalizeAxis(const PrepareContext& context, int64_t axis, int64_t rank);
+
+/// The integer values (int32 or int64) of input `index`, which must be known at plan time;
+/// `what` names the input in errors (e.g. "shape").
+absl::StatusOr<std::vector<int64_t>> ReadInts(const PrepareContext& context, size_t index,
+                                              absl::string_view what);
+
+/// The first value of input `index` (any numeric type) as a double; must be known at plan time.
+absl::StatusOr<double> ReadScalar(const PrepareContext& context, size_t index,
+                                  absl::string_view what);
+
+/// The value at `index` of a numeric buffer of type `dtype`, as a double.
+double ElementAsDouble(DataType dtype, const void* data, int64_t index);
+
+/// Row-major strides of `shape`.
+std::vector<int64_t> ContiguousStrides(const Shape& shape);
+
+/// "int64, int32" style list for messages.
+std::string TypeList(std::initializer_list<DataType> types);
+
+/// Calls `fn.template operator()<T>()` with the C++ type of `dtype` among the numeric types
+/// float32, float64, int8, uint8, int16, uint16, int32, uint32, int64, uint64 and bool. Returns
+/// false when the type is not one of them.
+template <typename F>
+bool DispatchAnyType(DataType dtype, F&& fn) {
+  switch (dtype) {
+    case DataType::kFloat32:
+      fn.template operator()<float>();
+      return true;
+    case DataType::kFloat64:
+      fn.template operator()<double>();
+      return true;
+    case DataType::kInt8:
+      fn.template operator()<int8_t>();
+      return true;
+    case DataType::kUInt8:
+      fn.template operator()<uint8_t>();
+      return true;
+    case DataType::kInt16:
+      fn.template operator()<int16_t>();
+      return true;
+    case DataType::kUInt16:
+      fn.template operator()<uint16_t>();
+      return true;
+    case DataType::kInt32:
+      fn.template operator()<int32_t>();
+      return true;
+    case DataType::kUInt32:
+      fn.template operator()<uint32_t>();
+      return true;
+    case DataType::kInt64:
+      fn.template operator()<int64_t>();
+      return true;
+    case DataType::kUInt64:
+      fn.template operator()<uint64_t>();
+      return true;
+    case DataType::kBool:
+      fn.template operator()<bool>();
+      return true;
+    default:
+      return false;
+  }
+}
+
+/// Like DispatchAnyType, without bool (the types arithmetic is defined on).
+template <typename F>
+bool DispatchNumeric(DataType dtype, F&& fn) {
+  switch (dtype) {
+    case DataType::kFloat32:
+      fn.template operator()<float>();
+      return true;
+    case DataType::kFloat64:
+      fn.template operator()<double>();
+      return true;
+    case DataType::kInt8:
+      fn.template operator()<int8_t>();
+      return true;
+    case DataType::kUInt8:
+      fn.template operator()<uint8_t>();
+      return true;
+    case DataType::kInt16:
+      fn.template operator()<int16_t>();
+      return true;
+    case DataType::kUInt16:
+      fn.template operator()<uint16_t>();
+      return true;
+    case DataType::kInt32:
+      fn.template operator()<int32_t>();
+      return true;
+    case DataType::kUInt32:
+      fn.template operator()<uint32_t>();
+      return true;
+    case DataType::kInt64:
+      fn.template operator()<int64_t>();
+      return true;
+    case DataType::kUInt64:
+      fn.template operator()<uint64_t>();
+      return true;
+    default:
+      return false;
+  }
+}
+
+/// Like DispatchAnyType, for float32, float64, int32 and int64 only.
+template <typename F>
+bool DispatchArithmetic(DataType dtype, F&& fn) {
+  switch (dtype) {
+    case DataType::kFloat32:
+      fn.template operator()<float>();
+      return true;
+    case DataType::kFloat64:
+      fn.template operator()<double>();
+      return true;
+    case DataType::kInt32:
+      fn.template operator()<int32_t>();
+      return true;
+    case DataType::kInt64:
+      fn.template operator()<int64_t>();
+      return true;
+    default:
+      return false;
+  }
+}
+
+/// Calls `fn.template operator()<U>()` with an unsigned integer type of `element_size` bytes
+/// (1, 2, 4 or 8), for kernels that only move elements. False for other sizes.
+template <typename F>
+bool DispatchBySize(size_t element_size, F&& fn) {
+  switch (element_size) {
+    case 1:
+      fn.template operator()<uint8_t>();
+      return true;
+    case 2:
+      fn.template operator()<uint16_t>();
+      return true;
+    case 4:
+      fn.template operator()<uint32_t>();
+      return true;
+    case 8:
+      fn.template operator()<uint64_t>();
+      return true;
+    default:
+      return false;
+  }
+}
+
+/// Broadcast iteration over an output shape: axes are coalesced where every operand is
+/// contiguous across them, and the innermost axis is handed out as rows.
+struct BroadcastPlan {
+  std::vector<int64_t> dims;                  // coalesced output dims (at least one)
+  std::vector<std::vector<int64_t>> strides;  // per operand, per coalesced dim (0 = broadcast)
+  int64_t count = 0;                          // output elements
+};
+
+/// Plan for broadcasting `inputs` (each broadcastable to `out`) into `out`.
+BroadcastPlan MakeBroadcastPlan(const Shape& out, const std::vector<Shape>& inputs);
+
+/// Plan over `out` for operands with the given per-axis element strides (any sign, 0 for
+/// broadcast), coalescing axes where every operand is contiguous across them.
+BroadcastPlan MakeStridedPlan(const Shape& out, std::vector<std::vector<int64_t>> strides);
+
+/// Calls `row(out_offset, in_offsets, length)` once per innermost row; `in_offsets[k]` is the
+/// element offset of operand k at the row's start; along the row operand k advances by
+/// `plan.strides[k].back()` (0 or 1 after coalescing, or a larger stride). Operands: at most 4.
+template <typename Row>
+void ForEachRow(const BroadcastPlan& plan, Row&& row) {
+  if (plan.count == 0) return;
+  const size_t rank = plan.dims.size();
+  const size_t n = plan.strides.size();
+  const int64_t length = plan.dims[rank - 1];
+  absl::InlinedVector<int64_t, 8> index(rank, 0);
+  int64_t offsets[4] = {0, 0, 0, 0};
+  for (int64_t out = 0; out < plan.count; out += length) {
+    row(out, static_cast<const int64_t*>(offsets), length);
+    // Advance the multi-index over the outer axes, innermost first.
+    for (size_t axis = rank - 1; axis-- > 0;) {
+      ++index[axis];
+      for (size_t k = 0; k < n; ++k) offsets[k] += plan.strides[k][axis];
+      if (index[axis] < plan.dims[axis]) break;
+      for (size_t k = 0; k < n; ++k) offsets[k] -= plan.strides[k][axis] * plan.dims[axis];
+      index[axis] = 0;
+    }
+  }
+}
+
+/// Output descriptor of type `dtype` and shape `shape`.
+inline TensorDesc Desc(DataType dtype, Shape shape) {
+  TensorDesc desc;
+  desc.dtype = dtype;
+  desc.shape = std::move(shape);
+  return desc;
+}
+
+}  // namespace reprise::kernels::cpu
+
+#endif  // REPRISE_KERNELS_CPU_KERNEL_UTIL_H_

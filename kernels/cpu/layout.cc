@@ -1,0 +1,483 @@
+// Ops that move elements without arithmetic: Transpose, Slice, Expand, Tile, DepthToSpace,
+// SpaceToDepth (strided copies), Concat, Split, Pad, Trilu. All work on any element type by element
+// size.
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <numeric>
+#include <string>
+
+#include "kernels/cpu/families.h"
+#include "kernels/cpu/kernel_util.h"
+#include "runtime/core/status_macros.h"
+
+namespace reprise::kernels::cpu {
+namespace {
+
+// A kernel copying input 0, read from `offset` with `in_strides` over the index space `view`,
+// into output 0 of shape `out` (the same elements as `view`).
+absl::StatusOr<std::unique_ptr<PreparedKernel>> StridedCopy(const PrepareContext& context,
+                                                            Shape out, const Shape& view,
+                                                            std::vector<int64_t> in_strides,
+                                                            int64_t offset) {
+  const DataType dtype = context.inputs[0].dtype;
+  BroadcastPlan plan = MakeStridedPlan(view, {std::move(in_strides)});
+  FunctionKernel::RunFn run;
+  const bool ok = DispatchBySize(runtime::DataTypeSize(dtype), [&]<typename T>() {
+    run = [plan, offset](const KernelArgs& args) {
+      const T* in = static_cast<const T*>(args.inputs[0]) + offset;
+      T* o = static_cast<T*>(args.outputs[0]);
+      const int64_t s = plan.strides[0].back();
+      ForEachRow(plan, [&](int64_t out_at, const int64_t* offs, int64_t n) {
+        const T* p = in + offs[0];
+        if (s == 1) {
+          std::memcpy(o + out_at, p, static_cast<size_t>(n) * sizeof(T));
+        } else {
+          for (int64_t i = 0; i < n; ++i) o[out_at + i] = p[i * s];
+        }
+      });
+      return absl::OkStatus();
+    };
+  });
+  if (!ok) {
+    return Unimplemented(context, "element type ", runtime::DataTypeName(dtype),
+                         " is not supported");
+  }
+  return MakeKernel(context, {Desc(dtype, std::move(out))}, std::move(run));
+}
+
+absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareTranspose(const PrepareContext& context) {
+  RETURN_IF_ERROR(ExpectInputCount(context, 1, 1));
+  const Shape& in = context.inputs[0].shape;
+  const int64_t rank = static_cast<int64_t>(in.size());
+  std::vector<int64_t> perm(rank);
+  std::iota(perm.rbegin(), perm.rend(), 0);  // default: reverse the axes
+  ASSIGN_OR_RETURN(perm, AttrsOf(context).GetInts("perm", perm));
+  if (static_cast<int64_t>(perm.size()) != rank) {
+    return InvalidArgument(context, "perm ", runtime::ShapeToString(perm),
+                           " does not match input shape ", runtime::ShapeToString(in));
+  }
+  std::vector<bool> seen(rank, false);
+  const std::vector<int64_t> strides = ContiguousStrides(in);
+  Shape out(rank);
+  std::vector<int64_t> in_strides(rank);
+  for (int64_t i = 0; i < rank; ++i) {
+    const int64_t p = perm[i] < 0 ? perm[i] + rank : perm[i];
+    if (p < 0 || p >= rank || seen[p]) {
+      return InvalidArgument(context, "perm ", runtime::ShapeToString(perm),
+                             " is not a permutation of rank ", rank);
+    }
+    seen[p] = true;
+    out[i] = in[p];
+    in_strides[i] = strides[p];
+  }
+  return StridedCopy(context, out, out, std::move(in_strides), 0);
+}
+
+absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareSlice(const PrepareContext& context) {
+  std::vector<int64_t> starts, ends, axes, steps;
+  const Attributes& attrs = AttrsOf(context);
+  if (context.opset < 10) {
+    RETURN_IF_ERROR(ExpectInputCount(context, 1, 1));
+    ASSIGN_OR_RETURN(starts, attrs.GetInts("starts", {}));
+    ASSIGN_OR_RETURN(ends, attrs.GetInts("ends", {}));
+    ASSIGN_OR_RETURN(axes, attrs.GetInts("axes", {}));
+  } else {
+    RETURN_IF_ERROR(ExpectInputCount(context, 3, 5));
+    ASSIGN_OR_RETURN(starts, ReadInts(context, 1, "starts"));
+    ASSIGN_OR_RETURN(ends, ReadInts(context, 2, "ends"));
+    if (HasInput(context, 3)) {
+      ASSIGN_OR_RETURN(axes, ReadInts(context, 3, "axes"));
+    }
+    if (HasInput(context, 4)) {
+      ASSIGN_OR_RETURN(steps, ReadInts(context, 4, "steps"));
+    }
+  }
+  const Shape& in = context.inputs[0].shape;
+  const int64_t rank = static_cast<int64_t>(in.size());
+  if (axes.empty()) {
+    axes.resize(starts.size());
+    std::iota(axes.begin(), axes.end(), 0);
+  }
+  if (steps.empty()) steps.assign(starts.size(), 1);
+  if (ends.size() != starts.size() || axes.size() != starts.size() ||
+      steps.size() != starts.size()) {
+    return InvalidArgument(context, "starts ", runtime::ShapeToString(starts), ", ends ",
+                           runtime::ShapeToString(ends), ", axes ", runtime::ShapeToString(axes),
+                           " and steps ", runtime::ShapeToString(steps), " differ in length");
+  }
+  const std::vector<int64_t> strides = ContiguousStrides(in);
+  Shape out = in;
+  std::vector<int64_t> in_strides = strides;
+  std::vector<bool> seen(rank, false);
+  int64_t offset = 0;
+  for (size_t i = 0; i < starts.size(); ++i) {
+    ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(context, axes[i], rank));
+    if (seen[axis]) return InvalidArgument(context, "axis ", axes[i], " is repeated");
+    seen[axis] = true;
+    const int64_t dim = in[axis];
+    const int64_t step = steps[i];
+    if (step == 0) return InvalidArgument(context, "step 0 on axis ", axes[i]);
+    int64_t start = starts[i] < 0 ? starts[i] + dim : starts[i];
+    int64_t end = ends[i] < 0 ? ends[i] + dim : ends[i];
+    int64_t count;
+    if (step > 0) {
+      start = std::clamp<int64_t>(start, 0, dim);
+      end = std::clamp<int64_t>(end, 0, dim);
+      count = end > start ? (end - start + step - 1) / step : 0;
+    } else {
+      start = std::clamp<int64_t>(start, 0, dim - 1);
+      end = std::clamp<int64_t>(end, -1, dim - 1);
+      count = start > end ? (start - end + (-step) - 1) / (-step) : 0;
+    }
+    out[axis] = count;
+    in_strides[axis] = strides[axis] * step;
+    if (count > 0) offset += start * strides[axis];
+  }
+  return StridedCopy(context, out, out, std::move(in_strides), offset);
+}
+
+absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareExpand(const PrepareContext& context) {
+  RETURN_IF_ERROR(ExpectInputCount(context, 2, 2));
+  ASSIGN_OR_RETURN(std::vector<int64_t> shape, ReadInts(context, 1, "shape"));
+  const Shape& in = context.inputs[0].shape;
+  auto out = BroadcastShapes(in, shape);
+  if (!out.ok()) return InvalidArgument(context, out.status().message());
+  std::vector<int64_t> in_strides(out->size(), 0);
+  const std::vector<int64_t> strides = ContiguousStrides(in);
+  for (size_t i = 0; i < in.size(); ++i) {
+    const size_t o = out->size() - in.size() + i;
+    in_strides[o] = in[i] == 1 ? 0 : strides[i];
+  }
+  return StridedCopy(context, *out, *out, std::move(in_strides), 0);
+}
+
+absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareTile(const PrepareContext& context) {
+  RETURN_IF_ERROR(ExpectInputCount(context, 2, 2));
+  ASSIGN_OR_RETURN(std::vector<int64_t> repeats, ReadInts(context, 1, "repeats"));
+  const Shape& in = context.inputs[0].shape;
+  if (repeats.size() != in.size()) {
+    return InvalidArgument(context, "repeats ", runtime::ShapeToString(repeats),
+                           " do not match input shape ", runtime::ShapeToString(in));
+  }
+  // The output [r0*d0, r1*d1, ...] seen as [r0, d0, r1, d1, ...] is a strided read of the
+  // input with stride 0 on the repeat axes.
+  const std::vector<int64_t> strides = ContiguousStrides(in);
+  Shape view, out;
+  std::vector<int64_t> in_strides;
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (repeats[i] < 0) {
+      return InvalidArgument(context, "repeats ", runtime::ShapeToString(repeats),
+                             " has a negative value");
+    }
+    view.push_back(repeats[i]);
+    view.push_back(in[i]);
+    in_strides.push_back(0);
+    in_strides.push_back(strides[i]);
+    out.push_back(repeats[i] * in[i]);
+  }
+  return StridedCopy(context, std::move(out), view, std::move(in_strides), 0);
+}
+
+absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareConcat(const PrepareContext& context) {
+  if (context.inputs.empty()) return InvalidArgument(context, "expected at least 1 input");
+  const TensorDesc& first = context.inputs[0];
+  const int64_t rank = static_cast<int64_t>(first.shape.size());
+  ASSIGN_OR_RETURN(int64_t axis_attr, AttrsOf(context).GetInt("axis", 0));
+  ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(context, axis_attr, rank));
+  Shape out = first.shape;
+  out[axis] = 0;
+  for (size_t k = 0; k < context.inputs.size(); ++k) {
+    const TensorDesc& in = context.inputs[k];
+    bool ok = in.dtype == first.dtype && in.shape.size() == first.shape.size();
+    for (int64_t i = 0; ok && i < rank; ++i) ok = i == axis || in.shape[i] == first.shape[i];
+    if (!ok) {
+      return InvalidArgument(context, "input ", k, " ", runtime::DataTypeName(in.dtype),
+                             runtime::ShapeToString(in.shape), " does not match input 0 ",
+                             runtime::DataTypeName(first.dtype),
+                             runtime::ShapeToString(first.shape), " off axis ", axis);
+    }
+    out[axis] += in.shape[axis];
+  }
+  const size_t esize = runtime::DataTypeSize(first.dtype);
+  int64_t outer = 1;
+  for (int64_t i = 0; i < axis; ++i) outer *= out[i];
+  int64_t inner = esize;
+  for (int64_t i = axis + 1; i < rank; ++i) inner *= out[i];
+  std::vector<int64_t> chunk;  // bytes per outer index, per input
+  for (const TensorDesc& in : context.inputs) chunk.push_back(in.shape[axis] * inner);
+  const int64_t row = out[axis] * inner;
+  return MakeKernel(context, {Desc(first.dtype, out)}, [chunk, outer, row](const KernelArgs& args) {
+    uint8_t* o = static_cast<uint8_t*>(args.outputs[0]);
+    int64_t at = 0;
+    for (size_t k = 0; k < chunk.size(); ++k) {
+      const uint8_t* in = static_cast<const uint8_t*>(args.inputs[k]);
+      const size_t bytes = static_cast<size_t>(chunk[k]);
+      if (bytes > 0) {
+        for (int64_t j = 0; j < outer; ++j) std::memcpy(o + j * row + at, in + j * bytes, bytes);
+      }
+      at += chunk[k];
+    }
+    return absl::OkStatus();
+  });
+}
+
+absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareSplit(const PrepareContext& context) {
+  RETURN_IF_ERROR(ExpectInputCount(context, 1, 2));
+  const TensorDesc& in = context.inputs[0];
+  const int64_t rank = static_cast<int64_t>(in.shape.size());
+  ASSIGN_OR_RETURN(int64_t axis_attr, AttrsOf(context).GetInt("axis", 0));
+  ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(context, axis_attr, rank));
+  std::vector<int64_t> split;
+  if (HasInput(context, 1)) {
+    ASSIGN_OR_RETURN(split, ReadInts(context, 1, "split"));
+  } else if (AttrsOf(context).Has("split")) {
+    ASSIGN_OR_RETURN(split, AttrsOf(context).GetInts("split", {}));
+  } else {
+    const int64_t parts = context.num_outputs;
+    if (parts < 1) return InvalidArgument(context, "no outputs");
+    const int64_t each = (in.shape[axis] + parts - 1) / parts;  // opset 18 rule when uneven
+    for (int64_t i = 0, left = in.shape[axis]; i < parts; ++i, left -= each) {
+      split.push_back(std::clamp<int64_t>(left, 0, each));
+    }
+  }
+  int64_t total = 0;
+  for (int64_t s : split) total += s < 0 ? -1'000'000'000'000 : s;
+  if (static_cast<int>(split.size()) != context.num_outputs || total != in.shape[axis]) {
+    return InvalidArgument(context, "split ", runtime::ShapeToString(split), " into ",
+                           context.num_outputs, " outputs does not fit axis ", axis, " of ",
+                           runtime::ShapeToString(in.shape));
+  }
+  const size_t esize = runtime::DataTypeSize(in.dtype);
+  int64_t outer = 1;
+  for (int64_t i = 0; i < axis; ++i) outer *= in.shape[i];
+  int64_t inner = esize;
+  for (int64_t i = axis + 1; i < rank; ++i) inner *= in.shape[i];
+  std::vector<TensorDesc> outputs;
+  std::vector<int64_t> chunk;
+  for (int64_t s : split) {
+    Shape shape = in.shape;
+    shape[axis] = s;
+    outputs.push_back(Desc(in.dtype, shape));
+    chunk.push_back(s * inner);
+  }
+  const int64_t row = in.shape[axis] * inner;
+  return MakeKernel(context, std::move(outputs), [chunk, outer, row](const KernelArgs& args) {
+    const uint8_t* in_ptr = static_cast<const uint8_t*>(args.inputs[0]);
+    int64_t at = 0;
+    for (size_t k = 0; k < chunk.size(); ++k) {
+      uint8_t* o = static_cast<uint8_t*>(args.outputs[k]);
+      const size_t bytes = static_cast<size_t>(chunk[k]);
+      if (o != nullptr && bytes > 0) {
+        for (int64_t j = 0; j < outer; ++j)
+          std::memcpy(o + j * bytes, in_ptr + j * row + at, bytes);
+      }
+      at += chunk[k];
+    }
+    return absl::OkStatus();
+  });
+}
+
+enum class PadMode { kConstant, kReflect, kEdge };
+
+// Source index along one axis for output position `o` (-1: use the constant).
+int64_t PadSource(PadMode mode, int64_t o, int64_t begin, int64_t dim) {
+  int64_t i = o - begin;
+  if (i >= 0 && i < dim) return i;
+  if (mode == PadMode::kConstant || dim == 0) return -1;
+  if (mode == PadMode::kEdge || dim == 1) return i < 0 ? 0 : dim - 1;
+  const int64_t period = 2 * (dim - 1);
+  i %= period;
+  if (i < 0) i += period;
+  return i < dim ? i : period - i;
+}
+
+absl::StatusOr<std::unique_ptr<PreparedKernel>> PreparePad(const PrepareContext& context) {
+  const TensorDesc& in = context.inputs.empty() ? TensorDesc{} : context.inputs[0];
+  const Attributes& attrs = AttrsOf(context);
+  std::vector<int64_t> pads;
+  double value_attr = 0;
+  if (context.opset < 11) {
+    RETURN_IF_ERROR(ExpectInputCount(context, 1, 1));
+    ASSIGN_OR_RETURN(pads, attrs.GetInts("pads", {}));
+    ASSIGN_OR_RETURN(float v, attrs.GetFloat("value", 0.0f));
+    value_attr = v;
+  } else {
+    RETURN_IF_ERROR(ExpectInputCount(context, 2, 3));
+    ASSIGN_OR_RETURN(pads, ReadInts(context, 1, "pads"));
+    if (HasInput(context, 2) && context.inputs[2].dtype != in.dtype) {
+      return InvalidArgument(context, "constant_value type ",
+                             runtime::DataTypeName(context.inputs[2].dtype), " differs from ",
+                             runtime::DataTypeName(in.dtype));
+    }
+  }
+  ASSIGN_OR_RETURN(std::string mode_name, attrs.GetString("mode", "constant"));
+  PadMode mode;
+  if (mode_name == "constant") {
+    mode = PadMode::kConstant;
+  } else if (mode_name == "reflect") {
+    mode = PadMode::kReflect;
+  } else if (mode_name == "edge") {
+    mode = PadMode::kEdge;
+  } else {
+    return Unimplemented(context, "mode \"", mode_name, "\" is not supported");
+  }
+  const size_t rank = in.shape.size();
+  if (pads.size() != 2 * rank) {
+    return InvalidArgument(context, "pads ", runtime::ShapeToString(pads), " do not match shape ",
+                           runtime::ShapeToString(in.shape));
+  }
+  Shape out(rank);
+  std::vector<std::vector<int64_t>> source(rank);  // per axis, per output index
+  for (size_t a = 0; a < rank; ++a) {
+    out[a] = in.shape[a] + pads[a] + pads[a + rank];
+    if (out[a] < 0) {
+      return InvalidArgument(context, "pads ", runtime::ShapeToString(pads), " crop shape ",
+                             runtime::ShapeToString(in.shape), " below zero");
+    }
+    if (mode == PadMode::kReflect && in.shape[a] == 0 && out[a] > 0) {
+      return InvalidArgument(context, "cannot reflect-pad an empty axis ", a);
+    }
+    for (int64_t o = 0; o < out[a]; ++o) {
+      source[a].push_back(PadSource(mode, o, pads[a], in.shape[a]));
+    }
+  }
+  const std::vector<int64_t> strides = ContiguousStrides(in.shape);
+  const int64_t count = runtime::NumElements(out);
+  const bool value_input = context.opset >= 11 && HasInput(context, 2);
+  FunctionKernel::RunFn run;
+  const bool ok = DispatchAnyType(in.dtype, [&]<typename T>() {
+    const T fixed = static_cast<T>(value_attr);
+    run = [source, strides, out, count, fixed, value_input](const KernelArgs& args) {
+      const T* x = static_cast<const T*>(args.inputs[0]);
+      T* y = static_cast<T*>(args.outputs[0]);
+      const T value = value_input ? *static_cast<const T*>(args.inputs[2]) : fixed;
+      const size_t r = out.size();
+      if (count == 0) return absl::OkStatus();
+      if (r == 0) {
+        y[0] = x[0];
+        return absl::OkStatus();
+      }
+      absl::InlinedVector<int64_t, 8> index(r, 0);
+      const std::vector<int64_t>& last = source[r - 1];
+      for (int64_t at = 0; at < count; at += out[r - 1]) {
+        // Offset of the row in the input, or -1 when an outer axis is in constant padding.
+        int64_t base = 0;
+        for (size_t a = 0; a + 1 < r && base >= 0; ++a) {
+          const int64_t s = source[a][index[a]];
+          base = s < 0 ? -1 : base + s * strides[a];
+        }
+        for (int64_t j = 0; j < out[r - 1]; ++j) {
+          y[at + j] = base < 0 || last[j] < 0 ? value : x[base + last[j]];
+        }
+        for (size_t a = r - 1; a-- > 0;) {
+          if (++index[a] < out[a]) break;
+          index[a] = 0;
+        }
+      }
+      return absl::OkStatus();
+    };
+  });
+  if (!ok) {
+    return Unimplemented(context, "element type ", runtime::DataTypeName(in.dtype),
+                         " is not supported");
+  }
+  return MakeKernel(context, {Desc(in.dtype, out)}, std::move(run));
+}
+
+absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareTrilu(const PrepareContext& context) {
+  RETURN_IF_ERROR(ExpectInputCount(context, 1, 2));
+  const TensorDesc& in = context.inputs[0];
+  if (in.shape.size() < 2) {
+    return InvalidArgument(context, "input shape ", runtime::ShapeToString(in.shape),
+                           " has rank below 2");
+  }
+  ASSIGN_OR_RETURN(int64_t upper, AttrsOf(context).GetInt("upper", 1));
+  const bool k_input = HasInput(context, 1);
+  const int64_t rows = in.shape[in.shape.size() - 2];
+  const int64_t cols = in.shape.back();
+  const int64_t mats = rows * cols == 0 ? 0 : runtime::NumElements(in.shape) / (rows * cols);
+  FunctionKernel::RunFn run;
+  const bool ok = DispatchBySize(runtime::DataTypeSize(in.dtype), [&]<typename T>() {
+    run = [=](const KernelArgs& args) {
+      const int64_t k = k_input ? *static_cast<const int64_t*>(args.inputs[1]) : 0;
+      const T* x = static_cast<const T*>(args.inputs[0]);
+      T* y = static_cast<T*>(args.outputs[0]);
+      for (int64_t m = 0; m < mats; ++m) {
+        for (int64_t i = 0; i < rows; ++i) {
+          const int64_t at = (m * rows + i) * cols;
+          for (int64_t j = 0; j < cols; ++j) {
+            const bool keep = upper != 0 ? j - i >= k : j - i <= k;
+            y[at + j] = keep ? x[at + j] : T{0};
+          }
+        }
+      }
+      return absl::OkStatus();
+    };
+  });
+  if (!ok) {
+    return Unimplemented(context, "element type ", runtime::DataTypeName(in.dtype),
+                         " is not supported");
+  }
+  if (k_input && context.inputs[1].dtype != DataType::kInt64) {
+    return InvalidArgument(context, "k must be int64, got ",
+                           runtime::DataTypeName(context.inputs[1].dtype));
+  }
+  return MakeKernel(context, {Desc(in.dtype, in.shape)}, std::move(run));
+}
+
+// DepthToSpace / SpaceToDepth: a reshape to 6-D, a transpose, a reshape back.
+template <bool kToSpace>
+absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareDepthSpace(const PrepareContext& context) {
+  RETURN_IF_ERROR(ExpectInputCount(context, 1, 1));
+  RETURN_IF_ERROR(ExpectRank(context, 0, 4));
+  const Shape& x = context.inputs[0].shape;
+  ASSIGN_OR_RETURN(int64_t b, AttrsOf(context).GetInt("blocksize", 0));
+  ASSIGN_OR_RETURN(std::string mode, AttrsOf(context).GetString("mode", "DCR"));
+  const int64_t n = x[0], c = x[1], hh = x[2], ww = x[3];
+  const bool ok = b > 0 && (kToSpace ? c % (b * b) == 0 : hh % b == 0 && ww % b == 0) &&
+                  (mode == "DCR" || mode == "CRD");
+  if (!ok) {
+    return InvalidArgument(context, "blocksize ", b, " and mode ", mode, " do not fit input ",
+                           runtime::ShapeToString(x));
+  }
+  Shape six, out;
+  std::vector<int64_t> perm;
+  if (kToSpace) {
+    const int64_t cb = c / (b * b);
+    six = mode == "DCR" ? Shape{n, b, b, cb, hh, ww} : Shape{n, cb, b, b, hh, ww};
+    perm = mode == "DCR" ? std::vector<int64_t>{0, 3, 4, 1, 5, 2}
+                         : std::vector<int64_t>{0, 1, 4, 2, 5, 3};
+    out = {n, cb, hh * b, ww * b};
+  } else {
+    six = {n, c, hh / b, b, ww / b, b};
+    perm = {0, 3, 5, 1, 2, 4};
+    out = {n, c * b * b, hh / b, ww / b};
+  }
+  const std::vector<int64_t> strides = ContiguousStrides(six);
+  Shape view;
+  std::vector<int64_t> in_strides;
+  for (int64_t p : perm) {
+    view.push_back(six[p]);
+    in_strides.push_back(strides[p]);
+  }
+  return StridedCopy(context, std::move(out), view, std::move(in_strides), 0);
+}
+
+}  // namespace
+
+absl::Status RegisterLayoutKernels(runtime::KernelRegistry* registry) {
+  RETURN_IF_ERROR(registry->Register("Transpose", &PrepareTranspose));
+  RETURN_IF_ERROR(registry->Register("Slice", &PrepareSlice));
+  RETURN_IF_ERROR(registry->Register("Expand", &PrepareExpand));
+  RETURN_IF_ERROR(registry->Register("Tile", &PrepareTile));
+  RETURN_IF_ERROR(registry->Register("Concat", &PrepareConcat));
+  RETURN_IF_ERROR(registry->Register("Split", &PrepareSplit));
+  RETURN_IF_ERROR(registry->Register("Pad", &PreparePad));
+  RETURN_IF_ERROR(registry->Register("Trilu", &PrepareTrilu));
+  RETURN_IF_ERROR(registry->Register("DepthToSpace", &PrepareDepthSpace<true>));
+  RETURN_IF_ERROR(registry->Register("SpaceToDepth", &PrepareDepthSpace<false>));
+  return absl::OkStatus();
+}
+
+}  // namespace reprise::kernels::cpu

@@ -1,0 +1,232 @@
+// Softmax and LogSoftmax (opset < 13: the input coerced to 2-D at `axis`; 13+: one axis),
+// LayerNormalization (opset 17, with the optional Mean and InvStdDev outputs),
+// BatchNormalization (inference) and InstanceNormalization. float32 only.
+#include <cmath>
+#include <memory>
+
+#include "kernels/cpu/families.h"
+#include "kernels/cpu/kernel_util.h"
+#include "runtime/core/status_macros.h"
+
+namespace reprise::kernels::cpu {
+namespace {
+
+template <bool kLog>
+absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareSoftmax(const PrepareContext& context) {
+  RETURN_IF_ERROR(ExpectInputCount(context, 1, 1));
+  RETURN_IF_ERROR(ExpectType(context, 0, {DataType::kFloat32}));
+  const Shape& shape = context.inputs[0].shape;
+  const int64_t rank = static_cast<int64_t>(shape.size());
+  const bool coerce = context.opset < 13;
+  ASSIGN_OR_RETURN(int64_t axis_attr, AttrsOf(context).GetInt("axis", coerce ? 1 : -1));
+  int64_t axis;
+  if (rank == 0) {
+    if (axis_attr != 0 && axis_attr != -1) {
+      return InvalidArgument(context, "axis ", axis_attr, " is out of range for a scalar");
+    }
+    axis = 0;
+  } else {
+    ASSIGN_OR_RETURN(axis, NormalizeAxis(context, axis_attr, rank));
+  }
+  int64_t outer = 1, dim = 1, inner = 1;
+  for (int64_t i = 0; i < rank; ++i) {
+    if (i < axis) {
+      outer *= shape[i];
+    } else if (i == axis || coerce) {
+      dim *= shape[i];
+    } else {
+      inner *= shape[i];
+    }
+  }
+  return MakeKernel(context, {Desc(DataType::kFloat32, shape)}, [=](const KernelArgs& args) {
+    const float* x = static_cast<const float*>(args.inputs[0]);
+    float* y = static_cast<float*>(args.outputs[0]);
+    for (int64_t o = 0; o < outer; ++o) {
+      for (int64_t i = 0; i < inner; ++i) {
+        const float* p = x + o * dim * inner + i;
+        float* q = y + o * dim * inner + i;
+        float max = -INFINITY;
+        for (int64_t k = 0; k < dim; ++k) max = std::max(max, p[k * inner]);
+        double sum = 0;
+        for (int64_t k = 0; k < dim; ++k) {
+          const float e = std::exp(p[k * inner] - max);
+          if (!kLog) q[k * inner] = e;
+          sum += e;
+        }
+        if (kLog) {
+          const float log_sum = static_cast<float>(std::log(sum));
+          for (int64_t k = 0; k < dim; ++k) q[k * inner] = p[k * inner] - max - log_sum;
+        } else {
+          const float scale = static_cast<float>(1.0 / sum);
+          for (int64_t k = 0; k < dim; ++k) q[k * inner] *= scale;
+        }
+      }
+    }
+    return absl::OkStatus();
+  });
+}
+
+absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareLayerNorm(const PrepareContext& context) {
+  RETURN_IF_ERROR(ExpectInputCount(context, 2, 3));
+  for (size_t i = 0; i < context.inputs.size(); ++i) {
+    if (HasInput(context, i)) RETURN_IF_ERROR(ExpectType(context, i, {DataType::kFloat32}));
+  }
+  const Shape& shape = context.inputs[0].shape;
+  const int64_t rank = static_cast<int64_t>(shape.size());
+  ASSIGN_OR_RETURN(int64_t axis_attr, AttrsOf(context).GetInt("axis", -1));
+  ASSIGN_OR_RETURN(float epsilon, AttrsOf(context).GetFloat("epsilon", 1e-5f));
+  ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(context, axis_attr, rank));
+  int64_t outer = 1, norm = 1;
+  Shape stat_shape;
+  for (int64_t i = 0; i < rank; ++i) {
+    if (i < axis) {
+      outer *= shape[i];
+      stat_shape.push_back(shape[i]);
+    } else {
+      norm *= shape[i];
+      stat_shape.push_back(1);
+    }
+  }
+  const bool has_bias = HasInput(context, 2);
+  for (size_t i = 1; i < (has_bias ? 3u : 2u); ++i) {
+    const int64_t n = runtime::NumElements(context.inputs[i].shape);
+    if (n != norm && n != 1) {
+      return InvalidArgument(
+          context, "input ", i, " shape ", runtime::ShapeToString(context.inputs[i].shape),
+          " does not match the normalized part of ", runtime::ShapeToString(shape));
+    }
+  }
+  const bool scale_scalar = runtime::NumElements(context.inputs[1].shape) == 1;
+  const bool bias_scalar = has_bias && runtime::NumElements(context.inputs[2].shape) == 1;
+  std::vector<TensorDesc> outputs = {Desc(DataType::kFloat32, shape)};
+  for (int i = 1; i < context.num_outputs && i < 3; ++i) {
+    outputs.push_back(Desc(DataType::kFloat32, stat_shape));
+  }
+  const int num_outputs = context.num_outputs;
+  return MakeKernel(context, std::move(outputs), [=](const KernelArgs& args) {
+    const float* x = static_cast<const float*>(args.inputs[0]);
+    const float* scale = static_cast<const float*>(args.inputs[1]);
+    const float* bias = has_bias ? static_cast<const float*>(args.inputs[2]) : nullptr;
+    float* y = static_cast<float*>(args.outputs[0]);
+    float* mean_out = num_outputs > 1 ? static_cast<float*>(args.outputs[1]) : nullptr;
+    float* inv_out = num_outputs > 2 ? static_cast<float*>(args.outputs[2]) : nullptr;
+    for (int64_t o = 0; o < outer; ++o) {
+      const float* p = x + o * norm;
+      float* q = y + o * norm;
+      double sum = 0;
+      for (int64_t k = 0; k < norm; ++k) sum += p[k];
+      const double mean = norm > 0 ? sum / norm : 0;
+      double var = 0;
+      for (int64_t k = 0; k < norm; ++k) var += (p[k] - mean) * (p[k] - mean);
+      var = norm > 0 ? var / norm : 0;
+      const float inv = static_cast<float>(1.0 / std::sqrt(var + epsilon));
+      const float m = static_cast<float>(mean);
+      for (int64_t k = 0; k < norm; ++k) {
+        const float s = scale[scale_scalar ? 0 : k];
+        const float b = bias == nullptr ? 0.0f : bias[bias_scalar ? 0 : k];
+        q[k] = (p[k] - m) * inv * s + b;
+      }
+      if (mean_out != nullptr) mean_out[o] = m;
+      if (inv_out != nullptr) inv_out[o] = inv;
+    }
+    return absl::OkStatus();
+  });
+}
+
+absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareBatchNorm(const PrepareContext& context) {
+  RETURN_IF_ERROR(ExpectInputCount(context, 5, 5));
+  for (size_t i = 0; i < 5; ++i) RETURN_IF_ERROR(ExpectType(context, i, {DataType::kFloat32}));
+  ASSIGN_OR_RETURN(int64_t training, AttrsOf(context).GetInt("training_mode", 0));
+  if (training != 0 || context.num_outputs > 1) {
+    return Unimplemented(context, "training mode (training_mode=1 or ", context.num_outputs,
+                         " outputs) is not supported");
+  }
+  ASSIGN_OR_RETURN(float epsilon, AttrsOf(context).GetFloat("epsilon", 1e-5f));
+  const Shape& shape = context.inputs[0].shape;
+  if (shape.size() < 2) {
+    return InvalidArgument(context, "input shape ", runtime::ShapeToString(shape),
+                           " has no channel axis");
+  }
+  const int64_t channels = shape[1];
+  for (size_t i = 1; i < 5; ++i) {
+    if (runtime::NumElements(context.inputs[i].shape) != channels) {
+      return InvalidArgument(context, "input ", i, " shape ",
+                             runtime::ShapeToString(context.inputs[i].shape), " does not match ",
+                             channels, " channels");
+    }
+  }
+  const int64_t batch = shape[0];
+  const int64_t spatial =
+      batch * channels == 0 ? 0 : runtime::NumElements(shape) / batch / channels;
+  return MakeKernel(context, {Desc(DataType::kFloat32, shape)}, [=](const KernelArgs& args) {
+    const float* x = static_cast<const float*>(args.inputs[0]);
+    const float* scale = static_cast<const float*>(args.inputs[1]);
+    const float* bias = static_cast<const float*>(args.inputs[2]);
+    const float* mean = static_cast<const float*>(args.inputs[3]);
+    const float* var = static_cast<const float*>(args.inputs[4]);
+    float* y = static_cast<float*>(args.outputs[0]);
+    for (int64_t c = 0; c < channels; ++c) {
+      const float a = scale[c] / std::sqrt(var[c] + epsilon);
+      const float b = bias[c] - mean[c] * a;
+      for (int64_t n = 0; n < batch; ++n) {
+        const int64_t at = (n * channels + c) * spatial;
+        for (int64_t i = 0; i < spatial; ++i) y[at + i] = x[at + i] * a + b;
+      }
+    }
+    return absl::OkStatus();
+  });
+}
+
+absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareInstanceNorm(const PrepareContext& context) {
+  RETURN_IF_ERROR(ExpectInputCount(context, 3, 3));
+  for (size_t i = 0; i < 3; ++i) RETURN_IF_ERROR(ExpectType(context, i, {DataType::kFloat32}));
+  ASSIGN_OR_RETURN(float epsilon, AttrsOf(context).GetFloat("epsilon", 1e-5f));
+  const Shape& shape = context.inputs[0].shape;
+  if (shape.size() < 3) {
+    return InvalidArgument(context, "input shape ", runtime::ShapeToString(shape),
+                           " has rank below 3");
+  }
+  const int64_t channels = shape[1];
+  for (size_t i = 1; i < 3; ++i) {
+    if (runtime::NumElements(context.inputs[i].shape) != channels) {
+      return InvalidArgument(context, "input ", i, " shape ",
+                             runtime::ShapeToString(context.inputs[i].shape), " does not match ",
+                             channels, " channels");
+    }
+  }
+  const int64_t planes = shape[0] * channels;
+  const int64_t spatial = planes == 0 ? 0 : runtime::NumElements(shape) / planes;
+  return MakeKernel(context, {Desc(DataType::kFloat32, shape)}, [=](const KernelArgs& args) {
+    const float* x = static_cast<const float*>(args.inputs[0]);
+    const float* scale = static_cast<const float*>(args.inputs[1]);
+    const float* bias = static_cast<const float*>(args.inputs[2]);
+    float* y = static_cast<float*>(args.outputs[0]);
+    for (int64_t plane = 0; plane < planes; ++plane) {
+      const int64_t c = plane % channels;
+      const float* p = x + plane * spatial;
+      double sum = 0;
+      for (int64_t i = 0; i < spatial; ++i) sum += p[i];
+      const double mean = sum / spatial;
+      double var = 0;
+      for (int64_t i = 0; i < spatial; ++i) var += (p[i] - mean) * (p[i] - mean);
+      var /= spatial;
+      const float a = static_cast<float>(scale[c] / std::sqrt(var + epsilon));
+      const float b = static_cast<float>(bias[c] - mean * a);
+      for (int64_t i = 0; i < spatial; ++i) y[plane * spatial + i] = p[i] * a + b;
+    }
+    return absl::OkStatus();
+  });
+}
+
+}  // namespace
+
+absl::Status RegisterNormalizationKernels(runtime::KernelRegistry* registry) {
+  RETURN_IF_ERROR(registry->Register("Softmax", &PrepareSoftmax<false>));
+  RETURN_IF_ERROR(registry->Register("LogSoftmax", &PrepareSoftmax<true>));
+  RETURN_IF_ERROR(registry->Register("LayerNormalization", &PrepareLayerNorm));
+  RETURN_IF_ERROR(registry->Register("BatchNormalization", &PrepareBatchNorm));
+  RETURN_IF_ERROR(registry->Register("InstanceNormalization", &PrepareInstanceNorm));
+  return absl::OkStatus();
+}
+
+}  // namespace reprise::kernels::cpu

@@ -1,0 +1,240 @@
+// Reductions over axes (ReduceSum/Mean/Max/Min/Prod/L1/L2/SumSquare/LogSum/LogSumExp),
+// ArgMax/ArgMin and CumSum. Float sums accumulate in double, integer ones in int64.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <type_traits>
+
+#include "kernels/cpu/families.h"
+#include "kernels/cpu/kernel_util.h"
+#include "runtime/core/status_macros.h"
+
+namespace reprise::kernels::cpu {
+namespace {
+
+enum class Reduce { kSum, kMean, kMax, kMin, kProd, kL1, kL2, kSumSquare, kLogSum, kLogSumExp };
+
+template <Reduce kOp, typename Acc>
+Acc Init() {
+  if constexpr (kOp == Reduce::kMax) return std::numeric_limits<Acc>::lowest();
+  if constexpr (kOp == Reduce::kMin) return std::numeric_limits<Acc>::max();
+  if constexpr (kOp == Reduce::kProd) return Acc{1};
+  return Acc{0};
+}
+
+template <Reduce kOp, typename Acc>
+Acc Step(Acc acc, Acc x) {
+  switch (kOp) {
+    case Reduce::kMax:
+      return x > acc ? x : acc;
+    case Reduce::kMin:
+      return x < acc ? x : acc;
+    case Reduce::kProd:
+      return acc * x;
+    case Reduce::kL1:
+      return acc + (x < 0 ? -x : x);
+    case Reduce::kL2:
+    case Reduce::kSumSquare:
+      return acc + x * x;
+    case Reduce::kLogSumExp:
+      return acc + static_cast<Acc>(std::exp(static_cast<double>(x)));
+    default:
+      return acc + x;
+  }
+}
+
+template <Reduce kOp, typename Acc>
+Acc Finish(Acc acc, int64_t n) {
+  if constexpr (kOp == Reduce::kMean) return n > 0 ? acc / static_cast<Acc>(n) : acc;
+  if constexpr (kOp == Reduce::kL2) return static_cast<Acc>(std::sqrt(static_cast<double>(acc)));
+  if constexpr (kOp == Reduce::kLogSum || kOp == Reduce::kLogSumExp) {
+    return static_cast<Acc>(std::log(static_cast<double>(acc)));
+  }
+  return acc;
+}
+
+template <Reduce kOp>
+absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareReduce(const PrepareContext& context) {
+  RETURN_IF_ERROR(ExpectInputCount(context, 1, 2));
+  const TensorDesc& in = context.inputs[0];
+  const int64_t rank = static_cast<int64_t>(in.shape.size());
+  const Attributes& attrs = AttrsOf(context);
+  ASSIGN_OR_RETURN(int64_t keepdims, attrs.GetInt("keepdims", 1));
+  ASSIGN_OR_RETURN(int64_t noop_empty, attrs.GetInt("noop_with_empty_axes", 0));
+  std::vector<int64_t> axes;
+  if (HasInput(context, 1)) {
+    ASSIGN_OR_RETURN(axes, ReadInts(context, 1, "axes"));
+  } else {
+    ASSIGN_OR_RETURN(axes, attrs.GetInts("axes", {}));
+  }
+  std::vector<bool> reduced(rank, axes.empty() && noop_empty == 0);
+  for (int64_t axis : axes) {
+    ASSIGN_OR_RETURN(int64_t a, NormalizeAxis(context, axis, rank));
+    reduced[a] = true;
+  }
+  const std::vector<int64_t> strides = ContiguousStrides(in.shape);
+  Shape out, kept_dims, red_dims;
+  std::vector<int64_t> kept_strides, red_strides;
+  for (int64_t i = 0; i < rank; ++i) {
+    if (reduced[i]) {
+      red_dims.push_back(in.shape[i]);
+      red_strides.push_back(strides[i]);
+      if (keepdims != 0) out.push_back(1);
+    } else {
+      kept_dims.push_back(in.shape[i]);
+      kept_strides.push_back(strides[i]);
+      out.push_back(in.shape[i]);
+    }
+  }
+  const BroadcastPlan kept = MakeStridedPlan(kept_dims, {kept_strides});
+  const BroadcastPlan red = MakeStridedPlan(red_dims, {red_strides});
+  FunctionKernel::RunFn run;
+  const bool ok = DispatchArithmetic(in.dtype, [&]<typename T>() {
+    using Acc = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
+    run = [kept, red](const KernelArgs& args) {
+      const T* x = static_cast<const T*>(args.inputs[0]);
+      T* y = static_cast<T*>(args.outputs[0]);
+      const int64_t sk = kept.strides[0].back();
+      const int64_t sr = red.strides[0].back();
+      ForEachRow(kept, [&](int64_t out_at, const int64_t* koffs, int64_t kn) {
+        for (int64_t j = 0; j < kn; ++j) {
+          const T* base = x + koffs[0] + j * sk;
+          Acc acc = Init<kOp, Acc>();
+          ForEachRow(red, [&](int64_t, const int64_t* roffs, int64_t rn) {
+            const T* p = base + roffs[0];
+            for (int64_t r = 0; r < rn; ++r) acc = Step<kOp, Acc>(acc, static_cast<Acc>(p[r * sr]));
+          });
+          y[out_at + j] = static_cast<T>(Finish<kOp, Acc>(acc, red.count));
+        }
+      });
+      return absl::OkStatus();
+    };
+  });
+  if (!ok) {
+    return ExpectType(context, 0,
+                      {DataType::kFloat32, DataType::kFloat64, DataType::kInt32, DataType::kInt64});
+  }
+  return MakeKernel(context, {Desc(in.dtype, out)}, std::move(run));
+}
+
+template <bool kMax>
+absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareArg(const PrepareContext& context) {
+  RETURN_IF_ERROR(ExpectInputCount(context, 1, 1));
+  const TensorDesc& in = context.inputs[0];
+  const int64_t rank = static_cast<int64_t>(in.shape.size());
+  const Attributes& attrs = AttrsOf(context);
+  ASSIGN_OR_RETURN(int64_t axis_attr, attrs.GetInt("axis", 0));
+  ASSIGN_OR_RETURN(int64_t keepdims, attrs.GetInt("keepdims", 1));
+  ASSIGN_OR_RETURN(int64_t last, attrs.GetInt("select_last_index", 0));
+  ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(context, axis_attr, rank));
+  const int64_t dim = in.shape[axis];
+  if (dim == 0)
+    return InvalidArgument(context, "axis ", axis, " of ", runtime::ShapeToString(in.shape),
+                           " is empty");
+  Shape out;
+  int64_t outer = 1, inner = 1;
+  for (int64_t i = 0; i < rank; ++i) {
+    if (i < axis) outer *= in.shape[i];
+    if (i > axis) inner *= in.shape[i];
+    if (i != axis)
+      out.push_back(in.shape[i]);
+    else if (keepdims != 0)
+      out.push_back(1);
+  }
+  FunctionKernel::RunFn run;
+  const bool ok = DispatchArithmetic(in.dtype, [&]<typename T>() {
+    run = [outer, inner, dim, last](const KernelArgs& args) {
+      const T* x = static_cast<const T*>(args.inputs[0]);
+      int64_t* y = static_cast<int64_t*>(args.outputs[0]);
+      for (int64_t o = 0; o < outer; ++o) {
+        for (int64_t i = 0; i < inner; ++i) {
+          const T* p = x + o * dim * inner + i;
+          int64_t best = 0;
+          for (int64_t k = 1; k < dim; ++k) {
+            const T v = p[k * inner];
+            const T b = p[best * inner];
+            const bool better = kMax ? (last ? v >= b : v > b) : (last ? v <= b : v < b);
+            if (better) best = k;
+          }
+          y[o * inner + i] = best;
+        }
+      }
+      return absl::OkStatus();
+    };
+  });
+  if (!ok) {
+    return ExpectType(context, 0,
+                      {DataType::kFloat32, DataType::kFloat64, DataType::kInt32, DataType::kInt64});
+  }
+  return MakeKernel(context, {Desc(DataType::kInt64, out)}, std::move(run));
+}
+
+absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareCumSum(const PrepareContext& context) {
+  RETURN_IF_ERROR(ExpectInputCount(context, 2, 2));
+  const TensorDesc& in = context.inputs[0];
+  const int64_t rank = static_cast<int64_t>(in.shape.size());
+  ASSIGN_OR_RETURN(std::vector<int64_t> axis_value, ReadInts(context, 1, "axis"));
+  if (axis_value.size() != 1) {
+    return InvalidArgument(context, "axis must hold one value, got ",
+                           runtime::ShapeToString(axis_value));
+  }
+  ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(context, axis_value[0], rank));
+  ASSIGN_OR_RETURN(int64_t exclusive, AttrsOf(context).GetInt("exclusive", 0));
+  ASSIGN_OR_RETURN(int64_t reverse, AttrsOf(context).GetInt("reverse", 0));
+  int64_t outer = 1, inner = 1;
+  for (int64_t i = 0; i < axis; ++i) outer *= in.shape[i];
+  for (int64_t i = axis + 1; i < rank; ++i) inner *= in.shape[i];
+  const int64_t dim = in.shape[axis];
+  FunctionKernel::RunFn run;
+  const bool ok = DispatchArithmetic(in.dtype, [&]<typename T>() {
+    run = [=](const KernelArgs& args) {
+      const T* x = static_cast<const T*>(args.inputs[0]);
+      T* y = static_cast<T*>(args.outputs[0]);
+      for (int64_t o = 0; o < outer; ++o) {
+        for (int64_t i = 0; i < inner; ++i) {
+          const int64_t base = o * dim * inner + i;
+          T acc{0};
+          for (int64_t step = 0; step < dim; ++step) {
+            const int64_t k = reverse != 0 ? dim - 1 - step : step;
+            const T v = x[base + k * inner];
+            if (exclusive != 0) {
+              y[base + k * inner] = acc;
+              acc += v;
+            } else {
+              acc += v;
+              y[base + k * inner] = acc;
+            }
+          }
+        }
+      }
+      return absl::OkStatus();
+    };
+  });
+  if (!ok) {
+    return ExpectType(context, 0,
+                      {DataType::kFloat32, DataType::kFloat64, DataType::kInt32, DataType::kInt64});
+  }
+  return MakeKernel(context, {Desc(in.dtype, in.shape)}, std::move(run));
+}
+
+}  // namespace
+
+absl::Status RegisterReduceKernels(runtime::KernelRegistry* registry) {
+  RETURN_IF_ERROR(registry->Register("ReduceSum", &PrepareReduce<Reduce::kSum>));
+  RETURN_IF_ERROR(registry->Register("ReduceMean", &PrepareReduce<Reduce::kMean>));
+  RETURN_IF_ERROR(registry->Register("ReduceMax", &PrepareReduce<Reduce::kMax>));
+  RETURN_IF_ERROR(registry->Register("ReduceMin", &PrepareReduce<Reduce::kMin>));
+  RETURN_IF_ERROR(registry->Register("ReduceProd", &PrepareReduce<Reduce::kProd>));
+  RETURN_IF_ERROR(registry->Register("ReduceL1", &PrepareReduce<Reduce::kL1>));
+  RETURN_IF_ERROR(registry->Register("ReduceL2", &PrepareReduce<Reduce::kL2>));
+  RETURN_IF_ERROR(registry->Register("ReduceSumSquare", &PrepareReduce<Reduce::kSumSquare>));
+  RETURN_IF_ERROR(registry->Register("ReduceLogSum", &PrepareReduce<Reduce::kLogSum>));
+  RETURN_IF_ERROR(registry->Register("ReduceLogSumExp", &PrepareReduce<Reduce::kLogSumExp>));
+  RETURN_IF_ERROR(registry->Register("ArgMax", &PrepareArg<true>));
+  RETURN_IF_ERROR(registry->Register("ArgMin", &PrepareArg<false>));
+  RETURN_IF_ERROR(registry->Register("CumSum", &PrepareCumSum));
+  return absl::OkStatus();
+}
+
+}  // namespace reprise::kernels::cpu

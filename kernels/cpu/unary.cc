@@ -1,0 +1,274 @@
+// Elementwise ops of one input: activations and math functions (float32), Neg/Abs/Sign/Relu
+// (also int32/int64), Identity (any type), Not (bool), Clip and Dropout (inference).
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <type_traits>
+
+#include "kernels/cpu/families.h"
+#include "kernels/cpu/kernel_util.h"
+#include "runtime/core/status_macros.h"
+
+namespace reprise::kernels::cpu {
+namespace {
+
+// A float32 map out[i] = f(in[i]).
+template <typename F>
+absl::StatusOr<std::unique_ptr<PreparedKernel>> FloatMap(const PrepareContext& context, F f) {
+  RETURN_IF_ERROR(ExpectInputCount(context, 1, 1));
+  RETURN_IF_ERROR(ExpectType(context, 0, {DataType::kFloat32}));
+  const Shape& shape = context.inputs[0].shape;
+  const int64_t n = runtime::NumElements(shape);
+  return MakeKernel(context, {Desc(DataType::kFloat32, shape)}, [n, f](const KernelArgs& args) {
+    const float* in = static_cast<const float*>(args.inputs[0]);
+    float* out = static_cast<float*>(args.outputs[0]);
+    for (int64_t i = 0; i < n; ++i) out[i] = f(in[i]);
+    return absl::OkStatus();
+  });
+}
+
+enum class Simple {
+  kRelu,
+  kSigmoid,
+  kTanh,
+  kErf,
+  kExp,
+  kLog,
+  kSqrt,
+  kReciprocal,
+  kFloor,
+  kCeil,
+  kRound,
+  kSoftplus,
+  kSoftsign,
+  kHardSwish,
+  kSin,
+  kCos
+};
+
+template <Simple kOp>
+absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareSimple(const PrepareContext& context) {
+  return FloatMap(context, [](float x) -> float {
+    if constexpr (kOp == Simple::kRelu) return x > 0.0f ? x : 0.0f;
+    if constexpr (kOp == Simple::kSigmoid) {
+      // Stable for large |x|: never exponentiates a large positive number.
+      if (x >= 0) return 1.0f / (1.0f + std::exp(-x));
+      const float e = std::exp(x);
+      return e / (1.0f + e);
+    }
+    if constexpr (kOp == Simple::kTanh) return std::tanh(x);
+    if constexpr (kOp == Simple::kErf) return std::erf(x);
+    if constexpr (kOp == Simple::kExp) return std::exp(x);
+    if constexpr (kOp == Simple::kLog) return std::log(x);
+    if constexpr (kOp == Simple::kSqrt) return std::sqrt(x);
+    if constexpr (kOp == Simple::kReciprocal) return 1.0f / x;
+    if constexpr (kOp == Simple::kFloor) return std::floor(x);
+    if constexpr (kOp == Simple::kCeil) return std::ceil(x);
+    if constexpr (kOp == Simple::kRound) return std::nearbyint(x);  // half to even
+    if constexpr (kOp == Simple::kSoftplus) {
+      return x > 0 ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x));
+    }
+    if constexpr (kOp == Simple::kSoftsign) return x / (1.0f + std::fabs(x));
+    if constexpr (kOp == Simple::kHardSwish) {
+      return x * std::max(0.0f, std::min(1.0f, x / 6.0f + 0.5f));
+    }
+    if constexpr (kOp == Simple::kSin) return std::sin(x);
+    if constexpr (kOp == Simple::kCos) return std::cos(x);
+  });
+}
+
+absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareLeakyRelu(const PrepareContext& context) {
+  ASSIGN_OR_RETURN(float alpha, AttrsOf(context).GetFloat("alpha", 0.01f));
+  return FloatMap(context, [alpha](float x) { return x >= 0 ? x : x * alpha; });
+}
+
+absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareHardSigmoid(const PrepareContext& context) {
+  ASSIGN_OR_RETURN(float alpha, AttrsOf(context).GetFloat("alpha", 0.2f));
+  ASSIGN_OR_RETURN(float beta, AttrsOf(context).GetFloat("beta", 0.5f));
+  return FloatMap(
+      context, [alpha, beta](float x) { return std::max(0.0f, std::min(1.0f, alpha * x + beta)); });
+}
+
+absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareElu(const PrepareContext& context) {
+  ASSIGN_OR_RETURN(float alpha, AttrsOf(context).GetFloat("alpha", 1.0f));
+  return FloatMap(context, [alpha](float x) { return x >= 0 ? x : alpha * std::expm1(x); });
+}
+
+absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareSelu(const PrepareContext& context) {
+  ASSIGN_OR_RETURN(float alpha, AttrsOf(context).GetFloat("alpha", 1.67326319217681884765625f));
+  ASSIGN_OR_RETURN(float gamma, AttrsOf(context).GetFloat("gamma", 1.05070102214813232421875f));
+  return FloatMap(context, [alpha, gamma](float x) {
+    return x > 0 ? gamma * x : gamma * alpha * std::expm1(x);
+  });
+}
+
+enum class Signed { kNeg, kAbs, kSign, kRelu };
+
+// Neg, Abs, Sign: float32, float64, int32, int64 (Relu's float path is PrepareSimple).
+template <Signed kOp>
+absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareSigned(const PrepareContext& context) {
+  RETURN_IF_ERROR(ExpectInputCount(context, 1, 1));
+  const TensorDesc& in = context.inputs[0];
+  if (kOp == Signed::kRelu && in.dtype == DataType::kFloat32) {
+    return PrepareSimple<Simple::kRelu>(context);
+  }
+  const int64_t n = runtime::NumElements(in.shape);
+  FunctionKernel::RunFn run;
+  const bool ok = DispatchNumeric(in.dtype, [&]<typename T>() {
+    run = [n](const KernelArgs& args) {
+      const T* x = static_cast<const T*>(args.inputs[0]);
+      T* y = static_cast<T*>(args.outputs[0]);
+      for (int64_t i = 0; i < n; ++i) {
+        if constexpr (kOp == Signed::kNeg) y[i] = static_cast<T>(-x[i]);
+        if constexpr (kOp == Signed::kAbs) {
+          if constexpr (std::is_signed_v<T>) {
+            y[i] = x[i] < 0 ? static_cast<T>(-x[i]) : x[i];
+          } else {
+            y[i] = x[i];
+          }
+        }
+        if constexpr (kOp == Signed::kSign) {
+          y[i] = static_cast<T>(static_cast<int>(x[i] > T{0}) - static_cast<int>(x[i] < T{0}));
+        }
+        if constexpr (kOp == Signed::kRelu) y[i] = x[i] > 0 ? x[i] : T{0};
+      }
+      return absl::OkStatus();
+    };
+  });
+  if (!ok) {
+    return Unimplemented(context, "element type ", runtime::DataTypeName(in.dtype),
+                         " is not supported");
+  }
+  return MakeKernel(context, {Desc(in.dtype, in.shape)}, std::move(run));
+}
+
+absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareIdentity(const PrepareContext& context) {
+  RETURN_IF_ERROR(ExpectInputCount(context, 1, 1));
+  const TensorDesc& in = context.inputs[0];
+  const size_t bytes = runtime::NumElements(in.shape) * runtime::DataTypeSize(in.dtype);
+  return MakeKernel(context, {Desc(in.dtype, in.shape)}, CopyInputToOutput(bytes));
+}
+
+absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareNot(const PrepareContext& context) {
+  RETURN_IF_ERROR(ExpectInputCount(context, 1, 1));
+  RETURN_IF_ERROR(ExpectType(context, 0, {DataType::kBool}));
+  const Shape& shape = context.inputs[0].shape;
+  const int64_t n = runtime::NumElements(shape);
+  return MakeKernel(context, {Desc(DataType::kBool, shape)}, [n](const KernelArgs& args) {
+    const bool* x = static_cast<const bool*>(args.inputs[0]);
+    bool* y = static_cast<bool*>(args.outputs[0]);
+    for (int64_t i = 0; i < n; ++i) y[i] = !x[i];
+    return absl::OkStatus();
+  });
+}
+
+// Clip: bounds from attributes before opset 11, from optional scalar inputs since (read at Run
+// when they are not known at Prepare).
+absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareClip(const PrepareContext& context) {
+  RETURN_IF_ERROR(ExpectInputCount(context, 1, 3));
+  const TensorDesc& in = context.inputs[0];
+  for (size_t i = 1; i < context.inputs.size(); ++i) {
+    if (!HasInput(context, i)) continue;
+    if (context.inputs[i].dtype != in.dtype || runtime::NumElements(context.inputs[i].shape) != 1) {
+      return InvalidArgument(context, "bound input ", i, " must be a scalar of type ",
+                             runtime::DataTypeName(in.dtype), ", got ",
+                             runtime::DataTypeName(context.inputs[i].dtype), " ",
+                             runtime::ShapeToString(context.inputs[i].shape));
+    }
+  }
+  float attr_min = -std::numeric_limits<float>::infinity();
+  float attr_max = std::numeric_limits<float>::infinity();
+  if (context.opset < 11) {
+    ASSIGN_OR_RETURN(attr_min, AttrsOf(context).GetFloat("min", attr_min));
+    ASSIGN_OR_RETURN(attr_max, AttrsOf(context).GetFloat("max", attr_max));
+  }
+  const bool has_min = HasInput(context, 1);
+  const bool has_max = HasInput(context, 2);
+  const int64_t n = runtime::NumElements(in.shape);
+  FunctionKernel::RunFn run;
+  const bool ok = DispatchNumeric(in.dtype, [&]<typename T>() {
+    T lo = std::numeric_limits<T>::lowest();
+    T hi = std::numeric_limits<T>::max();
+    if constexpr (std::is_floating_point_v<T>) {
+      lo = static_cast<T>(attr_min);
+      hi = static_cast<T>(attr_max);
+    }
+    run = [n, lo, hi, has_min, has_max](const KernelArgs& args) {
+      const T* x = static_cast<const T*>(args.inputs[0]);
+      T* y = static_cast<T*>(args.outputs[0]);
+      const T min_v = has_min ? *static_cast<const T*>(args.inputs[1]) : lo;
+      const T max_v = has_max ? *static_cast<const T*>(args.inputs[2]) : hi;
+      for (int64_t i = 0; i < n; ++i) y[i] = std::min(std::max(x[i], min_v), max_v);
+      return absl::OkStatus();
+    };
+  });
+  if (!ok) {
+    return Unimplemented(context, "element type ", runtime::DataTypeName(in.dtype),
+                         " is not supported");
+  }
+  return MakeKernel(context, {Desc(in.dtype, in.shape)}, std::move(run));
+}
+
+// Dropout in inference: the identity, with an all-true mask as the optional second output.
+absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareDropout(const PrepareContext& context) {
+  RETURN_IF_ERROR(ExpectInputCount(context, 1, 3));
+  if (HasInput(context, 2)) {
+    const TensorDesc& training = context.inputs[2];
+    if (training.data == nullptr) {
+      return Unimplemented(context, "training_mode must be known at plan time");
+    }
+    if (*static_cast<const bool*>(training.data)) {
+      return Unimplemented(context, "training_mode=true is not supported (inference only)");
+    }
+  }
+  const TensorDesc& in = context.inputs[0];
+  const size_t bytes = runtime::NumElements(in.shape) * runtime::DataTypeSize(in.dtype);
+  std::vector<TensorDesc> outputs = {Desc(in.dtype, in.shape)};
+  if (context.num_outputs < 2)
+    return MakeKernel(context, std::move(outputs), CopyInputToOutput(bytes));
+  outputs.push_back(Desc(DataType::kBool, in.shape));
+  const size_t n = static_cast<size_t>(runtime::NumElements(in.shape));
+  FunctionKernel::RunFn copy = CopyInputToOutput(bytes);
+  return MakeKernel(context, std::move(outputs), [copy, n](const KernelArgs& args) {
+    RETURN_IF_ERROR(copy(args));
+    if (args.outputs[1] != nullptr) std::memset(args.outputs[1], 1, n);
+    return absl::OkStatus();
+  });
+}
+
+}  // namespace
+
+absl::Status RegisterUnaryKernels(runtime::KernelRegistry* registry) {
+  RETURN_IF_ERROR(registry->Register("Relu", &PrepareSigned<Signed::kRelu>));
+  RETURN_IF_ERROR(registry->Register("Sigmoid", &PrepareSimple<Simple::kSigmoid>));
+  RETURN_IF_ERROR(registry->Register("Tanh", &PrepareSimple<Simple::kTanh>));
+  RETURN_IF_ERROR(registry->Register("Erf", &PrepareSimple<Simple::kErf>));
+  RETURN_IF_ERROR(registry->Register("Exp", &PrepareSimple<Simple::kExp>));
+  RETURN_IF_ERROR(registry->Register("Log", &PrepareSimple<Simple::kLog>));
+  RETURN_IF_ERROR(registry->Register("Sqrt", &PrepareSimple<Simple::kSqrt>));
+  RETURN_IF_ERROR(registry->Register("Reciprocal", &PrepareSimple<Simple::kReciprocal>));
+  RETURN_IF_ERROR(registry->Register("Floor", &PrepareSimple<Simple::kFloor>));
+  RETURN_IF_ERROR(registry->Register("Ceil", &PrepareSimple<Simple::kCeil>));
+  RETURN_IF_ERROR(registry->Register("Round", &PrepareSimple<Simple::kRound>));
+  RETURN_IF_ERROR(registry->Register("Softplus", &PrepareSimple<Simple::kSoftplus>));
+  RETURN_IF_ERROR(registry->Register("Softsign", &PrepareSimple<Simple::kSoftsign>));
+  RETURN_IF_ERROR(registry->Register("HardSwish", &PrepareSimple<Simple::kHardSwish>));
+  RETURN_IF_ERROR(registry->Register("Sin", &PrepareSimple<Simple::kSin>));
+  RETURN_IF_ERROR(registry->Register("Cos", &PrepareSimple<Simple::kCos>));
+  RETURN_IF_ERROR(registry->Register("LeakyRelu", &PrepareLeakyRelu));
+  RETURN_IF_ERROR(registry->Register("HardSigmoid", &PrepareHardSigmoid));
+  RETURN_IF_ERROR(registry->Register("Elu", &PrepareElu));
+  RETURN_IF_ERROR(registry->Register("Selu", &PrepareSelu));
+  RETURN_IF_ERROR(registry->Register("Neg", &PrepareSigned<Signed::kNeg>));
+  RETURN_IF_ERROR(registry->Register("Abs", &PrepareSigned<Signed::kAbs>));
+  RETURN_IF_ERROR(registry->Register("Sign", &PrepareSigned<Signed::kSign>));
+  RETURN_IF_ERROR(registry->Register("Identity", &PrepareIdentity));
+  RETURN_IF_ERROR(registry->Register("Not", &PrepareNot));
+  RETURN_IF_ERROR(registry->Register("Clip", &PrepareClip));
+  RETURN_IF_ERROR(registry->Register("Dropout", &PrepareDropout));
+  return absl::OkStatus();
+}
+
+}  // namespace reprise::kernels::cpu

@@ -1,0 +1,149 @@
+#include "kernels/cpu/window.h"
+
+#include <algorithm>
+#include <string>
+
+#include "runtime/core/status_macros.h"
+
+namespace reprise::kernels::cpu {
+namespace {
+
+absl::StatusOr<std::vector<int64_t>> IntsOfLength(const PrepareContext& context,
+                                                  absl::string_view name, size_t n,
+                                                  std::vector<int64_t> fallback) {
+  ASSIGN_OR_RETURN(std::vector<int64_t> values, AttrsOf(context).GetInts(name, fallback));
+  if (values.size() != n) {
+    return InvalidArgument(context, name, " ", runtime::ShapeToString(values), " should have ", n,
+                           " values");
+  }
+  return values;
+}
+
+// Reads kernel_shape, strides, dilations and explicit pads.
+absl::StatusOr<Window> ReadCommon(const PrepareContext& context, const std::vector<int64_t>& input,
+                                  const std::vector<int64_t>& default_kernel) {
+  const size_t n = input.size();
+  Window w;
+  w.input = input;
+  ASSIGN_OR_RETURN(w.kernel, IntsOfLength(context, "kernel_shape", n, default_kernel));
+  ASSIGN_OR_RETURN(w.strides, IntsOfLength(context, "strides", n, std::vector<int64_t>(n, 1)));
+  ASSIGN_OR_RETURN(w.dilations, IntsOfLength(context, "dilations", n, std::vector<int64_t>(n, 1)));
+  ASSIGN_OR_RETURN(std::vector<int64_t> pads,
+                   IntsOfLength(context, "pads", 2 * n, std::vector<int64_t>(2 * n, 0)));
+  w.pads_begin.assign(pads.begin(), pads.begin() + n);
+  w.pads_end.assign(pads.begin() + n, pads.end());
+  for (size_t i = 0; i < n; ++i) {
+    if (w.kernel[i] < 1 || w.strides[i] < 1 || w.dilations[i] < 1 || w.pads_begin[i] < 0 ||
+        w.pads_end[i] < 0) {
+      return InvalidArgument(context, "bad window on spatial axis ", i, ": kernel ", w.kernel[i],
+                             ", stride ", w.strides[i], ", dilation ", w.dilations[i], ", pads ",
+                             w.pads_begin[i], "/", w.pads_end[i]);
+    }
+  }
+  return w;
+}
+
+}  // namespace
+
+absl::StatusOr<Window> ForwardWindow(const PrepareContext& context,
+                                     const std::vector<int64_t>& input,
+                                     const std::vector<int64_t>& default_kernel, bool ceil_mode) {
+  ASSIGN_OR_RETURN(Window w, ReadCommon(context, input, default_kernel));
+  ASSIGN_OR_RETURN(std::string auto_pad, AttrsOf(context).GetString("auto_pad", "NOTSET"));
+  const size_t n = input.size();
+  w.output.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t extent = (w.kernel[i] - 1) * w.dilations[i] + 1;
+    const int64_t s = w.strides[i];
+    if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+      w.output[i] = (input[i] + s - 1) / s;
+      const int64_t total = std::max<int64_t>(0, (w.output[i] - 1) * s + extent - input[i]);
+      w.pads_begin[i] = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
+      w.pads_end[i] = total - w.pads_begin[i];
+      continue;
+    }
+    if (auto_pad == "VALID") {
+      w.pads_begin[i] = 0;
+      w.pads_end[i] = 0;
+    } else if (auto_pad != "NOTSET") {
+      return InvalidArgument(context, "auto_pad \"", auto_pad, "\" is not known");
+    }
+    const int64_t span = input[i] + w.pads_begin[i] + w.pads_end[i] - extent;
+    if (span < 0) {
+      return InvalidArgument(context, "window extent ", extent, " exceeds padded input ",
+                             input[i] + w.pads_begin[i] + w.pads_end[i], " on spatial axis ", i);
+    }
+    w.output[i] = (ceil_mode ? (span + s - 1) / s : span / s) + 1;
+    // A last window that would start in the end padding is dropped.
+    if (ceil_mode && (w.output[i] - 1) * s >= input[i] + w.pads_begin[i]) --w.output[i];
+  }
+  return w;
+}
+
+absl::StatusOr<Window> TransposedWindow(const PrepareContext& context,
+                                        const std::vector<int64_t>& input,
+                                        const std::vector<int64_t>& default_kernel) {
+  ASSIGN_OR_RETURN(Window w, ReadCommon(context, input, default_kernel));
+  const Attributes& attrs = AttrsOf(context);
+  const size_t n = input.size();
+  ASSIGN_OR_RETURN(std::string auto_pad, attrs.GetString("auto_pad", "NOTSET"));
+  ASSIGN_OR_RETURN(std::vector<int64_t> output_padding,
+                   IntsOfLength(context, "output_padding", n, std::vector<int64_t>(n, 0)));
+  ASSIGN_OR_RETURN(std::vector<int64_t> output_shape, attrs.GetInts("output_shape", {}));
+  if (output_shape.size() > n) {
+    // Some exporters give the full shape; keep the spatial part.
+    output_shape.erase(output_shape.begin(), output_shape.end() - n);
+  }
+  if (!output_shape.empty() && output_shape.size() != n) {
+    return InvalidArgument(context, "output_shape ", runtime::ShapeToString(output_shape),
+                           " should have ", n, " values");
+  }
+  w.output.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t extent = (w.kernel[i] - 1) * w.dilations[i] + 1;
+    const int64_t full = w.strides[i] * (input[i] - 1) + output_padding[i] + extent;
+    const bool same = auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER";
+    if (!output_shape.empty() || same) {
+      w.output[i] = !output_shape.empty() ? output_shape[i] : input[i] * w.strides[i];
+      // An output_shape beyond the natural size needs no padding: the extra positions at the
+      // end hold only the bias (ONNX Runtime's rule, which the node test data follows).
+      const int64_t total = std::max<int64_t>(0, full - w.output[i]);
+      if (auto_pad == "SAME_UPPER") {
+        w.pads_begin[i] = total / 2;
+        w.pads_end[i] = total - total / 2;
+      } else {
+        w.pads_begin[i] = total - total / 2;
+        w.pads_end[i] = total / 2;
+      }
+    } else {
+      if (auto_pad == "VALID") {
+        w.pads_begin[i] = 0;
+        w.pads_end[i] = 0;
+      } else if (auto_pad != "NOTSET") {
+        return InvalidArgument(context, "auto_pad \"", auto_pad, "\" is not known");
+      }
+      w.output[i] = full - w.pads_begin[i] - w.pads_end[i];
+    }
+    if (w.output[i] < 0) {
+      return InvalidArgument(context, "negative output size ", w.output[i], " on spatial axis ", i);
+    }
+  }
+  return w;
+}
+
+Window To3d(Window w) {
+  const size_t missing = w.input.size() < 3 ? 3 - w.input.size() : 0;
+  auto front = [missing](std::vector<int64_t>& v, int64_t value) {
+    v.insert(v.begin(), missing, value);
+  };
+  front(w.input, 1);
+  front(w.kernel, 1);
+  front(w.strides, 1);
+  front(w.dilations, 1);
+  front(w.pads_begin, 0);
+  front(w.pads_end, 0);
+  front(w.output, 1);
+  return w;
+}
+
+}  // namespace reprise::kernels::cpu

@@ -1,0 +1,75 @@
+#include "server/admin_service.h"
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "server/inference_service.h"
+
+namespace reprise::server {
+
+grpc::ServerUnaryReactor* AdminService::ListInstances(
+    grpc::CallbackServerContext* ctx, const reprise::v1::ListInstancesRequest* request,
+    reprise::v1::ListInstancesResponse* response) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  std::shared_ptr<const ServingMap> map = repository_->Snapshot();
+  if (!request->model().empty() && !map->contains(request->model())) {
+    reactor->Finish(ToGrpcStatus(
+        absl::NotFoundError(absl::StrCat("model \"", request->model(), "\" is not loaded"))));
+    return reactor;
+  }
+  std::vector<std::string> names;
+  for (const auto& [name, unused] : *map) {
+    if (request->model().empty() || name == request->model()) names.push_back(name);
+  }
+  std::sort(names.begin(), names.end());
+  for (const std::string& name : names) {
+    for (const auto& [number, version] : map->at(name).versions) {
+      const std::string v = std::to_string(number);
+      if (!request->version().empty() && v != request->version()) continue;
+      if (!version->TryAcquire()) continue;  // being unloaded
+      VersionLease lease(version);
+      for (const RuntimeInstanceInfo& ri : lease->model().ListRuntimeInstances()) {
+        auto* out = response->add_instances();
+        out->set_model(name);
+        out->set_version(v);
+        out->set_stream(ri.stream);
+        out->set_shape_signature(ri.shape_signature);
+        out->set_bucket(ri.bucket);
+        out->set_state(ri.state);
+        out->set_captures(ri.captures);
+        out->set_replays(ri.replays);
+        out->set_capture_time_ns(ri.capture_time_ns);
+        out->set_arena_bytes(ri.arena_bytes);
+        out->set_last_used_ms(ri.last_used_ms);
+      }
+    }
+  }
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* AdminService::DumpInstance(
+    grpc::CallbackServerContext* ctx, const reprise::v1::DumpInstanceRequest* request,
+    reprise::v1::DumpInstanceResponse* response) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  absl::StatusOr<VersionLease> lease = repository_->Acquire(request->model(), request->version());
+  if (!lease.ok()) {
+    reactor->Finish(ToGrpcStatus(lease.status()));
+    return reactor;
+  }
+  absl::StatusOr<std::string> json = (*lease)->model().DumpRuntimeInstance(
+      request->stream(), request->shape_signature(), request->verbose());
+  if (!json.ok()) {
+    reactor->Finish(ToGrpcStatus(absl::Status(
+        json.status().code(), absl::StrCat("model \"", (*lease)->model_name(), "\" version ",
+                                           (*lease)->version(), ": ", json.status().message()))));
+    return reactor;
+  }
+  response->set_json(*std::move(json));
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+}  // namespace reprise::server

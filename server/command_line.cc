@@ -1,0 +1,130 @@
+#include "server/command_line.h"
+
+#include <limits>
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "runtime/core/status_macros.h"
+
+namespace reprise::server {
+namespace {
+
+struct Flag {
+  std::string name;
+  std::string value;
+};
+
+absl::StatusOr<std::vector<Flag>> SplitFlags(const std::vector<std::string>& args) {
+  std::vector<Flag> flags;
+  for (size_t i = 0; i < args.size(); ++i) {
+    absl::string_view arg = args[i];
+    if (arg == "--help" || arg == "-h") {
+      flags.push_back({"help", ""});
+      continue;
+    }
+    if (!absl::ConsumePrefix(&arg, "--") || arg.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("unexpected argument \"", args[i], "\""));
+    }
+    Flag f;
+    if (size_t eq = arg.find('='); eq != absl::string_view::npos) {
+      f.name = std::string(arg.substr(0, eq));
+      f.value = std::string(arg.substr(eq + 1));
+    } else {
+      f.name = std::string(arg);
+      if (i + 1 >= args.size()) {
+        return absl::InvalidArgumentError(absl::StrCat("flag --", f.name, " needs a value"));
+      }
+      f.value = args[++i];
+    }
+    flags.push_back(std::move(f));
+  }
+  return flags;
+}
+
+absl::Status ParseInt(const Flag& f, int64_t min, int64_t max, int* out) {
+  int64_t v = 0;
+  if (!absl::SimpleAtoi(f.value, &v) || v < min || v > max) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "flag --", f.name, ": \"", f.value, "\" is not an integer in [", min, ", ", max, "]"));
+  }
+  *out = static_cast<int>(v);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& args) {
+  ASSIGN_OR_RETURN(std::vector<Flag> flags, SplitFlags(args));
+  CommandLine out;
+  for (const Flag& f : flags) {
+    if (f.name == "help") out.help = true;
+    if (f.name == "config") {
+      ASSIGN_OR_RETURN(out.config, config::LoadServerConfigFile(f.value));
+    }
+  }
+  config::ServerConfig& c = out.config;
+  bool repos_from_flags = false;
+  bool loads_from_flags = false;
+  for (const Flag& f : flags) {
+    if (f.name == "help" || f.name == "config") continue;
+    if (f.name == "model-repository") {
+      if (!repos_from_flags) c.model_repositories.clear();
+      repos_from_flags = true;
+      c.model_repositories.push_back(f.value);
+    } else if (f.name == "load-model") {
+      if (!loads_from_flags) c.load_models.clear();
+      loads_from_flags = true;
+      c.load_models.push_back(f.value);
+    } else if (f.name == "grpc-address") {
+      c.listen_address = f.value;
+    } else if (f.name == "grpc-port") {
+      RETURN_IF_ERROR(ParseInt(f, 0, 65535, &c.grpc_port));
+    } else if (f.name == "metrics-port") {
+      RETURN_IF_ERROR(ParseInt(f, 0, 65535, &c.metrics_port));
+    } else if (f.name == "exit-timeout-secs") {
+      RETURN_IF_ERROR(ParseInt(f, 0, 86400, &c.shutdown_timeout_s));
+    } else if (f.name == "model-control-mode") {
+      if (f.value == "none") {
+        c.control_mode = config::ControlMode::kNone;
+      } else if (f.value == "explicit") {
+        c.control_mode = config::ControlMode::kExplicit;
+      } else {
+        return absl::InvalidArgumentError(absl::StrCat("flag --model-control-mode: \"", f.value,
+                                                       "\" is not one of none, explicit"));
+      }
+    } else if (f.name == "log-level") {
+      bool known = false;
+      for (const char* level : {"trace", "debug", "info", "warn", "error", "off"}) {
+        known = known || f.value == level;
+      }
+      if (!known) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("flag --log-level: \"", f.value,
+                         "\" is not one of trace, debug, info, warn, error, "
+                         "off"));
+      }
+      c.log_level = f.value;
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat("unknown flag --", f.name));
+    }
+  }
+  return out;
+}
+
+std::string Usage() {
+  return R"(usage: reprise-server [flags]
+  --config FILE                 YAML config (config/README.md); defaults when absent
+  --model-repository PATH       model repository; repeatable; replaces repository.paths
+  --grpc-address ADDR           listen address (server.listen_address)
+  --grpc-port N                 gRPC port (server.grpc_port, default 8001; 0 = any free port)
+  --metrics-port N              metrics port (server.metrics_port, default 8002)
+  --model-control-mode MODE     none | explicit (repository.control_mode)
+  --load-model NAME             explicit mode: load at start; repeatable; "*" = all
+  --log-level LEVEL             trace | debug | info | warn | error | off
+  --exit-timeout-secs N         in-flight requests' time to finish at shutdown (default 30)
+)";
+}
+
+}  // namespace reprise::server

@@ -1,0 +1,463 @@
+#include "server/infer_codec.h"
+
+#include <array>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+
+namespace reprise::server {
+namespace {
+
+using runtime::DataType;
+
+constexpr std::array<std::pair<DataType, absl::string_view>, 14> kNames = {{
+    {DataType::kBool, "BOOL"},
+    {DataType::kUInt8, "UINT8"},
+    {DataType::kUInt16, "UINT16"},
+    {DataType::kUInt32, "UINT32"},
+    {DataType::kUInt64, "UINT64"},
+    {DataType::kInt8, "INT8"},
+    {DataType::kInt16, "INT16"},
+    {DataType::kInt32, "INT32"},
+    {DataType::kInt64, "INT64"},
+    {DataType::kFloat16, "FP16"},
+    {DataType::kFloat32, "FP32"},
+    {DataType::kFloat64, "FP64"},
+    {DataType::kString, "BYTES"},
+    {DataType::kBFloat16, "BF16"},
+}};
+
+// Larger tensors than this are refused before any size arithmetic can overflow.
+constexpr int64_t kMaxElements = int64_t{1} << 40;
+
+std::string ShapeString(const google::protobuf::RepeatedField<int64_t>& shape) {
+  return runtime::ShapeToString(runtime::Shape(shape.begin(), shape.end()));
+}
+
+absl::Status Invalid(absl::string_view label, absl::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat(label, ": ", what));
+}
+
+// Element count of a request shape: dimensions must be >= 0 and the product bounded.
+absl::StatusOr<int64_t> ElementCount(const runtime::Shape& shape, absl::string_view label,
+                                     absl::string_view tensor) {
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (d < 0) {
+      return Invalid(label, absl::StrCat("input \"", tensor, "\" has negative dimension ", d,
+                                         " in shape ", runtime::ShapeToString(shape)));
+    }
+    if (d != 0 && n > kMaxElements / d) {
+      return Invalid(label, absl::StrCat("input \"", tensor, "\" shape ",
+                                         runtime::ShapeToString(shape), " is too large"));
+    }
+    n *= d;
+  }
+  return n;
+}
+
+// Counts the elements of KServe's serialized BYTES form; error if it is malformed.
+absl::StatusOr<int64_t> CountSerializedStrings(absl::string_view data, absl::string_view label,
+                                               absl::string_view tensor) {
+  int64_t count = 0;
+  size_t pos = 0;
+  while (pos < data.size()) {
+    if (data.size() - pos < 4) {
+      return Invalid(label, absl::StrCat("input \"", tensor, "\" BYTES element ", count,
+                                         ": truncated 4-byte length prefix at byte ", pos));
+    }
+    uint32_t len = 0;
+    std::memcpy(&len, data.data() + pos, 4);  // little-endian host
+    pos += 4;
+    if (len > data.size() - pos) {
+      return Invalid(label, absl::StrCat("input \"", tensor, "\" BYTES element ", count, " claims ",
+                                         len, " bytes but only ", data.size() - pos, " remain"));
+    }
+    pos += len;
+    ++count;
+  }
+  return count;
+}
+
+template <typename To, typename From>
+absl::Status AppendConverted(const google::protobuf::RepeatedField<From>& values,
+                             absl::string_view label, absl::string_view tensor,
+                             absl::string_view dtype, std::string* out) {
+  out->resize(values.size() * sizeof(To));
+  char* p = out->data();
+  for (int i = 0; i < values.size(); ++i) {
+    const From v = values[i];
+    if constexpr (!std::is_same_v<To, From> && std::is_integral_v<To>) {
+      if (v < static_cast<From>(std::numeric_limits<To>::min()) ||
+          v > static_cast<From>(std::numeric_limits<To>::max())) {
+        return Invalid(label, absl::StrCat("input \"", tensor, "\" value ", v, " at index ", i,
+                                           " does not fit ", dtype));
+      }
+    }
+    const To converted = static_cast<To>(v);
+    std::memcpy(p + i * sizeof(To), &converted, sizeof(To));
+  }
+  return absl::OkStatus();
+}
+
+// The typed contents field that holds values of `type`, or nullptr for FP16 / BF16.
+const char* TypedFieldName(DataType type) {
+  switch (type) {
+    case DataType::kBool:
+      return "bool_contents";
+    case DataType::kUInt8:
+    case DataType::kUInt16:
+    case DataType::kUInt32:
+      return "uint_contents";
+    case DataType::kUInt64:
+      return "uint64_contents";
+    case DataType::kInt8:
+    case DataType::kInt16:
+    case DataType::kInt32:
+      return "int_contents";
+    case DataType::kInt64:
+      return "int64_contents";
+    case DataType::kFloat32:
+      return "fp32_contents";
+    case DataType::kFloat64:
+      return "fp64_contents";
+    case DataType::kString:
+      return "bytes_contents";
+    default:
+      return nullptr;
+  }
+}
+
+std::vector<std::pair<const char*, int>> FilledFields(const inference::InferTensorContents& c) {
+  std::vector<std::pair<const char*, int>> filled;
+  auto add = [&](const char* name, int size) {
+    if (size > 0) filled.emplace_back(name, size);
+  };
+  add("bool_contents", c.bool_contents_size());
+  add("int_contents", c.int_contents_size());
+  add("int64_contents", c.int64_contents_size());
+  add("uint_contents", c.uint_contents_size());
+  add("uint64_contents", c.uint64_contents_size());
+  add("fp32_contents", c.fp32_contents_size());
+  add("fp64_contents", c.fp64_contents_size());
+  add("bytes_contents", c.bytes_contents_size());
+  return filled;
+}
+
+// Converts typed contents of one input into its raw form in `out`.
+absl::Status ConvertTyped(const inference::InferTensorContents& c, DataType type,
+                          absl::string_view label, absl::string_view tensor,
+                          absl::string_view dtype, std::string* out) {
+  switch (type) {
+    case DataType::kBool: {
+      out->resize(c.bool_contents_size());
+      for (int i = 0; i < c.bool_contents_size(); ++i) (*out)[i] = c.bool_contents(i) ? 1 : 0;
+      return absl::OkStatus();
+    }
+    case DataType::kUInt8:
+      return AppendConverted<uint8_t>(c.uint_contents(), label, tensor, dtype, out);
+    case DataType::kUInt16:
+      return AppendConverted<uint16_t>(c.uint_contents(), label, tensor, dtype, out);
+    case DataType::kUInt32:
+      return AppendConverted<uint32_t>(c.uint_contents(), label, tensor, dtype, out);
+    case DataType::kUInt64:
+      return AppendConverted<uint64_t>(c.uint64_contents(), label, tensor, dtype, out);
+    case DataType::kInt8:
+      return AppendConverted<int8_t>(c.int_contents(), label, tensor, dtype, out);
+    case DataType::kInt16:
+      return AppendConverted<int16_t>(c.int_contents(), label, tensor, dtype, out);
+    case DataType::kInt32:
+      return AppendConverted<int32_t>(c.int_contents(), label, tensor, dtype, out);
+    case DataType::kInt64:
+      return AppendConverted<int64_t>(c.int64_contents(), label, tensor, dtype, out);
+    case DataType::kFloat32:
+      return AppendConverted<float>(c.fp32_contents(), label, tensor, dtype, out);
+    case DataType::kFloat64:
+      return AppendConverted<double>(c.fp64_contents(), label, tensor, dtype, out);
+    case DataType::kString:
+      for (const std::string& s : c.bytes_contents()) {
+        if (s.size() > std::numeric_limits<uint32_t>::max()) {
+          return Invalid(label,
+                         absl::StrCat("input \"", tensor, "\" has a BYTES element over ", "4 GiB"));
+        }
+        const uint32_t len = static_cast<uint32_t>(s.size());
+        out->append(reinterpret_cast<const char*>(&len), 4);
+        out->append(s);
+      }
+      return absl::OkStatus();
+    default:
+      return Invalid(label, absl::StrCat("input \"", tensor, "\": ", dtype,
+                                         " data must be sent in raw_input_contents"));
+  }
+}
+
+absl::Status CheckUnsupportedParameters(
+    const google::protobuf::Map<std::string, inference::InferParameter>& params,
+    absl::string_view label, absl::string_view where) {
+  for (const char* key :
+       {"shared_memory_region", "shared_memory_offset", "shared_memory_byte_size"}) {
+    if (params.contains(key)) {
+      return Invalid(
+          label, absl::StrCat(where, ": parameter \"", key, "\": shared memory is not supported"));
+    }
+  }
+  if (params.contains("classification")) {
+    return Invalid(label, absl::StrCat(where, ": parameter \"classification\" is not supported"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckRequestParameters(
+    const google::protobuf::Map<std::string, inference::InferParameter>& params,
+    absl::string_view label) {
+  for (const char* key : {"sequence_id", "sequence_start", "sequence_end"}) {
+    auto it = params.find(key);
+    if (it == params.end()) continue;
+    const inference::InferParameter& p = it->second;
+    const bool set = p.bool_param() || p.int64_param() != 0 || p.uint64_param() != 0 ||
+                     !p.string_param().empty();
+    if (set) {
+      return Invalid(label,
+                     absl::StrCat("parameter \"", key, "\": sequence batching is not supported"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::string_view KServeDatatypeName(DataType type) {
+  for (const auto& [t, name] : kNames) {
+    if (t == type) return name;
+  }
+  return "";
+}
+
+absl::StatusOr<DataType> DataTypeFromKServe(absl::string_view name) {
+  for (const auto& [t, n] : kNames) {
+    if (n == name) return t;
+  }
+  return absl::InvalidArgumentError(absl::StrCat("unknown datatype \"", name, "\""));
+}
+
+absl::StatusOr<DecodedRequest> DecodeInferRequest(const inference::ModelInferRequest& request,
+                                                  const ModelSignature& signature,
+                                                  int max_batch_size, absl::string_view label) {
+  if (absl::Status s = CheckRequestParameters(request.parameters(), label); !s.ok()) return s;
+  const bool raw = request.raw_input_contents_size() > 0;
+  if (raw && request.raw_input_contents_size() != request.inputs_size()) {
+    return Invalid(label, absl::StrCat("raw_input_contents has ", request.raw_input_contents_size(),
+                                       " entries for ", request.inputs_size(),
+                                       " inputs; there must be one per input"));
+  }
+  absl::flat_hash_map<absl::string_view, int> by_name;  // signature input index
+  for (size_t i = 0; i < signature.inputs.size(); ++i) by_name[signature.inputs[i].name] = i;
+
+  DecodedRequest decoded;
+  decoded.inputs.resize(signature.inputs.size());
+  std::vector<bool> seen(signature.inputs.size(), false);
+  int64_t batch = -1;
+  for (int i = 0; i < request.inputs_size(); ++i) {
+    const auto& in = request.inputs(i);
+    auto it = by_name.find(in.name());
+    if (it == by_name.end()) {
+      return Invalid(label, absl::StrCat("unexpected input \"", in.name(),
+                                         "\" (the model has no input of that name)"));
+    }
+    const int index = it->second;
+    if (seen[index]) return Invalid(label, absl::StrCat("input \"", in.name(), "\" given twice"));
+    seen[index] = true;
+    const TensorInfo& info = signature.inputs[index];
+    if (absl::Status s = CheckUnsupportedParameters(in.parameters(), label,
+                                                    absl::StrCat("input \"", in.name(), "\""));
+        !s.ok()) {
+      return s;
+    }
+
+    absl::StatusOr<DataType> type = DataTypeFromKServe(in.datatype());
+    if (!type.ok()) {
+      return Invalid(label, absl::StrCat("input \"", in.name(), "\" has unknown datatype \"",
+                                         in.datatype(), "\""));
+    }
+    if (*type != info.dtype) {
+      return Invalid(label, absl::StrCat("input \"", in.name(), "\" has datatype ", in.datatype(),
+                                         ", expected ", KServeDatatypeName(info.dtype)));
+    }
+    const runtime::Shape shape(in.shape().begin(), in.shape().end());
+    bool shape_ok = shape.size() == info.shape.size();
+    for (size_t d = 0; shape_ok && d < shape.size(); ++d) {
+      shape_ok = info.shape[d] < 0 || info.shape[d] == shape[d];
+    }
+    if (!shape_ok) {
+      return Invalid(label,
+                     absl::StrCat("input \"", in.name(), "\" has shape ", ShapeString(in.shape()),
+                                  ", expected ", runtime::ShapeToString(info.shape)));
+    }
+    absl::StatusOr<int64_t> count = ElementCount(shape, label, in.name());
+    if (!count.ok()) return count.status();
+    if (max_batch_size > 0 && !shape.empty()) {
+      if (shape[0] > max_batch_size) {
+        return Invalid(label, absl::StrCat("input \"", in.name(), "\" batch size ", shape[0],
+                                           " exceeds max_batch_size ", max_batch_size));
+      }
+      if (batch >= 0 && shape[0] != batch) {
+        return Invalid(label, absl::StrCat("input \"", in.name(), "\" has batch size ", shape[0],
+                                           " but another input has ", batch));
+      }
+      batch = shape[0];
+    }
+
+    const auto filled = in.has_contents() ? FilledFields(in.contents())
+                                          : std::vector<std::pair<const char*, int>>{};
+    absl::string_view data;
+    if (raw) {
+      if (!filled.empty()) {
+        return Invalid(label, absl::StrCat("input \"", in.name(), "\" sets ", filled[0].first,
+                                           " but the request uses raw_input_contents; raw and "
+                                           "typed contents cannot be mixed"));
+      }
+      data = request.raw_input_contents(i);
+    } else {
+      const char* field = TypedFieldName(info.dtype);
+      for (const auto& [name, size] : filled) {
+        if (field == nullptr || std::strcmp(name, field) != 0) {
+          return Invalid(label, field == nullptr
+                                    ? absl::StrCat("input \"", in.name(), "\": ", in.datatype(),
+                                                   " data must be sent in raw_input_contents")
+                                    : absl::StrCat("input \"", in.name(), "\" (", in.datatype(),
+                                                   ") sets ", name, "; its values go in ", field));
+        }
+        if (size != *count) {
+          return Invalid(
+              label, absl::StrCat("input \"", in.name(), "\" has ", size, " values in ", name,
+                                  ", expected ", *count, " for shape ", ShapeString(in.shape())));
+        }
+      }
+      if (filled.empty() && *count > 0) {
+        return Invalid(label, absl::StrCat("input \"", in.name(), "\" has no data (neither ",
+                                           "raw_input_contents nor contents)"));
+      }
+      std::string& converted = decoded.storage.emplace_back();
+      if (!filled.empty()) {
+        if (absl::Status s = ConvertTyped(in.contents(), info.dtype, label, in.name(),
+                                          in.datatype(), &converted);
+            !s.ok()) {
+          return s;
+        }
+      }
+      data = converted;
+    }
+
+    if (info.dtype == DataType::kString) {
+      absl::StatusOr<int64_t> strings = CountSerializedStrings(data, label, in.name());
+      if (!strings.ok()) return strings.status();
+      if (*strings != *count) {
+        return Invalid(label, absl::StrCat("input \"", in.name(), "\" has ", *strings,
+                                           " BYTES elements, expected ", *count, " for shape ",
+                                           ShapeString(in.shape())));
+      }
+    } else {
+      const int64_t expected = *count * static_cast<int64_t>(runtime::DataTypeSize(info.dtype));
+      if (static_cast<int64_t>(data.size()) != expected) {
+        return Invalid(label, absl::StrCat("input \"", in.name(), "\" has ", data.size(),
+                                           " bytes of data, expected ", expected, " (shape ",
+                                           ShapeString(in.shape()), ", ", in.datatype(), ")"));
+      }
+      if (info.dtype == DataType::kBool) {
+        for (size_t b = 0; b < data.size(); ++b) {
+          if (data[b] != 0 && data[b] != 1) {
+            return Invalid(label,
+                           absl::StrCat("input \"", in.name(), "\" BOOL element ", b, " is ",
+                                        static_cast<int>(data[b]), "; BOOL bytes must be 0 or 1"));
+          }
+        }
+      }
+    }
+    decoded.inputs[index] = InputTensor{info.name, info.dtype, shape, data};
+  }
+  for (size_t i = 0; i < seen.size(); ++i) {
+    if (!seen[i]) {
+      return Invalid(label, absl::StrCat("missing input \"", signature.inputs[i].name, "\""));
+    }
+  }
+
+  if (request.outputs_size() == 0) {
+    for (const TensorInfo& out : signature.outputs) decoded.outputs.push_back(out.name);
+  } else {
+    absl::flat_hash_set<absl::string_view> known;
+    for (const TensorInfo& out : signature.outputs) known.insert(out.name);
+    absl::flat_hash_set<absl::string_view> wanted;
+    for (const auto& out : request.outputs()) {
+      if (!known.contains(out.name())) {
+        return Invalid(label, absl::StrCat("requested output \"", out.name(),
+                                           "\" is not an output of the model"));
+      }
+      if (!wanted.insert(out.name()).second) {
+        return Invalid(label, absl::StrCat("output \"", out.name(), "\" requested twice"));
+      }
+      if (absl::Status s = CheckUnsupportedParameters(out.parameters(), label,
+                                                      absl::StrCat("output \"", out.name(), "\""));
+          !s.ok()) {
+        return s;
+      }
+      decoded.outputs.push_back(out.name());
+    }
+  }
+  return decoded;
+}
+
+absl::Status EncodeInferResponse(const inference::ModelInferRequest& request,
+                                 const DecodedRequest& decoded, absl::string_view model_version,
+                                 std::vector<OutputTensor> outputs, absl::string_view label,
+                                 inference::ModelInferResponse* response) {
+  response->set_model_name(request.model_name());
+  response->set_model_version(std::string(model_version));
+  response->set_id(request.id());
+  *response->mutable_parameters() = request.parameters();
+  absl::flat_hash_map<absl::string_view, OutputTensor*> by_name;
+  for (OutputTensor& out : outputs) by_name[out.name] = &out;
+  absl::flat_hash_map<absl::string_view,
+                      const inference::ModelInferRequest::InferRequestedOutputTensor*>
+      requested;
+  for (const auto& r : request.outputs()) requested[r.name()] = &r;
+
+  for (const std::string& name : decoded.outputs) {
+    auto it = by_name.find(name);
+    if (it == by_name.end()) {
+      return absl::InternalError(
+          absl::StrCat(label, ": the backend produced no output \"", name, "\""));
+    }
+    OutputTensor& out = *it->second;
+    absl::string_view dtype = KServeDatatypeName(out.dtype);
+    if (dtype.empty()) {
+      return absl::InternalError(absl::StrCat(label, ": output \"", name, "\" has type ",
+                                              runtime::DataTypeName(out.dtype),
+                                              " which KServe cannot express"));
+    }
+    if (out.dtype != DataType::kString) {
+      const int64_t expected =
+          runtime::NumElements(out.shape) * static_cast<int64_t>(runtime::DataTypeSize(out.dtype));
+      if (static_cast<int64_t>(out.data.size()) != expected) {
+        return absl::InternalError(absl::StrCat(label, ": output \"", name, "\" has ",
+                                                out.data.size(), " bytes, expected ", expected,
+                                                " for shape ", runtime::ShapeToString(out.shape)));
+      }
+    }
+    auto* tensor = response->add_outputs();
+    tensor->set_name(name);
+    tensor->set_datatype(std::string(dtype));
+    for (int64_t d : out.shape) tensor->add_shape(d);
+    if (auto r = requested.find(name); r != requested.end()) {
+      *tensor->mutable_parameters() = r->second->parameters();
+    }
+    response->add_raw_output_contents(std::move(out.data));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace reprise::server

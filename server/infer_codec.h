@@ -1,0 +1,58 @@
+// ModelInfer request decoding / validation and response encoding (KServe v2 wire rules).
+#ifndef REPRISE_SERVER_INFER_CODEC_H_
+#define REPRISE_SERVER_INFER_CODEC_H_
+
+#include <deque>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "grpc_service.pb.h"
+#include "runtime/core/data_type.h"
+#include "server/model_backend.h"
+
+namespace reprise::server {
+
+/// KServe datatype name ("FP32", "BYTES", ...) of `type`; "" for a type KServe lacks.
+absl::string_view KServeDatatypeName(runtime::DataType type);
+/// The type a KServe datatype name denotes; INVALID_ARGUMENT for an unknown name.
+absl::StatusOr<runtime::DataType> DataTypeFromKServe(absl::string_view name);
+
+/// A checked ModelInfer request, ready for LoadedModel::Infer. Input data points into the
+/// request (raw contents) or into `storage` (converted typed contents): keep both the request
+/// and this object alive while the inputs are used. Move-only (inputs point into storage).
+struct DecodedRequest {
+  std::vector<InputTensor> inputs;   // in the model's input order
+  std::vector<std::string> outputs;  // wanted outputs, in the response's order
+  std::deque<std::string> storage;
+
+  DecodedRequest() = default;
+  DecodedRequest(DecodedRequest&&) = default;
+  DecodedRequest& operator=(DecodedRequest&&) = default;
+  DecodedRequest(const DecodedRequest&) = delete;
+  DecodedRequest& operator=(const DecodedRequest&) = delete;
+};
+
+/// Checks `request` against the model's `signature` and decodes it. `label` names the model in
+/// messages (e.g. `model "m" version 1`); `max_batch_size` > 0 bounds the first dimension.
+/// Every problem is INVALID_ARGUMENT naming the tensor and the values: raw and typed contents
+/// mixed, wrong raw count, unknown / missing / duplicate input, wrong datatype, wrong shape,
+/// byte size mismatch, malformed BYTES, BOOL not 0/1, values out of range, typed contents in
+/// the wrong field, unknown / duplicate requested output, unsupported parameters.
+absl::StatusOr<DecodedRequest> DecodeInferRequest(const inference::ModelInferRequest& request,
+                                                  const ModelSignature& signature,
+                                                  int max_batch_size, absl::string_view label);
+
+/// Fills `response`: model name and version, the request's `id` and parameters echoed, each
+/// output (raw, in `decoded.outputs` order) with the requested output's parameters. INTERNAL
+/// if the backend returned a missing output or one whose byte size disagrees with its shape.
+absl::Status EncodeInferResponse(const inference::ModelInferRequest& request,
+                                 const DecodedRequest& decoded, absl::string_view model_version,
+                                 std::vector<OutputTensor> outputs, absl::string_view label,
+                                 inference::ModelInferResponse* response);
+
+}  // namespace reprise::server
+
+#endif  // REPRISE_SERVER_INFER_CODEC_H_

@@ -1,0 +1,74 @@
+// reprise-server: the daemon's entry point.
+#include <pthread.h>
+#include <signal.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "server/command_line.h"
+#include "server/server.h"
+#include "server/unavailable_backend.h"
+#include "spdlog/spdlog.h"
+
+namespace {
+
+void ConfigureLogging(const reprise::config::ServerConfig& config) {
+  spdlog::set_level(spdlog::level::from_str(config.log_level));
+  if (config.log_format == "json") {
+    spdlog::set_pattern(
+        R"({"time":"%Y-%m-%dT%H:%M:%S.%fZ","level":"%l","thread":%t,"message":"%v"})",
+        spdlog::pattern_time_type::utc);
+  } else {
+    spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%fZ %L %t] %v", spdlog::pattern_time_type::utc);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Block the shutdown signals in every thread; this one waits for them with sigwait.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  std::vector<std::string> args(argv + 1, argv + argc);
+  absl::StatusOr<reprise::server::CommandLine> command_line =
+      reprise::server::ParseCommandLine(args);
+  if (!command_line.ok()) {
+    std::fprintf(stderr, "reprise-server: %s\n%s",
+                 std::string(command_line.status().message()).c_str(),
+                 reprise::server::Usage().c_str());
+    return 2;
+  }
+  if (command_line->help) {
+    std::fputs(reprise::server::Usage().c_str(), stdout);
+    return 0;
+  }
+  ConfigureLogging(command_line->config);
+
+  // No engine is linked yet: models are listed but never served (see unavailable_backend.h).
+  reprise::server::UnavailableBackend backend;
+  absl::StatusOr<std::unique_ptr<reprise::server::Server>> server =
+      reprise::server::Server::Start(command_line->config, &backend);
+  if (!server.ok()) {
+    spdlog::error("cannot start: {}", server.status().ToString());
+    return 1;
+  }
+
+  int signal = 0;
+  sigwait(&signals, &signal);
+  spdlog::info("received signal {}", signal);
+  if (!(*server)->Shutdown()) {
+    // Requests outlived the shutdown timeout and may be stuck in the backend: do not wait.
+    spdlog::warn("exiting with requests still running");
+    spdlog::default_logger()->flush();
+    std::fflush(stdout);
+    std::_Exit(0);
+  }
+  server->reset();
+  return 0;
+}

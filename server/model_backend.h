@@ -1,0 +1,114 @@
+// The server's view of an inference engine: load one model version from its directory, report
+// its tensors, run one inference on host tensors. The engine (runtime/engine) plugs in behind
+// this interface; tests use a fake.
+#ifndef REPRISE_SERVER_MODEL_BACKEND_H_
+#define REPRISE_SERVER_MODEL_BACKEND_H_
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "config/model_settings.h"
+#include "runtime/core/data_type.h"
+
+namespace reprise::server {
+
+/// One input or output as the model declares it.
+struct TensorInfo {
+  std::string name;
+  runtime::DataType dtype = runtime::DataType::kUndefined;  // kString is KServe's BYTES
+  /// The full shape, batch dimension included; -1 marks a dimension of any size.
+  std::vector<int64_t> shape;
+};
+
+struct ModelSignature {
+  std::vector<TensorInfo> inputs;
+  std::vector<TensorInfo> outputs;
+};
+
+/// An input of one inference. `data` is borrowed (from the request, or from storage the caller
+/// keeps) for the duration of Infer. Row-major, little-endian; for kString, the KServe
+/// serialized form: per element a 4-byte little-endian length, then the bytes.
+struct InputTensor {
+  std::string name;
+  runtime::DataType dtype = runtime::DataType::kUndefined;
+  runtime::Shape shape;
+  absl::string_view data;
+};
+
+/// An output of one inference, owned. Same layout rules as InputTensor.
+struct OutputTensor {
+  std::string name;
+  runtime::DataType dtype = runtime::DataType::kUndefined;
+  runtime::Shape shape;
+  std::string data;
+};
+
+/// A runtime instance (captured shape on a stream) as the admin service lists it.
+struct RuntimeInstanceInfo {
+  int stream = 0;
+  std::string shape_signature;
+  int64_t bucket = 0;
+  std::string state;
+  uint64_t captures = 0;
+  uint64_t replays = 0;
+  uint64_t capture_time_ns = 0;
+  uint64_t arena_bytes = 0;
+  uint64_t last_used_ms = 0;
+};
+
+/// One loaded model version. Made by ModelBackend::Load; destroyed by the repository once no
+/// request uses it any more.
+class LoadedModel {
+ public:
+  virtual ~LoadedModel() = default;
+
+  /// The tensors; fixed for the object's lifetime.
+  virtual const ModelSignature& signature() const = 0;
+
+  /// Runs one inference. `inputs` are in the order of signature().inputs and already checked
+  /// against it (dtype, rank, fixed dimensions, byte size). `outputs` names the outputs wanted
+  /// (a subset of signature().outputs, no duplicates). Thread-safe: called concurrently.
+  virtual absl::StatusOr<std::vector<OutputTensor>> Infer(std::span<const InputTensor> inputs,
+                                                          std::span<const std::string> outputs) = 0;
+
+  /// The runtime instances made so far (none for a backend without capture). Thread-safe.
+  virtual std::vector<RuntimeInstanceInfo> ListRuntimeInstances() const { return {}; }
+
+  /// A JSON dump of one runtime instance; NOT_FOUND when there is none. Thread-safe.
+  virtual absl::StatusOr<std::string> DumpRuntimeInstance(int stream,
+                                                          absl::string_view shape_signature,
+                                                          bool verbose) const {
+    (void)verbose;
+    return absl::NotFoundError(absl::StrCat("no runtime instance on stream ", stream,
+                                            " for shape \"", shape_signature, "\""));
+  }
+};
+
+/// What to load.
+struct LoadSpec {
+  std::string model_name;
+  int64_t version = 0;
+  std::string version_dir;                          // <repo>/<model>/<version>
+  std::string model_path;                           // <version_dir>/model.onnx
+  const config::ModelSettings* settings = nullptr;  // borrowed for the call
+  int streams = 1;                                  // streams this model may use
+};
+
+/// Loads model versions. Implementations must be thread-safe: versions of different models load
+/// concurrently. Load may block (it runs on a loader thread, never on a gRPC thread).
+class ModelBackend {
+ public:
+  virtual ~ModelBackend() = default;
+  virtual absl::StatusOr<std::unique_ptr<LoadedModel>> Load(const LoadSpec& spec) = 0;
+};
+
+}  // namespace reprise::server
+
+#endif  // REPRISE_SERVER_MODEL_BACKEND_H_

@@ -1,0 +1,123 @@
+#include "server/model_config_proto.h"
+
+namespace reprise::server {
+namespace {
+
+using runtime::DataType;
+
+inference::ModelInstanceGroup::Kind KindFromName(const std::string& name) {
+  inference::ModelInstanceGroup::Kind kind = inference::ModelInstanceGroup::KIND_AUTO;
+  inference::ModelInstanceGroup::Kind_Parse(name, &kind);
+  return kind;
+}
+
+template <typename T>
+void FillTensor(const std::string& name, inference::DataType type, const std::vector<int64_t>& dims,
+                T* out) {
+  out->set_name(name);
+  out->set_data_type(type);
+  for (int64_t d : dims) out->add_dims(d);
+}
+
+std::vector<int64_t> WithoutBatch(const std::vector<int64_t>& shape, int max_batch_size) {
+  if (max_batch_size <= 0 || shape.empty()) return shape;
+  return std::vector<int64_t>(shape.begin() + 1, shape.end());
+}
+
+}  // namespace
+
+inference::DataType ToProtoDataType(DataType type) {
+  switch (type) {
+    case DataType::kBool:
+      return inference::TYPE_BOOL;
+    case DataType::kUInt8:
+      return inference::TYPE_UINT8;
+    case DataType::kUInt16:
+      return inference::TYPE_UINT16;
+    case DataType::kUInt32:
+      return inference::TYPE_UINT32;
+    case DataType::kUInt64:
+      return inference::TYPE_UINT64;
+    case DataType::kInt8:
+      return inference::TYPE_INT8;
+    case DataType::kInt16:
+      return inference::TYPE_INT16;
+    case DataType::kInt32:
+      return inference::TYPE_INT32;
+    case DataType::kInt64:
+      return inference::TYPE_INT64;
+    case DataType::kFloat16:
+      return inference::TYPE_FP16;
+    case DataType::kFloat32:
+      return inference::TYPE_FP32;
+    case DataType::kFloat64:
+      return inference::TYPE_FP64;
+    case DataType::kString:
+      return inference::TYPE_STRING;
+    case DataType::kBFloat16:
+      return inference::TYPE_BF16;
+    default:
+      return inference::TYPE_INVALID;
+  }
+}
+
+inference::ModelConfig ToModelConfigProto(const config::ModelSettings& settings,
+                                          const ModelSignature& signature) {
+  inference::ModelConfig out;
+  out.set_name(settings.name);
+  out.set_platform(settings.platform);
+  out.set_max_batch_size(settings.max_batch_size);
+
+  auto* policy = out.mutable_version_policy();
+  switch (settings.version_policy.kind) {
+    case config::VersionPolicy::Kind::kLatest:
+      policy->mutable_latest()->set_num_versions(settings.version_policy.num_versions);
+      break;
+    case config::VersionPolicy::Kind::kAll:
+      policy->mutable_all();
+      break;
+    case config::VersionPolicy::Kind::kSpecific:
+      for (int64_t v : settings.version_policy.versions)
+        policy->mutable_specific()->add_versions(v);
+      break;
+  }
+
+  // config.yaml's TensorType numbers are model_config.proto's DataType numbers by design.
+  if (!settings.inputs.empty()) {
+    for (const config::TensorSettings& t : settings.inputs) {
+      FillTensor(t.name, static_cast<inference::DataType>(t.data_type), t.dims, out.add_input());
+    }
+  } else {
+    for (const TensorInfo& t : signature.inputs) {
+      FillTensor(t.name, ToProtoDataType(t.dtype), WithoutBatch(t.shape, settings.max_batch_size),
+                 out.add_input());
+    }
+  }
+  if (!settings.outputs.empty()) {
+    for (const config::TensorSettings& t : settings.outputs) {
+      FillTensor(t.name, static_cast<inference::DataType>(t.data_type), t.dims, out.add_output());
+    }
+  } else {
+    for (const TensorInfo& t : signature.outputs) {
+      FillTensor(t.name, ToProtoDataType(t.dtype), WithoutBatch(t.shape, settings.max_batch_size),
+                 out.add_output());
+    }
+  }
+
+  for (const config::InstanceGroup& g : settings.instance_groups) {
+    auto* group = out.add_instance_group();
+    group->set_count(g.count);
+    group->set_kind(KindFromName(g.kind));
+  }
+  if (settings.dynamic_batching.has_value()) {
+    auto* batching = out.mutable_dynamic_batching();
+    for (int64_t size : settings.dynamic_batching->preferred_batch_size) {
+      batching->add_preferred_batch_size(static_cast<int32_t>(size));
+    }
+    batching->set_max_queue_delay_microseconds(
+        static_cast<uint64_t>(settings.dynamic_batching->max_queue_delay_microseconds));
+  }
+  return out;
+}
+
+}  // namespace reprise::server

@@ -1,0 +1,513 @@
+#include "server/model_repository.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <set>
+#include <system_error>
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "config/server_config.h"
+#include "runtime/core/status_macros.h"
+
+namespace reprise::server {
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr absl::string_view kModelFile = "model.onnx";
+constexpr absl::string_view kConfigFile = "config.yaml";
+
+// A valid version directory name: a positive decimal integer.
+bool ParseVersionDir(const std::string& name, int64_t* version) {
+  if (name.empty() || name.size() > 18) return false;
+  for (char c : name) {
+    if (c < '0' || c > '9') return false;
+  }
+  return absl::SimpleAtoi(name, version) && *version > 0;
+}
+
+std::vector<int64_t> ListVersions(const std::string& model_dir) {
+  std::vector<int64_t> versions;
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(model_dir, ec)) {
+    int64_t v = 0;
+    if (!e.is_directory(ec) || !ParseVersionDir(e.path().filename().string(), &v)) continue;
+    if (fs::is_regular_file(e.path() / std::string(kModelFile), ec)) versions.push_back(v);
+  }
+  std::sort(versions.begin(), versions.end());
+  return versions;
+}
+
+// Joins several asynchronous outcomes: `done` gets the first error (or OK) after `count` calls.
+class Join {
+ public:
+  Join(int count, ModelRepository::Callback done) : left_(count), done_(std::move(done)) {}
+  void Add(absl::Status status) {
+    ModelRepository::Callback done;
+    absl::Status result;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (first_.ok() && !status.ok()) first_ = std::move(status);
+      if (--left_ > 0) return;
+      done = std::move(done_);
+      result = first_;
+    }
+    std::move(done)(std::move(result));
+  }
+
+ private:
+  std::mutex mu_;
+  int left_ ABSL_GUARDED_BY(mu_);
+  absl::Status first_ ABSL_GUARDED_BY(mu_);
+  ModelRepository::Callback done_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace
+
+absl::string_view VersionStateName(VersionState state) {
+  switch (state) {
+    case VersionState::kLoading:
+      return "LOADING";
+    case VersionState::kReady:
+      return "READY";
+    case VersionState::kUnloading:
+      return "UNLOADING";
+    case VersionState::kUnavailable:
+      return "UNAVAILABLE";
+  }
+  return "UNAVAILABLE";
+}
+
+absl::StatusOr<std::vector<int64_t>> SelectVersions(absl::string_view model,
+                                                    const config::VersionPolicy& policy,
+                                                    const std::vector<int64_t>& available) {
+  if (available.empty()) {
+    return absl::NotFoundError(
+        absl::StrCat("model \"", model, "\": no version directory with ", kModelFile, " found"));
+  }
+  switch (policy.kind) {
+    case config::VersionPolicy::Kind::kAll:
+      return available;
+    case config::VersionPolicy::Kind::kLatest: {
+      const size_t n = std::min<size_t>(available.size(), std::max(policy.num_versions, 1));
+      return std::vector<int64_t>(available.end() - n, available.end());
+    }
+    case config::VersionPolicy::Kind::kSpecific: {
+      std::vector<int64_t> missing;
+      for (int64_t v : policy.versions) {
+        if (!std::binary_search(available.begin(), available.end(), v)) missing.push_back(v);
+      }
+      if (!missing.empty()) {
+        return absl::NotFoundError(absl::StrCat(
+            "model \"", model, "\": version_policy names version(s) [", absl::StrJoin(missing, ","),
+            "] that do not exist (found [", absl::StrJoin(available, ","), "])"));
+      }
+      std::set<int64_t> chosen(policy.versions.begin(), policy.versions.end());
+      return std::vector<int64_t>(chosen.begin(), chosen.end());
+    }
+  }
+  return absl::InternalError("unknown version policy");
+}
+
+absl::StatusOr<std::unique_ptr<ModelRepository>> ModelRepository::Create(Options options,
+                                                                         ModelBackend* backend,
+                                                                         Executor* executor) {
+  if (backend == nullptr || executor == nullptr) {
+    return absl::InvalidArgumentError("model repository needs a backend and an executor");
+  }
+  if (options.paths.empty()) {
+    return absl::InvalidArgumentError("model repository: no repository path given");
+  }
+  for (const std::string& path : options.paths) {
+    std::error_code ec;
+    if (!fs::is_directory(path, ec)) {
+      return absl::NotFoundError(
+          absl::StrCat("model repository \"", path, "\" is not a readable directory"));
+    }
+  }
+  return std::unique_ptr<ModelRepository>(
+      new ModelRepository(std::move(options), backend, executor));
+}
+
+ModelRepository::ModelRepository(Options options, ModelBackend* backend, Executor* executor)
+    : options_(std::move(options)),
+      backend_(backend),
+      executor_(executor),
+      serving_(std::make_shared<const ServingMap>()) {}
+
+std::vector<std::string> ModelRepository::ScanModelNames() const {
+  std::set<std::string> names;
+  for (const std::string& path : options_.paths) {
+    std::error_code ec;
+    for (const fs::directory_entry& e : fs::directory_iterator(path, ec)) {
+      const std::string name = e.path().filename().string();
+      if (e.is_directory(ec) && !name.empty() && name[0] != '.') names.insert(name);
+    }
+  }
+  return std::vector<std::string>(names.begin(), names.end());
+}
+
+absl::StatusOr<std::string> ModelRepository::FindModelDir(const std::string& name) const {
+  if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat("invalid model name \"", name, "\""));
+  }
+  std::vector<std::string> found;
+  for (const std::string& path : options_.paths) {
+    std::error_code ec;
+    const fs::path dir = fs::path(path) / name;
+    if (fs::is_directory(dir, ec)) found.push_back(dir.string());
+  }
+  if (found.empty()) {
+    return absl::NotFoundError(absl::StrCat("model \"", name, "\" is not in the repository (",
+                                            absl::StrJoin(options_.paths, ", "), ")"));
+  }
+  if (found.size() > 1) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "model \"", name, "\" is in more than one repository: ", absl::StrJoin(found, ", ")));
+  }
+  return found[0];
+}
+
+int ModelRepository::StreamsFor(const config::ModelSettings& settings) const {
+  if (settings.instance_groups.empty()) return std::max(options_.default_streams, 1);
+  int streams = 0;
+  for (const config::InstanceGroup& g : settings.instance_groups) streams += g.count;
+  return std::max(streams, 1);
+}
+
+void ModelRepository::Publish(std::shared_ptr<const ServingMap> map) {
+  {
+    std::lock_guard<std::mutex> lock(serving_mu_);
+    serving_.swap(map);
+  }
+  // `map` now holds the previous map; it is freed here, outside the lock.
+}
+
+void ModelRepository::Enqueue(const std::string& model, absl::AnyInvocable<void() &&> op) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    OpQueue& q = ops_[model];
+    if (q.busy) {
+      q.waiting.push_back(std::move(op));
+      return;
+    }
+    q.busy = true;
+  }
+  executor_->Schedule(std::move(op));
+}
+
+void ModelRepository::OpFinished(const std::string& model) {
+  absl::AnyInvocable<void() &&> next;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    OpQueue& q = ops_[model];
+    if (q.waiting.empty()) {
+      q.busy = false;
+      return;
+    }
+    next = std::move(q.waiting.front());
+    q.waiting.pop_front();
+  }
+  executor_->Schedule(std::move(next));
+}
+
+void ModelRepository::LoadAtStartup(const std::vector<std::string>& load_models, Callback done) {
+  std::vector<std::string> names;
+  const bool all = options_.control_mode == config::ControlMode::kNone ||
+                   std::find(load_models.begin(), load_models.end(), "*") != load_models.end();
+  if (all) {
+    names = ScanModelNames();
+  } else {
+    std::set<std::string> unique(load_models.begin(), load_models.end());
+    names.assign(unique.begin(), unique.end());
+  }
+  if (names.empty()) {
+    std::move(done)(absl::OkStatus());
+    return;
+  }
+  auto join = std::make_shared<Join>(static_cast<int>(names.size()), std::move(done));
+  for (const std::string& name : names) {
+    StartLoad(name, [join](absl::Status s) { join->Add(std::move(s)); });
+  }
+}
+
+void ModelRepository::LoadModel(const std::string& name, Callback done) {
+  if (options_.control_mode == config::ControlMode::kNone) {
+    std::move(done)(absl::FailedPreconditionError(absl::StrCat(
+        "cannot load model \"", name,
+        "\": explicit load / unload needs model control mode \"explicit\" (it is \"none\")")));
+    return;
+  }
+  StartLoad(name, std::move(done));
+}
+
+void ModelRepository::UnloadModel(const std::string& name, Callback done) {
+  if (options_.control_mode == config::ControlMode::kNone) {
+    std::move(done)(absl::FailedPreconditionError(absl::StrCat(
+        "cannot unload model \"", name,
+        "\": explicit load / unload needs model control mode \"explicit\" (it is \"none\")")));
+    return;
+  }
+  StartUnload(name, std::move(done));
+}
+
+void ModelRepository::UnloadAll(Callback done) {
+  std::shared_ptr<const ServingMap> map = Snapshot();
+  if (map->empty()) {
+    std::move(done)(absl::OkStatus());
+    return;
+  }
+  auto join = std::make_shared<Join>(static_cast<int>(map->size()), std::move(done));
+  for (const auto& [name, model] : *map) {
+    StartUnload(name, [join](absl::Status s) { join->Add(std::move(s)); });
+  }
+}
+
+void ModelRepository::StartLoad(const std::string& name, Callback done) {
+  auto shared_done = std::make_shared<Callback>(std::move(done));
+  Enqueue(name, [this, name, shared_done]() mutable {
+    absl::Status status = LoadNow(name);
+    std::move (*shared_done)(std::move(status));
+    OpFinished(name);
+  });
+}
+
+void ModelRepository::StartUnload(const std::string& name, Callback done) {
+  auto shared_done = std::make_shared<Callback>(std::move(done));
+  Enqueue(name, [this, name, shared_done]() mutable {
+    UnloadNow(name, [this, name, shared_done](absl::Status status) {
+      std::move (*shared_done)(std::move(status));
+      OpFinished(name);
+    });
+  });
+}
+
+absl::Status ModelRepository::LoadNow(const std::string& name) {
+  // Model-level failures (not found, bad config.yaml, no version) are recorded as version 0.
+  auto fail_model = [&](absl::Status status) {
+    std::lock_guard<std::mutex> lock(mu_);
+    records_[name][0] = Record{VersionState::kUnavailable, std::string(status.message())};
+    return status;
+  };
+  absl::StatusOr<std::string> dir = FindModelDir(name);
+  if (!dir.ok()) return fail_model(dir.status());
+
+  auto settings = std::make_shared<config::ModelSettings>();
+  settings->name = name;
+  const fs::path config_path = fs::path(*dir) / std::string(kConfigFile);
+  std::error_code ec;
+  if (fs::exists(config_path, ec)) {
+    absl::StatusOr<std::string> text = config::ReadTextFile(config_path.string());
+    if (!text.ok()) return fail_model(text.status());
+    absl::StatusOr<config::ModelSettings> parsed =
+        config::ParseModelSettings(*text, config_path.string(), name);
+    if (!parsed.ok()) return fail_model(parsed.status());
+    *settings = *std::move(parsed);
+  }
+  absl::StatusOr<std::vector<int64_t>> chosen =
+      SelectVersions(name, settings->version_policy, ListVersions(*dir));
+  if (!chosen.ok()) return fail_model(chosen.status());
+
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto& versions = records_[name];
+    for (int64_t v : *chosen) {
+      Record& r = versions[v];
+      if (r.state != VersionState::kReady) r = Record{VersionState::kLoading, ""};
+    }
+  }
+
+  // Load every chosen version; the model changes only if all of them load.
+  std::map<int64_t, std::shared_ptr<ServedVersion>> loaded;
+  absl::Status failure;
+  int64_t failed_version = 0;
+  for (int64_t v : *chosen) {
+    LoadSpec spec;
+    spec.model_name = name;
+    spec.version = v;
+    spec.version_dir = (fs::path(*dir) / std::to_string(v)).string();
+    spec.model_path = (fs::path(spec.version_dir) / std::string(kModelFile)).string();
+    spec.settings = settings.get();
+    spec.streams = StreamsFor(*settings);
+    absl::StatusOr<std::unique_ptr<LoadedModel>> model = backend_->Load(spec);
+    if (!model.ok()) {
+      failure = absl::Status(model.status().code(),
+                             absl::StrCat("model \"", name, "\" version ", v,
+                                          ": load failed: ", model.status().message()));
+      failed_version = v;
+      break;
+    }
+    if (*model == nullptr) {
+      failure = absl::InternalError(
+          absl::StrCat("model \"", name, "\" version ", v, ": backend returned no model"));
+      failed_version = v;
+      break;
+    }
+    loaded[v] = std::make_shared<ServedVersion>(name, v, settings, *std::move(model));
+  }
+
+  std::vector<std::shared_ptr<ServedVersion>> retired;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto& versions = records_[name];
+    std::shared_ptr<const ServingMap> current = Snapshot();
+    auto serving = current->find(name);
+    auto is_serving = [&](int64_t v) {
+      return serving != current->end() && serving->second.versions.contains(v);
+    };
+    if (!failure.ok()) {
+      for (int64_t v : *chosen) {
+        if (is_serving(v)) continue;  // the old instance keeps serving, still READY
+        versions[v] =
+            Record{VersionState::kUnavailable,
+                   v == failed_version ? std::string(failure.message())
+                                       : absl::StrCat("not loaded: version ", failed_version,
+                                                      " of the same model failed to load")};
+      }
+    } else {
+      auto next = std::make_shared<ServingMap>(*current);
+      if (serving != current->end()) {
+        for (const auto& [v, old] : serving->second.versions) {
+          retired.push_back(old);
+          if (!loaded.contains(v)) versions[v] = Record{VersionState::kUnloading, ""};
+        }
+      }
+      (*next)[name] = ServedModel{settings, loaded};
+      for (const auto& [v, unused] : loaded) versions[v] = Record{VersionState::kReady, ""};
+      versions.erase(0);
+      Publish(std::move(next));
+    }
+  }
+  if (!retired.empty()) {
+    Retire(std::move(retired), "unloaded: not selected by the version policy any more", [] {});
+  }
+  return failure;
+}
+
+void ModelRepository::UnloadNow(const std::string& name, Callback done) {
+  std::vector<std::shared_ptr<ServedVersion>> retired;
+  bool loaded = true;
+  bool known = true;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::shared_ptr<const ServingMap> current = Snapshot();
+    auto it = current->find(name);
+    if (it == current->end()) {
+      loaded = false;
+      known = records_.contains(name) || FindModelDir(name).ok();
+    } else {
+      auto next = std::make_shared<ServingMap>(*current);
+      next->erase(name);
+      for (const auto& [v, version] : it->second.versions) {
+        retired.push_back(version);
+        records_[name][v] = Record{VersionState::kUnloading, ""};
+      }
+      Publish(std::move(next));
+    }
+  }
+  if (!loaded) {
+    // Unloading a model that is not loaded succeeds, as in Triton; an unknown name does not.
+    std::move(done)(known ? absl::OkStatus()
+                          : absl::NotFoundError(
+                                absl::StrCat("cannot unload model \"", name, "\": no such model")));
+    return;
+  }
+  auto shared_done = std::make_shared<Callback>(std::move(done));
+  Retire(std::move(retired), "unloaded",
+         [shared_done] { std::move (*shared_done)(absl::OkStatus()); });
+}
+
+void ModelRepository::Retire(std::vector<std::shared_ptr<ServedVersion>> retired,
+                             absl::string_view reason, absl::AnyInvocable<void() &&> all_done) {
+  struct Pending {
+    std::mutex mu;
+    size_t left ABSL_GUARDED_BY(mu);
+    absl::AnyInvocable<void() &&> done;
+  };
+  auto pending = std::make_shared<Pending>();
+  {
+    std::lock_guard<std::mutex> lock(pending->mu);
+    pending->left = retired.size();
+  }
+  pending->done = std::move(all_done);
+  const std::string why(reason);
+  for (std::shared_ptr<ServedVersion>& version : retired) {
+    // The drain callback runs on the thread of the last request; finish on the executor.
+    version->Drain([this, version, pending, why] {
+      executor_->Schedule([this, version, pending, why] {
+        version->DestroyModel();
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          std::shared_ptr<const ServingMap> current = Snapshot();
+          auto model = current->find(version->model_name());
+          const bool serving_again =
+              model != current->end() && model->second.versions.contains(version->version());
+          Record& r = records_[version->model_name()][version->version()];
+          if (!serving_again && r.state == VersionState::kUnloading) {
+            r = Record{VersionState::kUnavailable, why};
+          }
+        }
+        bool last = false;
+        {
+          std::lock_guard<std::mutex> lock(pending->mu);
+          last = --pending->left == 0;
+        }
+        if (last) std::move(pending->done)();
+      });
+    });
+  }
+}
+
+absl::StatusOr<VersionLease> ModelRepository::Acquire(absl::string_view model,
+                                                      absl::string_view version) const {
+  int64_t wanted = 0;
+  if (!version.empty() && (!absl::SimpleAtoi(version, &wanted) || wanted <= 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("model \"", model, "\": version \"", version, "\" is not a positive integer"));
+  }
+  // Two tries: a version that started draining after we read the map may have a successor in
+  // the map published since (a reload).
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    std::shared_ptr<const ServingMap> map = Snapshot();
+    auto it = map->find(model);
+    if (it == map->end() || it->second.versions.empty()) {
+      return absl::NotFoundError(absl::StrCat("model \"", model, "\" is not loaded"));
+    }
+    const auto& versions = it->second.versions;
+    auto v = wanted == 0 ? std::prev(versions.end()) : versions.find(wanted);
+    if (v == versions.end()) {
+      return absl::UnavailableError(
+          absl::StrCat("model \"", model, "\" version ", wanted, " is not ready"));
+    }
+    if (v->second->TryAcquire()) return VersionLease(v->second);
+  }
+  return absl::UnavailableError(absl::StrCat(
+      "model \"", model, "\" version ",
+      wanted == 0 ? std::string("(latest)") : std::to_string(wanted), " is being unloaded"));
+}
+
+std::vector<IndexEntry> ModelRepository::Index(bool ready_only) const {
+  const std::vector<std::string> names = ScanModelNames();
+  std::vector<IndexEntry> out;
+  std::lock_guard<std::mutex> lock(mu_);
+  std::set<std::string> all(names.begin(), names.end());
+  for (const auto& [name, unused] : records_) all.insert(name);
+  for (const std::string& name : all) {
+    auto it = records_.find(name);
+    if (it == records_.end() || it->second.empty()) {
+      if (!ready_only) out.push_back(IndexEntry{name, "", "", ""});
+      continue;
+    }
+    for (const auto& [v, record] : it->second) {
+      if (ready_only && record.state != VersionState::kReady) continue;
+      out.push_back(IndexEntry{name, v == 0 ? "" : std::to_string(v),
+                               std::string(VersionStateName(record.state)), record.reason});
+    }
+  }
+  return out;
+}
+
+}  // namespace reprise::server

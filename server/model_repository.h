@@ -1,0 +1,151 @@
+// The model repository and the lifecycle of its models: scan <repo>/<model>/<version>/model.onnx,
+// choose versions by policy, load asynchronously, unload without dropping a request.
+#ifndef REPRISE_SERVER_MODEL_REPOSITORY_H_
+#define REPRISE_SERVER_MODEL_REPOSITORY_H_
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <condition_variable>
+#include <mutex>
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/functional/any_invocable.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "config/model_settings.h"
+#include "config/server_config.h"
+#include "server/executor.h"
+#include "server/model_backend.h"
+#include "server/served_version.h"
+
+namespace reprise::server {
+
+/// States as RepositoryIndex reports them.
+enum class VersionState { kLoading, kReady, kUnloading, kUnavailable };
+/// "LOADING", "READY", "UNLOADING", "UNAVAILABLE".
+absl::string_view VersionStateName(VersionState state);
+
+/// The versions of `available` (ascending) that `policy` selects, ascending. Errors name
+/// `model` and the missing versions.
+absl::StatusOr<std::vector<int64_t>> SelectVersions(absl::string_view model,
+                                                    const config::VersionPolicy& policy,
+                                                    const std::vector<int64_t>& available);
+
+/// One model as it is served: its settings and its ready versions (ascending).
+struct ServedModel {
+  std::shared_ptr<const config::ModelSettings> settings;
+  std::map<int64_t, std::shared_ptr<ServedVersion>> versions;
+};
+/// What requests read: immutable once published, replaced as a whole.
+using ServingMap = absl::flat_hash_map<std::string, ServedModel>;
+
+/// One row of RepositoryIndex.
+struct IndexEntry {
+  std::string name;
+  std::string version;  // empty for a model-level entry
+  std::string state;    // empty for a model that was never loaded
+  std::string reason;
+};
+
+/// Owns the lifecycle of every model. Loads and unloads run on the executor, one operation
+/// per model at a time (later ones wait their turn); different models load in parallel. The
+/// read path (Acquire, Snapshot) takes no lock of the manager: it copies the pointer to an
+/// immutable map that is replaced as a whole. Thread-safe.
+///
+/// Lifetime: `backend` and `executor` are borrowed and must outlive the repository; destroy the
+/// repository only after every callback it was given has run (e.g. after UnloadAll's).
+class ModelRepository {
+ public:
+  struct Options {
+    std::vector<std::string> paths;
+    config::ControlMode control_mode = config::ControlMode::kNone;
+    int default_streams = 1;  // streams of a model with no instance_group
+  };
+  /// Called once with the outcome, on an executor thread (or the caller's for early errors).
+  using Callback = absl::AnyInvocable<void(absl::Status) &&>;
+
+  static absl::StatusOr<std::unique_ptr<ModelRepository>> Create(Options options,
+                                                                 ModelBackend* backend,
+                                                                 Executor* executor);
+  ModelRepository(const ModelRepository&) = delete;
+  ModelRepository& operator=(const ModelRepository&) = delete;
+
+  /// Loads what the control mode loads at start: every model (none), or `load_models`
+  /// ("*" = every model; explicit). `done` gets OK or the first failure once all finished.
+  void LoadAtStartup(const std::vector<std::string>& load_models, Callback done);
+  /// RepositoryModelLoad: (re)loads `name`. A failed load leaves the versions already serving
+  /// in place. FAILED_PRECONDITION in control mode none.
+  void LoadModel(const std::string& name, Callback done);
+  /// RepositoryModelUnload: stops new requests to `name` at once; `done` runs once every
+  /// in-flight request finished. FAILED_PRECONDITION in control mode none.
+  void UnloadModel(const std::string& name, Callback done);
+  /// Unloads every model (shutdown), whatever the control mode.
+  void UnloadAll(Callback done);
+
+  /// A lease on the version of `model` named by `version` (empty: the highest ready one).
+  /// NOT_FOUND: no such model is loaded; UNAVAILABLE: the version is not ready (or going
+  /// away); INVALID_ARGUMENT: `version` is not a number. Lock-free.
+  absl::StatusOr<VersionLease> Acquire(absl::string_view model, absl::string_view version) const;
+  /// The serving map now: a shared_ptr copy under a mutex of its own (never held while loading
+  /// or unloading).
+  std::shared_ptr<const ServingMap> Snapshot() const {
+    std::lock_guard<std::mutex> lock(serving_mu_);
+    return serving_;
+  }
+
+  /// Every model found in the repositories, with the state of each version known.
+  std::vector<IndexEntry> Index(bool ready_only) const;
+  /// Model directory names found in the repositories, sorted.
+  std::vector<std::string> ScanModelNames() const;
+
+ private:
+  struct Record {
+    VersionState state = VersionState::kUnavailable;
+    std::string reason;
+  };
+  struct OpQueue {
+    bool busy = false;
+    std::deque<absl::AnyInvocable<void() &&>> waiting;
+  };
+
+  ModelRepository(Options options, ModelBackend* backend, Executor* executor);
+
+  // Runs `op` on the executor once no other operation of `model` runs; `op` must call
+  // OpFinished(model) when it is done.
+  void Enqueue(const std::string& model, absl::AnyInvocable<void() &&> op);
+  void OpFinished(const std::string& model);
+  void StartLoad(const std::string& name, Callback done);
+  void StartUnload(const std::string& name, Callback done);
+  absl::Status LoadNow(const std::string& name);
+  void UnloadNow(const std::string& name, Callback done);
+  // Drains `retired` and destroys them; afterwards marks records still UNLOADING unavailable.
+  void Retire(std::vector<std::shared_ptr<ServedVersion>> retired, absl::string_view reason,
+              absl::AnyInvocable<void() &&> all_done);
+  void Publish(std::shared_ptr<const ServingMap> map) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<std::string> FindModelDir(const std::string& name) const;
+  int StreamsFor(const config::ModelSettings& settings) const;
+
+  const Options options_;
+  ModelBackend* const backend_;
+  Executor* const executor_;
+
+  // Only the pointer copy / swap happens under serving_mu_. (libstdc++ 12's
+  // std::atomic<std::shared_ptr> is invisible to ThreadSanitizer, so a plain mutex it is.)
+  mutable std::mutex serving_mu_;
+  std::shared_ptr<const ServingMap> serving_ ABSL_GUARDED_BY(serving_mu_);
+
+  mutable std::mutex mu_;
+  std::map<std::string, std::map<int64_t, Record>> records_ ABSL_GUARDED_BY(mu_);  // 0: model
+  absl::flat_hash_map<std::string, OpQueue> ops_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace reprise::server
+
+#endif  // REPRISE_SERVER_MODEL_REPOSITORY_H_

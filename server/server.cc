@@ -1,0 +1,142 @@
+#include "server/server.h"
+
+#include <algorithm>
+#include <thread>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "server/notification.h"
+#include "spdlog/spdlog.h"
+
+#ifndef REPRISE_VERSION
+#define REPRISE_VERSION "0.0.0"
+#endif
+
+namespace reprise::server {
+
+Server::Server(const config::ServerConfig& config, ModelBackend* backend)
+    : config_(config), backend_(backend) {}
+
+absl::StatusOr<std::unique_ptr<Server>> Server::Start(const config::ServerConfig& config,
+                                                      ModelBackend* backend) {
+  std::unique_ptr<Server> s(new Server(config, backend));
+  s->load_pool_ = std::make_unique<ThreadPool>(config.load_threads, "load");
+  const int infer_threads =
+      config.cpu_threads > 0 ? config.cpu_threads
+                             : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  s->infer_pool_ = std::make_unique<ThreadPool>(infer_threads, "infer");
+
+  ModelRepository::Options options;
+  options.paths = config.model_repositories;
+  options.control_mode = config.control_mode;
+  options.default_streams = config.streams_per_device;
+  absl::StatusOr<std::unique_ptr<ModelRepository>> repository =
+      ModelRepository::Create(std::move(options), backend, s->load_pool_.get());
+  if (!repository.ok()) return repository.status();
+  s->repository_ = *std::move(repository);
+  s->gate_ = std::make_unique<RequestGate>(config.max_queue_length);
+
+  ServiceInfo info;
+  info.version = REPRISE_VERSION;
+  info.request_timeout = absl::Milliseconds(config.request_timeout_ms);
+  s->inference_service_ = std::make_unique<InferenceService>(
+      s->repository_.get(), s->infer_pool_.get(), s->gate_.get(), &s->ready_, std::move(info));
+  s->admin_service_ = std::make_unique<AdminService>(s->repository_.get());
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  const std::string address = absl::StrCat(config.listen_address, ":", config.grpc_port);
+  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &s->port_);
+  builder.SetMaxReceiveMessageSize(static_cast<int>(config.max_message_bytes));
+  builder.SetMaxSendMessageSize(static_cast<int>(config.max_message_bytes));
+  builder.RegisterService(s->inference_service_.get());
+  builder.RegisterService(s->admin_service_.get());
+  s->grpc_server_ = builder.BuildAndStart();
+  if (s->grpc_server_ == nullptr || s->port_ == 0) {
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", address));
+  }
+  spdlog::info("Started GRPCInferenceService at {}:{}", config.listen_address, s->port_);
+  if (auto* health = s->grpc_server_->GetHealthCheckService()) {
+    health->SetServingStatus(false);
+  }
+
+  Server* self = s.get();
+  s->repository_->LoadAtStartup(config.load_models, [self](absl::Status status) {
+    if (!status.ok()) spdlog::warn("startup load: {}", status.ToString());
+    self->ready_.store(true);
+    {
+      std::lock_guard<std::mutex> lock(self->mu_);
+      self->startup_done_ = true;
+      self->startup_status_ = status;
+      self->startup_cv_.notify_all();
+      if (self->shut_down_) return;
+    }
+    if (auto* health = self->grpc_server_->GetHealthCheckService()) {
+      health->SetServingStatus(true);
+    }
+    spdlog::info("server ready");
+  });
+  return s;
+}
+
+Server::~Server() {
+  Shutdown();
+  // Inference and load tasks use the gRPC server and the repository: finish them first (after
+  // a Shutdown that gave up, this waits for the backend to return).
+  if (infer_pool_) infer_pool_->Stop();
+  if (grpc_server_) grpc_server_->Shutdown();  // a no-op after a complete Shutdown
+  if (load_pool_) load_pool_->Stop();
+}
+
+absl::Status Server::WaitForStartupLoads() {
+  std::unique_lock<std::mutex> lock(mu_);
+  startup_cv_.wait(lock, [this] { return startup_done_; });
+  return startup_status_;
+}
+
+bool Server::Shutdown() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (shut_down_) return true;
+    shut_down_ = true;
+  }
+  if (grpc_server_ == nullptr) {  // Start failed part way: nothing was served
+    if (infer_pool_) infer_pool_->Stop();
+    if (load_pool_) load_pool_->Stop();
+    return true;
+  }
+  spdlog::info("shutting down: refusing new requests, {} in flight", gate_->in_flight());
+  ready_.store(false);
+  if (auto* health = grpc_server_->GetHealthCheckService()) health->SetServingStatus(false);
+  gate_->Close();
+  const absl::Time deadline = absl::Now() + absl::Seconds(config_.shutdown_timeout_s);
+  const bool drained = gate_->WaitIdle(deadline);
+  if (!drained) {
+    // Requests still running may be stuck in the backend. gRPC's Shutdown would wait for their
+    // reactors too, so stop here; the caller ends the process (see the header).
+    spdlog::warn("shutdown: {} requests still in flight after {} s; giving up on them",
+                 gate_->in_flight(), config_.shutdown_timeout_s);
+    return false;
+  }
+  // Streams stay open until their clients close them; give them until the deadline.
+  grpc_server_->Shutdown(absl::ToChronoTime(std::max(deadline, absl::Now())));
+
+  Notification unloaded;
+  repository_->UnloadAll([&unloaded](absl::Status) { unloaded.Notify(); });
+  // Finishing the inference work releases every lease; the load pool then runs the unloads.
+  infer_pool_->Stop();
+  if (!unloaded.WaitForNotificationWithDeadline(
+          std::max(deadline, absl::Now() + absl::Seconds(1)))) {
+    spdlog::warn("shutdown: models still unloading at the deadline");
+  }
+  load_pool_->Stop();
+  unloaded.WaitForNotification();
+  grpc_server_->Wait();
+  spdlog::info("shutdown complete");
+  return drained;
+}
+
+}  // namespace reprise::server

@@ -1,0 +1,75 @@
+// The daemon: the gRPC server with the inference, health, reflection and admin services over a
+// model repository, and its graceful shutdown.
+#ifndef REPRISE_SERVER_SERVER_H_
+#define REPRISE_SERVER_SERVER_H_
+
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include <condition_variable>
+#include <mutex>
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "config/server_config.h"
+#include "grpcpp/grpcpp.h"
+#include "server/admin_service.h"
+#include "server/executor.h"
+#include "server/inference_service.h"
+#include "server/model_backend.h"
+#include "server/model_repository.h"
+#include "server/request_gate.h"
+
+namespace reprise::server {
+
+/// A running server. Start binds the port and begins the startup loads (asynchronously: the
+/// server answers at once, ServerReady turns true and health SERVING once they finished).
+/// Shutdown is graceful: health NOT_SERVING, new requests UNAVAILABLE, in-flight requests get
+/// up to `shutdown_timeout_s` to finish, then the models are unloaded.
+/// `backend` is borrowed and must outlive the server. Thread-safe.
+class Server {
+ public:
+  static absl::StatusOr<std::unique_ptr<Server>> Start(const config::ServerConfig& config,
+                                                       ModelBackend* backend);
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  /// The port gRPC listens on (the chosen one when the config asked for 0).
+  int port() const { return port_; }
+  /// Blocks until the startup loads finished; their first failure (the server serves anyway).
+  absl::Status WaitForStartupLoads();
+  /// Graceful shutdown as described above; idempotent. Returns false if requests were still
+  /// running at the deadline: it then stops there (new requests stay refused), since those
+  /// requests may be stuck in the backend and the destructor waits for them; a daemon should
+  /// end the process instead.
+  bool Shutdown();
+
+  ModelRepository& repository() { return *repository_; }
+
+ private:
+  Server(const config::ServerConfig& config, ModelBackend* backend);
+
+  const config::ServerConfig config_;
+  ModelBackend* const backend_;
+  int port_ = 0;
+  std::atomic<bool> ready_{false};
+
+  std::unique_ptr<ThreadPool> load_pool_;
+  std::unique_ptr<ThreadPool> infer_pool_;
+  std::unique_ptr<ModelRepository> repository_;
+  std::unique_ptr<RequestGate> gate_;
+  std::unique_ptr<InferenceService> inference_service_;
+  std::unique_ptr<AdminService> admin_service_;
+  std::unique_ptr<grpc::Server> grpc_server_;
+
+  std::mutex mu_;
+  std::condition_variable startup_cv_;
+  bool startup_done_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status startup_status_ ABSL_GUARDED_BY(mu_);
+  bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace reprise::server
+
+#endif  // REPRISE_SERVER_SERVER_H_

@@ -1,0 +1,149 @@
+#include "config/server_config.h"
+
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace reprise::config {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(ServerConfigTest, EmptyDocumentGivesDefaults) {
+  absl::StatusOr<ServerConfig> c = ParseServerConfig("", "empty.yaml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->listen_address, "0.0.0.0");
+  EXPECT_EQ(c->grpc_port, 8001);
+  EXPECT_EQ(c->metrics_port, 8002);
+  EXPECT_EQ(c->model_repositories, std::vector<std::string>{"/models"});
+  EXPECT_EQ(c->control_mode, ControlMode::kNone);
+  EXPECT_TRUE(c->load_models.empty());
+  EXPECT_EQ(c->max_message_bytes, 2147483647);
+  EXPECT_EQ(c->shutdown_timeout_s, 30);
+  EXPECT_EQ(c->log_level, "info");
+  EXPECT_EQ(c->log_format, "text");
+}
+
+TEST(ServerConfigTest, ShippedFileParsesToTheDefaults) {
+  absl::StatusOr<ServerConfig> c =
+      LoadServerConfigFile(std::string(REPRISE_SOURCE_DIR) + "/config/reprise.yaml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  ServerConfig d;
+  EXPECT_EQ(c->listen_address, d.listen_address);
+  EXPECT_EQ(c->grpc_port, d.grpc_port);
+  EXPECT_EQ(c->metrics_port, d.metrics_port);
+  EXPECT_EQ(c->model_repositories, d.model_repositories);
+  EXPECT_EQ(c->control_mode, d.control_mode);
+  EXPECT_EQ(c->load_threads, d.load_threads);
+  EXPECT_EQ(c->streams_per_device, d.streams_per_device);
+  EXPECT_EQ(c->cpu_threads, d.cpu_threads);
+  EXPECT_EQ(c->max_message_bytes, d.max_message_bytes);
+  EXPECT_EQ(c->max_queue_length, d.max_queue_length);
+  EXPECT_EQ(c->request_timeout_ms, d.request_timeout_ms);
+  EXPECT_EQ(c->shutdown_timeout_s, d.shutdown_timeout_s);
+  EXPECT_EQ(c->log_level, d.log_level);
+  EXPECT_EQ(c->log_format, d.log_format);
+}
+
+TEST(ServerConfigTest, ReadsEveryField) {
+  const char* text = R"(
+server: {listen_address: 127.0.0.1, grpc_port: 9001, metrics_port: 9002}
+repository:
+  paths: [/a, /b]
+  control_mode: explicit
+  load_models: [m1, m2]
+  load_threads: 2
+runtime: {streams_per_device: 4, cpu_threads: 3}
+limits: {max_message_bytes: 4096, max_queue_length: 7, request_timeout_ms: 250}
+shutdown: {timeout_seconds: 5}
+log: {level: debug, format: json}
+)";
+  absl::StatusOr<ServerConfig> c = ParseServerConfig(text, "full.yaml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->listen_address, "127.0.0.1");
+  EXPECT_EQ(c->grpc_port, 9001);
+  EXPECT_EQ(c->metrics_port, 9002);
+  EXPECT_EQ(c->model_repositories, (std::vector<std::string>{"/a", "/b"}));
+  EXPECT_EQ(c->control_mode, ControlMode::kExplicit);
+  EXPECT_EQ(c->load_models, (std::vector<std::string>{"m1", "m2"}));
+  EXPECT_EQ(c->load_threads, 2);
+  EXPECT_EQ(c->streams_per_device, 4);
+  EXPECT_EQ(c->cpu_threads, 3);
+  EXPECT_EQ(c->max_message_bytes, 4096);
+  EXPECT_EQ(c->max_queue_length, 7);
+  EXPECT_EQ(c->request_timeout_ms, 250);
+  EXPECT_EQ(c->shutdown_timeout_s, 5);
+  EXPECT_EQ(c->log_level, "debug");
+  EXPECT_EQ(c->log_format, "json");
+}
+
+TEST(ServerConfigTest, SingleRepositoryStringIsAList) {
+  absl::StatusOr<ServerConfig> c = ParseServerConfig("repository: {paths: /srv/m}", "x.yaml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->model_repositories, std::vector<std::string>{"/srv/m"});
+}
+
+TEST(ServerConfigTest, UnknownKeyNamesKeyAndLine) {
+  absl::StatusOr<ServerConfig> c =
+      ParseServerConfig("server:\n  grpc_port: 1\n  grpc_prot: 2\n", "bad.yaml");
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(c.status().message(), HasSubstr("bad.yaml line 3"));
+  EXPECT_THAT(c.status().message(), HasSubstr("unknown key \"server.grpc_prot\""));
+}
+
+TEST(ServerConfigTest, UnknownTopLevelSection) {
+  absl::StatusOr<ServerConfig> c = ParseServerConfig("log: {}\ncapture: {}\n", "bad.yaml");
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(c.status().message(), HasSubstr("line 2"));
+  EXPECT_THAT(c.status().message(), HasSubstr("\"capture\""));
+}
+
+TEST(ServerConfigTest, WrongTypeNamesKeyAndLine) {
+  absl::StatusOr<ServerConfig> c =
+      ParseServerConfig("log:\n  level: info\nserver:\n  grpc_port: eighty\n", "t.yaml");
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(c.status().message(), HasSubstr("t.yaml line 4"));
+  EXPECT_THAT(c.status().message(), HasSubstr("\"server.grpc_port\""));
+  EXPECT_THAT(c.status().message(), HasSubstr("eighty"));
+}
+
+TEST(ServerConfigTest, SectionOfWrongShape) {
+  absl::StatusOr<ServerConfig> c = ParseServerConfig("limits: [1, 2]\n", "t.yaml");
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(c.status().message(), HasSubstr("\"limits\": must be a mapping"));
+}
+
+TEST(ServerConfigTest, OutOfRangeAndBadEnum) {
+  absl::StatusOr<ServerConfig> port = ParseServerConfig("server: {grpc_port: 70000}", "t.yaml");
+  ASSERT_FALSE(port.ok());
+  EXPECT_THAT(port.status().message(), HasSubstr("70000"));
+  absl::StatusOr<ServerConfig> mode =
+      ParseServerConfig("repository:\n  control_mode: poll\n", "t.yaml");
+  ASSERT_FALSE(mode.ok());
+  EXPECT_THAT(mode.status().message(), HasSubstr("line 2"));
+  EXPECT_THAT(mode.status().message(), HasSubstr("\"poll\""));
+  absl::StatusOr<ServerConfig> list =
+      ParseServerConfig("repository: {load_models: [a, [b]]}", "t.yaml");
+  ASSERT_FALSE(list.ok());
+  EXPECT_THAT(list.status().message(), HasSubstr("repository.load_models"));
+}
+
+TEST(ServerConfigTest, SyntaxErrorHasLine) {
+  absl::StatusOr<ServerConfig> c = ParseServerConfig("server:\n  a: [1, 2\n", "s.yaml");
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(c.status().message(), HasSubstr("s.yaml line"));
+  EXPECT_THAT(c.status().message(), HasSubstr("syntax"));
+}
+
+TEST(ServerConfigTest, MissingFileIsNotFound) {
+  absl::StatusOr<ServerConfig> c = LoadServerConfigFile("/nonexistent/reprise.yaml");
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(c.status().message(), HasSubstr("/nonexistent/reprise.yaml"));
+}
+
+}  // namespace
+}  // namespace reprise::config

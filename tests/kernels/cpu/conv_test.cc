@@ -1,0 +1,236 @@
+// Conv and ConvTranspose against plain reference loops (tolerance 1e-4 absolute + 1e-4
+// relative), with weights known and unknown at Prepare, concurrent Runs, and error cases.
+#include <cmath>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "tests/kernels/cpu/kernel_test_util.h"
+
+namespace reprise::kernels::cpu::testing {
+namespace {
+
+struct ConvCase {
+  int64_t n, c, h, w, m, kh, kw, group;
+  int64_t stride_h, stride_w, dil_h, dil_w;
+  int64_t pad_t, pad_l, pad_b, pad_r;
+};
+
+int64_t OutSize(int64_t in, int64_t k, int64_t stride, int64_t dil, int64_t pb, int64_t pe) {
+  return (in + pb + pe - ((k - 1) * dil + 1)) / stride + 1;
+}
+
+// Reference 2-D convolution, NCHW, weights [M, C/group, KH, KW].
+std::vector<float> ReferenceConv(const ConvCase& p, const std::vector<float>& x,
+                                 const std::vector<float>& w, const std::vector<float>& b) {
+  const int64_t oh = OutSize(p.h, p.kh, p.stride_h, p.dil_h, p.pad_t, p.pad_b);
+  const int64_t ow = OutSize(p.w, p.kw, p.stride_w, p.dil_w, p.pad_l, p.pad_r);
+  const int64_t cg = p.c / p.group, mg = p.m / p.group;
+  std::vector<float> y(p.n * p.m * oh * ow);
+  for (int64_t n = 0; n < p.n; ++n)
+    for (int64_t m = 0; m < p.m; ++m)
+      for (int64_t i = 0; i < oh; ++i)
+        for (int64_t j = 0; j < ow; ++j) {
+          double acc = b.empty() ? 0.0 : b[m];
+          const int64_t g = m / mg;
+          for (int64_t c = 0; c < cg; ++c)
+            for (int64_t ki = 0; ki < p.kh; ++ki)
+              for (int64_t kj = 0; kj < p.kw; ++kj) {
+                const int64_t hi = i * p.stride_h - p.pad_t + ki * p.dil_h;
+                const int64_t wj = j * p.stride_w - p.pad_l + kj * p.dil_w;
+                if (hi < 0 || hi >= p.h || wj < 0 || wj >= p.w) continue;
+                acc += x[((n * p.c + g * cg + c) * p.h + hi) * p.w + wj] *
+                       w[((m * cg + c) * p.kh + ki) * p.kw + kj];
+              }
+          y[((n * p.m + m) * oh + i) * ow + j] = static_cast<float>(acc);
+        }
+  return y;
+}
+
+void ExpectNear(const std::vector<float>& got, const std::vector<float>& want) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_NEAR(got[i], want[i], 1e-4 + 1e-4 * std::fabs(want[i])) << "element " << i;
+  }
+}
+
+class ConvTest : public ::testing::TestWithParam<ConvCase> {};
+
+TEST_P(ConvTest, MatchesReferenceWithKnownAndUnknownWeights) {
+  const ConvCase p = GetParam();
+  KernelHarness h;
+  const auto x = RandomFloats(p.n * p.c * p.h * p.w, 1);
+  const auto w = RandomFloats(p.m * (p.c / p.group) * p.kh * p.kw, 2);
+  const auto b = RandomFloats(p.m, 3);
+  const auto want = ReferenceConv(p, x, w, b);
+  runtime::Attributes attrs =
+      Attrs({{"group", p.group},
+             {"strides", std::vector<int64_t>{p.stride_h, p.stride_w}},
+             {"dilations", std::vector<int64_t>{p.dil_h, p.dil_w}},
+             {"pads", std::vector<int64_t>{p.pad_t, p.pad_l, p.pad_b, p.pad_r}}});
+  for (bool known : {false, true}) {
+    SCOPED_TRACE(known ? "weights known at prepare" : "weights bound at run");
+    std::vector<Tensor> in = {Tensor::Of<float>({p.n, p.c, p.h, p.w}, x),
+                              Tensor::Of<float>({p.m, p.c / p.group, p.kh, p.kw}, w, known),
+                              Tensor::Of<float>({p.m}, b, known)};
+    auto out = h.Run("Conv", in, attrs);
+    ASSERT_TRUE(out.ok()) << out.status();
+    const int64_t oh = OutSize(p.h, p.kh, p.stride_h, p.dil_h, p.pad_t, p.pad_b);
+    const int64_t ow = OutSize(p.w, p.kw, p.stride_w, p.dil_w, p.pad_l, p.pad_r);
+    EXPECT_EQ((*out)[0].shape, (Shape{p.n, p.m, oh, ow}));
+    ExpectNear((*out)[0].Values<float>(), want);
+    // Without the optional bias.
+    in.pop_back();
+    out = h.Run("Conv", in, attrs);
+    ASSERT_TRUE(out.ok()) << out.status();
+    ExpectNear((*out)[0].Values<float>(), ReferenceConv(p, x, w, {}));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, ConvTest,
+    ::testing::Values(ConvCase{1, 3, 7, 7, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},
+                      ConvCase{2, 4, 9, 8, 6, 3, 2, 2, 2, 1, 1, 2, 0, 1, 2, 0},      // groups
+                      ConvCase{1, 8, 6, 6, 8, 3, 3, 8, 1, 1, 1, 1, 1, 1, 1, 1},      // depthwise
+                      ConvCase{1, 32, 14, 14, 64, 3, 3, 1, 2, 2, 1, 1, 1, 1, 1, 1},  // blocked
+                      ConvCase{1, 16, 12, 12, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},
+                      ConvCase{1, 16, 5, 5, 16, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0}),
+    [](const ::testing::TestParamInfo<ConvCase>& param_info) {
+      const ConvCase& p = param_info.param;
+      return absl::StrCat("n", p.n, "c", p.c, "m", p.m, "k", p.kh, "x", p.kw, "g", p.group, "s",
+                          p.stride_h, "d", p.dil_w, "_", param_info.index);
+    });
+
+TEST(ConvMiscTest, AutoPadSameUpperAndOneD) {
+  KernelHarness h;
+  // SAME_UPPER with stride 2 on 5: out 3, total pad 2 -> 1/1 for a 3-wide kernel.
+  auto out =
+      h.Run("Conv",
+            {Tensor::Of<float>({1, 1, 5}, {1, 2, 3, 4, 5}),
+             Tensor::Of<float>({1, 1, 3}, {1, 1, 1}, true)},
+            Attrs({{"auto_pad", std::string("SAME_UPPER")}, {"strides", std::vector<int64_t>{2}}}));
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ((*out)[0].shape, (Shape{1, 1, 3}));
+  EXPECT_EQ((*out)[0].Values<float>(), (std::vector<float>{3, 9, 9}));
+  // SAME_LOWER with a 2-wide kernel puts the single pad first.
+  out = h.Run("Conv",
+              {Tensor::Of<float>({1, 1, 4}, {1, 2, 3, 4}), Tensor::Of<float>({1, 1, 2}, {1, 10})},
+              Attrs({{"auto_pad", std::string("SAME_LOWER")}}));
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ((*out)[0].Values<float>(), (std::vector<float>{10, 21, 32, 43}));
+}
+
+TEST(ConvMiscTest, ThreeD) {
+  KernelHarness h;
+  const auto x = RandomFloats(2 * 3 * 3 * 3, 5);
+  auto out = h.Run("Conv", {Tensor::Of<float>({1, 2, 3, 3, 3}, x),
+                            Tensor::Of<float>({1, 2, 3, 3, 3}, std::vector<float>(54, 1.0f))});
+  ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_EQ((*out)[0].shape, (Shape{1, 1, 1, 1, 1}));
+  double sum = 0;
+  for (float v : x) sum += v;
+  EXPECT_NEAR((*out)[0].Values<float>()[0], sum, 1e-4);
+}
+
+TEST(ConvMiscTest, ConcurrentRunsOfOnePreparedKernel) {
+  KernelHarness h;
+  const ConvCase p{1, 16, 12, 12, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+  const auto w = RandomFloats(32 * 16 * 9, 7);
+  // Plan-time values must outlive the prepared kernel (TensorDesc::data is borrowed).
+  const std::vector<Tensor> prepare_inputs = {
+      Tensor::Of<float>({1, 16, 12, 12}, RandomFloats(16 * 144, 8)),
+      Tensor::Of<float>({32, 16, 3, 3}, w, true)};
+  auto kernel =
+      h.Prepare("Conv", prepare_inputs, Attrs({{"pads", std::vector<int64_t>{1, 1, 1, 1}}}));
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  std::vector<std::vector<float>> inputs, wants, gots(4);
+  for (int t = 0; t < 4; ++t) {
+    inputs.push_back(RandomFloats(16 * 144, 100 + t));
+    wants.push_back(ReferenceConv(p, inputs[t], w, {}));
+  }
+  std::vector<std::thread> threads;
+  std::vector<absl::Status> statuses(4);
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int rep = 0; rep < 5; ++rep) {
+        auto out = h.RunPrepared(**kernel, {Tensor::Of<float>({1, 16, 12, 12}, inputs[t]),
+                                            Tensor::Of<float>({32, 16, 3, 3}, w)});
+        if (!out.ok()) {
+          statuses[t] = out.status();
+          return;
+        }
+        gots[t] = (*out)[0].Values<float>();
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < 4; ++t) {
+    ASSERT_TRUE(statuses[t].ok()) << statuses[t];
+    ExpectNear(gots[t], wants[t]);
+  }
+}
+
+TEST(ConvMiscTest, ErrorsNameTheNodeAndShapes) {
+  KernelHarness h;
+  auto bad_channels =
+      h.Prepare("Conv", {Tensor::Of<float>({1, 3, 5, 5}, {}), Tensor::Of<float>({4, 2, 3, 3}, {})});
+  ASSERT_FALSE(bad_channels.ok());
+  EXPECT_EQ(bad_channels.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad_channels.status().message().find("Conv \"node\""), std::string::npos);
+  EXPECT_NE(bad_channels.status().message().find("[4,2,3,3]"), std::string::npos);
+  auto too_big =
+      h.Prepare("Conv", {Tensor::Of<float>({1, 1, 2, 2}, {}), Tensor::Of<float>({1, 1, 3, 3}, {})});
+  EXPECT_EQ(too_big.status().code(), absl::StatusCode::kInvalidArgument);
+  auto ints = h.Prepare(
+      "Conv", {Tensor::Of<int64_t>({1, 1, 3, 3}, {}), Tensor::Of<int64_t>({1, 1, 1, 1}, {})});
+  EXPECT_EQ(ints.status().code(), absl::StatusCode::kUnimplemented);
+  auto bad_bias =
+      h.Prepare("Conv", {Tensor::Of<float>({1, 1, 3, 3}, {}), Tensor::Of<float>({2, 1, 1, 1}, {}),
+                         Tensor::Of<float>({3}, {})});
+  EXPECT_EQ(bad_bias.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// Reference ConvTranspose 2-D, weights [C, M/group, KH, KW].
+TEST(ConvTransposeTest, MatchesScatterReference) {
+  KernelHarness h;
+  const int64_t n = 1, c = 4, ih = 3, iw = 4, group = 2, mg = 3, kh = 3, kw = 2;
+  const int64_t sh = 2, sw = 3, pt = 1, pl = 0, pb = 0, pr = 1, oph = 1, opw = 0;
+  const int64_t oh = sh * (ih - 1) + oph + kh - pt - pb;
+  const int64_t ow = sw * (iw - 1) + opw + kw - pl - pr;
+  const auto x = RandomFloats(n * c * ih * iw, 11);
+  const auto w = RandomFloats(c * mg * kh * kw, 12);
+  const auto b = RandomFloats(group * mg, 13);
+  std::vector<double> want(n * group * mg * oh * ow, 0.0);
+  for (int64_t m = 0; m < group * mg; ++m)
+    for (int64_t i = 0; i < oh * ow; ++i) want[m * oh * ow + i] = b[m];
+  const int64_t cg = c / group;
+  for (int64_t ci = 0; ci < c; ++ci) {
+    const int64_t g = ci / cg;
+    for (int64_t m = 0; m < mg; ++m)
+      for (int64_t y = 0; y < ih; ++y)
+        for (int64_t xx = 0; xx < iw; ++xx)
+          for (int64_t ki = 0; ki < kh; ++ki)
+            for (int64_t kj = 0; kj < kw; ++kj) {
+              const int64_t oy = y * sh - pt + ki, ox = xx * sw - pl + kj;
+              if (oy < 0 || oy >= oh || ox < 0 || ox >= ow) continue;
+              want[((g * mg + m) * oh + oy) * ow + ox] +=
+                  x[(ci * ih + y) * iw + xx] * w[((ci * mg + m) * kh + ki) * kw + kj];
+            }
+  }
+  auto out = h.Run("ConvTranspose",
+                   {Tensor::Of<float>({n, c, ih, iw}, x), Tensor::Of<float>({c, mg, kh, kw}, w),
+                    Tensor::Of<float>({group * mg}, b)},
+                   Attrs({{"group", group},
+                          {"strides", std::vector<int64_t>{sh, sw}},
+                          {"pads", std::vector<int64_t>{pt, pl, pb, pr}},
+                          {"output_padding", std::vector<int64_t>{oph, opw}}}));
+  ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_EQ((*out)[0].shape, (Shape{n, group * mg, oh, ow}));
+  std::vector<float> want_f(want.begin(), want.end());
+  ExpectNear((*out)[0].Values<float>(), want_f);
+}
+
+}  // namespace
+}  // namespace reprise::kernels::cpu::testing

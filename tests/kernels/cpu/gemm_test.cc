@@ -1,0 +1,137 @@
+// Gemm/MatMul (gemm.cc) and Einsum (einsum.cc) against plain reference loops; tolerance
+// 1e-4 absolute + 1e-4 relative.
+#include <cmath>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "tests/kernels/cpu/kernel_test_util.h"
+
+namespace reprise::kernels::cpu::testing {
+namespace {
+
+void ExpectNear(const std::vector<float>& got, const std::vector<float>& want) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_NEAR(got[i], want[i], 1e-4 + 1e-4 * std::fabs(want[i])) << "element " << i;
+  }
+}
+
+std::vector<float> ReferenceMatMul(const std::vector<float>& a, const std::vector<float>& b,
+                                   int64_t m, int64_t k, int64_t n, bool ta = false,
+                                   bool tb = false) {
+  std::vector<float> c(m * n);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double acc = 0;
+      for (int64_t p = 0; p < k; ++p) {
+        acc += a[ta ? p * m + i : i * k + p] * b[tb ? j * k + p : p * n + j];
+      }
+      c[i * n + j] = static_cast<float>(acc);
+    }
+  return c;
+}
+
+TEST(GemmTest, TransposesAlphaBetaAndBroadcastC) {
+  KernelHarness h;
+  const int64_t m = 5, k = 7, n = 3;
+  const auto a = RandomFloats(m * k, 31);
+  const auto b = RandomFloats(k * n, 32);
+  const auto c = RandomFloats(n, 33);
+  for (bool ta : {false, true}) {
+    for (bool tb : {false, true}) {
+      auto ab = ReferenceMatMul(a, b, m, k, n, ta, tb);
+      std::vector<float> want(m * n);
+      for (int64_t i = 0; i < m * n; ++i) want[i] = 0.5f * ab[i] + 2.0f * c[i % n];
+      auto out = h.Run(
+          "Gemm",
+          {Tensor::Of<float>(ta ? Shape{k, m} : Shape{m, k}, a),
+           Tensor::Of<float>(tb ? Shape{n, k} : Shape{k, n}, b), Tensor::Of<float>({n}, c)},
+          Attrs(
+              {{"transA", int64_t{ta}}, {"transB", int64_t{tb}}, {"alpha", 0.5f}, {"beta", 2.0f}}));
+      ASSERT_TRUE(out.ok()) << out.status();
+      EXPECT_EQ((*out)[0].shape, (Shape{m, n}));
+      ExpectNear((*out)[0].Values<float>(), want);
+    }
+  }
+  EXPECT_EQ(h.Prepare("Gemm", {Tensor::Of<float>({2, 3}, {}), Tensor::Of<float>({2, 3}, {})})
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(MatMulTest, BatchedBroadcastAndVectors) {
+  KernelHarness h;
+  // [2,1,3,4] x [3,4,2] -> [2,3,3,2]
+  const auto a = RandomFloats(2 * 3 * 4, 41);
+  const auto b = RandomFloats(3 * 4 * 2, 42);
+  auto out = h.Run("MatMul", {Tensor::Of<float>({2, 1, 3, 4}, a), Tensor::Of<float>({3, 4, 2}, b)});
+  ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_EQ((*out)[0].shape, (Shape{2, 3, 3, 2}));
+  std::vector<float> want;
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 3; ++j) {
+      std::vector<float> ai(a.begin() + i * 12, a.begin() + (i + 1) * 12);
+      std::vector<float> bj(b.begin() + j * 8, b.begin() + (j + 1) * 8);
+      auto c = ReferenceMatMul(ai, bj, 3, 4, 2);
+      want.insert(want.end(), c.begin(), c.end());
+    }
+  ExpectNear((*out)[0].Values<float>(), want);
+  // A batch folded into one GEMM: [2,3,4] x [4,2].
+  out = h.Run("MatMul", {Tensor::Of<float>({2, 3, 4}, a),
+                         Tensor::Of<float>({4, 2}, std::vector<float>(b.begin(), b.begin() + 8))});
+  ASSERT_TRUE(out.ok());
+  ExpectNear((*out)[0].Values<float>(),
+             ReferenceMatMul(a, std::vector<float>(b.begin(), b.begin() + 8), 6, 4, 2));
+  // 1-D operands drop their dim.
+  out = h.Run("MatMul", {Tensor::Of<float>({3}, {1, 2, 3}), Tensor::Of<float>({3}, {4, 5, 6})});
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ((*out)[0].shape, Shape{});
+  EXPECT_EQ((*out)[0].Values<float>(), (std::vector<float>{32}));
+  out = h.Run("MatMul",
+              {Tensor::Of<float>({2, 3}, {1, 2, 3, 4, 5, 6}), Tensor::Of<float>({3}, {1, 0, -1})});
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ((*out)[0].shape, Shape{2});
+  EXPECT_EQ((*out)[0].Values<float>(), (std::vector<float>{-2, -2}));
+  auto bad = h.Prepare("MatMul", {Tensor::Of<float>({2, 3}, {}), Tensor::Of<float>({4, 2}, {})});
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("[2,3]"), std::string::npos);
+}
+
+TEST(EinsumTest, CommonFormsMatchReference) {
+  KernelHarness h;
+  const auto a = RandomFloats(2 * 3 * 4, 51);
+  const auto b = RandomFloats(2 * 4 * 5, 52);
+  auto out = h.Run("Einsum", {Tensor::Of<float>({2, 3, 4}, a), Tensor::Of<float>({2, 4, 5}, b)},
+                   Attrs({{"equation", std::string("bij,bjk->bik")}}));
+  ASSERT_TRUE(out.ok()) << out.status();
+  std::vector<float> want;
+  for (int i = 0; i < 2; ++i) {
+    auto c =
+        ReferenceMatMul(std::vector<float>(a.begin() + i * 12, a.begin() + (i + 1) * 12),
+                        std::vector<float>(b.begin() + i * 20, b.begin() + (i + 1) * 20), 3, 4, 5);
+    want.insert(want.end(), c.begin(), c.end());
+  }
+  ExpectNear((*out)[0].Values<float>(), want);
+  out = h.Run("Einsum", {Tensor::Of<float>({2, 3}, {1, 2, 3, 4, 5, 6})},
+              Attrs({{"equation", std::string("ij->ji")}}));
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ((*out)[0].shape, (Shape{3, 2}));
+  EXPECT_EQ((*out)[0].Values<float>(), (std::vector<float>{1, 4, 2, 5, 3, 6}));
+  out = h.Run("Einsum", {Tensor::Of<float>({2, 2}, {1, 2, 3, 4})},
+              Attrs({{"equation", std::string("ii")}}));  // implicit output: the trace
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ((*out)[0].Values<float>(), (std::vector<float>{5}));
+  out = h.Run(
+      "Einsum",
+      {Tensor::Of<float>({2, 1, 2}, {1, 2, 3, 4}), Tensor::Of<float>({3, 2}, {1, 0, 0, 1, 1, 1})},
+      Attrs({{"equation", std::string("...j,kj->...k")}}));
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ((*out)[0].shape, (Shape{2, 1, 3}));
+  EXPECT_EQ((*out)[0].Values<float>(), (std::vector<float>{1, 2, 3, 3, 4, 7}));
+  EXPECT_FALSE(h.Prepare("Einsum", {Tensor::Of<float>({2, 3}, {})},
+                         Attrs({{"equation", std::string("ijk->i")}}))
+                   .ok());
+}
+
+}  // namespace
+}  // namespace reprise::kernels::cpu::testing

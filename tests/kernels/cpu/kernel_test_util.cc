@@ -1,0 +1,97 @@
+#include "tests/kernels/cpu/kernel_test_util.h"
+
+#include <utility>
+
+namespace reprise::kernels::cpu::testing {
+
+std::vector<float> RandomFloats(size_t n, uint32_t seed, float lo, float hi) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> values(n);
+  for (float& v : values) v = dist(rng);
+  return values;
+}
+
+KernelHarness::KernelHarness() {
+  absl::Status status = RegisterCpuKernels(&registry_);
+  if (!status.ok()) std::abort();  // a test-setup bug, not input
+}
+
+std::vector<runtime::TensorDesc> KernelHarness::Descs(const std::vector<Tensor>& inputs) const {
+  std::vector<runtime::TensorDesc> descs;
+  for (const Tensor& t : inputs) {
+    runtime::TensorDesc d;
+    d.dtype = t.dtype;
+    d.shape = t.shape;
+    d.present = t.present;
+    if (t.known) d.data = t.bytes.data();
+    descs.push_back(d);
+  }
+  return descs;
+}
+
+absl::StatusOr<std::unique_ptr<runtime::PreparedKernel>> KernelHarness::Prepare(
+    const std::string& op, const std::vector<Tensor>& inputs, const runtime::Attributes& attrs,
+    int opset, int num_outputs) const {
+  std::vector<runtime::TensorDesc> descs = Descs(inputs);
+  runtime::PrepareContext context;
+  context.op = op;
+  context.name = "node";
+  context.opset = opset;
+  context.inputs = descs;
+  context.num_outputs = num_outputs;
+  context.attributes = &attrs;
+  return registry_.Prepare(context);
+}
+
+absl::StatusOr<std::vector<Tensor>> KernelHarness::RunPrepared(
+    const runtime::PreparedKernel& kernel, const std::vector<Tensor>& inputs) const {
+  std::vector<const void*> in_ptrs;
+  for (const Tensor& t : inputs) in_ptrs.push_back(t.present ? t.bytes.data() : nullptr);
+  std::vector<Tensor> outputs;
+  for (const runtime::TensorDesc& d : kernel.outputs()) {
+    Tensor t;
+    t.dtype = d.dtype;
+    t.shape = d.shape;
+    t.bytes.resize(runtime::NumElements(d.shape) * runtime::DataTypeSize(d.dtype));
+    outputs.push_back(std::move(t));
+  }
+  // Separate heap blocks of exactly the right size, so that overruns are caught by ASan.
+  std::vector<std::unique_ptr<uint8_t[]>> blocks;
+  std::vector<void*> out_ptrs;
+  for (const Tensor& t : outputs) {
+    blocks.push_back(std::make_unique<uint8_t[]>(t.bytes.size()));
+    out_ptrs.push_back(blocks.back().get());
+  }
+  std::unique_ptr<uint8_t[]> workspace;
+  if (kernel.workspace_bytes() > 0) {
+    workspace = std::make_unique<uint8_t[]>(kernel.workspace_bytes());
+  }
+  runtime::KernelArgs args{in_ptrs.data(), out_ptrs.data(), workspace.get()};
+  absl::Status status = kernel.Run(args);
+  if (!status.ok()) return status;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    if (!outputs[i].bytes.empty()) {
+      std::memcpy(outputs[i].bytes.data(), blocks[i].get(), outputs[i].bytes.size());
+    }
+  }
+  return outputs;
+}
+
+absl::StatusOr<std::vector<Tensor>> KernelHarness::Run(const std::string& op,
+                                                       const std::vector<Tensor>& inputs,
+                                                       const runtime::Attributes& attrs, int opset,
+                                                       int num_outputs) const {
+  auto kernel = Prepare(op, inputs, attrs, opset, num_outputs);
+  if (!kernel.ok()) return kernel.status();
+  return RunPrepared(**kernel, inputs);
+}
+
+runtime::Attributes Attrs(
+    std::initializer_list<std::pair<std::string, runtime::AttributeValue>> values) {
+  runtime::Attributes attrs;
+  for (const auto& [name, value] : values) attrs.Set(name, value);
+  return attrs;
+}
+
+}  // namespace reprise::kernels::cpu::testing

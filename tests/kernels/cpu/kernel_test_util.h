@@ -1,0 +1,106 @@
+// Test harness for the CPU kernels: host tensors, Prepare + Run through the registry with
+// exactly sized buffers (so AddressSanitizer sees any overrun), and small helpers.
+#ifndef REPRISE_TESTS_KERNELS_CPU_KERNEL_TEST_UTIL_H_
+#define REPRISE_TESTS_KERNELS_CPU_KERNEL_TEST_UTIL_H_
+
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "runtime/core/kernel.h"
+
+namespace reprise::kernels::cpu::testing {
+
+using runtime::DataType;
+using runtime::Shape;
+
+template <typename T>
+constexpr DataType TypeOf() {
+  if constexpr (std::is_same_v<T, float>) return DataType::kFloat32;
+  if constexpr (std::is_same_v<T, double>) return DataType::kFloat64;
+  if constexpr (std::is_same_v<T, int32_t>) return DataType::kInt32;
+  if constexpr (std::is_same_v<T, int64_t>) return DataType::kInt64;
+  if constexpr (std::is_same_v<T, uint8_t>) return DataType::kUInt8;
+  if constexpr (std::is_same_v<T, bool>) return DataType::kBool;
+  return DataType::kUndefined;
+}
+
+/// A host tensor; `known` makes its value visible at Prepare (TensorDesc::data).
+struct Tensor {
+  DataType dtype = DataType::kUndefined;
+  Shape shape;
+  std::vector<uint8_t> bytes;
+  bool known = false;
+  bool present = true;
+
+  template <typename T>
+  static Tensor Of(Shape shape, const std::vector<T>& values, bool known = false) {
+    Tensor t;
+    t.dtype = TypeOf<T>();
+    t.shape = std::move(shape);
+    t.bytes.resize(values.size() * sizeof(T));
+    for (size_t i = 0; i < values.size(); ++i) {
+      T v = values[i];
+      std::memcpy(t.bytes.data() + i * sizeof(T), &v, sizeof(T));
+    }
+    t.known = known;
+    return t;
+  }
+  /// An absent optional input.
+  static Tensor Absent() {
+    Tensor t;
+    t.present = false;
+    return t;
+  }
+
+  template <typename T>
+  std::vector<T> Values() const {
+    std::vector<T> out;
+    for (size_t i = 0; i + sizeof(T) <= bytes.size(); i += sizeof(T)) {
+      T v;
+      std::memcpy(&v, bytes.data() + i, sizeof(T));
+      out.push_back(v);
+    }
+    return out;
+  }
+};
+
+/// `n` floats uniform in [lo, hi), reproducible per seed.
+std::vector<float> RandomFloats(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f);
+
+/// Owns a registry with every CPU kernel.
+class KernelHarness {
+ public:
+  KernelHarness();
+
+  /// Prepares `op` for `inputs`.
+  absl::StatusOr<std::unique_ptr<runtime::PreparedKernel>> Prepare(
+      const std::string& op, const std::vector<Tensor>& inputs,
+      const runtime::Attributes& attrs = {}, int opset = 17, int num_outputs = 1) const;
+
+  /// Runs a prepared kernel on `inputs` into freshly allocated outputs.
+  absl::StatusOr<std::vector<Tensor>> RunPrepared(const runtime::PreparedKernel& kernel,
+                                                  const std::vector<Tensor>& inputs) const;
+
+  /// Prepare, then Run.
+  absl::StatusOr<std::vector<Tensor>> Run(const std::string& op, const std::vector<Tensor>& inputs,
+                                          const runtime::Attributes& attrs = {}, int opset = 17,
+                                          int num_outputs = 1) const;
+
+ private:
+  std::vector<runtime::TensorDesc> Descs(const std::vector<Tensor>& inputs) const;
+  runtime::KernelRegistry registry_;
+};
+
+/// Attributes from a list of (name, value) pairs.
+runtime::Attributes Attrs(
+    std::initializer_list<std::pair<std::string, runtime::AttributeValue>> values);
+
+}  // namespace reprise::kernels::cpu::testing
+
+#endif  // REPRISE_TESTS_KERNELS_CPU_KERNEL_TEST_UTIL_H_

@@ -1,0 +1,106 @@
+// Pooling (pool.cc) against a plain reference loop; tolerance 1e-4 absolute + 1e-4 relative.
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "tests/kernels/cpu/kernel_test_util.h"
+
+namespace reprise::kernels::cpu::testing {
+namespace {
+
+void ExpectNear(const std::vector<float>& got, const std::vector<float>& want) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_NEAR(got[i], want[i], 1e-4 + 1e-4 * std::fabs(want[i])) << "element " << i;
+  }
+}
+
+// Reference 2-D pooling of one plane.
+std::vector<float> ReferencePool(bool max, const std::vector<float>& x, int64_t h, int64_t w,
+                                 int64_t k, int64_t s, int64_t pad, int64_t dil, bool ceil_mode,
+                                 bool include_pad, int64_t* oh_out) {
+  const int64_t extent = (k - 1) * dil + 1;
+  const int64_t span = h + 2 * pad - extent;
+  int64_t o = (ceil_mode ? (span + s - 1) / s : span / s) + 1;
+  if (ceil_mode && (o - 1) * s >= h + pad) --o;
+  *oh_out = o;
+  (void)w;
+  std::vector<float> y;
+  for (int64_t i = 0; i < o; ++i)
+    for (int64_t j = 0; j < o; ++j) {
+      float best = -std::numeric_limits<float>::infinity();
+      double sum = 0;
+      int64_t valid = 0, padded = 0;
+      for (int64_t a = 0; a < k; ++a)
+        for (int64_t b = 0; b < k; ++b) {
+          const int64_t r = i * s - pad + a * dil, c = j * s - pad + b * dil;
+          if (r >= h + pad || c >= h + pad) continue;
+          ++padded;
+          if (r < 0 || c < 0 || r >= h || c >= h) continue;
+          ++valid;
+          best = std::max(best, x[r * h + c]);
+          sum += x[r * h + c];
+        }
+      y.push_back(max ? best : static_cast<float>(sum / (include_pad ? padded : valid)));
+    }
+  return y;
+}
+
+TEST(PoolTest, MaxAndAverageMatchReference) {
+  KernelHarness h;
+  const int64_t size = 7;
+  const auto x = RandomFloats(size * size, 21);
+  struct Case {
+    int64_t k, s, pad, dil;
+    bool ceil, include_pad;
+  };
+  for (const Case& c :
+       {Case{3, 2, 1, 1, false, false}, Case{3, 2, 1, 1, true, false}, Case{2, 2, 0, 1, true, true},
+        Case{3, 1, 1, 2, false, false}, Case{4, 3, 2, 1, true, true}}) {
+    for (bool max : {true, false}) {
+      if (!max && c.dil != 1) continue;
+      SCOPED_TRACE(::testing::Message()
+                   << (max ? "MaxPool" : "AveragePool") << " k=" << c.k << " s=" << c.s
+                   << " pad=" << c.pad << " ceil=" << c.ceil << " include_pad=" << c.include_pad);
+      int64_t o = 0;
+      const auto want =
+          ReferencePool(max, x, size, size, c.k, c.s, c.pad, c.dil, c.ceil, c.include_pad, &o);
+      auto out = h.Run(max ? "MaxPool" : "AveragePool", {Tensor::Of<float>({1, 1, size, size}, x)},
+                       Attrs({{"kernel_shape", std::vector<int64_t>{c.k, c.k}},
+                              {"strides", std::vector<int64_t>{c.s, c.s}},
+                              {"pads", std::vector<int64_t>{c.pad, c.pad, c.pad, c.pad}},
+                              {"dilations", std::vector<int64_t>{c.dil, c.dil}},
+                              {"ceil_mode", int64_t{c.ceil}},
+                              {"count_include_pad", int64_t{c.include_pad}}}));
+      ASSERT_TRUE(out.ok()) << out.status();
+      EXPECT_EQ((*out)[0].shape, (Shape{1, 1, o, o}));
+      ExpectNear((*out)[0].Values<float>(), want);
+    }
+  }
+}
+
+TEST(PoolTest, MaxPoolIndicesAndGlobalPools) {
+  KernelHarness h;
+  // Two planes: indices count across the whole tensor.
+  auto out = h.Run("MaxPool", {Tensor::Of<float>({1, 2, 2, 2}, {1, 4, 3, 2, 5, 0, 7, 6})},
+                   Attrs({{"kernel_shape", std::vector<int64_t>{2, 2}}}), 17, 2);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ((*out)[0].Values<float>(), (std::vector<float>{4, 7}));
+  EXPECT_EQ((*out)[1].Values<int64_t>(), (std::vector<int64_t>{1, 6}));
+  out = h.Run("GlobalAveragePool", {Tensor::Of<float>({1, 2, 2, 2}, {1, 4, 3, 2, 5, 0, 7, 6})});
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ((*out)[0].shape, (Shape{1, 2, 1, 1}));
+  EXPECT_EQ((*out)[0].Values<float>(), (std::vector<float>{2.5f, 4.5f}));
+  out = h.Run("GlobalMaxPool", {Tensor::Of<float>({1, 2, 4}, {1, 4, 3, 2, 5, 0, 7, 6})});
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ((*out)[0].Values<float>(), (std::vector<float>{4, 7}));
+  // Missing kernel_shape and a 2-D input are errors.
+  EXPECT_FALSE(h.Prepare("MaxPool", {Tensor::Of<float>({1, 1, 4, 4}, {})}).ok());
+  EXPECT_FALSE(h.Prepare("AveragePool", {Tensor::Of<float>({4, 4}, {})},
+                         Attrs({{"kernel_shape", std::vector<int64_t>{2}}}))
+                   .ok());
+}
+
+}  // namespace
+}  // namespace reprise::kernels::cpu::testing

@@ -1,0 +1,211 @@
+// Reductions, ArgMax, CumSum, TopK (reduce.cc, topk.cc), Softmax/LayerNorm/BatchNorm
+// (normalization.cc) and Resize (resize.cc). Float tolerance 1e-5 absolute + 1e-5 relative
+// against reference loops, exact for hand-computed cases.
+#include <cmath>
+#include <numeric>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "tests/kernels/cpu/kernel_test_util.h"
+
+namespace reprise::kernels::cpu::testing {
+namespace {
+
+void ExpectNear(const std::vector<float>& got, const std::vector<float>& want) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_NEAR(got[i], want[i], 1e-5 + 1e-5 * std::fabs(want[i])) << "element " << i;
+  }
+}
+
+TEST(ReduceTest, AxesFromAttributeOrInputKeepdimsAndNoop) {
+  KernelHarness h;
+  const auto x = RandomFloats(2 * 3 * 4, 81);
+  const Tensor t = Tensor::Of<float>({2, 3, 4}, x);
+  // ReduceMean over the non-adjacent axes 0 and 2, keepdims.
+  auto out = h.Run("ReduceMean", {t}, Attrs({{"axes", std::vector<int64_t>{0, -1}}}), 13);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ((*out)[0].shape, (Shape{1, 3, 1}));
+  std::vector<float> want(3, 0.0f);
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 3; ++j)
+      for (int k = 0; k < 4; ++k) want[j] += x[(i * 3 + j) * 4 + k] / 8.0f;
+  ExpectNear((*out)[0].Values<float>(), want);
+  // ReduceSum (opset 13): axes as an input, keepdims 0.
+  out = h.Run("ReduceSum", {t, Tensor::Of<int64_t>({1}, {1}, true)},
+              Attrs({{"keepdims", int64_t{0}}}));
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ((*out)[0].shape, (Shape{2, 4}));
+  want.assign(8, 0.0f);
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 3; ++j)
+      for (int k = 0; k < 4; ++k) want[i * 4 + k] += x[(i * 3 + j) * 4 + k];
+  ExpectNear((*out)[0].Values<float>(), want);
+  // No axes: all, unless noop_with_empty_axes.
+  out = h.Run("ReduceMax", {t});
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ((*out)[0].shape, (Shape{1, 1, 1}));
+  EXPECT_EQ((*out)[0].Values<float>()[0], *std::max_element(x.begin(), x.end()));
+  out = h.Run("ReduceSum", {t, Tensor::Of<int64_t>({0}, {}, true)},
+              Attrs({{"noop_with_empty_axes", int64_t{1}}}));
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ((*out)[0].Values<float>(), x);
+  out = h.Run("ReduceL2", {Tensor::Of<float>({2, 2}, {3, 4, 6, 8})},
+              Attrs({{"axes", std::vector<int64_t>{1}}, {"keepdims", int64_t{0}}}));
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ((*out)[0].Values<float>(), (std::vector<float>{5, 10}));
+  out = h.Run("ReduceProd", {Tensor::Of<int64_t>({3}, {2, 3, 4})});
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ((*out)[0].Values<int64_t>(), (std::vector<int64_t>{24}));
+  EXPECT_EQ(h.Prepare("ReduceSum", {t, Tensor::Of<int64_t>({1}, {1})}).status().code(),
+            absl::StatusCode::kUnimplemented);
+  EXPECT_EQ(h.Prepare("ReduceMin", {t}, Attrs({{"axes", std::vector<int64_t>{3}}})).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(ReduceTest, ArgMaxCumSumTopK) {
+  KernelHarness h;
+  const Tensor t = Tensor::Of<float>({2, 3}, {1, 5, 5, 7, 2, 7});
+  auto out = h.Run("ArgMax", {t}, Attrs({{"axis", int64_t{1}}}));
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ((*out)[0].shape, (Shape{2, 1}));
+  EXPECT_EQ((*out)[0].Values<int64_t>(), (std::vector<int64_t>{1, 0}));
+  out = h.Run(
+      "ArgMax", {t},
+      Attrs({{"axis", int64_t{1}}, {"select_last_index", int64_t{1}}, {"keepdims", int64_t{0}}}));
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ((*out)[0].shape, (Shape{2}));
+  EXPECT_EQ((*out)[0].Values<int64_t>(), (std::vector<int64_t>{2, 2}));
+  out = h.Run("ArgMin", {t});
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ((*out)[0].Values<int64_t>(), (std::vector<int64_t>{0, 1, 0}));
+  const Tensor v = Tensor::Of<float>({4}, {1, 2, 3, 4});
+  const Tensor axis = Tensor::Of<int64_t>({}, {0}, true);
+  out = h.Run("CumSum", {v, axis});
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ((*out)[0].Values<float>(), (std::vector<float>{1, 3, 6, 10}));
+  out = h.Run("CumSum", {v, axis}, Attrs({{"exclusive", int64_t{1}}, {"reverse", int64_t{1}}}));
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ((*out)[0].Values<float>(), (std::vector<float>{9, 7, 4, 0}));
+  EXPECT_EQ(h.Prepare("CumSum", {v, Tensor::Of<int64_t>({}, {0})}).status().code(),
+            absl::StatusCode::kUnimplemented);
+  // TopK: ties keep the lower index first.
+  out = h.Run("TopK", {t, Tensor::Of<int64_t>({1}, {2}, true)}, {}, 11, 2);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ((*out)[0].shape, (Shape{2, 2}));
+  EXPECT_EQ((*out)[0].Values<float>(), (std::vector<float>{5, 5, 7, 7}));
+  EXPECT_EQ((*out)[1].Values<int64_t>(), (std::vector<int64_t>{1, 2, 0, 2}));
+  out = h.Run("TopK", {t, Tensor::Of<int64_t>({1}, {1}, true)},
+              Attrs({{"largest", int64_t{0}}, {"axis", int64_t{0}}}), 11, 2);
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ((*out)[0].Values<float>(), (std::vector<float>{1, 2, 5}));
+  EXPECT_EQ((*out)[1].Values<int64_t>(), (std::vector<int64_t>{0, 1, 0}));
+  EXPECT_FALSE(h.Prepare("TopK", {t, Tensor::Of<int64_t>({1}, {4}, true)}, {}, 11, 2).ok());
+}
+
+TEST(NormalizationTest, SoftmaxAxisSemanticsChangeAtOpset13) {
+  KernelHarness h;
+  const auto x = RandomFloats(2 * 3 * 4, 91, -3.0f, 3.0f);
+  const Tensor t = Tensor::Of<float>({2, 3, 4}, x);
+  // Opset 11, axis 1: softmax over the 12 trailing elements of each batch row.
+  auto out = h.Run("Softmax", {t}, Attrs({{"axis", int64_t{1}}}), 11);
+  ASSERT_TRUE(out.ok());
+  std::vector<float> want(24);
+  for (int b = 0; b < 2; ++b) {
+    double sum = 0;
+    for (int i = 0; i < 12; ++i) sum += std::exp(x[b * 12 + i]);
+    for (int i = 0; i < 12; ++i) want[b * 12 + i] = std::exp(x[b * 12 + i]) / sum;
+  }
+  ExpectNear((*out)[0].Values<float>(), want);
+  // Opset 13, axis 1: softmax over the 3 elements of axis 1 only.
+  out = h.Run("Softmax", {t}, Attrs({{"axis", int64_t{1}}}), 13);
+  ASSERT_TRUE(out.ok());
+  for (int b = 0; b < 2; ++b)
+    for (int k = 0; k < 4; ++k) {
+      double sum = 0;
+      for (int j = 0; j < 3; ++j) sum += std::exp(x[(b * 3 + j) * 4 + k]);
+      for (int j = 0; j < 3; ++j)
+        want[(b * 3 + j) * 4 + k] = std::exp(x[(b * 3 + j) * 4 + k]) / sum;
+    }
+  ExpectNear((*out)[0].Values<float>(), want);
+  out = h.Run("LogSoftmax", {t}, Attrs({{"axis", int64_t{1}}}), 13);
+  ASSERT_TRUE(out.ok());
+  for (float& w : want) w = std::log(w);
+  ExpectNear((*out)[0].Values<float>(), want);
+}
+
+TEST(NormalizationTest, LayerAndBatchNormalization) {
+  KernelHarness h;
+  const auto x = RandomFloats(3 * 8, 92, -2.0f, 2.0f);
+  const auto scale = RandomFloats(8, 93);
+  const auto bias = RandomFloats(8, 94);
+  auto out = h.Run(
+      "LayerNormalization",
+      {Tensor::Of<float>({3, 8}, x), Tensor::Of<float>({8}, scale), Tensor::Of<float>({8}, bias)},
+      Attrs({{"epsilon", 1e-3f}}), 17, 3);
+  ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_EQ(out->size(), 3u);
+  EXPECT_EQ((*out)[1].shape, (Shape{3, 1}));
+  std::vector<float> want(24), means(3), invs(3);
+  for (int r = 0; r < 3; ++r) {
+    double mean = 0, var = 0;
+    for (int i = 0; i < 8; ++i) mean += x[r * 8 + i] / 8.0;
+    for (int i = 0; i < 8; ++i) var += (x[r * 8 + i] - mean) * (x[r * 8 + i] - mean) / 8.0;
+    means[r] = static_cast<float>(mean);
+    invs[r] = static_cast<float>(1 / std::sqrt(var + 1e-3));
+    for (int i = 0; i < 8; ++i) {
+      want[r * 8 + i] = static_cast<float>((x[r * 8 + i] - mean) * invs[r] * scale[i] + bias[i]);
+    }
+  }
+  ExpectNear((*out)[0].Values<float>(), want);
+  ExpectNear((*out)[1].Values<float>(), means);
+  ExpectNear((*out)[2].Values<float>(), invs);
+  out = h.Run("BatchNormalization",
+              {Tensor::Of<float>({1, 2, 2}, {1, 2, 3, 4}), Tensor::Of<float>({2}, {1, 2}),
+               Tensor::Of<float>({2}, {0, 1}), Tensor::Of<float>({2}, {1, 3}),
+               Tensor::Of<float>({2}, {4, 1})},
+              Attrs({{"epsilon", 0.0f}}));
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ((*out)[0].Values<float>(), (std::vector<float>{0, 0.5f, 1, 3}));
+  EXPECT_FALSE(
+      h.Prepare("BatchNormalization", {Tensor::Of<float>({1, 2, 2}, {}), Tensor::Of<float>({3}, {}),
+                                       Tensor::Of<float>({2}, {}), Tensor::Of<float>({2}, {}),
+                                       Tensor::Of<float>({2}, {})})
+          .ok());
+}
+
+TEST(ResizeTest, NearestAndLinearModes) {
+  KernelHarness h;
+  const Tensor x = Tensor::Of<float>({1, 1, 2, 2}, {1, 2, 3, 4});
+  const Tensor no_roi = Tensor::Absent();
+  const Tensor scales = Tensor::Of<float>({4}, {1, 1, 2, 2}, true);
+  auto out = h.Run("Resize", {x, no_roi, scales}, Attrs({{"mode", std::string("nearest")}}));
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ((*out)[0].shape, (Shape{1, 1, 4, 4}));
+  EXPECT_EQ((*out)[0].Values<float>(),
+            (std::vector<float>{1, 1, 2, 2, 1, 1, 2, 2, 3, 3, 4, 4, 3, 3, 4, 4}));
+  // Bilinear, align_corners, to 3x3 via sizes: the centre is the mean.
+  out = h.Run("Resize", {x, no_roi, Tensor::Absent(), Tensor::Of<int64_t>({4}, {1, 1, 3, 3}, true)},
+              Attrs({{"mode", std::string("linear")},
+                     {"coordinate_transformation_mode", std::string("align_corners")}}));
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ((*out)[0].Values<float>(), (std::vector<float>{1, 1.5f, 2, 2, 2.5f, 3, 3, 3.5f, 4}));
+  // Half-pixel bilinear 2x: corners clamp to the edge.
+  out = h.Run("Resize", {x, no_roi, scales}, Attrs({{"mode", std::string("linear")}}));
+  ASSERT_TRUE(out.ok());
+  const auto v = (*out)[0].Values<float>();
+  EXPECT_FLOAT_EQ(v[0], 1.0f);
+  EXPECT_FLOAT_EQ(v[1], 1.25f);
+  EXPECT_FLOAT_EQ(v[5], 1.75f);
+  EXPECT_FLOAT_EQ(v[15], 4.0f);
+  // Errors: unknown scales, both scales and sizes, a bad mode.
+  EXPECT_EQ(h.Prepare("Resize", {x, no_roi, Tensor::Of<float>({4}, {1, 1, 2, 2})}).status().code(),
+            absl::StatusCode::kUnimplemented);
+  EXPECT_FALSE(
+      h.Prepare("Resize", {x, no_roi, scales, Tensor::Of<int64_t>({4}, {1, 1, 3, 3}, true)}).ok());
+  EXPECT_FALSE(
+      h.Prepare("Resize", {x, no_roi, scales}, Attrs({{"mode", std::string("area")}})).ok());
+}
+
+}  // namespace
+}  // namespace reprise::kernels::cpu::testing

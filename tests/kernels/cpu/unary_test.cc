@@ -1,0 +1,153 @@
+// Unary elementwise kernels (unary.cc) and Cast (cast.cc) against std:: references; float
+// tolerance 1e-6 absolute + 1e-5 relative.
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "tests/kernels/cpu/kernel_test_util.h"
+
+namespace reprise::kernels::cpu::testing {
+namespace {
+
+TEST(UnaryTest, FloatOpsMatchReference) {
+  KernelHarness h;
+  std::vector<float> x = RandomFloats(64, 61, -4.0f, 4.0f);
+  x.push_back(0.0f);
+  x.push_back(-30.0f);
+  x.push_back(30.0f);
+  std::vector<float> positive = RandomFloats(64, 62, 0.01f, 9.0f);
+  struct Case {
+    std::string op;
+    std::function<double(double)> ref;
+    bool positive_only;
+  };
+  const std::vector<Case> cases = {
+      {"Relu", [](double v) { return std::max(v, 0.0); }, false},
+      {"Sigmoid", [](double v) { return 1 / (1 + std::exp(-v)); }, false},
+      {"Tanh", [](double v) { return std::tanh(v); }, false},
+      {"Erf", [](double v) { return std::erf(v); }, false},
+      {"Exp", [](double v) { return std::exp(v); }, true},
+      {"Log", [](double v) { return std::log(v); }, true},
+      {"Sqrt", [](double v) { return std::sqrt(v); }, true},
+      {"Reciprocal", [](double v) { return 1 / v; }, true},
+      {"Floor", [](double v) { return std::floor(v); }, false},
+      {"Ceil", [](double v) { return std::ceil(v); }, false},
+      {"Softplus", [](double v) { return std::log1p(std::exp(v)); }, false},
+      {"HardSwish", [](double v) { return v * std::clamp(v / 6 + 0.5, 0.0, 1.0); }, false},
+      {"Neg", [](double v) { return -v; }, false},
+      {"Abs", [](double v) { return std::fabs(v); }, false},
+      {"Identity", [](double v) { return v; }, false},
+      {"LeakyRelu", [](double v) { return v >= 0 ? v : 0.01 * v; }, false},
+      {"HardSigmoid", [](double v) { return std::clamp(0.2 * v + 0.5, 0.0, 1.0); }, false},
+      {"Elu", [](double v) { return v >= 0 ? v : std::expm1(v); }, false},
+      {"Selu",
+       [](double v) {
+         return 1.0507009873554804934193349852946 *
+                (v > 0 ? v : 1.6732632423543772848170429916717 * std::expm1(v));
+       },
+       false},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.op);
+    const std::vector<float>& in = c.positive_only ? positive : x;
+    const int64_t n = static_cast<int64_t>(in.size());
+    auto out = h.Run(c.op, {Tensor::Of<float>({n}, in)});
+    ASSERT_TRUE(out.ok()) << out.status();
+    const auto got = (*out)[0].Values<float>();
+    for (size_t i = 0; i < in.size(); ++i) {
+      const double want = c.ref(in[i]);
+      EXPECT_NEAR(got[i], want, 1e-6 + 1e-5 * std::fabs(want)) << "x=" << in[i];
+    }
+  }
+}
+
+TEST(UnaryTest, AttributesAndIntegerTypes) {
+  KernelHarness h;
+  auto out = h.Run("LeakyRelu", {Tensor::Of<float>({2}, {-2, 3})}, Attrs({{"alpha", 0.5f}}));
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ((*out)[0].Values<float>(), (std::vector<float>{-1, 3}));
+  out = h.Run("Neg", {Tensor::Of<int64_t>({3}, {1, -2, 0})});
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ((*out)[0].Values<int64_t>(), (std::vector<int64_t>{-1, 2, 0}));
+  out = h.Run("Abs", {Tensor::Of<int32_t>({2}, {-7, 7})});
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ((*out)[0].Values<int32_t>(), (std::vector<int32_t>{7, 7}));
+  out = h.Run("Not", {Tensor::Of<bool>({2}, {true, false})});
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ((*out)[0].Values<bool>(), (std::vector<bool>{false, true}));
+  EXPECT_EQ(h.Prepare("Sigmoid", {Tensor::Of<int32_t>({2}, {})}).status().code(),
+            absl::StatusCode::kUnimplemented);
+  EXPECT_EQ(h.Prepare("Not", {Tensor::Of<float>({2}, {})}).status().code(),
+            absl::StatusCode::kUnimplemented);
+}
+
+TEST(UnaryTest, ClipBoundsFromAttributesOrInputs) {
+  KernelHarness h;
+  const Tensor x = Tensor::Of<float>({4}, {-5, -0.5f, 0.5f, 5});
+  // Opset 6: attributes.
+  auto out = h.Run("Clip", {x}, Attrs({{"min", -1.0f}, {"max", 1.0f}}), 6);
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ((*out)[0].Values<float>(), (std::vector<float>{-1, -0.5f, 0.5f, 1}));
+  // Opset 13: inputs, read at Run even when unknown at Prepare; max absent.
+  out = h.Run("Clip", {x, Tensor::Of<float>({}, {0.0f}), Tensor::Absent()}, {}, 13);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ((*out)[0].Values<float>(), (std::vector<float>{0, 0, 0.5f, 5}));
+  out = h.Run("Clip", {Tensor::Of<int64_t>({3}, {-9, 4, 9}), Tensor::Of<int64_t>({}, {-1}),
+                       Tensor::Of<int64_t>({}, {5})});
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ((*out)[0].Values<int64_t>(), (std::vector<int64_t>{-1, 4, 5}));
+  EXPECT_EQ(h.Prepare("Clip", {x, Tensor::Of<float>({2}, {0, 1})}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(UnaryTest, DropoutIsIdentityWithAllTrueMask) {
+  KernelHarness h;
+  auto out = h.Run("Dropout", {Tensor::Of<float>({3}, {1, 2, 3}), Tensor::Of<float>({}, {0.5f})},
+                   {}, 13, 2);
+  ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_EQ(out->size(), 2u);
+  EXPECT_EQ((*out)[0].Values<float>(), (std::vector<float>{1, 2, 3}));
+  EXPECT_EQ((*out)[1].Values<bool>(), (std::vector<bool>{true, true, true}));
+  auto training = h.Prepare("Dropout", {Tensor::Of<float>({3}, {}), Tensor::Absent(),
+                                        Tensor::Of<bool>({}, {true}, true)});
+  EXPECT_EQ(training.status().code(), absl::StatusCode::kUnimplemented);
+}
+
+TEST(CastTest, NumericBoolAndHalfConversions) {
+  KernelHarness h;
+  auto cast = [&](const Tensor& x, DataType to) {
+    return h.Run("Cast", {x}, Attrs({{"to", static_cast<int64_t>(to)}}));
+  };
+  auto out = cast(Tensor::Of<float>({4}, {1.7f, -1.7f, 0.0f, 3e10f}), DataType::kInt32);
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ((*out)[0].Values<int32_t>(),
+            (std::vector<int32_t>{1, -1, 0, std::numeric_limits<int32_t>::max()}));
+  out = cast(Tensor::Of<float>({3}, {0.0f, 2.0f, -0.5f}), DataType::kBool);
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ((*out)[0].Values<bool>(), (std::vector<bool>{false, true, true}));
+  out = cast(Tensor::Of<int64_t>({2}, {7, -3}), DataType::kFloat64);
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ((*out)[0].Values<double>(), (std::vector<double>{7, -3}));
+  // float -> float16 -> float round-trips representable values and rounds the others.
+  out = cast(Tensor::Of<float>({5}, {1.0f, -2.5f, 65504.0f, 1e6f, 1.0f + 1.0f / 4096}),
+             DataType::kFloat16);
+  ASSERT_TRUE(out.ok());
+  Tensor half = (*out)[0];
+  EXPECT_EQ(half.Values<uint16_t>(),
+            (std::vector<uint16_t>{0x3C00, 0xC100, 0x7BFF, 0x7C00, 0x3C00}));
+  out = cast(half, DataType::kFloat32);
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ(
+      (*out)[0].Values<float>(),
+      (std::vector<float>{1.0f, -2.5f, 65504.0f, std::numeric_limits<float>::infinity(), 1.0f}));
+  EXPECT_EQ(
+      h.Prepare("Cast", {Tensor::Of<float>({1}, {})}, Attrs({{"to", int64_t{8}}})).status().code(),
+      absl::StatusCode::kUnimplemented);  // string
+  EXPECT_FALSE(h.Prepare("Cast", {Tensor::Of<float>({1}, {})}, Attrs({{"to", int64_t{99}}})).ok());
+}
+
+}  // namespace
+}  // namespace reprise::kernels::cpu::testing

@@ -1,0 +1,56 @@
+#include "server/command_line.h"
+
+#include <fstream>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace reprise::server {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+TEST(CommandLineTest, DefaultsWithoutFlags) {
+  absl::StatusOr<CommandLine> c = ParseCommandLine({});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->config.grpc_port, 8001);
+  EXPECT_FALSE(c->help);
+}
+
+TEST(CommandLineTest, FlagsOverrideTheFile) {
+  const std::string path = ::testing::TempDir() + "/cli_test.yaml";
+  std::ofstream(path) << "server: {grpc_port: 9000, metrics_port: 9001}\n"
+                         "repository: {paths: [/from/file], load_models: [x]}\n";
+  absl::StatusOr<CommandLine> c =
+      ParseCommandLine({"--grpc-port=7001", "--config", path, "--model-repository", "/a",
+                        "--model-repository=/b", "--model-control-mode=explicit", "--load-model",
+                        "m1", "--load-model=m2", "--log-level", "debug", "--exit-timeout-secs=3"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->config.grpc_port, 7001);     // flag wins, wherever it stands
+  EXPECT_EQ(c->config.metrics_port, 9001);  // from the file
+  EXPECT_THAT(c->config.model_repositories, ElementsAre("/a", "/b"));
+  EXPECT_EQ(c->config.control_mode, config::ControlMode::kExplicit);
+  EXPECT_THAT(c->config.load_models, ElementsAre("m1", "m2"));
+  EXPECT_EQ(c->config.log_level, "debug");
+  EXPECT_EQ(c->config.shutdown_timeout_s, 3);
+}
+
+TEST(CommandLineTest, Errors) {
+  EXPECT_THAT(ParseCommandLine({"--grpc-port=http"}).status().message(), HasSubstr("--grpc-port"));
+  EXPECT_THAT(ParseCommandLine({"--grpc-port=70000"}).status().message(), HasSubstr("70000"));
+  EXPECT_THAT(ParseCommandLine({"--frobnicate=1"}).status().message(),
+              HasSubstr("unknown flag --frobnicate"));
+  EXPECT_THAT(ParseCommandLine({"--model-control-mode=poll"}).status().message(),
+              HasSubstr("\"poll\""));
+  EXPECT_THAT(ParseCommandLine({"--load-model"}).status().message(), HasSubstr("needs a value"));
+  EXPECT_THAT(ParseCommandLine({"stray"}).status().message(), HasSubstr("\"stray\""));
+  EXPECT_EQ(ParseCommandLine({"--config=/nonexistent.yaml"}).status().code(),
+            absl::StatusCode::kNotFound);
+  absl::StatusOr<CommandLine> help = ParseCommandLine({"--help"});
+  ASSERT_TRUE(help.ok());
+  EXPECT_TRUE(help->help);
+}
+
+}  // namespace
+}  // namespace reprise::server
