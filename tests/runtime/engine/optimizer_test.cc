@@ -119,14 +119,23 @@ TEST_F(OptimizerTest, TrainingDropoutIsRefused) {
   training->set_data_type(onnx::TensorProto::BOOL);
   training->add_int32_data(1);
   b.Node("Dropout", {"x", "ratio", "training"}, {"y"}, "drop");
-  auto model = Model::LoadBytes(b.Bytes(), registry_);
+  // Without a Dropout kernel the engine handles Dropout itself and refuses training mode.
+  KernelRegistry engine_only;
+  auto model = Model::LoadBytes(b.Bytes(), engine_only);
   ASSERT_FALSE(model.ok());
   EXPECT_EQ(model.status().code(), absl::StatusCode::kUnimplemented);
   EXPECT_THAT(model.status().message(), HasSubstr("\"drop\" (Dropout)"));
 
+  // With the CPU kernels, their Dropout kernel refuses it when the plan is made.
+  model = Model::LoadBytes(b.Bytes(), registry_);
+  ASSERT_TRUE(model.ok()) << model.status();
+  auto plan = (*model)->Plan({{2}});
+  ASSERT_FALSE(plan.ok());
+  EXPECT_THAT(plan.status().message(), HasSubstr("\"drop\""));
+
   // A ratio of 0 drops nothing, even in training mode.
   b.proto().mutable_graph()->mutable_initializer(0)->set_float_data(0, 0.0f);
-  model = Model::LoadBytes(b.Bytes(), registry_);
+  model = Model::LoadBytes(b.Bytes(), engine_only);
   ASSERT_TRUE(model.ok()) << model.status();
   EXPECT_TRUE((*model)->graph().nodes.empty());
 }

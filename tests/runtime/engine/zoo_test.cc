@@ -2,7 +2,8 @@
 // outputs. Each model is looked up in the directories of $REPRISE_ZOO_DIRS (colon-separated):
 // the small ones ship in tools/models/zoo, the large ones are exported into the build tree.
 // A model whose ops are not all registered yet, or that was not exported (no PyTorch), skips
-// with a message.
+// with a message. Each model runs through a StreamSession in eager and in replay mode at batch
+// 1 and 4 (replay: captured at the first run of a batch size, replayed at the second).
 //
 // Tolerance: max |engine - torch| <= 1e-4 * max |torch| over each output (float32 through
 // different summation orders; stated per model below when it needs more).
@@ -14,9 +15,10 @@
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "runtime/core/device.h"
 #include "runtime/engine/model.h"
 #include "runtime/engine/npy.h"
-#include "runtime/engine/session.h"
+#include "runtime/engine/stream_session.h"
 #include "tests/runtime/engine/test_models.h"
 
 namespace reprise::runtime::engine {
@@ -48,38 +50,60 @@ TEST_P(ZooTest, MatchesPyTorch) {
     GTEST_SKIP() << c.name << ": not found in $REPRISE_ZOO_DIRS (export it with "
                  << "tools/models/export_zoo.py; needs python3-torch)";
   }
-  KernelRegistry registry;
-  ASSERT_TRUE(kernels::cpu::RegisterCpuKernels(&registry).ok());
-  auto model = Model::LoadFile(dir + "/model.onnx", registry);
+  auto backend = CreateBackend("cpu");
+  ASSERT_TRUE(backend.ok()) << backend.status();
+  auto device = (*backend)->device(0);
+  ASSERT_TRUE(device.ok()) << device.status();
+  ASSERT_TRUE(kernels::cpu::RegisterCpuKernels((*device)->kernels()).ok());
+  auto model = Model::LoadFile(dir + "/model.onnx", *(*device)->kernels());
   if (model.status().code() == absl::StatusCode::kUnimplemented) {
     GTEST_SKIP() << c.name << ": " << model.status().message();
   }
   ASSERT_TRUE(model.ok()) << model.status();
-  Session session(*model);
-  for (int batch : {1, 4}) {
-    auto input = ReadNpyFile(dir + "/input_b" + std::to_string(batch) + ".npy");
-    auto expected = ReadNpyFile(dir + "/output_b" + std::to_string(batch) + ".npy");
-    ASSERT_TRUE(input.ok()) << input.status();
-    ASSERT_TRUE(expected.ok()) << expected.status();
-    auto out = session.Run({{(*model)->inputs()[0].name, *input}});
-    if (out.status().code() == absl::StatusCode::kUnimplemented) {
-      GTEST_SKIP() << c.name << ": " << out.status().message();
+  for (ExecMode mode : {ExecMode::kEager, ExecMode::kReplay}) {
+    const char* mode_name = mode == ExecMode::kEager ? "eager" : "replay";
+    auto session = StreamSession::Create(*model, *device, mode);
+    ASSERT_TRUE(session.ok()) << session.status();
+    for (int batch : {1, 4}) {
+      auto input = ReadNpyFile(dir + "/input_b" + std::to_string(batch) + ".npy");
+      auto expected = ReadNpyFile(dir + "/output_b" + std::to_string(batch) + ".npy");
+      ASSERT_TRUE(input.ok()) << input.status();
+      ASSERT_TRUE(expected.ok()) << expected.status();
+      // Replay: the first run captures (and replays), the second only replays.
+      for (int run = 0; run < 2; ++run) {
+        SCOPED_TRACE(::testing::Message()
+                     << c.name << " " << mode_name << " batch " << batch << " run " << run);
+        StreamRunInfo info;
+        auto out = (*session)->Run({{(*model)->inputs()[0].name, *input}}, &info);
+        if (out.status().code() == absl::StatusCode::kUnimplemented) {
+          GTEST_SKIP() << c.name << ": " << out.status().message();
+        }
+        ASSERT_TRUE(out.ok()) << out.status();
+        if (mode == ExecMode::kReplay) {
+          EXPECT_TRUE(info.replayed)
+              << "capture failed: " << (*session)->ListInstances().front().reason;
+          EXPECT_EQ(info.captured, run == 0);
+        } else {
+          EXPECT_TRUE(info.eager);
+        }
+        ASSERT_EQ(out->size(), 1u);
+        const TensorValue& got = (*out)[0].value;
+        ASSERT_EQ(got.shape, expected->shape);
+        std::vector<float> g = testing::Floats(got), w = testing::Floats(*expected);
+        double max_abs = 0.0, max_diff = 0.0;
+        for (size_t i = 0; i < w.size(); ++i) {
+          max_abs = std::max(max_abs, std::fabs(static_cast<double>(w[i])));
+          max_diff = std::max(max_diff, std::fabs(static_cast<double>(g[i]) - w[i]));
+        }
+        // A vanishing reference would make any engine output look right.
+        ASSERT_GT(max_abs, 1e-3) << c.name << ": the reference output is too small to compare";
+        EXPECT_LE(max_diff, c.tolerance * max_abs);
+        if (run == 1) {
+          std::cout << c.name << " " << mode_name << " batch " << batch << ": max abs diff "
+                    << max_diff << ", relative " << max_diff / max_abs << "\n";
+        }
+      }
     }
-    ASSERT_TRUE(out.ok()) << out.status();
-    ASSERT_EQ(out->size(), 1u);
-    const TensorValue& got = (*out)[0].value;
-    ASSERT_EQ(got.shape, expected->shape) << c.name << " batch " << batch;
-    std::vector<float> g = testing::Floats(got), w = testing::Floats(*expected);
-    double max_abs = 0.0, max_diff = 0.0;
-    for (size_t i = 0; i < w.size(); ++i) {
-      max_abs = std::max(max_abs, std::fabs(static_cast<double>(w[i])));
-      max_diff = std::max(max_diff, std::fabs(static_cast<double>(g[i]) - w[i]));
-    }
-    // A vanishing reference would make any engine output look right.
-    ASSERT_GT(max_abs, 1e-3) << c.name << ": the reference output is too small to compare";
-    EXPECT_LE(max_diff, c.tolerance * max_abs) << c.name << " batch " << batch;
-    std::cout << c.name << " batch " << batch << ": max abs diff " << max_diff << ", relative "
-              << max_diff / max_abs << "\n";
   }
 }
 
