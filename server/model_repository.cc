@@ -335,7 +335,8 @@ absl::Status ModelRepository::LoadNow(const std::string& name) {
     spec.model_path = (fs::path(spec.version_dir) / std::string(kModelFile)).string();
     spec.settings = settings.get();
     spec.streams = StreamsFor(*settings);
-    spec.max_queue_length = options_.max_queue_length;
+    spec.max_queue_length =
+        settings->max_queue_size > 0 ? settings->max_queue_size : options_.max_queue_length;
     absl::StatusOr<std::unique_ptr<LoadedModel>> model = backend_->Load(spec);
     if (!model.ok()) {
       failure = absl::Status(model.status().code(),

@@ -67,7 +67,7 @@ class ModelRepository {
     std::vector<std::string> paths;
     config::ControlMode control_mode = config::ControlMode::kNone;
     int default_streams = 1;      // streams of a model with no instance_group
-    int max_queue_length = 1024;  // per model: requests waiting for a stream (LoadSpec)
+    int max_queue_length = 1024;  // per model, unless its max_queue_size says (LoadSpec)
   };
   /// Called once with the outcome, on an executor thread (or the caller's for early errors).
   using Callback = absl::AnyInvocable<void(absl::Status) &&>;

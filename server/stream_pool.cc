@@ -45,8 +45,8 @@ absl::StatusOr<StreamLease> StreamPool::Acquire() {
   if (free_.empty() || waiters > 0) {
     if (waiters >= static_cast<uint64_t>(max_queue_)) {
       return absl::ResourceExhaustedError(
-          absl::StrCat(label_, ": the queue is full (", waiters, " requests wait for one of ",
-                       in_use_.size(), " streams; limit max_queue_length = ", max_queue_, ")"));
+          absl::StrCat(label_, ": the queue is full (", waiters, " requests wait for ",
+                       in_use_.size(), " streams; the model's queue limit is ", max_queue_, ")"));
     }
     // FIFO: each waiter takes a ticket and goes when it is the oldest and a stream is free.
     const uint64_t ticket = next_ticket_++;

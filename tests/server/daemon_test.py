@@ -5,10 +5,11 @@ and with the `reprise` CLI.
 usage: daemon_test.py <reprise-server> <dir with the generated *_pb2.py stubs> <reprise CLI>
                       <source dir>
 
-The repository is a copy of tools/models/repository (mlp, add_sub) plus a broken model and a
-slow one made here. Checks: every RPC of the protocol and the admin service, results equal to
-the zoo's reference outputs, status codes of bad requests, the broken model UNAVAILABLE with
-the engine's reason, reflection, SIGTERM with requests in flight (all complete, exit 0), a bad
+The repository is a copy of tools/models/repository (mlp, add_sub) plus a broken model and two
+slow ones made here (slow_q: one stream, max_queue_size 1). Checks: every RPC of the protocol
+and the admin service, results equal to the zoo's reference outputs, status codes of bad
+requests, the broken model UNAVAILABLE with the engine's reason, a full model queue
+RESOURCE_EXHAUSTED, reflection, SIGTERM with requests in flight (all complete, exit 0), a bad
 flag exits 2, and every CLI subcommand in --json mode.
 """
 import json
@@ -46,9 +47,9 @@ SLOW_WEIGHTS = [np.random.default_rng(i).standard_normal((64 if i == 0 else 1024
                 .astype(np.float32) * (0.125 if i == 0 else 0.03) for i in range(6)]
 
 
-def write_slow_model(repo):
+def write_slow_model(repo, name="slow", config=None):
     """slow/1/model.onnx: x [N,64] through six MatMuls (64x1024, then 1024x1024 five times; the
-    weights are initializers, so requests stay small): about 2.7 GFLOP per request of N = 256."""
+    weights are initializers, so requests stay small): about 0.7 GFLOP per request of N = 64."""
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 64])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 1024])
     nodes, inits, prev = [], [], "x"
@@ -61,8 +62,11 @@ def write_slow_model(repo):
     model = helper.make_model(helper.make_graph(nodes, "slow", [x], [y], inits),
                               opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
-    os.makedirs(os.path.join(repo, "slow", "1"))
-    onnx.save(model, os.path.join(repo, "slow", "1", "model.onnx"))
+    os.makedirs(os.path.join(repo, name, "1"))
+    onnx.save(model, os.path.join(repo, name, "1", "model.onnx"))
+    if config:
+        with open(os.path.join(repo, name, "config.yaml"), "w") as f:
+            f.write(config)
 
 
 def tensor_request(model, **inputs):
@@ -88,10 +92,14 @@ class Daemon:
         with open(os.path.join(self.repo.name, "broken", "1", "model.onnx"), "wb") as f:
             f.write(b"not an onnx model")
         write_slow_model(self.repo.name)
+        write_slow_model(self.repo.name, "slow_q",
+                         "max_queue_size: 1\ninstance_group: [{count: 1, kind: KIND_CPU}]\n")
+        # One OpenMP thread, as tools/start-server.sh runs it (see docs/development.md).
+        env = dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"))
         self.proc = subprocess.Popen(
             [SERVER, "--model-repository", self.repo.name, "--grpc-address=127.0.0.1",
              "--grpc-port=0", "--exit-timeout-secs", "30"] + extra,
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
         self.log = b""
         self.port = None
         deadline = time.monotonic() + 30
@@ -232,15 +240,38 @@ class DaemonTest(unittest.TestCase):
                         b"reprise.v1.RuntimeInstances"):
             self.assertIn(service, answer)
 
+        # An idle client connection keeps the daemon's shutdown waiting about 5 s (gRPC).
+        self.d.channel.close()
         self.d.proc.send_signal(signal.SIGTERM)
         self.assertEqual(self.d.proc.wait(timeout=30), 0)
 
+    def test_full_model_queue_is_resource_exhausted(self):
+        # One stream, at most one waiter: of six requests sent together, the first runs (its
+        # run also plans and captures), one waits, the rest arrive meanwhile and are refused.
+        x = np.ones((64, 64), np.float32)
+        futures = [self.stub.ModelInfer.future(tensor_request("slow_q", x=x), timeout=120)
+                   for _ in range(6)]
+        ok, refused = 0, []
+        for f in futures:
+            try:
+                f.result()
+                ok += 1
+            except grpc.RpcError as e:
+                self.assertEqual(e.code(), grpc.StatusCode.RESOURCE_EXHAUSTED, e.details())
+                refused.append(e.details())
+        self.assertGreaterEqual(ok, 2)
+        self.assertGreaterEqual(len(refused), 1)
+        self.assertIn('model "slow_q" version 1', refused[0])
+        self.assertIn("queue limit is 1", refused[0])
+        # The model serves again once the queue drained.
+        self.stub.ModelInfer(tensor_request("slow_q", x=x))
+
     def test_sigterm_completes_requests_in_flight(self):
-        x = np.random.default_rng(7).standard_normal((256, 64)).astype(np.float32)
+        x = np.random.default_rng(7).standard_normal((64, 64)).astype(np.float32)
         request = tensor_request("slow", x=x)
         futures = [self.stub.ModelInfer.future(request, timeout=120) for _ in range(8)]
         # Once one has finished (its first run also plans and captures), the server has long
-        # received the rest (64 KiB each, sent together before it); with two streams most of
+        # received the rest (16 KiB each, sent together before it); with two streams most of
         # them still wait or run.
         while not any(f.done() for f in futures):
             time.sleep(0.005)

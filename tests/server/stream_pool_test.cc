@@ -53,7 +53,7 @@ TEST(StreamPoolTest, RefusesWhenTheQueueIsFull) {
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(refused.status().message(), HasSubstr("model \"mlp\" version 1"));
-  EXPECT_THAT(refused.status().message(), HasSubstr("max_queue_length = 0"));
+  EXPECT_THAT(refused.status().message(), HasSubstr("queue limit is 0"));
 }
 
 TEST(StreamPoolTest, WaitersGetTheStreamInArrivalOrder) {
