@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "kernels/cpu/cpu_kernels.h"
@@ -200,7 +201,7 @@ class EngineModel final : public LoadedModel {
         RuntimeInstanceInfo info;
         info.stream = static_cast<int>(s);
         info.shape_signature = i.shape_signature;
-        info.state = i.state;
+        info.state = absl::AsciiStrToUpper(i.state);  // CAPTURED or EAGER, as the proto spells
         info.captures = i.captures;
         info.replays = i.replays;
         info.capture_time_ns = static_cast<uint64_t>(i.capture_ns);

@@ -117,7 +117,7 @@ TEST_F(EngineBackendTest, ServesTheExampleMlpLikeTheReference) {
   ASSERT_EQ(instances.size(), 2u);
   for (const RuntimeInstanceInfo& ri : instances) {
     EXPECT_EQ(ri.stream, 0);
-    EXPECT_EQ(ri.state, "captured");
+    EXPECT_EQ(ri.state, "CAPTURED");
     EXPECT_EQ(ri.captures, 1u);
   }
   const RuntimeInstanceInfo& b4 =

@@ -275,7 +275,7 @@ TEST_F(EngineE2eTest, AdminListsAndDumpsTheCapturedInstances) {
   EXPECT_EQ(ri.version(), "1");
   EXPECT_EQ(ri.stream(), 0);
   EXPECT_EQ(ri.shape_signature(), "input:[4,64]");
-  EXPECT_EQ(ri.state(), "captured");
+  EXPECT_EQ(ri.state(), "CAPTURED");
   EXPECT_EQ(ri.captures(), 1u);
   EXPECT_EQ(ri.replays(), 3u);  // the capturing run replays the new instance too
   EXPECT_GT(ri.capture_time_ns(), 0u);

@@ -7,8 +7,10 @@
 // Human-readable output by default; --json prints one JSON document (the response message in
 // protobuf's JSON mapping, or for health and infer a small object). On an RPC error it prints
 // the gRPC status code and message to stderr and exits 1; a usage error exits 2.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <random>
