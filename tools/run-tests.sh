@@ -4,6 +4,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 preset=${1:-release}
+# ccache hits across checkouts in other folders (CI clones afresh each run).
+export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
 
 tools/install-deps.sh
 cmake --preset "$preset" >/dev/null
