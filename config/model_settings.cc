@@ -106,8 +106,8 @@ absl::Status ParseVersionPolicy(const YamlReader& r, const YAML::Node& root, Ver
 absl::Status ParseInto(const YamlReader& r, const YAML::Node& root,
                        absl::string_view model_dir_name, ModelSettings* s) {
   RETURN_IF_ERROR(r.CheckMap(root, "",
-                             {"name", "platform", "max_batch_size", "input", "output",
-                              "instance_group", "version_policy", "dynamic_batching"}));
+                             {"name", "platform", "max_batch_size", "max_queue_size", "input",
+                              "output", "instance_group", "version_policy", "dynamic_batching"}));
   RETURN_IF_ERROR(r.ReadString(root, "", "name", &s->name));
   if (s->name != model_dir_name) {
     return r.Error(
@@ -118,6 +118,9 @@ absl::Status ParseInto(const YamlReader& r, const YAML::Node& root,
   int64_t max_batch = s->max_batch_size;
   RETURN_IF_ERROR(r.ReadInt(root, "", "max_batch_size", 0, kMaxInt, &max_batch));
   s->max_batch_size = static_cast<int>(max_batch);
+  int64_t max_queue = s->max_queue_size;
+  RETURN_IF_ERROR(r.ReadInt(root, "", "max_queue_size", 0, kMaxInt, &max_queue));
+  s->max_queue_size = static_cast<int>(max_queue);
   RETURN_IF_ERROR(ParseTensors(r, root, "input", /*is_input=*/true, &s->inputs));
   RETURN_IF_ERROR(ParseTensors(r, root, "output", /*is_input=*/false, &s->outputs));
 

@@ -68,6 +68,10 @@ struct ModelSettings {
   std::string name;  // the directory name
   std::string platform = "onnx";
   int max_batch_size = 0;  // > 0: inputs and outputs get an implicit leading batch dimension
+  /// Requests that may wait for a free stream of this model (more are refused with
+  /// RESOURCE_EXHAUSTED); 0: the server's limits.max_queue_length. A Reprise key (Triton's
+  /// nearest is dynamic_batching.default_queue_policy.max_queue_size).
+  int max_queue_size = 0;
   std::vector<TensorSettings> inputs;
   std::vector<TensorSettings> outputs;
   std::vector<InstanceGroup> instance_groups;  // empty: the server's streams_per_device

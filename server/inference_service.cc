@@ -155,11 +155,14 @@ absl::Status InferenceService::Infer(const inference::ModelInferRequest& request
     if (max_batch > 0 && !decoded.inputs.empty() && !decoded.inputs[0].shape.empty()) {
       batch = static_cast<uint64_t>(decoded.inputs[0].shape[0]);
     }
-    const absl::Time compute_start = absl::Now();
+    InferTimings timings;
     absl::StatusOr<std::vector<OutputTensor>> outputs =
-        lease->model().Infer(decoded.inputs, decoded.outputs);
+        lease->model().Infer(decoded.inputs, decoded.outputs, &timings);
+    stats.queue_count.fetch_add(1, std::memory_order_relaxed);
+    stats.queue_ns.fetch_add(static_cast<uint64_t>(timings.queue_ns), std::memory_order_relaxed);
     stats.compute_count.fetch_add(1, std::memory_order_relaxed);
-    stats.compute_ns.fetch_add(Nanos(absl::Now() - compute_start), std::memory_order_relaxed);
+    stats.compute_ns.fetch_add(static_cast<uint64_t>(timings.compute_ns),
+                               std::memory_order_relaxed);
     if (!outputs.ok()) {
       return absl::Status(outputs.status().code(),
                           absl::StrCat(label, ": inference failed: ", outputs.status().message()));
@@ -298,6 +301,7 @@ grpc::ServerUnaryReactor* InferenceService::ModelStatistics(
       auto* infer = out->mutable_inference_stats();
       Add(infer->mutable_success(), s.success_count.load(), s.success_ns.load());
       Add(infer->mutable_fail(), s.fail_count.load(), s.fail_ns.load());
+      Add(infer->mutable_queue(), s.queue_count.load(), s.queue_ns.load());
       Add(infer->mutable_compute_infer(), s.compute_count.load(), s.compute_ns.load());
     }
   }

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "server/command_line.h"
+#include "server/engine_backend.h"
 #include "server/server.h"
-#include "server/unavailable_backend.h"
 #include "spdlog/spdlog.h"
 
 namespace {
@@ -50,10 +50,15 @@ int main(int argc, char** argv) {
   }
   ConfigureLogging(command_line->config);
 
-  // No engine is linked yet: models are listed but never served (see unavailable_backend.h).
-  reprise::server::UnavailableBackend backend;
+  // The graph engine on the CPU device, made once for the process.
+  absl::StatusOr<std::unique_ptr<reprise::server::EngineBackend>> backend =
+      reprise::server::EngineBackend::Create();
+  if (!backend.ok()) {
+    spdlog::error("cannot start the engine: {}", backend.status().ToString());
+    return 1;
+  }
   absl::StatusOr<std::unique_ptr<reprise::server::Server>> server =
-      reprise::server::Server::Start(command_line->config, &backend);
+      reprise::server::Server::Start(command_line->config, backend->get());
   if (!server.ok()) {
     spdlog::error("cannot start: {}", server.status().ToString());
     return 1;

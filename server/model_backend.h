@@ -63,6 +63,12 @@ struct RuntimeInstanceInfo {
   uint64_t last_used_ms = 0;
 };
 
+/// Where the time of one Infer went, filled by the backend (zero where it has no queue).
+struct InferTimings {
+  int64_t queue_ns = 0;    // waiting for a free stream
+  int64_t compute_ns = 0;  // running on the stream (staging, execution, reading outputs)
+};
+
 /// One loaded model version. Made by ModelBackend::Load; destroyed by the repository once no
 /// request uses it any more.
 class LoadedModel {
@@ -74,9 +80,11 @@ class LoadedModel {
 
   /// Runs one inference. `inputs` are in the order of signature().inputs and already checked
   /// against it (dtype, rank, fixed dimensions, byte size). `outputs` names the outputs wanted
-  /// (a subset of signature().outputs, no duplicates). Thread-safe: called concurrently.
+  /// (a subset of signature().outputs, no duplicates). `timings`, when not null, receives the
+  /// queue and compute time of the call. Thread-safe: called concurrently.
   virtual absl::StatusOr<std::vector<OutputTensor>> Infer(std::span<const InputTensor> inputs,
-                                                          std::span<const std::string> outputs) = 0;
+                                                          std::span<const std::string> outputs,
+                                                          InferTimings* timings) = 0;
 
   /// The runtime instances made so far (none for a backend without capture). Thread-safe.
   virtual std::vector<RuntimeInstanceInfo> ListRuntimeInstances() const { return {}; }
@@ -99,6 +107,7 @@ struct LoadSpec {
   std::string model_path;                           // <version_dir>/model.onnx
   const config::ModelSettings* settings = nullptr;  // borrowed for the call
   int streams = 1;                                  // streams this model may use
+  int max_queue_length = 1024;  // requests that may wait for a stream; more: RESOURCE_EXHAUSTED
 };
 
 /// Loads model versions. Implementations must be thread-safe: versions of different models load

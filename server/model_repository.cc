@@ -6,6 +6,7 @@
 #include <system_error>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -19,6 +20,8 @@ namespace {
 
 constexpr absl::string_view kModelFile = "model.onnx";
 constexpr absl::string_view kConfigFile = "config.yaml";
+// The reason of a version unloaded on request (not a failure).
+constexpr absl::string_view kUnloadedReason = "unloaded";
 
 // A valid version directory name: a positive decimal integer.
 bool ParseVersionDir(const std::string& name, int64_t* version) {
@@ -332,6 +335,8 @@ absl::Status ModelRepository::LoadNow(const std::string& name) {
     spec.model_path = (fs::path(spec.version_dir) / std::string(kModelFile)).string();
     spec.settings = settings.get();
     spec.streams = StreamsFor(*settings);
+    spec.max_queue_length =
+        settings->max_queue_size > 0 ? settings->max_queue_size : options_.max_queue_length;
     absl::StatusOr<std::unique_ptr<LoadedModel>> model = backend_->Load(spec);
     if (!model.ok()) {
       failure = absl::Status(model.status().code(),
@@ -416,7 +421,7 @@ void ModelRepository::UnloadNow(const std::string& name, Callback done) {
     return;
   }
   auto shared_done = std::make_shared<Callback>(std::move(done));
-  Retire(std::move(retired), "unloaded",
+  Retire(std::move(retired), kUnloadedReason,
          [shared_done] { std::move (*shared_done)(absl::OkStatus()); });
 }
 
@@ -473,20 +478,46 @@ absl::StatusOr<VersionLease> ModelRepository::Acquire(absl::string_view model,
   for (int attempt = 0; attempt < 2; ++attempt) {
     std::shared_ptr<const ServingMap> map = Snapshot();
     auto it = map->find(model);
-    if (it == map->end() || it->second.versions.empty()) {
-      return absl::NotFoundError(absl::StrCat("model \"", model, "\" is not loaded"));
-    }
+    if (it == map->end() || it->second.versions.empty()) return NotServing(model, 0);
     const auto& versions = it->second.versions;
     auto v = wanted == 0 ? std::prev(versions.end()) : versions.find(wanted);
-    if (v == versions.end()) {
-      return absl::UnavailableError(
-          absl::StrCat("model \"", model, "\" version ", wanted, " is not ready"));
-    }
+    if (v == versions.end()) return NotServing(model, wanted);
     if (v->second->TryAcquire()) return VersionLease(v->second);
   }
   return absl::UnavailableError(absl::StrCat(
       "model \"", model, "\" version ",
       wanted == 0 ? std::string("(latest)") : std::to_string(wanted), " is being unloaded"));
+}
+
+absl::Status ModelRepository::NotServing(absl::string_view model, int64_t version) const {
+  // The error path only: the records tell a known version that is loading, failed or going
+  // away (UNAVAILABLE) from an unknown one or a model that was unloaded or never loaded
+  // (NOT_FOUND).
+  std::lock_guard<std::mutex> lock(mu_);
+  auto m = records_.find(std::string(model));
+  if (version != 0) {
+    if (m != records_.end()) {
+      if (auto r = m->second.find(version); r != m->second.end()) {
+        return absl::UnavailableError(absl::StrCat(
+            "model \"", model, "\" version ", version, " is not ready (",
+            VersionStateName(r->second.state),
+            r->second.reason.empty() ? "" : absl::StrCat(": ", r->second.reason), ")"));
+      }
+    }
+    return absl::NotFoundError(absl::StrCat("model \"", model, "\" has no version ", version));
+  }
+  if (m != records_.end()) {
+    for (const auto& [v, r] : m->second) {
+      const bool failed =
+          r.state == VersionState::kUnavailable && !absl::StartsWith(r.reason, kUnloadedReason);
+      if (r.state == VersionState::kLoading || failed) {
+        return absl::UnavailableError(absl::StrCat("model \"", model, "\" is not ready (",
+                                                   VersionStateName(r.state),
+                                                   r.reason.empty() ? "" : ": ", r.reason, ")"));
+      }
+    }
+  }
+  return absl::NotFoundError(absl::StrCat("model \"", model, "\" is not loaded"));
 }
 
 std::vector<IndexEntry> ModelRepository::Index(bool ready_only) const {

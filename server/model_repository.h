@@ -66,7 +66,8 @@ class ModelRepository {
   struct Options {
     std::vector<std::string> paths;
     config::ControlMode control_mode = config::ControlMode::kNone;
-    int default_streams = 1;  // streams of a model with no instance_group
+    int default_streams = 1;      // streams of a model with no instance_group
+    int max_queue_length = 1024;  // per model, unless its max_queue_size says (LoadSpec)
   };
   /// Called once with the outcome, on an executor thread (or the caller's for early errors).
   using Callback = absl::AnyInvocable<void(absl::Status) &&>;
@@ -90,8 +91,9 @@ class ModelRepository {
   void UnloadAll(Callback done);
 
   /// A lease on the version of `model` named by `version` (empty: the highest ready one).
-  /// NOT_FOUND: no such model is loaded; UNAVAILABLE: the version is not ready (or going
-  /// away); INVALID_ARGUMENT: `version` is not a number. Lock-free.
+  /// NOT_FOUND: no such model is loaded, or it has no such version; UNAVAILABLE: the version
+  /// is known but not ready (loading, failed, going away); INVALID_ARGUMENT: `version` is not a
+  /// number. Lock-free when it succeeds (the error path reads the records under the lock).
   absl::StatusOr<VersionLease> Acquire(absl::string_view model, absl::string_view version) const;
   /// The serving map now: a shared_ptr copy under a mutex of its own (never held while loading
   /// or unloading).
@@ -130,6 +132,8 @@ class ModelRepository {
               absl::AnyInvocable<void() &&> all_done);
   void Publish(std::shared_ptr<const ServingMap> map) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<std::string> FindModelDir(const std::string& name) const;
+  // The error for `model` (version 0: any) when the serving map has no such version.
+  absl::Status NotServing(absl::string_view model, int64_t version) const;
   int StreamsFor(const config::ModelSettings& settings) const;
 
   const Options options_;

@@ -22,6 +22,8 @@ struct VersionStats {
   std::atomic<uint64_t> success_ns{0};
   std::atomic<uint64_t> fail_count{0};
   std::atomic<uint64_t> fail_ns{0};
+  std::atomic<uint64_t> queue_count{0};
+  std::atomic<uint64_t> queue_ns{0};
   std::atomic<uint64_t> compute_count{0};
   std::atomic<uint64_t> compute_ns{0};
   std::atomic<uint64_t> inference_count{0};

@@ -32,6 +32,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const config::ServerConfig
   options.paths = config.model_repositories;
   options.control_mode = config.control_mode;
   options.default_streams = config.streams_per_device;
+  options.max_queue_length = config.max_queue_length;
   absl::StatusOr<std::unique_ptr<ModelRepository>> repository =
       ModelRepository::Create(std::move(options), backend, s->load_pool_.get());
   if (!repository.ok()) return repository.status();

@@ -26,6 +26,7 @@ TEST(ModelSettingsTest, ReadsTritonFields) {
 name: resnet
 platform: onnx
 max_batch_size: 8
+max_queue_size: 16
 input:
   - name: x
     data_type: TYPE_FP32
@@ -43,6 +44,7 @@ dynamic_batching:
   absl::StatusOr<ModelSettings> s = ParseModelSettings(text, "resnet/config.yaml", "resnet");
   ASSERT_TRUE(s.ok()) << s.status();
   EXPECT_EQ(s->max_batch_size, 8);
+  EXPECT_EQ(s->max_queue_size, 16);
   ASSERT_EQ(s->inputs.size(), 1u);
   EXPECT_EQ(s->inputs[0].name, "x");
   EXPECT_EQ(s->inputs[0].data_type, TensorType::kFp32);

@@ -141,7 +141,9 @@ class FakeModel final : public LoadedModel {
   const ModelSignature& signature() const override { return signature_; }
 
   absl::StatusOr<std::vector<OutputTensor>> Infer(std::span<const InputTensor> inputs,
-                                                  std::span<const std::string> outputs) override {
+                                                  std::span<const std::string> outputs,
+                                                  InferTimings* timings) override {
+    (void)timings;  // the fake has no queue; zero timings are valid
     if (!alive_.load()) backend_->use_after_destroy_.fetch_add(1);
     if (kind_ == "blocking") backend_->blocker().Enter();
     std::vector<OutputTensor> out;

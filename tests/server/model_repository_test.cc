@@ -165,7 +165,7 @@ TEST_F(ModelRepositoryTest, VersionPolicyFromConfigYaml) {
   ASSERT_TRUE(loaded.status->ok()) << *loaded.status;
   EXPECT_TRUE(repo->Acquire("add", "1").ok());
   EXPECT_TRUE(repo->Acquire("add", "3").ok());
-  EXPECT_EQ(repo->Acquire("add", "2").status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(repo->Acquire("add", "2").status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(repo->Acquire("add", "x").status().code(), absl::StatusCode::kInvalidArgument);
 }
 
@@ -328,7 +328,7 @@ TEST(ModelRepositoryConcurrencyTest, RequestsRaceLoadAndUnload) {
               << lease.status();
           continue;
         }
-        ASSERT_TRUE((*lease)->model().Infer(inputs, outputs).ok());
+        ASSERT_TRUE((*lease)->model().Infer(inputs, outputs, nullptr).ok());
         served.fetch_add(1);
       }
     });

@@ -260,7 +260,7 @@ TEST_F(ServerE2eTest, InferErrorsMapToStatusCodes) {
   inference::ModelInferRequest version = AddRequest("add", {1, 2, 3, 4}, {1, 2, 3, 4});
   version.set_model_version("9");
   s = Infer(version, &resp);
-  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND);
   EXPECT_THAT(s.error_message(), HasSubstr("version 9"));
 
   inference::ModelInferRequest shape = AddRequest("add", {1, 2, 3, 4}, {1, 2, 3, 4});

@@ -1,0 +1,55 @@
+// The real ModelBackend: models run on the graph engine (runtime/engine) over the runtime
+// core's CPU device, each version with a pool of streams whose StreamSessions capture the first
+// run of a shape and replay it afterwards.
+#ifndef REPRISE_SERVER_ENGINE_BACKEND_H_
+#define REPRISE_SERVER_ENGINE_BACKEND_H_
+
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "config/model_settings.h"
+#include "runtime/core/device.h"
+#include "runtime/engine/model.h"
+#include "server/model_backend.h"
+
+namespace reprise::server {
+
+/// Options of the engine backend.
+struct EngineBackendOptions {
+  int intra_op_threads = 1;  // threads per kernel (each stream runs one request at a time)
+};
+
+/// Loads ONNX model versions on the CPU device. Create makes the device and registers the CPU
+/// kernels once; every loaded model keeps the device alive (shared ownership), so models may
+/// outlive the backend object. Load is thread-safe; the loaded models are too (LoadedModel).
+class EngineBackend final : public ModelBackend {
+ public:
+  static absl::StatusOr<std::unique_ptr<EngineBackend>> Create(EngineBackendOptions options = {});
+
+  /// Reads `spec.model_path`, checks `spec.settings` against the graph and makes
+  /// `spec.streams` StreamSessions in replay mode. Errors are the engine's (naming the file) or
+  /// INVALID_ARGUMENT naming the tensor that config.yaml and the graph disagree on.
+  absl::StatusOr<std::unique_ptr<LoadedModel>> Load(const LoadSpec& spec) override;
+
+ private:
+  EngineBackend(std::shared_ptr<runtime::Backend> backend, runtime::Device* device,
+                EngineBackendOptions options)
+      : backend_(std::move(backend)), device_(device), options_(options) {}
+
+  std::shared_ptr<runtime::Backend> backend_;
+  runtime::Device* device_;  // owned by backend_
+  EngineBackendOptions options_;
+};
+
+/// The signature the server validates requests against: the graph's tensors, -1 for symbolic
+/// dimensions and for the batch dimension when `settings.max_batch_size` > 0, checked against
+/// the inputs and outputs `settings` lists (when it lists any). INVALID_ARGUMENT names the
+/// tensor on a mismatch (missing, unknown, element type, rank, a fixed dimension, a fixed
+/// batch dimension). `label` prefixes messages.
+absl::StatusOr<ModelSignature> SignatureFromGraph(const runtime::engine::Model& model,
+                                                  const config::ModelSettings& settings,
+                                                  absl::string_view label);
+
+}  // namespace reprise::server
+
+#endif  // REPRISE_SERVER_ENGINE_BACKEND_H_

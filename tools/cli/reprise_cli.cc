@@ -1,0 +1,502 @@
+// reprise: the command-line client of reprise-server (KServe v2 gRPC and the admin service).
+//
+//   reprise [--addr HOST:PORT] [--json] COMMAND [ARGS]
+//
+// Commands: health, models, load M, unload M, metadata M, infer M --input NAME=FILE.npy|random
+// [--output-dir DIR], stats [M], instances M, dump M --stream S --shape SIG [--verbose].
+// Human-readable output by default; --json prints one JSON document (the response message in
+// protobuf's JSON mapping, or for health and infer a small object). On an RPC error it prints
+// the gRPC status code and message to stderr and exits 1; a usage error exits 2.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <iostream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "google/protobuf/struct.pb.h"
+#include "google/protobuf/util/json_util.h"
+#include "grpc_service.grpc.pb.h"
+#include "grpcpp/grpcpp.h"
+#include "health.grpc.pb.h"
+#include "reprise_admin.grpc.pb.h"
+#include "runtime/core/status_macros.h"
+#include "runtime/engine/npy.h"
+#include "server/infer_codec.h"
+
+namespace reprise::cli {
+namespace {
+
+using google::protobuf::Message;
+using runtime::TensorValue;
+
+constexpr char kUsage[] =
+    "usage: reprise [--addr HOST:PORT] [--json] COMMAND [ARGS]\n"
+    "  health                          liveness, readiness and gRPC health of the server\n"
+    "  models                          the repository index (every model and version)\n"
+    "  load MODEL | unload MODEL       load or unload a model (explicit control mode)\n"
+    "  metadata MODEL                  the model's inputs and outputs\n"
+    "  infer MODEL --input NAME=FILE.npy|random [--input ...] [--output-dir DIR]\n"
+    "                                  run one inference; outputs written as DIR/NAME.npy\n"
+    "  stats [MODEL]                   per-model statistics\n"
+    "  instances MODEL                 the model's runtime instances (stream, shape, replays)\n"
+    "  dump MODEL --stream S --shape SIG [--verbose]   one runtime instance as JSON\n"
+    "options: --addr (default 127.0.0.1:8001), --json (machine-readable output)\n";
+
+struct Options {
+  std::string addr = "127.0.0.1:8001";
+  bool json = false;
+  std::string command;
+  std::vector<std::string> positional;
+  std::vector<std::string> inputs;  // NAME=FILE.npy | NAME=random
+  std::string output_dir;
+  int stream = -1;
+  std::string shape;
+  bool verbose = false;
+};
+
+// A gRPC error, printed as "<CODE>: <message>".
+absl::Status FromGrpc(const grpc::Status& status) {
+  return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
+}
+
+std::string ToJson(const Message& message) {
+  std::string out;
+  google::protobuf::util::JsonPrintOptions options;
+  options.add_whitespace = true;
+  options.always_print_primitive_fields = true;
+  options.preserve_proto_field_names = true;
+  if (!google::protobuf::util::MessageToJsonString(message, &out, options).ok()) return "{}\n";
+  return out;
+}
+
+absl::StatusOr<Options> ParseArgs(int argc, char** argv) {
+  Options o;
+  auto value = [&](int& i, absl::string_view flag) -> absl::StatusOr<std::string> {
+    const std::string arg = argv[i];
+    if (absl::StartsWith(arg, absl::StrCat(flag, "="))) return arg.substr(flag.size() + 1);
+    if (i + 1 >= argc) return absl::InvalidArgumentError(absl::StrCat(flag, " needs a value"));
+    return std::string(argv[++i]);
+  };
+  auto is = [](const std::string& arg, absl::string_view flag) {
+    return arg == flag || absl::StartsWith(arg, absl::StrCat(flag, "="));
+  };
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (is(arg, "--addr")) {
+      ASSIGN_OR_RETURN(o.addr, value(i, "--addr"));
+    } else if (arg == "--json") {
+      o.json = true;
+    } else if (is(arg, "--input")) {
+      ASSIGN_OR_RETURN(std::string v, value(i, "--input"));
+      o.inputs.push_back(v);
+    } else if (is(arg, "--output-dir")) {
+      ASSIGN_OR_RETURN(o.output_dir, value(i, "--output-dir"));
+    } else if (is(arg, "--stream")) {
+      ASSIGN_OR_RETURN(std::string v, value(i, "--stream"));
+      if (!absl::SimpleAtoi(v, &o.stream) || o.stream < 0) {
+        return absl::InvalidArgumentError(absl::StrCat("--stream \"", v, "\" is not a stream"));
+      }
+    } else if (is(arg, "--shape")) {
+      ASSIGN_OR_RETURN(o.shape, value(i, "--shape"));
+    } else if (arg == "--verbose") {
+      o.verbose = true;
+    } else if (arg == "-h" || arg == "--help") {
+      o.command = "help";
+    } else if (absl::StartsWith(arg, "--")) {
+      return absl::InvalidArgumentError(absl::StrCat("unknown flag ", arg));
+    } else if (o.command.empty()) {
+      o.command = arg;
+    } else {
+      o.positional.push_back(arg);
+    }
+  }
+  if (o.command.empty()) return absl::InvalidArgumentError("no command");
+  return o;
+}
+
+class Client {
+ public:
+  explicit Client(const Options& options)
+      : options_(options),
+        channel_(grpc::CreateChannel(options.addr, grpc::InsecureChannelCredentials())),
+        stub_(inference::GRPCInferenceService::NewStub(channel_)),
+        admin_(reprise::v1::RuntimeInstances::NewStub(channel_)) {}
+
+  absl::Status Health() {
+    inference::ServerLiveResponse live;
+    inference::ServerReadyResponse ready;
+    grpc::health::v1::HealthCheckResponse health;
+    {
+      grpc::ClientContext ctx;
+      RETURN_IF_ERROR(FromGrpc(stub_->ServerLive(&ctx, {}, &live)));
+    }
+    {
+      grpc::ClientContext ctx;
+      RETURN_IF_ERROR(FromGrpc(stub_->ServerReady(&ctx, {}, &ready)));
+    }
+    {
+      grpc::ClientContext ctx;
+      RETURN_IF_ERROR(FromGrpc(grpc::health::v1::Health::NewStub(channel_)->Check(
+          &ctx, grpc::health::v1::HealthCheckRequest(), &health)));
+    }
+    const std::string serving =
+        grpc::health::v1::HealthCheckResponse::ServingStatus_Name(health.status());
+    if (options_.json) {
+      google::protobuf::Struct s;
+      (*s.mutable_fields())["live"].set_bool_value(live.live());
+      (*s.mutable_fields())["ready"].set_bool_value(ready.ready());
+      (*s.mutable_fields())["health"].set_string_value(serving);
+      std::cout << ToJson(s);
+    } else {
+      std::cout << "live: " << (live.live() ? "yes" : "no")
+                << "\nready: " << (ready.ready() ? "yes" : "no") << "\nhealth: " << serving << "\n";
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Models() {
+    inference::RepositoryIndexResponse r;
+    grpc::ClientContext ctx;
+    RETURN_IF_ERROR(FromGrpc(stub_->RepositoryIndex(&ctx, {}, &r)));
+    if (options_.json) {
+      std::cout << ToJson(r);
+      return absl::OkStatus();
+    }
+    std::printf("%-24s %-8s %-12s %s\n", "MODEL", "VERSION", "STATE", "REASON");
+    for (const auto& m : r.models()) {
+      std::printf("%-24s %-8s %-12s %s\n", m.name().c_str(),
+                  m.version().empty() ? "-" : m.version().c_str(),
+                  m.state().empty() ? "-" : m.state().c_str(), m.reason().c_str());
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status LoadOrUnload(bool load, const std::string& model) {
+    grpc::ClientContext ctx;
+    grpc::Status status;
+    if (load) {
+      inference::RepositoryModelLoadRequest request;
+      request.set_model_name(model);
+      inference::RepositoryModelLoadResponse response;
+      status = stub_->RepositoryModelLoad(&ctx, request, &response);
+    } else {
+      inference::RepositoryModelUnloadRequest request;
+      request.set_model_name(model);
+      inference::RepositoryModelUnloadResponse response;
+      status = stub_->RepositoryModelUnload(&ctx, request, &response);
+    }
+    RETURN_IF_ERROR(FromGrpc(status));
+    const char* done = load ? "loaded" : "unloaded";
+    if (options_.json) {
+      google::protobuf::Struct s;
+      (*s.mutable_fields())["model"].set_string_value(model);
+      (*s.mutable_fields())[done].set_bool_value(true);
+      std::cout << ToJson(s);
+    } else {
+      std::cout << "model \"" << model << "\" " << done << "\n";
+    }
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<inference::ModelMetadataResponse> Metadata(const std::string& model) {
+    inference::ModelMetadataRequest request;
+    request.set_name(model);
+    inference::ModelMetadataResponse r;
+    grpc::ClientContext ctx;
+    RETURN_IF_ERROR(FromGrpc(stub_->ModelMetadata(&ctx, request, &r)));
+    return r;
+  }
+
+  absl::Status PrintMetadata(const std::string& model) {
+    ASSIGN_OR_RETURN(inference::ModelMetadataResponse r, Metadata(model));
+    if (options_.json) {
+      std::cout << ToJson(r);
+      return absl::OkStatus();
+    }
+    std::cout << "model " << r.name() << " (" << r.platform() << "), versions "
+              << absl::StrJoin(r.versions(), ",") << "\n";
+    for (const auto* list : {&r.inputs(), &r.outputs()}) {
+      const char* kind = list == &r.inputs() ? "input " : "output";
+      for (const auto& t : *list) {
+        std::cout << "  " << kind << " " << t.name() << " " << t.datatype() << " ["
+                  << absl::StrJoin(t.shape(), ",") << "]\n";
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Infer(const std::string& model);
+
+  absl::Status Stats(const std::string& model) {
+    inference::ModelStatisticsRequest request;
+    request.set_name(model);
+    inference::ModelStatisticsResponse r;
+    grpc::ClientContext ctx;
+    RETURN_IF_ERROR(FromGrpc(stub_->ModelStatistics(&ctx, request, &r)));
+    if (options_.json) {
+      std::cout << ToJson(r);
+      return absl::OkStatus();
+    }
+    auto avg_us = [](const inference::StatisticDuration& d) {
+      return d.count() == 0 ? 0.0 : static_cast<double>(d.ns()) / 1e3 / d.count();
+    };
+    std::printf("%-20s %-7s %10s %10s %8s %12s %12s %12s\n", "MODEL", "VERSION", "INFERENCES",
+                "EXECUTIONS", "FAILED", "SUCCESS_US", "QUEUE_US", "COMPUTE_US");
+    for (const auto& m : r.model_stats()) {
+      const auto& s = m.inference_stats();
+      std::printf("%-20s %-7s %10llu %10llu %8llu %12.1f %12.1f %12.1f\n", m.name().c_str(),
+                  m.version().c_str(), static_cast<unsigned long long>(m.inference_count()),
+                  static_cast<unsigned long long>(m.execution_count()),
+                  static_cast<unsigned long long>(s.fail().count()), avg_us(s.success()),
+                  avg_us(s.queue()), avg_us(s.compute_infer()));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Instances(const std::string& model) {
+    reprise::v1::ListInstancesRequest request;
+    request.set_model(model);
+    reprise::v1::ListInstancesResponse r;
+    grpc::ClientContext ctx;
+    RETURN_IF_ERROR(FromGrpc(admin_->ListInstances(&ctx, request, &r)));
+    if (options_.json) {
+      std::cout << ToJson(r);
+      return absl::OkStatus();
+    }
+    std::printf("%-16s %-7s %6s %-10s %8s %8s %12s  %s\n", "MODEL", "VERSION", "STREAM", "STATE",
+                "CAPTURES", "REPLAYS", "CAPTURE_US", "SHAPE");
+    for (const auto& i : r.instances()) {
+      std::printf("%-16s %-7s %6d %-10s %8llu %8llu %12.1f  %s\n", i.model().c_str(),
+                  i.version().c_str(), i.stream(), i.state().c_str(),
+                  static_cast<unsigned long long>(i.captures()),
+                  static_cast<unsigned long long>(i.replays()),
+                  static_cast<double>(i.capture_time_ns()) / 1e3, i.shape_signature().c_str());
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Dump(const std::string& model) {
+    if (options_.stream < 0 || options_.shape.empty()) {
+      return absl::InvalidArgumentError("dump needs --stream S and --shape SIG");
+    }
+    reprise::v1::DumpInstanceRequest request;
+    request.set_model(model);
+    request.set_stream(options_.stream);
+    request.set_shape_signature(options_.shape);
+    request.set_verbose(options_.verbose);
+    reprise::v1::DumpInstanceResponse r;
+    grpc::ClientContext ctx;
+    RETURN_IF_ERROR(FromGrpc(admin_->DumpInstance(&ctx, request, &r)));
+    // The dump is JSON already, in both modes.
+    std::cout << r.json() << (absl::EndsWith(r.json(), "\n") ? "" : "\n");
+    return absl::OkStatus();
+  }
+
+ private:
+  const Options& options_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<inference::GRPCInferenceService::Stub> stub_;
+  std::unique_ptr<reprise::v1::RuntimeInstances::Stub> admin_;
+};
+
+// A tensor of `meta`'s type and shape (variable dimensions become 1) with random values:
+// floats uniform in [-1, 1), integers in [0, 10), booleans either.
+absl::StatusOr<TensorValue> RandomTensor(
+    const inference::ModelMetadataResponse::TensorMetadata& meta, std::mt19937* rng) {
+  ASSIGN_OR_RETURN(runtime::DataType dtype, server::DataTypeFromKServe(meta.datatype()));
+  TensorValue t;
+  t.dtype = dtype;
+  for (int64_t d : meta.shape()) t.shape.push_back(d < 0 ? 1 : d);
+  int64_t n = 1;
+  for (int64_t d : t.shape) n *= d;
+  const size_t size = runtime::DataTypeSize(dtype);
+  if (size == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("input \"", meta.name(), "\": no random values for ", meta.datatype()));
+  }
+  t.bytes.resize(static_cast<size_t>(n) * size);
+  std::uniform_real_distribution<float> real(-1.0f, 1.0f);
+  std::uniform_int_distribution<int> small(0, 9);
+  for (int64_t i = 0; i < n; ++i) {
+    uint8_t* p = t.bytes.data() + i * size;
+    switch (dtype) {
+      case runtime::DataType::kFloat32: {
+        const float v = real(*rng);
+        std::memcpy(p, &v, 4);
+        break;
+      }
+      case runtime::DataType::kFloat64: {
+        const double v = real(*rng);
+        std::memcpy(p, &v, 8);
+        break;
+      }
+      case runtime::DataType::kBool:
+        *p = static_cast<uint8_t>(small(*rng) % 2);
+        break;
+      default: {  // integers (and float16 / bfloat16 bit patterns of small values)
+        const int64_t v = small(*rng);
+        std::memcpy(p, &v, size);  // little-endian: the low bytes
+        break;
+      }
+    }
+  }
+  return t;
+}
+
+absl::Status Client::Infer(const std::string& model) {
+  if (options_.inputs.empty()) {
+    return absl::InvalidArgumentError("infer needs --input NAME=FILE.npy or NAME=random");
+  }
+  ASSIGN_OR_RETURN(inference::ModelMetadataResponse meta, Metadata(model));
+  inference::ModelInferRequest request;
+  request.set_model_name(model);
+  std::mt19937 rng(
+      static_cast<uint32_t>(std::chrono::steady_clock::now().time_since_epoch().count()));
+  for (const std::string& spec : options_.inputs) {
+    const size_t eq = spec.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--input \"", spec, "\" is not NAME=FILE.npy or NAME=random"));
+    }
+    const std::string name = spec.substr(0, eq);
+    const std::string source = spec.substr(eq + 1);
+    TensorValue tensor;
+    if (source == "random") {
+      const inference::ModelMetadataResponse::TensorMetadata* found = nullptr;
+      for (const auto& t : meta.inputs()) {
+        if (t.name() == name) found = &t;
+      }
+      if (found == nullptr) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("model \"", model, "\" has no input \"", name, "\""));
+      }
+      ASSIGN_OR_RETURN(tensor, RandomTensor(*found, &rng));
+    } else {
+      ASSIGN_OR_RETURN(tensor, runtime::engine::ReadNpyFile(source));
+    }
+    auto* in = request.add_inputs();
+    in->set_name(name);
+    in->set_datatype(std::string(server::KServeDatatypeName(tensor.dtype)));
+    for (int64_t d : tensor.shape) in->add_shape(d);
+    request.add_raw_input_contents(
+        std::string(reinterpret_cast<const char*>(tensor.bytes.data()), tensor.bytes.size()));
+  }
+  inference::ModelInferResponse response;
+  grpc::ClientContext ctx;
+  const auto start = std::chrono::steady_clock::now();
+  RETURN_IF_ERROR(FromGrpc(stub_->ModelInfer(&ctx, request, &response)));
+  const double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+
+  google::protobuf::Struct json;
+  (*json.mutable_fields())["model_name"].set_string_value(response.model_name());
+  (*json.mutable_fields())["model_version"].set_string_value(response.model_version());
+  auto* outputs = (*json.mutable_fields())["outputs"].mutable_list_value();
+  if (!options_.json) {
+    std::cout << "model " << response.model_name() << " version " << response.model_version()
+              << ": " << response.outputs_size() << " outputs in " << ms << " ms\n";
+  }
+  for (int i = 0; i < response.outputs_size(); ++i) {
+    const auto& out = response.outputs(i);
+    if (i >= response.raw_output_contents_size()) {
+      return absl::InternalError(absl::StrCat("output \"", out.name(), "\" has no raw contents"));
+    }
+    TensorValue tensor;
+    ASSIGN_OR_RETURN(tensor.dtype, server::DataTypeFromKServe(out.datatype()));
+    tensor.shape.assign(out.shape().begin(), out.shape().end());
+    const std::string& raw = response.raw_output_contents(i);
+    tensor.bytes.assign(raw.begin(), raw.end());
+    std::string file;
+    if (!options_.output_dir.empty()) {
+      std::error_code ec;
+      std::filesystem::create_directories(options_.output_dir, ec);
+      file = (std::filesystem::path(options_.output_dir) / (out.name() + ".npy")).string();
+      RETURN_IF_ERROR(runtime::engine::WriteNpyFile(file, tensor));
+    }
+    auto* o = outputs->add_values()->mutable_struct_value()->mutable_fields();
+    (*o)["name"].set_string_value(out.name());
+    (*o)["datatype"].set_string_value(out.datatype());
+    auto* shape = (*o)["shape"].mutable_list_value();
+    for (int64_t d : out.shape()) shape->add_values()->set_number_value(static_cast<double>(d));
+    if (!file.empty()) (*o)["file"].set_string_value(file);
+    if (!options_.json) {
+      std::cout << "  " << out.name() << " " << out.datatype() << " ["
+                << absl::StrJoin(out.shape(), ",") << "]";
+      if (!file.empty()) std::cout << " -> " << file;
+      if (tensor.dtype == runtime::DataType::kFloat32) {
+        const size_t n = std::min<size_t>(tensor.bytes.size() / 4, 6);
+        std::vector<float> head(n);
+        std::memcpy(head.data(), tensor.bytes.data(), n * 4);
+        std::cout << " first: " << absl::StrJoin(head, " ");
+      }
+      std::cout << "\n";
+    }
+  }
+  if (options_.json) std::cout << ToJson(json);
+  return absl::OkStatus();
+}
+
+int Run(int argc, char** argv) {
+  absl::StatusOr<Options> options = ParseArgs(argc, argv);
+  if (!options.ok()) {
+    std::cerr << "reprise: " << options.status().message() << "\n" << kUsage;
+    return 2;
+  }
+  const Options& o = *options;
+  if (o.command == "help") {
+    std::cout << kUsage;
+    return 0;
+  }
+  const bool needs_model = o.command == "load" || o.command == "unload" ||
+                           o.command == "metadata" || o.command == "infer" ||
+                           o.command == "instances" || o.command == "dump";
+  if ((needs_model && o.positional.size() != 1) ||
+      (!needs_model && o.positional.size() > (o.command == "stats" ? 1u : 0u))) {
+    std::cerr << "reprise: wrong arguments for \"" << o.command << "\"\n" << kUsage;
+    return 2;
+  }
+  const std::string model = o.positional.empty() ? "" : o.positional[0];
+  Client client(o);
+  absl::Status status;
+  if (o.command == "health") {
+    status = client.Health();
+  } else if (o.command == "models") {
+    status = client.Models();
+  } else if (o.command == "load" || o.command == "unload") {
+    status = client.LoadOrUnload(o.command == "load", model);
+  } else if (o.command == "metadata") {
+    status = client.PrintMetadata(model);
+  } else if (o.command == "infer") {
+    status = client.Infer(model);
+  } else if (o.command == "stats") {
+    status = client.Stats(model);
+  } else if (o.command == "instances") {
+    status = client.Instances(model);
+  } else if (o.command == "dump") {
+    status = client.Dump(model);
+  } else {
+    std::cerr << "reprise: unknown command \"" << o.command << "\"\n" << kUsage;
+    return 2;
+  }
+  if (!status.ok()) {
+    std::cerr << "reprise: " << absl::StatusCodeToString(status.code()) << ": " << status.message()
+              << "\n";
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace reprise::cli
+
+int main(int argc, char** argv) { return reprise::cli::Run(argc, argv); }
