@@ -86,50 +86,8 @@ std::vector<int64_t> ContiguousStrides(const Shape& shape);
 std::string TypeList(std::initializer_list<DataType> types);
 
 /// Calls `fn.template operator()<T>()` with the C++ type of `dtype` among the numeric types
-/// float32, float64, int8, uint8, int16, uint16, int32, uint32, int64, uint64 and bool. Returns
-/// false when the type is not one of them.
-template <typename F>
-bool DispatchAnyType(DataType dtype, F&& fn) {
-  switch (dtype) {
-    case DataType::kFloat32:
-      fn.template operator()<float>();
-      return true;
-    case DataType::kFloat64:
-      fn.template operator()<double>();
-      return true;
-    case DataType::kInt8:
-      fn.template operator()<int8_t>();
-      return true;
-    case DataType::kUInt8:
-      fn.template operator()<uint8_t>();
-      return true;
-    case DataType::kInt16:
-      fn.template operator()<int16_t>();
-      return true;
-    case DataType::kUInt16:
-      fn.template operator()<uint16_t>();
-      return true;
-    case DataType::kInt32:
-      fn.template operator()<int32_t>();
-      return true;
-    case DataType::kUInt32:
-      fn.template operator()<uint32_t>();
-      return true;
-    case DataType::kInt64:
-      fn.template operator()<int64_t>();
-      return true;
-    case DataType::kUInt64:
-      fn.template operator()<uint64_t>();
-      return true;
-    case DataType::kBool:
-      fn.template operator()<bool>();
-      return true;
-    default:
-      return false;
-  }
-}
-
-/// Like DispatchAnyType, without bool (the types arithmetic is defined on).
+/// float32, float64, int8, uint8, int16, uint16, int32, uint32, int64 and uint64 (the types
+/// arithmetic is defined on). Returns false when the type is not one of them.
 template <typename F>
 bool DispatchNumeric(DataType dtype, F&& fn) {
   switch (dtype) {
@@ -166,6 +124,16 @@ bool DispatchNumeric(DataType dtype, F&& fn) {
     default:
       return false;
   }
+}
+
+/// Like DispatchNumeric, and bool as well.
+template <typename F>
+bool DispatchAnyType(DataType dtype, F&& fn) {
+  if (dtype == DataType::kBool) {
+    fn.template operator()<bool>();
+    return true;
+  }
+  return DispatchNumeric(dtype, fn);
 }
 
 /// Like DispatchAnyType, for float32, float64, int32 and int64 only.
