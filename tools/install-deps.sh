@@ -15,7 +15,15 @@ packages=(
   python3-onnx python3-numpy python3-grpcio python3-grpc-tools
   # real architectures for the engine's zoo tests (tools/models/export_zoo.py), about 900 MB
   python3-torch python3-torchvision
+  # observability and deployment checks: Prometheus (started on 127.0.0.1 by a test, promtool),
+  # docker-compose (validates deploy/docker-compose.yml without an engine), YAML for manifests
+  prometheus docker-compose python3-yaml
+  # benchmark report: plots
+  python3-matplotlib
 )
+# npm fetches ONNX Runtime for the benchmark comparison (tools/bench). Debian's npm package
+# brings Node.js; a Node.js that already ships npm (e.g. from another repository) is kept.
+command -v npm >/dev/null || packages+=(npm)
 
 missing=()
 for p in "${packages[@]}"; do
