@@ -25,8 +25,9 @@ absl::string_view ControlModeName(ControlMode mode);
 struct ServerConfig {
   // server:
   std::string listen_address = "0.0.0.0";
-  int grpc_port = 8001;     // 0 picks a free port (tests)
-  int metrics_port = 8002;  // Prometheus /metrics (served once the metrics issue lands)
+  int grpc_port = 8001;       // 0 picks a free port (tests)
+  int metrics_port = 8002;    // Prometheus /metrics on listen_address; 0 picks a free port
+  bool allow_metrics = true;  // false: no metrics port at all
   // repository:
   std::vector<std::string> model_repositories = {"/models"};
   ControlMode control_mode = ControlMode::kNone;

@@ -83,6 +83,18 @@ absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& arg
       RETURN_IF_ERROR(ParseInt(f, 0, 65535, &c.grpc_port));
     } else if (f.name == "metrics-port") {
       RETURN_IF_ERROR(ParseInt(f, 0, 65535, &c.metrics_port));
+    } else if (f.name == "allow-metrics") {
+      if (f.value != "true" && f.value != "false") {
+        return absl::InvalidArgumentError(
+            absl::StrCat("flag --allow-metrics: \"", f.value, "\" is not one of true, false"));
+      }
+      c.allow_metrics = f.value == "true";
+    } else if (f.name == "log-format") {
+      if (f.value != "text" && f.value != "json") {
+        return absl::InvalidArgumentError(
+            absl::StrCat("flag --log-format: \"", f.value, "\" is not one of text, json"));
+      }
+      c.log_format = f.value;
     } else if (f.name == "exit-timeout-secs") {
       RETURN_IF_ERROR(ParseInt(f, 0, 86400, &c.shutdown_timeout_s));
     } else if (f.name == "model-control-mode") {
@@ -119,10 +131,13 @@ std::string Usage() {
   --model-repository PATH       model repository; repeatable; replaces repository.paths
   --grpc-address ADDR           listen address (server.listen_address)
   --grpc-port N                 gRPC port (server.grpc_port, default 8001; 0 = any free port)
-  --metrics-port N              metrics port (server.metrics_port, default 8002)
+  --metrics-port N              Prometheus /metrics port on the gRPC address
+                                (server.metrics_port, default 8002; 0 = any free port)
+  --allow-metrics true|false    serve /metrics at all (server.allow_metrics, default true)
   --model-control-mode MODE     none | explicit (repository.control_mode)
   --load-model NAME             explicit mode: load at start; repeatable; "*" = all
   --log-level LEVEL             trace | debug | info | warn | error | off
+  --log-format FORMAT           text | json (one JSON object per line)
   --exit-timeout-secs N         in-flight requests' time to finish at shutdown (default 30)
 )";
 }

@@ -19,8 +19,9 @@ struct CommandLine {
 /// Parses `args` (without the program name). `--config FILE` is read first (defaults when
 /// absent); then --model-repository (repeatable), --grpc-address, --grpc-port, --metrics-port,
 /// --model-control-mode (none|explicit), --load-model (repeatable), --log-level,
-/// --exit-timeout-secs override it. `--flag=value` and `--flag value` both work. An unknown
-/// flag, a missing or bad value is INVALID_ARGUMENT naming the flag.
+/// --log-format (text|json), --allow-metrics (true|false), --exit-timeout-secs override it.
+/// `--flag=value` and `--flag value` both work. An unknown flag, a missing or bad value is
+/// INVALID_ARGUMENT naming the flag.
 absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& args);
 
 /// The help text.

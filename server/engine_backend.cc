@@ -274,4 +274,15 @@ absl::StatusOr<std::unique_ptr<LoadedModel>> EngineBackend::Load(const LoadSpec&
                                        std::move(sessions), label, spec.max_queue_length);
 }
 
+std::vector<DeviceMemoryInfo> EngineBackend::MemoryUsage() const {
+  const runtime::MemoryStats s = device_->memory_stats();
+  DeviceMemoryInfo info;
+  info.device = std::string(device_->name());
+  info.in_use = s.device_in_use;
+  info.peak = s.device_peak;
+  info.pinned_in_use = s.pinned_in_use;
+  info.pinned_peak = s.pinned_peak;
+  return {info};
+}
+
 }  // namespace reprise::server

@@ -30,6 +30,8 @@ class EngineBackend final : public ModelBackend {
   /// `spec.streams` StreamSessions in replay mode. Errors are the engine's (naming the file) or
   /// INVALID_ARGUMENT naming the tensor that config.yaml and the graph disagree on.
   absl::StatusOr<std::unique_ptr<LoadedModel>> Load(const LoadSpec& spec) override;
+  /// The CPU device's memory counters.
+  std::vector<DeviceMemoryInfo> MemoryUsage() const override;
 
  private:
   EngineBackend(std::shared_ptr<runtime::Backend> backend, runtime::Device* device,

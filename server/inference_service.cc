@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "runtime/core/status_macros.h"
 #include "server/infer_codec.h"
+#include "server/metrics.h"
 #include "server/model_config_proto.h"
 
 namespace reprise::server {
@@ -134,11 +135,33 @@ grpc::ServerUnaryReactor* InferenceService::ModelMetadata(
 
 absl::Status InferenceService::Infer(const inference::ModelInferRequest& request,
                                      inference::ModelInferResponse* response, absl::Time deadline) {
+  const absl::Time start = absl::Now();
+  std::string model, version;  // metric labels: empty unless the version was found
+  absl::Status status = InferOnVersion(request, response, deadline, &model, &version);
+  RecordOutcome(model, version, status, absl::Now() - start);
+  return status;
+}
+
+void InferenceService::RecordOutcome(absl::string_view model, absl::string_view version,
+                                     const absl::Status& status, absl::Duration duration) {
+  if (info_.metrics != nullptr) {
+    info_.metrics->RecordRequest(model, version, status.code(), duration);
+  }
+  if (!status.ok()) rejected_log_.Note(FailureReason(status.code()), model, status);
+}
+
+absl::Status InferenceService::InferOnVersion(const inference::ModelInferRequest& request,
+                                              inference::ModelInferResponse* response,
+                                              absl::Time deadline, std::string* model_label,
+                                              std::string* version_label) {
   if (request.model_name().empty()) {
     return absl::InvalidArgumentError("model_name is empty");
   }
   ASSIGN_OR_RETURN(VersionLease lease,
                    repository_->Acquire(request.model_name(), request.model_version()));
+  *model_label = lease->model_name();
+  *version_label = std::to_string(lease->version());
+  Metrics* const metrics = info_.metrics;
   const std::string label = Label(*lease);
   VersionStats& stats = lease->stats();
   const absl::Time start = absl::Now();
@@ -155,6 +178,7 @@ absl::Status InferenceService::Infer(const inference::ModelInferRequest& request
     if (max_batch > 0 && !decoded.inputs.empty() && !decoded.inputs[0].shape.empty()) {
       batch = static_cast<uint64_t>(decoded.inputs[0].shape[0]);
     }
+    const absl::Time decoded_at = absl::Now();
     InferTimings timings;
     absl::StatusOr<std::vector<OutputTensor>> outputs =
         lease->model().Infer(decoded.inputs, decoded.outputs, &timings);
@@ -163,12 +187,28 @@ absl::Status InferenceService::Infer(const inference::ModelInferRequest& request
     stats.compute_count.fetch_add(1, std::memory_order_relaxed);
     stats.compute_ns.fetch_add(static_cast<uint64_t>(timings.compute_ns),
                                std::memory_order_relaxed);
+    if (metrics != nullptr) {
+      metrics->RecordQueue(*model_label, *version_label, absl::Nanoseconds(timings.queue_ns));
+    }
     if (!outputs.ok()) {
       return absl::Status(outputs.status().code(),
                           absl::StrCat(label, ": inference failed: ", outputs.status().message()));
     }
-    return EncodeInferResponse(request, decoded, std::to_string(lease->version()),
-                               *std::move(outputs), label, response);
+    // One request is one execution until the dynamic batcher records its batches itself.
+    if (metrics != nullptr) {
+      metrics->RecordExecution(*model_label, *version_label, static_cast<int64_t>(batch));
+    }
+    const absl::Time encode_start = absl::Now();
+    absl::Status encoded = EncodeInferResponse(request, decoded, std::to_string(lease->version()),
+                                               *std::move(outputs), label, response);
+    if (metrics != nullptr && encoded.ok()) {
+      ComputeTimes times;
+      times.input = decoded_at - start;
+      times.infer = absl::Nanoseconds(timings.compute_ns);
+      times.output = absl::Now() - encode_start;
+      metrics->RecordCompute(*model_label, *version_label, times);
+    }
+    return encoded;
   }();
   const absl::Time end = absl::Now();
   if (status.ok()) {
@@ -188,7 +228,10 @@ absl::Status InferenceService::Infer(const inference::ModelInferRequest& request
 grpc::ServerUnaryReactor* InferenceService::ModelInfer(grpc::CallbackServerContext* ctx,
                                                        const inference::ModelInferRequest* request,
                                                        inference::ModelInferResponse* response) {
-  if (absl::Status admitted = gate_->Enter(); !admitted.ok()) return Done(ctx, admitted);
+  if (absl::Status admitted = gate_->Enter(); !admitted.ok()) {
+    RecordOutcome("", "", admitted, absl::ZeroDuration());
+    return Done(ctx, admitted);
+  }
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   const absl::Time deadline = DeadlineOf(ctx);
   infer_executor_->Schedule([this, reactor, request, response, deadline] {
@@ -217,6 +260,7 @@ class InferenceService::StreamReactor final
     }
     response_.Clear();
     if (absl::Status admitted = service_->gate_->Enter(); !admitted.ok()) {
+      service_->RecordOutcome("", "", admitted, absl::ZeroDuration());
       response_.set_error_message(std::string(admitted.message()));
       StartWrite(&response_);
       return;

@@ -10,6 +10,8 @@
 #include "grpc_service.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "server/executor.h"
+#include "server/logging.h"
+#include "server/metrics.h"
 #include "server/model_repository.h"
 #include "server/request_gate.h"
 
@@ -23,6 +25,7 @@ struct ServiceInfo {
   std::string name = "reprise";
   std::string version;
   absl::Duration request_timeout = absl::ZeroDuration();  // zero: none
+  Metrics* metrics = nullptr;  // borrowed, outlives the service; null: nothing recorded
 };
 
 /// Serves every RPC of GRPCInferenceService. Inference runs on `infer_executor`, never on a
@@ -108,12 +111,20 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
   grpc::ServerUnaryReactor* Unimplemented(grpc::CallbackServerContext* ctx,
                                           absl::string_view feature);
   absl::Time DeadlineOf(grpc::CallbackServerContext* ctx) const;
+  // Infer's work once the request names a model; sets the labels once the version is known.
+  absl::Status InferOnVersion(const inference::ModelInferRequest& request,
+                              inference::ModelInferResponse* response, absl::Time deadline,
+                              std::string* model_label, std::string* version_label);
+  // Metrics and the rate-limited log line of one finished (or refused) inference request.
+  void RecordOutcome(absl::string_view model, absl::string_view version, const absl::Status& status,
+                     absl::Duration duration);
 
   ModelRepository* const repository_;
   Executor* const infer_executor_;
   RequestGate* const gate_;
   const std::atomic<bool>* const ready_;
   const ServiceInfo info_;
+  RejectedRequestLog rejected_log_;
 };
 
 }  // namespace reprise::server

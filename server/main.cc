@@ -9,23 +9,9 @@
 
 #include "server/command_line.h"
 #include "server/engine_backend.h"
+#include "server/logging.h"
 #include "server/server.h"
 #include "spdlog/spdlog.h"
-
-namespace {
-
-void ConfigureLogging(const reprise::config::ServerConfig& config) {
-  spdlog::set_level(spdlog::level::from_str(config.log_level));
-  if (config.log_format == "json") {
-    spdlog::set_pattern(
-        R"({"time":"%Y-%m-%dT%H:%M:%S.%fZ","level":"%l","thread":%t,"message":"%v"})",
-        spdlog::pattern_time_type::utc);
-  } else {
-    spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%fZ %L %t] %v", spdlog::pattern_time_type::utc);
-  }
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   // Block the shutdown signals in every thread; this one waits for them with sigwait.
@@ -48,7 +34,13 @@ int main(int argc, char** argv) {
     std::fputs(reprise::server::Usage().c_str(), stdout);
     return 0;
   }
-  ConfigureLogging(command_line->config);
+  if (absl::Status logging = reprise::server::ConfigureLogging(command_line->config.log_level,
+                                                               command_line->config.log_format);
+      !logging.ok()) {
+    std::fprintf(stderr, "reprise-server: %s\n", std::string(logging.message()).c_str());
+    return 2;
+  }
+  spdlog::info("{}", reprise::server::DescribeConfig(command_line->config));
 
   // The graph engine on the CPU device, made once for the process.
   absl::StatusOr<std::unique_ptr<reprise::server::EngineBackend>> backend =

@@ -110,12 +110,23 @@ struct LoadSpec {
   int max_queue_length = 1024;  // requests that may wait for a stream; more: RESOURCE_EXHAUSTED
 };
 
+/// Memory accounting of one device, in bytes (for the metrics).
+struct DeviceMemoryInfo {
+  std::string device;
+  uint64_t in_use = 0;  // device memory (arenas, weights)
+  uint64_t peak = 0;
+  uint64_t pinned_in_use = 0;  // pinned host memory (staging)
+  uint64_t pinned_peak = 0;
+};
+
 /// Loads model versions. Implementations must be thread-safe: versions of different models load
 /// concurrently. Load may block (it runs on a loader thread, never on a gRPC thread).
 class ModelBackend {
  public:
   virtual ~ModelBackend() = default;
   virtual absl::StatusOr<std::unique_ptr<LoadedModel>> Load(const LoadSpec& spec) = 0;
+  /// Memory in use and peak per device the backend runs on (none by default). Thread-safe.
+  virtual std::vector<DeviceMemoryInfo> MemoryUsage() const { return {}; }
 };
 
 }  // namespace reprise::server

@@ -12,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "config/server_config.h"
 #include "runtime/core/status_macros.h"
+#include "spdlog/spdlog.h"
 
 namespace reprise::server {
 namespace fs = std::filesystem;
@@ -83,6 +84,25 @@ absl::string_view VersionStateName(VersionState state) {
   }
   return "UNAVAILABLE";
 }
+
+namespace {
+
+// One log line per state change of a version (version 0: the model itself).
+// A failure logs a warning, anything else (unloads included) an info line.
+void LogState(absl::string_view model, int64_t version, VersionState state,
+              absl::string_view reason = "", bool failure = false) {
+  const std::string what = version == 0 ? absl::StrCat("model \"", model, "\"")
+                                        : absl::StrCat("model \"", model, "\" version ", version);
+  // fmt cannot format Debian's absl::string_view: std::string it is.
+  const std::string name(VersionStateName(state));
+  if (failure) {
+    spdlog::warn("{}: {} ({})", what, name, std::string(reason));
+  } else {
+    spdlog::info("{}: {}{}{}", what, name, reason.empty() ? "" : " ", std::string(reason));
+  }
+}
+
+}  // namespace
 
 absl::StatusOr<std::vector<int64_t>> SelectVersions(absl::string_view model,
                                                     const config::VersionPolicy& policy,
@@ -293,6 +313,7 @@ absl::Status ModelRepository::LoadNow(const std::string& name) {
   auto fail_model = [&](absl::Status status) {
     std::lock_guard<std::mutex> lock(mu_);
     records_[name][0] = Record{VersionState::kUnavailable, std::string(status.message())};
+    LogState(name, 0, VersionState::kUnavailable, status.message(), /*failure=*/true);
     return status;
   };
   absl::StatusOr<std::string> dir = FindModelDir(name);
@@ -319,7 +340,10 @@ absl::Status ModelRepository::LoadNow(const std::string& name) {
     auto& versions = records_[name];
     for (int64_t v : *chosen) {
       Record& r = versions[v];
-      if (r.state != VersionState::kReady) r = Record{VersionState::kLoading, ""};
+      if (r.state != VersionState::kReady) {
+        r = Record{VersionState::kLoading, ""};
+        LogState(name, v, VersionState::kLoading);
+      }
     }
   }
 
@@ -337,7 +361,17 @@ absl::Status ModelRepository::LoadNow(const std::string& name) {
     spec.streams = StreamsFor(*settings);
     spec.max_queue_length =
         settings->max_queue_size > 0 ? settings->max_queue_size : options_.max_queue_length;
+    const absl::Time load_start = absl::Now();
     absl::StatusOr<std::unique_ptr<LoadedModel>> model = backend_->Load(spec);
+    const absl::Duration load_time = absl::Now() - load_start;
+    if (options_.metrics != nullptr) {
+      options_.metrics->RecordLoad(name, std::to_string(v), load_time,
+                                   model.ok() && *model != nullptr);
+    }
+    if (model.ok() && *model != nullptr) {
+      spdlog::info("model \"{}\" version {}: loaded in {}", name, v,
+                   absl::FormatDuration(load_time));
+    }
     if (!model.ok()) {
       failure = absl::Status(model.status().code(),
                              absl::StrCat("model \"", name, "\" version ", v,
@@ -371,17 +405,24 @@ absl::Status ModelRepository::LoadNow(const std::string& name) {
                    v == failed_version ? std::string(failure.message())
                                        : absl::StrCat("not loaded: version ", failed_version,
                                                       " of the same model failed to load")};
+        LogState(name, v, VersionState::kUnavailable, versions[v].reason, /*failure=*/true);
       }
     } else {
       auto next = std::make_shared<ServingMap>(*current);
       if (serving != current->end()) {
         for (const auto& [v, old] : serving->second.versions) {
           retired.push_back(old);
-          if (!loaded.contains(v)) versions[v] = Record{VersionState::kUnloading, ""};
+          if (!loaded.contains(v)) {
+            versions[v] = Record{VersionState::kUnloading, ""};
+            LogState(name, v, VersionState::kUnloading);
+          }
         }
       }
       (*next)[name] = ServedModel{settings, loaded};
-      for (const auto& [v, unused] : loaded) versions[v] = Record{VersionState::kReady, ""};
+      for (const auto& [v, unused] : loaded) {
+        versions[v] = Record{VersionState::kReady, ""};
+        LogState(name, v, VersionState::kReady);
+      }
       versions.erase(0);
       Publish(std::move(next));
     }
@@ -409,6 +450,7 @@ void ModelRepository::UnloadNow(const std::string& name, Callback done) {
       for (const auto& [v, version] : it->second.versions) {
         retired.push_back(version);
         records_[name][v] = Record{VersionState::kUnloading, ""};
+        LogState(name, v, VersionState::kUnloading);
       }
       Publish(std::move(next));
     }
@@ -453,6 +495,7 @@ void ModelRepository::Retire(std::vector<std::shared_ptr<ServedVersion>> retired
           Record& r = records_[version->model_name()][version->version()];
           if (!serving_again && r.state == VersionState::kUnloading) {
             r = Record{VersionState::kUnavailable, why};
+            LogState(version->model_name(), version->version(), VersionState::kUnavailable, why);
           }
         }
         bool last = false;

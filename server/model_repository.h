@@ -22,6 +22,7 @@
 #include "config/model_settings.h"
 #include "config/server_config.h"
 #include "server/executor.h"
+#include "server/metrics.h"
 #include "server/model_backend.h"
 #include "server/served_version.h"
 
@@ -68,6 +69,7 @@ class ModelRepository {
     config::ControlMode control_mode = config::ControlMode::kNone;
     int default_streams = 1;      // streams of a model with no instance_group
     int max_queue_length = 1024;  // per model, unless its max_queue_size says (LoadSpec)
+    Metrics* metrics = nullptr;   // borrowed, outlives the repository; null: none recorded
   };
   /// Called once with the outcome, on an executor thread (or the caller's for early errors).
   using Callback = absl::AnyInvocable<void(absl::Status) &&>;

@@ -7,6 +7,8 @@
 #include "absl/strings/str_cat.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "server/metrics_collector.h"
+#include "server/metrics_interceptor.h"
 #include "server/notification.h"
 #include "spdlog/spdlog.h"
 
@@ -22,6 +24,7 @@ Server::Server(const config::ServerConfig& config, ModelBackend* backend)
 absl::StatusOr<std::unique_ptr<Server>> Server::Start(const config::ServerConfig& config,
                                                       ModelBackend* backend) {
   std::unique_ptr<Server> s(new Server(config, backend));
+  s->metrics_ = std::make_unique<Metrics>();
   s->load_pool_ = std::make_unique<ThreadPool>(config.load_threads, "load");
   const int infer_threads =
       config.cpu_threads > 0 ? config.cpu_threads
@@ -33,6 +36,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const config::ServerConfig
   options.control_mode = config.control_mode;
   options.default_streams = config.streams_per_device;
   options.max_queue_length = config.max_queue_length;
+  options.metrics = s->metrics_.get();
   absl::StatusOr<std::unique_ptr<ModelRepository>> repository =
       ModelRepository::Create(std::move(options), backend, s->load_pool_.get());
   if (!repository.ok()) return repository.status();
@@ -42,9 +46,21 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const config::ServerConfig
   ServiceInfo info;
   info.version = REPRISE_VERSION;
   info.request_timeout = absl::Milliseconds(config.request_timeout_ms);
+  info.metrics = s->metrics_.get();
   s->inference_service_ = std::make_unique<InferenceService>(
       s->repository_.get(), s->infer_pool_.get(), s->gate_.get(), &s->ready_, std::move(info));
   s->admin_service_ = std::make_unique<AdminService>(s->repository_.get());
+
+  if (config.allow_metrics) {
+    s->metrics_->AddCollectable(
+        std::make_shared<MetricsCollector>(s->repository_.get(), backend, &s->grpc_inflight_));
+    absl::StatusOr<std::unique_ptr<MetricsEndpoint>> endpoint =
+        MetricsEndpoint::Start(config.listen_address, config.metrics_port, s->metrics_.get());
+    if (!endpoint.ok()) return endpoint.status();
+    s->metrics_endpoint_ = *std::move(endpoint);
+    spdlog::info("Started Metrics Service at {}:{}", config.listen_address,
+                 s->metrics_endpoint_->port());
+  }
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -55,6 +71,9 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const config::ServerConfig
   builder.SetMaxSendMessageSize(static_cast<int>(config.max_message_bytes));
   builder.RegisterService(s->inference_service_.get());
   builder.RegisterService(s->admin_service_.get());
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
+  interceptors.push_back(std::make_unique<InflightCallsInterceptorFactory>(&s->grpc_inflight_));
+  builder.experimental().SetInterceptorCreators(std::move(interceptors));
   s->grpc_server_ = builder.BuildAndStart();
   if (s->grpc_server_ == nullptr || s->port_ == 0) {
     return absl::UnavailableError(absl::StrCat("cannot listen on ", address));

@@ -16,6 +16,7 @@
 #include "server/admin_service.h"
 #include "server/executor.h"
 #include "server/inference_service.h"
+#include "server/metrics.h"
 #include "server/model_backend.h"
 #include "server/model_repository.h"
 #include "server/request_gate.h"
@@ -37,6 +38,10 @@ class Server {
 
   /// The port gRPC listens on (the chosen one when the config asked for 0).
   int port() const { return port_; }
+  /// The port /metrics is served on (the chosen one for 0); 0 when metrics are disabled.
+  int metrics_port() const { return metrics_endpoint_ ? metrics_endpoint_->port() : 0; }
+  /// The metrics the server records (served on metrics_port()).
+  Metrics& metrics() { return *metrics_; }
   /// Blocks until the startup loads finished; their first failure (the server serves anyway).
   absl::Status WaitForStartupLoads();
   /// Graceful shutdown as described above; idempotent. Returns false if requests were still
@@ -55,6 +60,9 @@ class Server {
   int port_ = 0;
   std::atomic<bool> ready_{false};
 
+  // Before everything that records into it; the endpoint that reads it is the last member.
+  std::unique_ptr<Metrics> metrics_;
+  std::atomic<int64_t> grpc_inflight_{0};
   std::unique_ptr<ThreadPool> load_pool_;
   std::unique_ptr<ThreadPool> infer_pool_;
   std::unique_ptr<ModelRepository> repository_;
@@ -68,6 +76,9 @@ class Server {
   bool startup_done_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status startup_status_ ABSL_GUARDED_BY(mu_);
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
+
+  // Destroyed first: no scrape reads the repository or the backend once they go.
+  std::unique_ptr<MetricsEndpoint> metrics_endpoint_;
 };
 
 }  // namespace reprise::server

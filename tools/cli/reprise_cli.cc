@@ -42,6 +42,8 @@ using runtime::TensorValue;
 constexpr char kUsage[] =
     "usage: reprise [--addr HOST:PORT] [--json] COMMAND [ARGS]\n"
     "  health                          liveness, readiness and gRPC health of the server\n"
+    "  healthcheck                     exit 0 only if gRPC health is SERVING (5 s deadline;\n"
+    "                                  container HEALTHCHECK and probes)\n"
     "  models                          the repository index (every model and version)\n"
     "  load MODEL | unload MODEL       load or unload a model (explicit control mode)\n"
     "  metadata MODEL                  the model's inputs and outputs\n"
@@ -160,6 +162,23 @@ class Client {
     } else {
       std::cout << "live: " << (live.live() ? "yes" : "no")
                 << "\nready: " << (ready.ready() ? "yes" : "no") << "\nhealth: " << serving << "\n";
+    }
+    return absl::OkStatus();
+  }
+
+  // healthcheck: the gRPC health service's answer for the whole server ("" service), with a
+  // deadline so that a hung server fails the check instead of hanging it.
+  absl::Status HealthCheck() {
+    grpc::health::v1::HealthCheckResponse health;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    RETURN_IF_ERROR(FromGrpc(grpc::health::v1::Health::NewStub(channel_)->Check(
+        &ctx, grpc::health::v1::HealthCheckRequest(), &health)));
+    const std::string serving =
+        grpc::health::v1::HealthCheckResponse::ServingStatus_Name(health.status());
+    std::cout << serving << "\n";
+    if (health.status() != grpc::health::v1::HealthCheckResponse::SERVING) {
+      return absl::UnavailableError(absl::StrCat("server health is ", serving));
     }
     return absl::OkStatus();
   }
@@ -470,6 +489,8 @@ int Run(int argc, char** argv) {
   absl::Status status;
   if (o.command == "health") {
     status = client.Health();
+  } else if (o.command == "healthcheck") {
+    status = client.HealthCheck();
   } else if (o.command == "models") {
     status = client.Models();
   } else if (o.command == "load" || o.command == "unload") {

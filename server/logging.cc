@@ -1,0 +1,129 @@
+#include "server/logging.h"
+
+#include <chrono>
+#include <cstdio>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "spdlog/spdlog.h"
+
+namespace reprise::server {
+
+std::string JsonQuote(absl::string_view text) {
+  std::string out;
+  out.reserve(text.size() + 2);
+  out.push_back('"');
+  for (char c : text) {
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof(buf), "\\u%04x", static_cast<unsigned>(c));
+          out += buf;
+        } else {
+          out.push_back(c);  // UTF-8 passes through unchanged
+        }
+    }
+  }
+  out.push_back('"');
+  return out;
+}
+
+void JsonLogFormatter::format(const spdlog::details::log_msg& msg, spdlog::memory_buf_t& dest) {
+  const absl::Time time = absl::FromChrono(msg.time);
+  const std::string line = absl::StrCat(
+      "{\"time\":\"", absl::FormatTime("%Y-%m-%dT%H:%M:%E6SZ", time, absl::UTCTimeZone()),
+      "\",\"level\":\"",
+      absl::string_view(spdlog::level::to_string_view(msg.level).data(),
+                        spdlog::level::to_string_view(msg.level).size()),
+      "\",\"thread\":", msg.thread_id,
+      ",\"message\":", JsonQuote(absl::string_view(msg.payload.data(), msg.payload.size())), "}\n");
+  dest.append(line.data(), line.data() + line.size());
+}
+
+std::unique_ptr<spdlog::formatter> JsonLogFormatter::clone() const {
+  return std::make_unique<JsonLogFormatter>();
+}
+
+absl::Status ConfigureLogging(absl::string_view level, absl::string_view format) {
+  const spdlog::level::level_enum parsed = spdlog::level::from_str(std::string(level));
+  // from_str answers "off" for anything it does not know.
+  if (parsed == spdlog::level::off && level != "off") {
+    return absl::InvalidArgumentError(absl::StrCat("log level \"", level, "\" is unknown"));
+  }
+  if (format == "json") {
+    spdlog::set_formatter(std::make_unique<JsonLogFormatter>());
+  } else if (format == "text") {
+    spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%fZ %L %t] %v", spdlog::pattern_time_type::utc);
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat("log format \"", format, "\" is not one of text, json"));
+  }
+  spdlog::set_level(parsed);
+  return absl::OkStatus();
+}
+
+std::string DescribeConfig(const config::ServerConfig& c) {
+  return absl::StrCat("effective config: server.listen_address=", c.listen_address,
+                      " server.grpc_port=", c.grpc_port, " server.metrics_port=", c.metrics_port,
+                      " server.allow_metrics=", c.allow_metrics ? "true" : "false",
+                      " repository.paths=[", absl::StrJoin(c.model_repositories, ","), "]",
+                      " repository.control_mode=", config::ControlModeName(c.control_mode),
+                      " repository.load_models=[", absl::StrJoin(c.load_models, ","), "]",
+                      " repository.load_threads=", c.load_threads,
+                      " runtime.streams_per_device=", c.streams_per_device,
+                      " runtime.cpu_threads=", c.cpu_threads,
+                      " limits.max_message_bytes=", c.max_message_bytes,
+                      " limits.max_queue_length=", c.max_queue_length,
+                      " limits.request_timeout_ms=", c.request_timeout_ms,
+                      " shutdown.timeout_seconds=", c.shutdown_timeout_s,
+                      " log.level=", c.log_level, " log.format=", c.log_format);
+}
+
+RejectedRequestLog::RejectedRequestLog(absl::Duration interval, Clock clock)
+    : interval_(interval), clock_(std::move(clock)) {}
+
+bool RejectedRequestLog::Note(absl::string_view reason, absl::string_view model,
+                              const absl::Status& status) {
+  const absl::Time now = clock_();
+  uint64_t suppressed = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ClassState& s = classes_[absl::StrCat(reason, "/", model)];
+    if (now - s.last_logged < interval_) {
+      ++s.suppressed;
+      return false;
+    }
+    suppressed = s.suppressed;
+    s.suppressed = 0;
+    s.last_logged = now;
+  }
+  // fmt cannot format Debian's absl::string_view: std::string it is.
+  const std::string why(reason);
+  const std::string message(status.message());
+  if (suppressed == 0) {
+    spdlog::warn("request rejected ({}): {}", why, message);
+  } else {
+    spdlog::warn("request rejected ({}): {} ({} more like it since the last line)", why, message,
+                 suppressed);
+  }
+  return true;
+}
+
+}  // namespace reprise::server

@@ -1,0 +1,215 @@
+#!/usr/bin/python3
+"""Static checks of deploy/, where no container engine runs: docker-compose and promtool
+validate their files, the Grafana dashboard and the Kubernetes / KServe manifests parse and say
+what deploy/README.md promises, the dashboard queries only documented metrics (docs/metrics.md,
+itself checked against a real scrape by prometheus_test.py), and the Dockerfile builds with the
+project's own recipe (the commands of tools/start-server.sh, no second one).
+
+usage: deploy_check_test.py <source dir> [unittest args]
+"""
+import glob
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import unittest
+
+import yaml
+
+SOURCE = os.path.abspath(sys.argv[1])
+DEPLOY = os.path.join(SOURCE, "deploy")
+
+
+def read(*parts):
+    with open(os.path.join(SOURCE, *parts)) as f:
+        return f.read()
+
+
+def documented_metrics():
+    return set(re.findall(r"^\| `([a-z_]+)`", read("docs", "metrics.md"), re.M))
+
+
+def load_all(path):
+    with open(path) as f:
+        return [d for d in yaml.safe_load_all(f) if d is not None]
+
+
+def promql_metric_names(expr):
+    """Identifiers of `expr` that name series: not functions, keywords, labels or durations."""
+    expr = re.sub(r'"[^"]*"', '""', expr)           # label values
+    expr = re.sub(r"\{[^}]*\}", "", expr)           # matchers
+    expr = re.sub(r"\[[^\]]*\]", "", expr)          # ranges
+    expr = re.sub(r"\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)", "", expr)
+    names = set(re.findall(r"\b[a-zA-Z_:][a-zA-Z0-9_:]*\b(?!\s*\()", expr))
+    keywords = {"and", "or", "unless", "bool", "offset", "inf", "nan"}
+    return {n for n in names if n.lower() not in keywords}
+
+
+def base_name(series):
+    """A histogram's series (_bucket, _sum, _count) named by its family."""
+    for suffix in ("_bucket", "_sum", "_count"):
+        if series.endswith(suffix):
+            return series[: -len(suffix)]
+    return series
+
+
+class ComposeAndPrometheusConfig(unittest.TestCase):
+    def test_docker_compose_config(self):
+        compose = shutil.which("docker-compose")
+        self.assertIsNotNone(compose, "docker-compose is missing (tools/install-deps.sh)")
+        r = subprocess.run([compose, "-f", os.path.join(DEPLOY, "docker-compose.yml"), "config"],
+                           capture_output=True, timeout=60, cwd=DEPLOY)
+        self.assertEqual(r.returncode, 0, r.stderr.decode())
+        config = yaml.safe_load(r.stdout)
+        services = config["services"]
+        self.assertEqual(set(services), {"reprise", "prometheus", "grafana"})
+        ports = {str(p.get("target", p) if isinstance(p, dict) else p).split(":")[-1]
+                 for p in services["reprise"]["ports"]}
+        self.assertTrue({"8001", "8002"} <= ports, ports)
+        self.assertTrue(any("/models" in str(v) for v in services["reprise"]["volumes"]))
+
+    def test_promtool_check_config(self):
+        promtool = shutil.which("promtool")
+        self.assertIsNotNone(promtool, "promtool (package prometheus) is missing")
+        r = subprocess.run([promtool, "check", "config", os.path.join(DEPLOY, "prometheus.yml")],
+                           capture_output=True, timeout=60)
+        self.assertEqual(r.returncode, 0, (r.stdout + r.stderr).decode())
+        targets = [t for job in yaml.safe_load(read("deploy", "prometheus.yml"))["scrape_configs"]
+                   for sc in job.get("static_configs", []) for t in sc["targets"]]
+        self.assertIn("reprise:8002", targets)
+
+
+class GrafanaDashboard(unittest.TestCase):
+    def setUp(self):
+        path = os.path.join(DEPLOY, "grafana", "dashboards", "reprise.json")
+        with open(path) as f:
+            self.dashboard = json.load(f)
+        self.panels = self.dashboard["panels"]
+
+    def test_queries_name_only_exported_metrics(self):
+        documented = documented_metrics()
+        self.assertGreater(len(documented), 20)
+        exprs = [t["expr"] for p in self.panels for t in p.get("targets", [])]
+        self.assertGreater(len(exprs), 10)
+        for expr in exprs:
+            names = {base_name(n) for n in promql_metric_names(expr)}
+            self.assertTrue(names, expr)
+            self.assertEqual(sorted(names - documented), [], "in query: " + expr)
+
+    def test_shows_what_the_issue_asks(self):
+        text = json.dumps(self.panels)
+        for metric in ("reprise_requests_total", "reprise_request_duration_seconds_bucket",
+                       "reprise_queue_duration_seconds", "reprise_batch_size",
+                       "reprise_runtime_instance_replays_total",
+                       "reprise_runtime_instance_captures_total",
+                       "reprise_device_memory_used_bytes"):
+            self.assertIn(metric, text)
+        self.assertIn("histogram_quantile(0.99", text)
+        self.assertIn("histogram_quantile(0.5", text)
+        self.assertIn('outcome=\\"failure\\"', text)
+
+    def test_provisioning_points_at_the_dashboard(self):
+        datasources = load_all(os.path.join(DEPLOY, "grafana", "provisioning", "datasources",
+                                            "prometheus.yml"))[0]["datasources"]
+        uids = {d["uid"] for d in datasources}
+        for p in self.panels:
+            if "datasource" in p:
+                self.assertIn(p["datasource"]["uid"], uids, p["title"])
+        providers = load_all(os.path.join(DEPLOY, "grafana", "provisioning", "dashboards",
+                                          "reprise.yml"))[0]["providers"]
+        compose = yaml.safe_load(read("deploy", "docker-compose.yml"))
+        mounts = compose["services"]["grafana"]["volumes"]
+        path = providers[0]["options"]["path"]
+        self.assertTrue(any(m.startswith("./grafana/dashboards:" + path) for m in mounts), mounts)
+
+
+class Kubernetes(unittest.TestCase):
+    def docs(self):
+        out = []
+        for path in sorted(glob.glob(os.path.join(DEPLOY, "k8s", "*.yaml"))):
+            out += load_all(path)
+        return {d["kind"]: d for d in out}
+
+    def test_manifests(self):
+        docs = self.docs()
+        self.assertTrue({"ConfigMap", "Deployment", "Service"} <= set(docs), set(docs))
+        pod = docs["Deployment"]["spec"]["template"]
+        annotations = pod["metadata"]["annotations"]
+        self.assertEqual(annotations["prometheus.io/scrape"], "true")
+        self.assertEqual(annotations["prometheus.io/port"], "8002")
+        container = pod["spec"]["containers"][0]
+        for probe in ("livenessProbe", "readinessProbe", "startupProbe"):
+            self.assertEqual(container[probe]["grpc"]["port"], 8001, probe)
+        self.assertIn("cpu", container["resources"]["requests"])
+        self.assertIn("memory", container["resources"]["requests"])
+        self.assertEqual(pod["spec"]["securityContext"]["runAsNonRoot"], True)
+        ports = {p["containerPort"] for p in container["ports"]}
+        self.assertEqual(ports, {8001, 8002})
+        service_ports = {p["port"] for p in docs["Service"]["spec"]["ports"]}
+        self.assertEqual(service_ports, {8001, 8002})
+        self.assertEqual(docs["Service"]["spec"]["selector"],
+                         docs["Deployment"]["spec"]["selector"]["matchLabels"])
+
+    def test_configmap_holds_a_config_with_known_keys(self):
+        config = yaml.safe_load(self.docs()["ConfigMap"]["data"]["reprise.yaml"])
+        shipped = yaml.safe_load(read("config", "reprise.yaml"))
+        for section, values in config.items():
+            self.assertIn(section, shipped)
+            self.assertEqual(sorted(set(values) - set(shipped[section])), [],
+                             section)
+
+    def test_kserve_serving_runtime(self):
+        (runtime,) = load_all(os.path.join(DEPLOY, "kserve", "serving-runtime.yaml"))
+        self.assertEqual(runtime["apiVersion"], "serving.kserve.io/v1alpha1")
+        self.assertEqual(runtime["kind"], "ServingRuntime")
+        spec = runtime["spec"]
+        self.assertEqual(spec["protocolVersions"], ["grpc-v2"])
+        self.assertIn("onnx", [f["name"] for f in spec["supportedModelFormats"]])
+        container = spec["containers"][0]
+        self.assertEqual(container["ports"][0]["containerPort"], 8001)
+        self.assertEqual(container["ports"][0]["name"], "h2c")  # KServe's name for gRPC
+
+
+class Dockerfile(unittest.TestCase):
+    def setUp(self):
+        self.text = read("deploy", "Dockerfile")
+        # Joined continuation lines, comments dropped.
+        self.lines = [l.strip() for l in re.sub(r"\\\n", " ", self.text).splitlines()
+                      if l.strip() and not l.strip().startswith("#")]
+
+    def test_builds_with_the_project_recipe(self):
+        script = read("tools", "start-server.sh")
+        recipe = [l.split(">")[0].strip() for l in script.splitlines()
+                  if l.startswith(("tools/install-deps.sh", "cmake "))]
+        self.assertEqual(len(recipe), 3, recipe)
+        runs = [l for l in self.lines if l.startswith("RUN ")]
+        build = [c.strip() for c in runs[0][len("RUN "):].split("&&")]
+        self.assertEqual(build, recipe)
+
+    def test_runtime_stage(self):
+        froms = [l for l in self.lines if l.startswith("FROM ")]
+        self.assertEqual(len(froms), 2)
+        self.assertTrue(froms[0].startswith("FROM debian:12 "), froms[0])
+        self.assertEqual(froms[1], "FROM debian:12-slim")
+        runtime = self.lines[self.lines.index(froms[1]):]
+        users = [l for l in runtime if l.startswith("USER ")]
+        self.assertEqual(len(users), 1)
+        self.assertNotIn(users[0].split()[1], ("root", "0"))
+        health = [l for l in runtime if l.startswith("HEALTHCHECK ")]
+        self.assertEqual(len(health), 1)
+        self.assertRegex(health[0], r'"reprise".*"healthcheck"')
+        copies = [l for l in runtime if l.startswith("COPY ")]
+        sources = sorted(l.split()[-2] for l in copies)
+        self.assertEqual(sources, ["/out/bin/", "/out/lib/", "config/reprise.yaml",
+                                   "tools/models/repository"])
+
+    def test_dockerignore_keeps_build_trees_out(self):
+        ignore = read("deploy", "Dockerfile.dockerignore").split()
+        self.assertIn("build", ignore)
+        self.assertIn(".git", ignore)
+
+
+if __name__ == "__main__":
+    unittest.main(argv=[sys.argv[0]] + sys.argv[2:], verbosity=2)
