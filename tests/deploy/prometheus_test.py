@@ -5,7 +5,10 @@ polling of Prometheus's HTTP API, until the target is up and the success counter
 Also: `promtool check metrics` over a real scrape, and docs/metrics.md lists exactly the
 families the daemon exports.
 
-usage: prometheus_test.py <reprise-server> <python stubs dir> <source dir> [unittest args]
+Also the `reprise healthcheck` command the container's HEALTHCHECK runs.
+
+usage: prometheus_test.py <reprise-server> <python stubs dir> <source dir> <reprise CLI>
+                          [unittest args]
 """
 import json
 import os
@@ -19,7 +22,7 @@ import unittest
 import urllib.parse
 import urllib.request
 
-SERVER, STUBS, SOURCE = sys.argv[1:4]
+SERVER, STUBS, SOURCE, CLI = sys.argv[1:5]
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from live_daemon import Daemon, free_port, infer_mlp, metric_families, stop  # noqa: E402
 
@@ -107,6 +110,18 @@ class PrometheusTest(unittest.TestCase):
         self.assertEqual(sorted(exported - documented), [], "exported but not in docs/metrics.md")
         self.assertEqual(sorted(documented - exported), [], "in docs/metrics.md, not exported")
 
+    def test_healthcheck_cli(self):
+        with Daemon(SERVER, REPO) as daemon:
+            addr = "127.0.0.1:%d" % daemon.grpc_port
+            r = subprocess.run([CLI, "--addr", addr, "healthcheck"], capture_output=True,
+                               timeout=30)
+            self.assertEqual(r.returncode, 0, r.stderr.decode())
+            self.assertEqual(r.stdout.decode().strip(), "SERVING")
+        # The daemon is gone: the check fails (UNAVAILABLE), it does not hang.
+        r = subprocess.run([CLI, "--addr", addr, "healthcheck"], capture_output=True, timeout=30)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("UNAVAILABLE", r.stderr.decode())
+
 
 if __name__ == "__main__":
-    unittest.main(argv=[sys.argv[0]] + sys.argv[4:], verbosity=2)
+    unittest.main(argv=[sys.argv[0]] + sys.argv[5:], verbosity=2)

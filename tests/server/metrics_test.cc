@@ -13,6 +13,7 @@
 #include "gtest/gtest.h"
 #include "server/metrics_collector.h"
 #include "server/model_repository.h"
+#include "server/notification.h"
 #include "server/server.h"
 #include "tests/server/fake_backend.h"
 #include "tests/server/metrics_text.h"
@@ -204,6 +205,62 @@ TEST(MetricsCollectorTest, ReadsInstancesStatesMemoryAndProcess) {
   const std::string after = metrics.Serialize();
   EXPECT_FALSE(Value(after, "reprise_runtime_instance_replays_total", mv).has_value());
   EXPECT_EQ(Value(after, "reprise_model_state", {{"model", "m"}, {"state", "UNAVAILABLE"}}), 1);
+}
+
+// Requests recorded from several threads while scrapes run and a model loads and unloads
+// (the collector reads the repository that the loader changes). Runs under TSan too.
+TEST(MetricsConcurrencyTest, RecordsScrapesAndReloadsAtOnce) {
+  testing::TempRepo repo;
+  repo.AddVersion("m", 1);
+  InstanceBackend backend;
+  ThreadPool loader(2, "load");
+  ModelRepository::Options options;
+  options.paths = {repo.path()};
+  options.control_mode = config::ControlMode::kExplicit;
+  Metrics metrics;
+  options.metrics = &metrics;
+  absl::StatusOr<std::unique_ptr<ModelRepository>> repository =
+      ModelRepository::Create(options, &backend, &loader);
+  ASSERT_TRUE(repository.ok()) << repository.status();
+  std::atomic<int64_t> calls{0};
+  metrics.AddCollectable(std::make_shared<MetricsCollector>(repository->get(), &backend, &calls));
+
+  constexpr int kThreads = 4, kPerThread = 500, kReloads = 10;
+  std::atomic<bool> done{false};
+  std::thread scraper([&] {
+    while (!done.load()) EXPECT_FALSE(metrics.Serialize().empty());
+  });
+  std::vector<std::thread> recorders;
+  for (int t = 0; t < kThreads; ++t) {
+    recorders.emplace_back([&] {
+      for (int i = 0; i < kPerThread; ++i) {
+        metrics.RecordRequest("m", "1", absl::StatusCode::kOk, absl::Microseconds(i));
+        metrics.RecordExecution("m", "1", 1);
+      }
+    });
+  }
+  for (int i = 0; i < kReloads; ++i) {
+    Notification loaded, unloaded;
+    (*repository)->LoadModel("m", [&](absl::Status s) {
+      EXPECT_TRUE(s.ok()) << s;
+      loaded.Notify();
+    });
+    loaded.WaitForNotification();
+    (*repository)->UnloadModel("m", [&](absl::Status s) {
+      EXPECT_TRUE(s.ok()) << s;
+      unloaded.Notify();
+    });
+    unloaded.WaitForNotification();
+  }
+  for (std::thread& t : recorders) t.join();
+  done.store(true);
+  scraper.join();
+  loader.Stop();
+  const std::string text = metrics.Serialize();
+  EXPECT_EQ(Value(text, "reprise_requests_total", {{"model", "m"}, {"outcome", "success"}}),
+            kThreads * kPerThread);
+  EXPECT_EQ(Value(text, "reprise_executions_total", {{"model", "m"}}), kThreads * kPerThread);
+  EXPECT_EQ(Value(text, "reprise_model_load_duration_seconds_count", {{"model", "m"}}), kReloads);
 }
 
 TEST(ProcessStatsTest, ReadsThisProcess) {
