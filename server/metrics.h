@@ -1,6 +1,7 @@
 // The daemon's Prometheus metrics: what the request path records as it goes (counters and
-// histograms), and the registry the /metrics endpoint serves together with the collectors that
-// read the rest at scrape time (server/metrics_collector.h). Names: docs/metrics.md.
+// histograms), and the registry that /metrics (server/metrics_endpoint.h) serves together with
+// the collectors that read the rest at scrape time (server/metrics_collector.h). Names:
+// docs/metrics.md.
 #ifndef REPRISE_SERVER_METRICS_H_
 #define REPRISE_SERVER_METRICS_H_
 
@@ -12,7 +13,6 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
-#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 
@@ -36,9 +36,9 @@ struct ComputeTimes {
 };
 
 /// Every metric the daemon pushes, plus the collectables it pulls at scrape time. Record* are
-/// cheap (a hashed label lookup and an atomic add), thread-safe and may be called from any
-/// thread; `model` / `version` are the label values (empty when the request named no known
-/// model, so that unknown names cannot grow the label set).
+/// cheap (a label lookup under the family's mutex and an atomic add), thread-safe and may be
+/// called from any thread; `model` / `version` are the label values (empty when the request named
+/// no known model, so that unknown names cannot grow the label set).
 ///
 /// The batcher and the instance cache feed their numbers through RecordExecution (one call per
 /// batch executed) and RecordEviction; the per-instance numbers the engine keeps (captures,
@@ -81,27 +81,6 @@ class Metrics {
   std::unique_ptr<Families> families_;
   mutable std::mutex mu_;
   std::vector<std::shared_ptr<prometheus::Collectable>> collectables_ ABSL_GUARDED_BY(mu_);
-};
-
-/// The HTTP endpoint serving GET /metrics (prometheus-cpp's civetweb server). Stops in the
-/// destructor. `metrics` is borrowed and must outlive the endpoint.
-class MetricsEndpoint {
- public:
-  /// Binds `address`:`port` (0: a free port). UNAVAILABLE naming the address when it cannot.
-  static absl::StatusOr<std::unique_ptr<MetricsEndpoint>> Start(const std::string& address,
-                                                                int port, Metrics* metrics);
-  ~MetricsEndpoint();
-  MetricsEndpoint(const MetricsEndpoint&) = delete;
-  MetricsEndpoint& operator=(const MetricsEndpoint&) = delete;
-
-  /// The port bound (the chosen one when 0 was asked for).
-  int port() const { return port_; }
-
- private:
-  struct Impl;
-  explicit MetricsEndpoint(std::unique_ptr<Impl> impl, int port);
-  std::unique_ptr<Impl> impl_;
-  int port_;
 };
 
 }  // namespace reprise::server

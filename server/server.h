@@ -17,6 +17,7 @@
 #include "server/executor.h"
 #include "server/inference_service.h"
 #include "server/metrics.h"
+#include "server/metrics_endpoint.h"
 #include "server/model_backend.h"
 #include "server/model_repository.h"
 #include "server/request_gate.h"

@@ -12,6 +12,7 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "server/metrics_collector.h"
+#include "server/metrics_endpoint.h"
 #include "server/model_repository.h"
 #include "server/notification.h"
 #include "server/server.h"
