@@ -71,6 +71,10 @@ class Daemon:
             self.log += rest
         self.proc.stdout.close()
         self.exit_code = code
+        # A clean SIGTERM shutdown exits 0 (a sanitizer report would not).
+        if exc[0] is None and code != 0:
+            raise AssertionError("reprise-server exited %d:\n%s"
+                                 % (code, self.log.decode(errors="replace")[-5000:]))
         return False
 
     def _wait_for(self, pattern, seconds):
