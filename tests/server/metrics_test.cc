@@ -5,8 +5,10 @@
 #include <chrono>
 #include <memory>
 #include <optional>
+#include <sstream>
 #include <thread>
 
+#include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "grpc_service.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
@@ -16,6 +18,8 @@
 #include "server/model_repository.h"
 #include "server/notification.h"
 #include "server/server.h"
+#include "spdlog/sinks/ostream_sink.h"
+#include "spdlog/spdlog.h"
 #include "tests/server/fake_backend.h"
 #include "tests/server/metrics_text.h"
 #include "tests/server/temp_repo.h"
@@ -177,7 +181,18 @@ TEST(MetricsCollectorTest, ReadsInstancesStatesMemoryAndProcess) {
   Metrics metrics;
   metrics.AddCollectable(std::shared_ptr<prometheus::Collectable>(
       &collector, [](prometheus::Collectable*) {}));  // borrowed: lives on this stack
+  // The failed capture is logged once, however many scrapes see it.
+  std::ostringstream log;
+  auto previous = spdlog::default_logger();
+  spdlog::set_default_logger(std::make_shared<spdlog::logger>(
+      "test", std::make_shared<spdlog::sinks::ostream_sink_mt>(log)));
   const std::string text = metrics.Serialize();
+  metrics.Serialize();
+  spdlog::set_default_logger(previous);
+  const std::vector<std::string> lines = absl::StrSplit(log.str(), '\n', absl::SkipEmpty());
+  ASSERT_EQ(lines.size(), 1u) << log.str();
+  EXPECT_THAT(lines[0], HasSubstr("model \"m\" version 3 stream 1 shape x:[1,4]: capture failed"));
+
   const std::map<std::string, std::string> mv = {{"model", "m"}, {"version", "3"}};
   EXPECT_EQ(Value(text, "reprise_runtime_instance_captures_total", mv), 1);
   EXPECT_EQ(Value(text, "reprise_runtime_instance_replays_total", mv), 5);
