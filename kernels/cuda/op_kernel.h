@@ -5,6 +5,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <functional>
 #include <memory>
 #include <string>
@@ -40,10 +41,15 @@ class OpKernel final : public runtime::cuda::CudaKernel {
 
   absl::string_view op() const override { return op_; }
   const std::vector<TensorDesc>& outputs() const override { return reference_->outputs(); }
-  size_t workspace_bytes() const override { return workspace_bytes_; }
+  /// The larger of the CUDA launch's and the CPU reference's workspace (Run uses the latter).
+  size_t workspace_bytes() const override {
+    return std::max(workspace_bytes_, reference_->workspace_bytes());
+  }
   absl::Status Launch(const KernelArgs& args, cudaStream_t stream) const override {
     return launch_(args, stream);
   }
+  /// Host evaluation on host pointers, through the CPU reference (plan-time folding).
+  absl::Status Run(const KernelArgs& args) const override { return reference_->Run(args); }
 
   void set_launch(LaunchFn launch) { launch_ = std::move(launch); }
   void set_workspace_bytes(size_t bytes) { workspace_bytes_ = bytes; }

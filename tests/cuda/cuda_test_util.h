@@ -131,9 +131,11 @@ inline void CheckJsonWithPython(const std::string& json, const std::string& asse
     std::ofstream file(path);
     file << json;
   }
-  const std::string command =
-      absl::StrCat("/usr/bin/python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); ",
-                   assertions, "' ", path);
+  // REPRISE_PYTHON: another interpreter where /usr/bin/python3 is missing (tools/gpu-check.sh).
+  const char* python = std::getenv("REPRISE_PYTHON");
+  const std::string command = absl::StrCat(python != nullptr ? python : "/usr/bin/python3",
+                                           " -c 'import json,sys; d=json.load(open(sys.argv[1])); ",
+                                           assertions, "' ", path);
   EXPECT_EQ(std::system(command.c_str()), 0) << command << "\n" << json;
   std::remove(path.c_str());
 }

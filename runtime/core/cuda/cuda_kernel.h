@@ -14,13 +14,14 @@ namespace reprise::runtime::cuda {
 /// no synchronising or allocating CUDA call, so that it can be captured into a graph. Launch
 /// errors are returned; execution errors surface at the stream's next Synchronize.
 ///
-/// Run (the host interface) is refused: a CUDA kernel runs only through CudaStream.
+/// Run is the host interface: by default refused (a CUDA kernel runs on a CudaStream); a kernel
+/// may override it to compute on host pointers (the engine folds plan-time values with it).
 ///
 /// Thread-safety: Launch may be called from several threads at once.
 class CudaKernel : public PreparedKernel {
  public:
   virtual absl::Status Launch(const KernelArgs& args, cudaStream_t stream) const = 0;
-  absl::Status Run(const KernelArgs& args) const final;
+  absl::Status Run(const KernelArgs& args) const override;
 };
 
 }  // namespace reprise::runtime::cuda
