@@ -82,6 +82,7 @@ absl::Status CudaModelRI::ExecuteAsync(Stream* stream) {
         "instance ", id_, " cannot execute on cuda stream ", stream->id(), ": it is capturing"));
   }
   RETURN_IF_ERROR(device_->Activate());
+  std::lock_guard<std::mutex> lock(launch_mu_);
   RETURN_IF_ERROR(CudaStatus(cudaGraphLaunch(exec_, cuda_stream->handle()),
                              absl::StrCat("launch of instance ", id_)));
   return CudaStatus(cudaEventRecord(last_launch_, cuda_stream->handle()), "launch event record");
@@ -205,6 +206,7 @@ absl::Status CudaModelRI::ApplyUpdate(int group, std::vector<CudaTask>& tasks,
     pairs.emplace_back(old_task.node, new_task.node);
   }
   ScopedCudaRelaxed relaxed;
+  std::lock_guard<std::mutex> lock(launch_mu_);
   for (const auto& [node, scratch] : pairs) {
     cudaGraphNodeType type;
     RETURN_IF_ERROR(CudaStatus(cudaGraphNodeGetType(node, &type), "node type"));

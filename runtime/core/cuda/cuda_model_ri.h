@@ -12,6 +12,8 @@
 #include <utility>
 #include <vector>
 
+#include <mutex>  // NOLINT: see docs/development.md (TSan)
+
 #include "runtime/core/cuda/cuda_capture.h"
 #include "runtime/core/model_ri.h"
 
@@ -88,6 +90,8 @@ class CudaModelRI final : public ModelRI {
   cudaGraph_t graph_ = nullptr;  // top-level: owned; body: owned by the conditional node
   cudaGraphExec_t exec_ = nullptr;
   cudaEvent_t last_launch_ = nullptr;
+  // CUDA graph objects are not internally synchronised: launches (and updates) are serialised.
+  mutable std::mutex launch_mu_;
   std::atomic<bool> sealed_{false};
   std::vector<std::unique_ptr<Condition>> conditions_;
   std::vector<std::unique_ptr<CudaModelRI>> children_;
