@@ -27,7 +27,7 @@ absl::Status BlasStatus(cublasStatus_t status, absl::string_view what) {
   return absl::InternalError(absl::StrCat(what, ": cublas status ", static_cast<int>(status)));
 }
 
-absl::StatusOr<Blas*> BlasForCurrentDevice() {
+absl::StatusOr<Blas*> CreateBlasForCurrentDevice() {
   static auto* mu = new std::mutex();
   static auto* handles = new std::map<int, std::unique_ptr<Blas>>();
   int device = 0;
@@ -47,6 +47,19 @@ absl::StatusOr<Blas*> BlasForCurrentDevice() {
   return blas.get();
 }
 
+// The handle, or (when none can be made: no device) the error, reported by Launch. Prepare thus
+// works without a GPU (plans can be checked on a build machine).
+struct BlasRef {
+  Blas* blas = nullptr;
+  absl::Status error;
+};
+
+BlasRef BlasForCurrentDevice() {
+  auto blas = CreateBlasForCurrentDevice();
+  if (blas.ok()) return BlasRef{*blas, absl::OkStatus()};
+  return BlasRef{nullptr, blas.status()};
+}
+
 // Row-major C[M,N] = alpha * op(A)[M,K] op(B)[K,N] + beta * C, batched with element strides.
 struct GemmShape {
   bool trans_a = false, trans_b = false;
@@ -55,8 +68,10 @@ struct GemmShape {
   float alpha = 1.0f, beta = 0.0f;
 };
 
-absl::Status RunGemm(Blas* blas, const GemmShape& g, const float* a, const float* b, float* c,
-                     cudaStream_t stream) {
+absl::Status RunGemm(const BlasRef& ref, const GemmShape& g, const float* a, const float* b,
+                     float* c, cudaStream_t stream) {
+  if (ref.blas == nullptr) return ref.error;
+  Blas* blas = ref.blas;
   const int lda = static_cast<int>(g.trans_a ? g.m : g.k);
   const int ldb = static_cast<int>(g.trans_b ? g.k : g.n);
   std::lock_guard<std::mutex> lock(blas->mu);
@@ -86,7 +101,7 @@ absl::Status RequireFloat(const PrepareContext& context) {
 absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareGemm(const PrepareContext& context) {
   ASSIGN_OR_RETURN(std::unique_ptr<OpKernel> kernel, PrepareReference(context));
   RETURN_IF_ERROR(RequireFloat(context));
-  ASSIGN_OR_RETURN(Blas * blas, BlasForCurrentDevice());
+  const BlasRef blas = BlasForCurrentDevice();
   const Attributes& attrs = *context.attributes;
   GemmShape g;
   ASSIGN_OR_RETURN(int64_t trans_a, attrs.GetInt("transA", 0));
@@ -124,7 +139,7 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareGemm(const PrepareContext
 absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareMatMul(const PrepareContext& context) {
   ASSIGN_OR_RETURN(std::unique_ptr<OpKernel> kernel, PrepareReference(context));
   RETURN_IF_ERROR(RequireFloat(context));
-  ASSIGN_OR_RETURN(Blas * blas, BlasForCurrentDevice());
+  const BlasRef blas = BlasForCurrentDevice();
   Shape a = context.inputs[0].shape;
   Shape b = context.inputs[1].shape;
   if (a.size() == 1) a.insert(a.begin(), 1);
@@ -173,7 +188,7 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareConv(const PrepareContext
   const Shape& w = context.inputs[1].shape;
   const Shape& out = kernel->outputs()[0].shape;
   if (x.size() != 4) return absl::UnimplementedError("Conv: the cuda kernel is 2-D (NCHW) only");
-  ASSIGN_OR_RETURN(Blas * blas, BlasForCurrentDevice());
+  const BlasRef blas = BlasForCurrentDevice();
   const Attributes& attrs = *context.attributes;
   ASSIGN_OR_RETURN(std::string auto_pad, attrs.GetString("auto_pad", "NOTSET"));
   if (auto_pad != "NOTSET" && auto_pad != "VALID") {

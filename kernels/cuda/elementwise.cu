@@ -69,6 +69,13 @@ __global__ void UnaryKernel(int64_t count, const float* in, float* out) {
   }
 }
 
+__global__ void ClampKernel(int64_t count, const float* in, float* out, float lo, float hi) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < count;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    out[i] = fminf(fmaxf(in[i], lo), hi);
+  }
+}
+
 template <typename T>
 __global__ void StridedCopyKernel(StridedView v, int64_t count, const T* a, T* out) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < count;
@@ -182,6 +189,12 @@ cudaError_t LaunchUnaryF32(UnaryOp op, int64_t count, const float* in, float* ou
     REPRISE_UNARY_CASE(kGelu)
 #undef REPRISE_UNARY_CASE
   }
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchClampF32(int64_t count, const float* in, float* out, float lo, float hi,
+                           cudaStream_t stream) {
+  ClampKernel<<<Blocks(count), kThreads, 0, stream>>>(count, in, out, lo, hi);
   return cudaGetLastError();
 }
 

@@ -1,5 +1,6 @@
 // Element-wise and layout ops: binary with broadcast, unary, Cast, copies (Reshape & co.),
 // Transpose, Slice, Expand, Concat and Gather.
+#include <limits>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
@@ -98,6 +99,34 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareUnary(const PrepareContex
     if (count == 0) return absl::OkStatus();
     return CheckLaunch(LaunchUnaryF32(op, count, static_cast<const float*>(args.inputs[0]),
                                       static_cast<float*>(args.outputs[0]), stream),
+                       name);
+  });
+  return std::unique_ptr<PreparedKernel>(std::move(kernel));
+}
+
+absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareClip(const PrepareContext& context) {
+  ASSIGN_OR_RETURN(std::unique_ptr<OpKernel> kernel, PrepareReference(context));
+  RETURN_IF_ERROR(RequireFloat(context));
+  float lo = -std::numeric_limits<float>::infinity();
+  float hi = std::numeric_limits<float>::infinity();
+  if (context.attributes != nullptr && context.opset < 11) {
+    ASSIGN_OR_RETURN(lo, context.attributes->GetFloat("min", lo));
+    ASSIGN_OR_RETURN(hi, context.attributes->GetFloat("max", hi));
+  }
+  for (size_t i = 1; i < 3 && i < context.inputs.size(); ++i) {
+    if (!context.inputs[i].present) continue;
+    if (context.inputs[i].data == nullptr) {
+      return absl::UnimplementedError(
+          absl::StrCat("Clip \"", context.name, "\": on cuda min / max must be known"));
+    }
+    (i == 1 ? lo : hi) = *static_cast<const float*>(context.inputs[i].data);
+  }
+  const int64_t count = runtime::NumElements(kernel->outputs()[0].shape);
+  const std::string name(context.op);
+  kernel->set_launch([=](const KernelArgs& args, cudaStream_t stream) {
+    if (count == 0) return absl::OkStatus();
+    return CheckLaunch(LaunchClampF32(count, static_cast<const float*>(args.inputs[0]),
+                                      static_cast<float*>(args.outputs[0]), lo, hi, stream),
                        name);
   });
   return std::unique_ptr<PreparedKernel>(std::move(kernel));

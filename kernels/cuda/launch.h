@@ -44,6 +44,9 @@ cudaError_t LaunchBinaryF32(BinaryOp op, const StridedView& view, int64_t count,
 /// out = op(in) for float32, contiguous.
 cudaError_t LaunchUnaryF32(UnaryOp op, int64_t count, const float* in, float* out,
                            cudaStream_t stream);
+/// out = min(max(in, lo), hi) for float32, contiguous.
+cudaError_t LaunchClampF32(int64_t count, const float* in, float* out, float lo, float hi,
+                           cudaStream_t stream);
 /// out[i] = a[view(a)] for elements of `element_size` bytes (1, 2, 4 or 8): transpose, slice,
 /// expand and concat (out may be a sub-view of a larger tensor through out_stride).
 cudaError_t LaunchStridedCopy(const StridedView& view, int64_t count, size_t element_size,

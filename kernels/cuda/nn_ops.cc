@@ -159,18 +159,28 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareBatchNorm(const PrepareCo
     scale[c] = gamma[c] / std::sqrt(var[c] + epsilon);
     bias[c] = beta[c] - mean[c] * scale[c];
   }
-  ASSIGN_OR_RETURN(void* d_scale, kernel->Upload(scale.data(), channels * sizeof(float)));
-  ASSIGN_OR_RETURN(void* d_bias, kernel->Upload(bias.data(), channels * sizeof(float)));
+  absl::StatusOr<void*> d_scale = kernel->Upload(scale.data(), channels * sizeof(float));
+  absl::StatusOr<void*> d_bias =
+      d_scale.ok() ? kernel->Upload(bias.data(), channels * sizeof(float)) : d_scale;
+  if (!d_bias.ok()) {
+    // No device (a planning-only machine): Prepare succeeds, a launch reports why.
+    kernel->set_launch(
+        [error = d_bias.status()](const KernelArgs&, cudaStream_t) { return error; });
+    return std::unique_ptr<PreparedKernel>(std::move(kernel));
+  }
   const int64_t outer = in.empty() ? 1 : in[0];
   const int64_t inner = Product(in, 2, in.size());
   const std::string name(context.op);
+  void* scale_ptr = *d_scale;
+  void* bias_ptr = *d_bias;
   kernel->set_launch([=](const KernelArgs& args, cudaStream_t stream) {
     if (outer * channels * inner == 0) return absl::OkStatus();
-    return CheckLaunch(LaunchChannelAffineF32(
-                           outer, channels, inner, static_cast<const float*>(args.inputs[0]),
-                           static_cast<const float*>(d_scale), static_cast<const float*>(d_bias),
-                           static_cast<float*>(args.outputs[0]), stream),
-                       name);
+    return CheckLaunch(
+        LaunchChannelAffineF32(outer, channels, inner, static_cast<const float*>(args.inputs[0]),
+                               static_cast<const float*>(scale_ptr),
+                               static_cast<const float*>(bias_ptr),
+                               static_cast<float*>(args.outputs[0]), stream),
+        name);
   });
   return std::unique_ptr<PreparedKernel>(std::move(kernel));
 }

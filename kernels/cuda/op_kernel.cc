@@ -22,60 +22,80 @@ const runtime::KernelRegistry& CpuRegistry() {
 
 using Factory = absl::StatusOr<std::unique_ptr<PreparedKernel>> (*)(const PrepareContext&);
 
+// Every factory goes through this: a node whose inputs are all known at plan time (a shape
+// computation, often on int64) is computed by the engine on the host through Run (the CPU
+// reference) and never launched, so it needs no CUDA support for its types.
+template <Factory kFactory>
+absl::StatusOr<std::unique_ptr<PreparedKernel>> Prepare(const PrepareContext& context) {
+  bool all_known = !context.inputs.empty();
+  for (const TensorDesc& input : context.inputs) {
+    if (input.present && input.data == nullptr) all_known = false;
+  }
+  if (!all_known) return kFactory(context);
+  ASSIGN_OR_RETURN(std::unique_ptr<OpKernel> kernel, PrepareReference(context));
+  const std::string op(context.op);
+  kernel->set_launch([op](const KernelArgs&, cudaStream_t) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        op, ": every input was known at plan time; the value is computed on the host (Run)"));
+  });
+  return std::unique_ptr<PreparedKernel>(std::move(kernel));
+}
+
 struct Entry {
   const char* op;
   Factory factory;
 };
 
 constexpr Entry kEntries[] = {
-    {"Add", &PrepareBinary},
-    {"Sub", &PrepareBinary},
-    {"Mul", &PrepareBinary},
-    {"Div", &PrepareBinary},
-    {"Max", &PrepareBinary},
-    {"Min", &PrepareBinary},
-    {"Pow", &PrepareBinary},
-    {"Relu", &PrepareUnary},
-    {"Sigmoid", &PrepareUnary},
-    {"Tanh", &PrepareUnary},
-    {"Exp", &PrepareUnary},
-    {"Log", &PrepareUnary},
-    {"Sqrt", &PrepareUnary},
-    {"Neg", &PrepareUnary},
-    {"Abs", &PrepareUnary},
-    {"Erf", &PrepareUnary},
-    {"Reciprocal", &PrepareUnary},
-    {"Identity", &PrepareCopy},
-    {"Dropout", &PrepareCopy},
-    {"Reshape", &PrepareCopy},
-    {"Flatten", &PrepareCopy},
-    {"Squeeze", &PrepareCopy},
-    {"Unsqueeze", &PrepareCopy},
-    {"Cast", &PrepareCast},
-    {"Transpose", &PrepareTranspose},
-    {"Slice", &PrepareSlice},
-    {"Expand", &PrepareExpand},
-    {"Concat", &PrepareConcat},
-    {"Gather", &PrepareGather},
-    {"Shape", &PrepareConstant},
-    {"Size", &PrepareConstant},
-    {"ConstantOfShape", &PrepareConstant},
-    {"Range", &PrepareConstant},
-    {"Softmax", &PrepareSoftmax},
-    {"LogSoftmax", &PrepareSoftmax},
-    {"LayerNormalization", &PrepareLayerNorm},
-    {"ReduceSum", &PrepareReduce},
-    {"ReduceMean", &PrepareReduce},
-    {"ReduceMax", &PrepareReduce},
-    {"ReduceMin", &PrepareReduce},
-    {"BatchNormalization", &PrepareBatchNorm},
-    {"MaxPool", &PreparePool},
-    {"AveragePool", &PreparePool},
-    {"GlobalMaxPool", &PreparePool},
-    {"GlobalAveragePool", &PreparePool},
-    {"Conv", &PrepareConv},
-    {"Gemm", &PrepareGemm},
-    {"MatMul", &PrepareMatMul},
+    {"Add", &Prepare<&PrepareBinary>},
+    {"Sub", &Prepare<&PrepareBinary>},
+    {"Mul", &Prepare<&PrepareBinary>},
+    {"Div", &Prepare<&PrepareBinary>},
+    {"Max", &Prepare<&PrepareBinary>},
+    {"Min", &Prepare<&PrepareBinary>},
+    {"Pow", &Prepare<&PrepareBinary>},
+    {"Relu", &Prepare<&PrepareUnary>},
+    {"Sigmoid", &Prepare<&PrepareUnary>},
+    {"Tanh", &Prepare<&PrepareUnary>},
+    {"Exp", &Prepare<&PrepareUnary>},
+    {"Log", &Prepare<&PrepareUnary>},
+    {"Sqrt", &Prepare<&PrepareUnary>},
+    {"Neg", &Prepare<&PrepareUnary>},
+    {"Abs", &Prepare<&PrepareUnary>},
+    {"Erf", &Prepare<&PrepareUnary>},
+    {"Reciprocal", &Prepare<&PrepareUnary>},
+    {"Identity", &Prepare<&PrepareCopy>},
+    {"Dropout", &Prepare<&PrepareCopy>},
+    {"Reshape", &Prepare<&PrepareCopy>},
+    {"Flatten", &Prepare<&PrepareCopy>},
+    {"Squeeze", &Prepare<&PrepareCopy>},
+    {"Unsqueeze", &Prepare<&PrepareCopy>},
+    {"Cast", &Prepare<&PrepareCast>},
+    {"Clip", &Prepare<&PrepareClip>},
+    {"Transpose", &Prepare<&PrepareTranspose>},
+    {"Slice", &Prepare<&PrepareSlice>},
+    {"Expand", &Prepare<&PrepareExpand>},
+    {"Concat", &Prepare<&PrepareConcat>},
+    {"Gather", &Prepare<&PrepareGather>},
+    {"Shape", &Prepare<&PrepareConstant>},
+    {"Size", &Prepare<&PrepareConstant>},
+    {"ConstantOfShape", &Prepare<&PrepareConstant>},
+    {"Range", &Prepare<&PrepareConstant>},
+    {"Softmax", &Prepare<&PrepareSoftmax>},
+    {"LogSoftmax", &Prepare<&PrepareSoftmax>},
+    {"LayerNormalization", &Prepare<&PrepareLayerNorm>},
+    {"ReduceSum", &Prepare<&PrepareReduce>},
+    {"ReduceMean", &Prepare<&PrepareReduce>},
+    {"ReduceMax", &Prepare<&PrepareReduce>},
+    {"ReduceMin", &Prepare<&PrepareReduce>},
+    {"BatchNormalization", &Prepare<&PrepareBatchNorm>},
+    {"MaxPool", &Prepare<&PreparePool>},
+    {"AveragePool", &Prepare<&PreparePool>},
+    {"GlobalMaxPool", &Prepare<&PreparePool>},
+    {"GlobalAveragePool", &Prepare<&PreparePool>},
+    {"Conv", &Prepare<&PrepareConv>},
+    {"Gemm", &Prepare<&PrepareGemm>},
+    {"MatMul", &Prepare<&PrepareMatMul>},
 };
 
 }  // namespace
@@ -170,12 +190,19 @@ absl::StatusOr<bool> PrepareConstantOutputs(OpKernel* kernel) {
     if (out.data == nullptr) return false;
   }
   std::vector<std::pair<void*, size_t>> values;
+  const std::string op(kernel->op());
   for (const TensorDesc& out : outputs) {
     const size_t bytes = runtime::NumElements(out.shape) * runtime::DataTypeSize(out.dtype);
-    ASSIGN_OR_RETURN(void* device, kernel->Upload(out.data, bytes));
-    values.emplace_back(device, bytes);
+    absl::StatusOr<void*> device = kernel->Upload(out.data, bytes);
+    if (!device.ok()) {
+      // No device (a planning-only machine): the engine folds such outputs at plan time and
+      // never launches the kernel; a launch reports why it cannot run.
+      kernel->set_launch(
+          [error = device.status()](const KernelArgs&, cudaStream_t) { return error; });
+      return true;
+    }
+    values.emplace_back(*device, bytes);
   }
-  const std::string op(kernel->op());
   kernel->set_launch([values, op](const KernelArgs& args, cudaStream_t stream) {
     for (size_t i = 0; i < values.size(); ++i) {
       RETURN_IF_ERROR(

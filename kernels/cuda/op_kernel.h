@@ -88,6 +88,7 @@ absl::StatusOr<bool> PrepareConstantOutputs(OpKernel* kernel);
 /// Families (elementwise_ops.cc, nn_ops.cc, blas_ops.cc).
 absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareBinary(const PrepareContext& context);
 absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareUnary(const PrepareContext& context);
+absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareClip(const PrepareContext& context);
 absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareCast(const PrepareContext& context);
 absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareCopy(const PrepareContext& context);
 absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareTranspose(const PrepareContext& context);

@@ -159,6 +159,8 @@ std::vector<Case> Cases() {
                          {F({2, 3, 4, 4}), FConst({3}), FConst({3}), FConst({3}), FConst({3})},
                          "inference"));
   }
+  cases.push_back(Make("Clip", {F({3, 50}), FConst({}), FConst({})}, "min_max"));
+  cases.push_back(Make("Clip", {F({7})}, "unbounded"));
   cases.push_back(Make("Cast", {I64({4}, {1, -2, 3, 70000}, false)}, "i64_to_f32"));
   cases.back().attributes.Set("to", int64_t{1});
   return cases;
@@ -189,6 +191,7 @@ TEST_F(CudaKernelsDiffTest, EveryCaseMatchesTheCpuReference) {
         auto* f = reinterpret_cast<float*>(host[i].data());
         const bool var = c.op == "BatchNormalization" && i == 4;
         for (int64_t k = 0; k < n; ++k) f[k] = var ? positive(rng) : uniform(rng);
+        if (c.op == "Clip" && i > 0) f[0] = i == 1 ? -0.5f : 0.7f;  // min < max
       }
       TensorDesc desc{in.dtype, in.shape};
       if (in.constant) desc.data = host[i].data();
