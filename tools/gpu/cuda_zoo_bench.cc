@@ -11,15 +11,13 @@
 // (and against --expected). Exit 0 when the GPU matches, 1 when it does not, 2 on an error,
 // 77 when no GPU is usable (skip).
 //
-// The engine plans in host memory; this tool relocates the plan into device memory: the arena,
-// the staging buffers, the outputs, plan-time values and the graph's constants each get a device
-// copy, and every step pointer is mapped into them (ExecutionPlan::OwnedRegions).
+// The engine plans in host memory; runtime/engine/device_plan.h relocates the plan into device
+// memory and stages inputs and outputs through pinned memory.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <map>
 #include <string>
 #include <vector>
 
@@ -31,6 +29,7 @@
 #include "runtime/core/capture.h"
 #include "runtime/core/device.h"
 #include "runtime/core/status_macros.h"
+#include "runtime/engine/device_plan.h"
 #include "runtime/engine/model.h"
 #include "runtime/engine/npy.h"
 
@@ -46,62 +45,6 @@ using runtime::engine::NamedTensor;
 struct Options {
   std::string model, input, expected, name = "model";
   int iters = 200, warmup = 20;
-};
-
-// Host region -> device copy.
-class Relocator {
- public:
-  explicit Relocator(Device* device) : device_(device) {}
-  ~Relocator() {
-    for (const auto& [host, region] : regions_) (void)device_->Free(region.device);
-  }
-
-  /// Adds a region (skipped when it is already inside one); uploads its bytes when `upload`.
-  absl::Status Add(const void* host, size_t bytes, bool upload) {
-    if (host == nullptr || Find(host) != nullptr) return absl::OkStatus();
-    ASSIGN_OR_RETURN(void* device, device_->Malloc(std::max<size_t>(bytes, 1)));
-    regions_[reinterpret_cast<uintptr_t>(host)] = Region{bytes, device};
-    if (upload && bytes > 0) {
-      RETURN_IF_ERROR(device_->Memcpy(device, host, bytes, runtime::CopyKind::kHostToDevice));
-    }
-    return absl::OkStatus();
-  }
-
-  /// The device address of host address `host` (nullptr stays nullptr).
-  absl::StatusOr<void*> Map(const void* host) const {
-    if (host == nullptr) return nullptr;
-    const Region* region = Find(host);
-    if (region == nullptr) {
-      return absl::NotFoundError(absl::StrFormat("pointer %p is in no relocated region", host));
-    }
-    return static_cast<char*>(region->device) + region->offset;
-  }
-
- private:
-  struct Region {
-    size_t bytes = 0;
-    void* device = nullptr;
-    mutable size_t offset = 0;
-  };
-  const Region* Find(const void* host) const {
-    const auto address = reinterpret_cast<uintptr_t>(host);
-    auto it = regions_.upper_bound(address);
-    if (it == regions_.begin()) return nullptr;
-    --it;
-    if (address > it->first + it->second.bytes) return nullptr;
-    it->second.offset = address - it->first;
-    return &it->second;
-  }
-
-  Device* device_;
-  std::map<uintptr_t, Region> regions_;
-};
-
-struct DeviceStep {
-  const runtime::PreparedKernel* kernel = nullptr;
-  std::vector<const void*> inputs;
-  std::vector<void*> outputs;
-  void* workspace = nullptr;
 };
 
 double Median(std::vector<double> values) {
@@ -154,59 +97,10 @@ absl::StatusOr<int> Main(const Options& options) {
   ASSIGN_OR_RETURN(auto inputs, model->MatchInputs(named));
   ASSIGN_OR_RETURN(std::unique_ptr<ExecutionPlan> plan, model->PlanForInputs(inputs, &value_keyed));
 
-  Relocator relocator(gpu);
-  for (const auto& [address, bytes] : plan->OwnedRegions()) {
-    RETURN_IF_ERROR(relocator.Add(address, bytes, /*upload=*/true));
-  }
-  for (const auto& [id, constant] : model->graph().constants) {
-    RETURN_IF_ERROR(relocator.Add(constant->bytes.data(), constant->bytes.size(), true));
-  }
-  for (const auto& tensor : plan->inputs()) {
-    RETURN_IF_ERROR(relocator.Add(tensor.data, tensor.bytes, false));
-  }
-  for (const auto& tensor : plan->outputs()) {
-    RETURN_IF_ERROR(relocator.Add(tensor.data, tensor.bytes, false));
-  }
-  std::vector<DeviceStep> steps;
-  for (const auto& step : plan->steps()) {
-    DeviceStep d;
-    d.kernel = step.kernel;
-    for (const void* p : step.inputs) {
-      ASSIGN_OR_RETURN(void* mapped, relocator.Map(p));
-      d.inputs.push_back(mapped);
-    }
-    for (void* p : step.outputs) {
-      ASSIGN_OR_RETURN(void* mapped, relocator.Map(p));
-      d.outputs.push_back(mapped);
-    }
-    ASSIGN_OR_RETURN(d.workspace, relocator.Map(step.workspace));
-    steps.push_back(std::move(d));
-  }
-  // Pinned staging of the input and outputs.
-  const auto& plan_in = plan->inputs()[0];
-  ASSIGN_OR_RETURN(void* pinned_in, gpu->MallocHost(plan_in.bytes));
-  std::memcpy(pinned_in, input.bytes.data(), plan_in.bytes);
-  ASSIGN_OR_RETURN(void* device_in, relocator.Map(plan_in.data));
-  std::vector<std::pair<void*, void*>> outs;  // (pinned, device)
-  for (const auto& tensor : plan->outputs()) {
-    ASSIGN_OR_RETURN(void* pinned, gpu->MallocHost(tensor.bytes));
-    ASSIGN_OR_RETURN(void* device, relocator.Map(tensor.data));
-    outs.emplace_back(pinned, device);
-  }
+  ASSIGN_OR_RETURN(auto device_plan, runtime::engine::DevicePlan::Create(*model, *plan, gpu));
+  RETURN_IF_ERROR(device_plan->StageInput(0, input));
   ASSIGN_OR_RETURN(auto stream, gpu->CreateStream());
-  auto enqueue = [&]() -> absl::Status {
-    RETURN_IF_ERROR(
-        stream->MemcpyAsync(device_in, pinned_in, plan_in.bytes, runtime::CopyKind::kHostToDevice));
-    for (const DeviceStep& step : steps) {
-      RETURN_IF_ERROR(
-          stream->LaunchKernel(*step.kernel, step.inputs, step.outputs, step.workspace));
-    }
-    for (size_t i = 0; i < outs.size(); ++i) {
-      RETURN_IF_ERROR(stream->MemcpyAsync(outs[i].first, outs[i].second, plan->outputs()[i].bytes,
-                                          runtime::CopyKind::kDeviceToHost));
-    }
-    return absl::OkStatus();
-  };
+  auto enqueue = [&]() { return device_plan->Enqueue(stream.get()); };
   using Clock = std::chrono::steady_clock;
   auto time_runs = [&](auto&& run_once) -> absl::StatusOr<double> {
     for (int i = 0; i < options.warmup; ++i) {
@@ -224,13 +118,14 @@ absl::StatusOr<int> Main(const Options& options) {
   };
   auto compare = [&]() {
     double worst = 0.0;
-    for (size_t i = 0; i < outs.size(); ++i) {
-      worst = std::max(worst, MaxDiff(reference[i].value, outs[i].first));
+    for (size_t i = 0; i < reference.size(); ++i) {
+      const TensorValue out = device_plan->ReadOutput(i);
+      worst = std::max(worst, MaxDiff(reference[i].value, out.bytes.data()));
     }
     return worst;
   };
 
-  for (auto& [pinned, device] : outs) std::memset(pinned, 0xff, 4);
+  device_plan->FillOutputs(0xff);  // NaN: a run that writes nothing cannot pass
   ASSIGN_OR_RETURN(double eager_us, time_runs(enqueue));
   const double eager_diff = compare();
 
@@ -239,7 +134,7 @@ absl::StatusOr<int> Main(const Options& options) {
   auto ri = runtime::EndCapture(stream.get());
   RETURN_IF_ERROR(captured);
   RETURN_IF_ERROR(ri.status());
-  for (auto& [pinned, device] : outs) std::memset(pinned, 0xff, 4);
+  device_plan->FillOutputs(0xff);
   ASSIGN_OR_RETURN(double graph_us,
                    time_runs([&] { return runtime::ExecuteAsync(**ri, stream.get()); }));
   const double replay_diff = compare();
@@ -249,10 +144,8 @@ absl::StatusOr<int> Main(const Options& options) {
   std::printf(
       "%s: steps=%zu eager_us=%.1f graph_us=%.1f speedup=%.2fx diff_vs_cpu_eager=%.2e "
       "diff_vs_cpu_replay=%.2e cpu_vs_expected=%.2e %s\n",
-      options.name.c_str(), steps.size(), eager_us, graph_us, eager_us / graph_us, eager_diff,
-      replay_diff, expected_diff, pass ? "PASS" : "FAIL");
-  RETURN_IF_ERROR(gpu->FreeHost(pinned_in));
-  for (auto& [pinned, device] : outs) RETURN_IF_ERROR(gpu->FreeHost(pinned));
+      options.name.c_str(), device_plan->num_steps(), eager_us, graph_us, eager_us / graph_us,
+      eager_diff, replay_diff, expected_diff, pass ? "PASS" : "FAIL");
   return pass ? 0 : 1;
 }
 
