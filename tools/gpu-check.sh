@@ -34,7 +34,7 @@ for dir in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do
   [[ -e $dir/libcublasLt.so.13 ]] && cublas_dir=$dir && break
 done
 if [[ -z $cublas_dir ]]; then
-  found=$(find / -xdev -name 'libcublasLt.so.13' -not -path '/proc/*' 2>/dev/null | head -1)
+  found=$(find /usr /opt -name 'libcublasLt.so.13' 2>/dev/null | head -1)
   [[ -n $found ]] && cublas_dir=$(dirname "$found")
 fi
 echo "cuBLAS from: ${cublas_dir:-NOT FOUND}"

@@ -91,8 +91,11 @@ def export_resnet18(out_dir, torch):
     kwargs = dict(opset_version=17, input_names=["input"], output_names=["output"])
     try:
         torch.onnx.export(model, (x,), path, dynamo=False, **kwargs)
-    except TypeError:  # torch without the dynamo argument
+    except TypeError:  # torch without the dynamo argument (1.x): the TorchScript exporter
         torch.onnx.export(model, (x,), path, **kwargs)
+    except Exception as error:  # no TorchScript exporter left: the dynamo one
+        print(f"TorchScript export failed ({error}); trying the dynamo exporter")
+        torch.onnx.export(model, (x,), path, dynamo=True, external_data=False, **kwargs)
     numpy.save(os.path.join(out_dir, "input_b1.npy"), x.numpy())
     with torch.no_grad():
         numpy.save(os.path.join(out_dir, "output_b1.npy"), model(x).numpy())
