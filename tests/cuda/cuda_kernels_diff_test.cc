@@ -178,85 +178,92 @@ TEST_F(CudaKernelsDiffTest, EveryCaseMatchesTheCpuReference) {
   int compared = 0;
   for (const Case& c : Cases()) {
     SCOPED_TRACE(c.op + " " + c.label);
-    // Host values of every input.
-    std::vector<std::vector<uint8_t>> host(c.inputs.size());
-    std::vector<TensorDesc> descs;
-    for (size_t i = 0; i < c.inputs.size(); ++i) {
-      const Input& in = c.inputs[i];
-      const int64_t n = NumElements(in.shape);
-      host[i].resize(n * DataTypeSize(in.dtype));
-      if (in.dtype == DataType::kInt64) {
-        std::memcpy(host[i].data(), in.ints.data(), host[i].size());
-      } else {
-        auto* f = reinterpret_cast<float*>(host[i].data());
-        const bool var = c.op == "BatchNormalization" && i == 4;
-        for (int64_t k = 0; k < n; ++k) f[k] = var ? positive(rng) : uniform(rng);
-        if (c.op == "Clip" && i > 0) f[0] = i == 1 ? -0.5f : 0.7f;  // min < max
-      }
-      TensorDesc desc{in.dtype, in.shape};
-      if (in.constant) desc.data = host[i].data();
-      descs.push_back(desc);
-    }
-    PrepareContext context;
-    context.op = c.op;
-    context.inputs = descs;
-    context.attributes = &c.attributes;
-    auto cpu = cpu_registry.Prepare(context);
-    ASSERT_TRUE(cpu.ok()) << cpu.status();
-    auto gpu = device_->kernels()->Prepare(context);
-    ASSERT_TRUE(gpu.ok()) << gpu.status();
-    const TensorDesc& out_desc = (*cpu)->outputs()[0];
-    const size_t out_bytes = NumElements(out_desc.shape) * DataTypeSize(out_desc.dtype);
-    // CPU reference.
-    std::vector<const void*> cpu_in;
-    for (auto& h : host) cpu_in.push_back(h.data());
-    std::vector<uint8_t> expected(out_bytes);
-    std::vector<uint8_t> cpu_workspace((*cpu)->workspace_bytes());
-    void* cpu_out[] = {expected.data()};
-    KernelArgs args;
-    args.inputs = cpu_in.data();
-    args.outputs = cpu_out;
-    args.workspace = cpu_workspace.empty() ? nullptr : cpu_workspace.data();
-    ASSERT_TRUE((*cpu)->Run(args).ok());
-    // GPU, eager then replayed.
-    std::vector<const void*> gpu_in;
-    for (auto& h : host) {
-      void* d = DeviceBytes(std::max<size_t>(h.size(), 1));
-      ASSERT_TRUE(device_->Memcpy(d, h.data(), h.size(), CopyKind::kHostToDevice).ok());
-      gpu_in.push_back(d);
-    }
-    void* gpu_out[] = {DeviceBytes(std::max<size_t>(out_bytes, 1))};
-    void* workspace =
-        (*gpu)->workspace_bytes() > 0 ? DeviceBytes((*gpu)->workspace_bytes()) : nullptr;
-    for (int pass = 0; pass < 2; ++pass) {
-      ASSERT_TRUE(device_->Memset(gpu_out[0], 0xff, std::max<size_t>(out_bytes, 1)).ok());
-      std::unique_ptr<ModelRI> ri;
-      if (pass == 1) {
-        ASSERT_TRUE(BeginCapture(stream.get(), CaptureMode::kGlobal).ok());
-      }
-      ASSERT_TRUE(stream->LaunchKernel(**gpu, gpu_in, gpu_out, workspace).ok());
-      if (pass == 1) {
-        auto captured = EndCapture(stream.get());
-        ASSERT_TRUE(captured.ok()) << captured.status();
-        ri = std::move(captured).value();
-        ASSERT_TRUE(ExecuteAsync(*ri, stream.get()).ok());
-      }
-      ASSERT_TRUE(stream->Synchronize().ok());
-      std::vector<uint8_t> actual(out_bytes);
-      ASSERT_TRUE(
-          device_->Memcpy(actual.data(), gpu_out[0], out_bytes, CopyKind::kDeviceToHost).ok());
-      if (out_desc.dtype == DataType::kFloat32) {
-        const auto* e = reinterpret_cast<const float*>(expected.data());
-        const auto* a = reinterpret_cast<const float*>(actual.data());
-        for (size_t k = 0; k < out_bytes / sizeof(float); ++k) {
-          ASSERT_NEAR(a[k], e[k], c.tolerance * (1.0f + std::fabs(e[k])))
-              << "element " << k << (pass ? " (replay)" : " (eager)");
+    // One case per lambda call: an ASSERT ends that case only, the sweep goes on.
+    [&] {
+      // Host values of every input.
+      std::vector<std::vector<uint8_t>> host(c.inputs.size());
+      std::vector<TensorDesc> descs;
+      for (size_t i = 0; i < c.inputs.size(); ++i) {
+        const Input& in = c.inputs[i];
+        const int64_t n = NumElements(in.shape);
+        host[i].resize(n * DataTypeSize(in.dtype));
+        if (in.dtype == DataType::kInt64) {
+          std::memcpy(host[i].data(), in.ints.data(), host[i].size());
+        } else {
+          auto* f = reinterpret_cast<float*>(host[i].data());
+          const bool var = c.op == "BatchNormalization" && i == 4;
+          for (int64_t k = 0; k < n; ++k) f[k] = var ? positive(rng) : uniform(rng);
+          if (c.op == "Clip" && i > 0) f[0] = i == 1 ? -0.5f : 0.7f;  // min < max
         }
-      } else {
-        EXPECT_EQ(actual, expected) << (pass ? "replay" : "eager");
+        TensorDesc desc{in.dtype, in.shape};
+        if (in.constant) desc.data = host[i].data();
+        descs.push_back(desc);
       }
+      PrepareContext context;
+      context.op = c.op;
+      context.inputs = descs;
+      context.attributes = &c.attributes;
+      auto cpu = cpu_registry.Prepare(context);
+      ASSERT_TRUE(cpu.ok()) << cpu.status();
+      auto gpu = device_->kernels()->Prepare(context);
+      ASSERT_TRUE(gpu.ok()) << gpu.status();
+      const TensorDesc& out_desc = (*cpu)->outputs()[0];
+      const size_t out_bytes = NumElements(out_desc.shape) * DataTypeSize(out_desc.dtype);
+      // CPU reference.
+      std::vector<const void*> cpu_in;
+      for (auto& h : host) cpu_in.push_back(h.data());
+      std::vector<uint8_t> expected(out_bytes);
+      std::vector<uint8_t> cpu_workspace((*cpu)->workspace_bytes());
+      void* cpu_out[] = {expected.data()};
+      KernelArgs args;
+      args.inputs = cpu_in.data();
+      args.outputs = cpu_out;
+      args.workspace = cpu_workspace.empty() ? nullptr : cpu_workspace.data();
+      ASSERT_TRUE((*cpu)->Run(args).ok());
+      // GPU, eager then replayed.
+      std::vector<const void*> gpu_in;
+      for (auto& h : host) {
+        void* d = DeviceBytes(std::max<size_t>(h.size(), 1));
+        ASSERT_TRUE(device_->Memcpy(d, h.data(), h.size(), CopyKind::kHostToDevice).ok());
+        gpu_in.push_back(d);
+      }
+      void* gpu_out[] = {DeviceBytes(std::max<size_t>(out_bytes, 1))};
+      void* workspace =
+          (*gpu)->workspace_bytes() > 0 ? DeviceBytes((*gpu)->workspace_bytes()) : nullptr;
+      for (int pass = 0; pass < 2; ++pass) {
+        ASSERT_TRUE(device_->Memset(gpu_out[0], 0xff, std::max<size_t>(out_bytes, 1)).ok());
+        std::unique_ptr<ModelRI> ri;
+        if (pass == 1) {
+          ASSERT_TRUE(BeginCapture(stream.get(), CaptureMode::kGlobal).ok());
+        }
+        ASSERT_TRUE(stream->LaunchKernel(**gpu, gpu_in, gpu_out, workspace).ok());
+        if (pass == 1) {
+          auto captured = EndCapture(stream.get());
+          ASSERT_TRUE(captured.ok()) << captured.status();
+          ri = std::move(captured).value();
+          ASSERT_TRUE(ExecuteAsync(*ri, stream.get()).ok());
+        }
+        ASSERT_TRUE(stream->Synchronize().ok());
+        std::vector<uint8_t> actual(out_bytes);
+        ASSERT_TRUE(
+            device_->Memcpy(actual.data(), gpu_out[0], out_bytes, CopyKind::kDeviceToHost).ok());
+        if (out_desc.dtype == DataType::kFloat32) {
+          const auto* e = reinterpret_cast<const float*>(expected.data());
+          const auto* a = reinterpret_cast<const float*>(actual.data());
+          for (size_t k = 0; k < out_bytes / sizeof(float); ++k) {
+            ASSERT_NEAR(a[k], e[k], c.tolerance * (1.0f + std::fabs(e[k])))
+                << "element " << k << (pass ? " (replay)" : " (eager)");
+          }
+        } else {
+          EXPECT_EQ(actual, expected) << (pass ? "replay" : "eager");
+        }
+      }
+      ++compared;
+    }();
+    // A case that failed while capturing leaves the capture open: end it for the next case.
+    if (GetCaptureInfo(stream.get()).status != CaptureStatus::kNone) {
+      (void)EndCapture(stream.get());
     }
-    ++compared;
   }
   EXPECT_EQ(compared, static_cast<int>(Cases().size()));
 }
