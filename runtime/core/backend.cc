@@ -4,16 +4,31 @@
 #include "runtime/core/cpu/cpu_device.h"
 #include "runtime/core/device.h"
 #include "runtime/core/status_macros.h"
+#if REPRISE_WITH_CUDA
+#include "runtime/core/cuda/cuda_device.h"
+#endif
 
 namespace reprise::runtime {
 
-std::vector<std::string> AvailableBackends() { return {"cpu"}; }
+std::vector<std::string> AvailableBackends() {
+#if REPRISE_WITH_CUDA
+  return {"cpu", "cuda"};
+#else
+  return {"cpu"};
+#endif
+}
 
 absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(absl::string_view name) {
   if (name == "cpu") {
     ASSIGN_OR_RETURN(std::unique_ptr<cpu::CpuBackend> backend, cpu::CpuBackend::Create());
     return std::unique_ptr<Backend>(std::move(backend));
   }
+#if REPRISE_WITH_CUDA
+  if (name == "cuda") {
+    ASSIGN_OR_RETURN(std::unique_ptr<cuda::CudaBackend> backend, cuda::CudaBackend::Create());
+    return std::unique_ptr<Backend>(std::move(backend));
+  }
+#endif
   return absl::NotFoundError(absl::StrCat(
       "no backend \"", name, "\"; available: ", absl::StrJoin(AvailableBackends(), ", ")));
 }

@@ -4,6 +4,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -95,6 +96,15 @@ class ExecutionPlan {
   size_t intermediate_bytes() const { return intermediate_bytes_; }
   /// Number of nodes computed at plan time (shape subgraphs and the like).
   int folded_nodes() const { return folded_nodes_; }
+
+  /// Host regions owned by the plan that steps may point into besides inputs(), outputs() and
+  /// the graph's constants: the arena and the values computed at plan time, as (address,
+  /// bytes). A device backend relocates a plan into device memory with them.
+  std::vector<std::pair<const void*, size_t>> OwnedRegions() const {
+    std::vector<std::pair<const void*, size_t>> regions = {{arena_.data(), arena_.size()}};
+    for (const auto& value : known_) regions.emplace_back(value->bytes.data(), value->bytes.size());
+    return regions;
+  }
 
   /// Copies `value` into input `index`'s staging buffer. Error naming the input when its
   /// element type or shape differs from the plan's.
