@@ -7,6 +7,7 @@
 #include "runtime/core/status_macros.h"
 #include "server/infer_codec.h"
 #include "server/model_config_proto.h"
+#include "server/notification.h"
 
 namespace reprise::server {
 namespace {
@@ -16,6 +17,31 @@ uint64_t Nanos(absl::Duration d) { return static_cast<uint64_t>(absl::ToInt64Nan
 void Add(inference::StatisticDuration* d, uint64_t count, uint64_t ns) {
   d->set_count(count);
   d->set_ns(ns);
+}
+
+// The queue and compute times of one Infer; the execution (once per batch) when it ran.
+void RecordTimings(const InferTimings& t, bool ok, VersionStats* stats) {
+  const bool ran = ok || t.batch_size > 0;
+  if (!ran) return;  // refused or timed out in the queue: no execution to count
+  auto add = [](std::atomic<uint64_t>& counter, uint64_t v) {
+    counter.fetch_add(v, std::memory_order_relaxed);
+  };
+  add(stats->queue_count, 1);
+  add(stats->queue_ns, static_cast<uint64_t>(t.queue_ns));
+  add(stats->compute_input_count, 1);
+  add(stats->compute_input_ns, static_cast<uint64_t>(t.compute_input_ns));
+  add(stats->compute_count, 1);
+  add(stats->compute_ns, static_cast<uint64_t>(t.compute_ns));
+  add(stats->compute_output_count, 1);
+  add(stats->compute_output_ns, static_cast<uint64_t>(t.compute_output_ns));
+  if (t.counts_execution) {
+    add(stats->execution_count, 1);
+    if (t.batch_size > 0) {
+      stats->AddBatch(
+          static_cast<uint64_t>(t.batch_size), static_cast<uint64_t>(t.compute_input_ns),
+          static_cast<uint64_t>(t.compute_ns), static_cast<uint64_t>(t.compute_output_ns));
+    }
+  }
 }
 
 std::string Label(const ServedVersion& v) {
@@ -132,57 +158,104 @@ grpc::ServerUnaryReactor* InferenceService::ModelMetadata(
 
 // ---- Inference ----
 
-absl::Status InferenceService::Infer(const inference::ModelInferRequest& request,
-                                     inference::ModelInferResponse* response, absl::Time deadline) {
-  if (request.model_name().empty()) {
-    return absl::InvalidArgumentError("model_name is empty");
-  }
-  ASSIGN_OR_RETURN(VersionLease lease,
-                   repository_->Acquire(request.model_name(), request.model_version()));
-  const std::string label = Label(*lease);
-  VersionStats& stats = lease->stats();
-  const absl::Time start = absl::Now();
+// One inference between InferAsync and its `done`: holds the version and the decoded request
+// (whose inputs the model borrows) until the response is filled.
+struct InferenceService::Call {
+  VersionLease lease;
+  std::string label;
+  absl::Time start;
   uint64_t batch = 1;
-  absl::Status status = [&]() -> absl::Status {
-    if (start > deadline) {
-      return absl::DeadlineExceededError(
-          absl::StrCat(label, ": request deadline passed before inference started"));
-    }
-    const ModelSignature& signature = lease->model().signature();
-    const int max_batch = lease->settings().max_batch_size;
-    ASSIGN_OR_RETURN(DecodedRequest decoded,
-                     DecodeInferRequest(request, signature, max_batch, label));
-    if (max_batch > 0 && !decoded.inputs.empty() && !decoded.inputs[0].shape.empty()) {
-      batch = static_cast<uint64_t>(decoded.inputs[0].shape[0]);
-    }
-    InferTimings timings;
-    absl::StatusOr<std::vector<OutputTensor>> outputs =
-        lease->model().Infer(decoded.inputs, decoded.outputs, &timings);
-    stats.queue_count.fetch_add(1, std::memory_order_relaxed);
-    stats.queue_ns.fetch_add(static_cast<uint64_t>(timings.queue_ns), std::memory_order_relaxed);
-    stats.compute_count.fetch_add(1, std::memory_order_relaxed);
-    stats.compute_ns.fetch_add(static_cast<uint64_t>(timings.compute_ns),
-                               std::memory_order_relaxed);
-    if (!outputs.ok()) {
-      return absl::Status(outputs.status().code(),
-                          absl::StrCat(label, ": inference failed: ", outputs.status().message()));
-    }
-    return EncodeInferResponse(request, decoded, std::to_string(lease->version()),
-                               *std::move(outputs), label, response);
-  }();
+  DecodedRequest decoded;
+  const inference::ModelInferRequest* request = nullptr;
+  inference::ModelInferResponse* response = nullptr;
+  absl::AnyInvocable<void(absl::Status) &&> done;
+};
+
+void InferenceService::Complete(std::unique_ptr<Call> call, absl::Status status) {
+  VersionStats& stats = call->lease->stats();
   const absl::Time end = absl::Now();
   if (status.ok()) {
     stats.success_count.fetch_add(1, std::memory_order_relaxed);
-    stats.success_ns.fetch_add(Nanos(end - start), std::memory_order_relaxed);
-    stats.inference_count.fetch_add(batch, std::memory_order_relaxed);
-    stats.execution_count.fetch_add(1, std::memory_order_relaxed);
+    stats.success_ns.fetch_add(Nanos(end - call->start), std::memory_order_relaxed);
+    stats.inference_count.fetch_add(call->batch, std::memory_order_relaxed);
     stats.last_inference_ms.store(static_cast<uint64_t>(absl::ToUnixMillis(end)),
                                   std::memory_order_relaxed);
   } else {
     stats.fail_count.fetch_add(1, std::memory_order_relaxed);
-    stats.fail_ns.fetch_add(Nanos(end - start), std::memory_order_relaxed);
+    stats.fail_ns.fetch_add(Nanos(end - call->start), std::memory_order_relaxed);
   }
-  return status;
+  absl::AnyInvocable<void(absl::Status)&&> done = std::move(call->done);
+  call.reset();  // releases the version before the RPC finishes
+  std::move(done)(std::move(status));
+}
+
+void InferenceService::InferAsync(const inference::ModelInferRequest& request,
+                                  inference::ModelInferResponse* response, absl::Time deadline,
+                                  absl::AnyInvocable<void(absl::Status) &&> done) {
+  if (request.model_name().empty()) {
+    std::move(done)(absl::InvalidArgumentError("model_name is empty"));
+    return;
+  }
+  absl::StatusOr<VersionLease> lease =
+      repository_->Acquire(request.model_name(), request.model_version());
+  if (!lease.ok()) {
+    std::move(done)(lease.status());
+    return;
+  }
+  auto call = std::make_unique<Call>();
+  call->lease = *std::move(lease);
+  call->label = Label(*call->lease);
+  call->start = absl::Now();
+  call->request = &request;
+  call->response = response;
+  call->done = std::move(done);
+  if (call->start > deadline) {
+    const std::string label = call->label;
+    return Complete(std::move(call),
+                    absl::DeadlineExceededError(
+                        absl::StrCat(label, ": request deadline passed before inference started")));
+  }
+  const ModelSignature& signature = call->lease->model().signature();
+  const int max_batch = call->lease->settings().max_batch_size;
+  absl::StatusOr<DecodedRequest> decoded =
+      DecodeInferRequest(request, signature, max_batch, call->label);
+  if (!decoded.ok()) return Complete(std::move(call), decoded.status());
+  call->decoded = *std::move(decoded);
+  if (max_batch > 0 && !call->decoded.inputs.empty() && !call->decoded.inputs[0].shape.empty()) {
+    call->batch = static_cast<uint64_t>(call->decoded.inputs[0].shape[0]);
+  }
+  InferOptions options = call->decoded.options;
+  options.deadline = deadline;
+  Call* raw = call.get();  // `call` moves into the callback, which outlives the borrow
+  raw->lease->model().InferAsync(
+      raw->decoded.inputs, raw->decoded.outputs, options,
+      [call = std::move(call)](absl::StatusOr<std::vector<OutputTensor>> outputs,
+                               const InferTimings& timings) mutable {
+        RecordTimings(timings, outputs.ok(), &call->lease->stats());
+        absl::Status status;
+        if (!outputs.ok()) {
+          status = absl::Status(
+              outputs.status().code(),
+              absl::StrCat(call->label, ": inference failed: ", outputs.status().message()));
+        } else {
+          status = EncodeInferResponse(*call->request, call->decoded,
+                                       std::to_string(call->lease->version()), *std::move(outputs),
+                                       call->label, call->response);
+        }
+        Complete(std::move(call), std::move(status));
+      });
+}
+
+absl::Status InferenceService::Infer(const inference::ModelInferRequest& request,
+                                     inference::ModelInferResponse* response, absl::Time deadline) {
+  absl::Status result;
+  Notification done;
+  InferAsync(request, response, deadline, [&](absl::Status status) {
+    result = std::move(status);
+    done.Notify();
+  });
+  done.WaitForNotification();
+  return result;
 }
 
 grpc::ServerUnaryReactor* InferenceService::ModelInfer(grpc::CallbackServerContext* ctx,
@@ -191,10 +264,12 @@ grpc::ServerUnaryReactor* InferenceService::ModelInfer(grpc::CallbackServerConte
   if (absl::Status admitted = gate_->Enter(); !admitted.ok()) return Done(ctx, admitted);
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   const absl::Time deadline = DeadlineOf(ctx);
+  // Decoding runs on the executor; the model answers from its own worker (no thread waits).
   infer_executor_->Schedule([this, reactor, request, response, deadline] {
-    absl::Status status = Infer(*request, response, deadline);
-    reactor->Finish(ToGrpcStatus(status));
-    gate_->Exit();  // after Finish: shutdown waits for this
+    InferAsync(*request, response, deadline, [this, reactor](absl::Status status) {
+      reactor->Finish(ToGrpcStatus(status));
+      gate_->Exit();  // after Finish: shutdown waits for this
+    });
   });
   return reactor;
 }
@@ -223,14 +298,17 @@ class InferenceService::StreamReactor final
     }
     const absl::Time deadline = service_->DeadlineOf(ctx_);
     service_->infer_executor_->Schedule([this, deadline] {
-      InferenceService* const service = service_;  // `this` may be gone once written
-      absl::Status status = service->Infer(request_, response_.mutable_infer_response(), deadline);
-      if (!status.ok()) {
-        response_.clear_infer_response();
-        response_.set_error_message(std::string(status.message()));
-      }
-      StartWrite(&response_);
-      service->gate_->Exit();
+      service_->InferAsync(request_, response_.mutable_infer_response(), deadline,
+                           [this](absl::Status status) {
+                             InferenceService* const service = service_;  // `this` may go once
+                                                                          // written
+                             if (!status.ok()) {
+                               response_.clear_infer_response();
+                               response_.set_error_message(std::string(status.message()));
+                             }
+                             StartWrite(&response_);
+                             service->gate_->Exit();
+                           });
     });
   }
 
@@ -302,7 +380,17 @@ grpc::ServerUnaryReactor* InferenceService::ModelStatistics(
       Add(infer->mutable_success(), s.success_count.load(), s.success_ns.load());
       Add(infer->mutable_fail(), s.fail_count.load(), s.fail_ns.load());
       Add(infer->mutable_queue(), s.queue_count.load(), s.queue_ns.load());
+      Add(infer->mutable_compute_input(), s.compute_input_count.load(), s.compute_input_ns.load());
       Add(infer->mutable_compute_infer(), s.compute_count.load(), s.compute_ns.load());
+      Add(infer->mutable_compute_output(), s.compute_output_count.load(),
+          s.compute_output_ns.load());
+      for (const auto& [size, b] : s.BatchStats()) {
+        auto* bs = out->add_batch_stats();
+        bs->set_batch_size(size);
+        Add(bs->mutable_compute_input(), b.count, b.compute_input_ns);
+        Add(bs->mutable_compute_infer(), b.count, b.compute_infer_ns);
+        Add(bs->mutable_compute_output(), b.count, b.compute_output_ns);
+      }
     }
   }
   if (!found_version) {
