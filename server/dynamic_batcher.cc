@@ -39,7 +39,13 @@ DynamicBatcher::~DynamicBatcher() { Stop(); }
 
 int64_t DynamicBatcher::Now() const { return options_.now_ns ? options_.now_ns() : SteadyNowNs(); }
 
-absl::Status DynamicBatcher::Enqueue(BatchItem* item) {
+absl::Status DynamicBatcher::Enqueue(BatchItem* item) { return Submit(item, /*run_here=*/false); }
+
+absl::Status DynamicBatcher::EnqueueAndRun(BatchItem* item) {
+  return Submit(item, /*run_here=*/true);
+}
+
+absl::Status DynamicBatcher::Submit(BatchItem* item, bool run_here) {
   const int levels = std::max(options_.priority_levels, 1);
   if (item->priority > static_cast<uint64_t>(levels)) {
     return absl::InvalidArgumentError(
@@ -51,6 +57,9 @@ absl::Status DynamicBatcher::Enqueue(BatchItem* item) {
       item->priority == 0 ? static_cast<uint64_t>(options_.default_priority) : item->priority;
   item->level = static_cast<int>(std::clamp<uint64_t>(priority, 1, levels)) - 1;
   const int64_t timeout = item->timeout_ns > 0 ? item->timeout_ns : options_.default_timeout_ns;
+  std::vector<BatchItem*> batch;
+  std::vector<BatchItem*> expired;
+  int worker = -1;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) {
@@ -61,13 +70,33 @@ absl::Status DynamicBatcher::Enqueue(BatchItem* item) {
           options_.label, ": the queue is full (", queued_,
           " requests wait; the model's queue limit is ", options_.max_queue_size, ")"));
     }
-    item->enqueue_ns = Now();
+    const int64_t now = Now();
+    item->enqueue_ns = now;
     item->expires_ns = timeout > 0 ? SaturatingAdd(item->enqueue_ns, timeout) : kNever;
     item->expires_ns = std::min(item->expires_ns, item->deadline_ns);
     levels_[static_cast<size_t>(item->level)].push_back(item);
     ++queued_;
+    if (run_here && run_) {
+      // The lowest free stream, if a batch is ready now: run it on this thread (no hand-off).
+      for (size_t w = 0; w < busy_.size(); ++w) {
+        if (!busy_[w]) {
+          worker = static_cast<int>(w);
+          break;
+        }
+      }
+      if (worker >= 0) {
+        int64_t wake = kNever;
+        batch = TakeBatchLocked(now, /*flush=*/false, &wake, &expired);
+        if (!batch.empty()) busy_[static_cast<size_t>(worker)] = true;
+      }
+    }
   }
-  changed_.notify_all();
+  changed_.notify_all();  // what is left (timers, other batches) is the workers'
+  for (BatchItem* e : expired) {
+    e->Reject(absl::DeadlineExceededError(
+        absl::StrCat(options_.label, ": the request timed out in the queue")));
+  }
+  if (!batch.empty()) run_(worker, batch);  // calls WorkerDone(worker)
   return absl::OkStatus();
 }
 
@@ -184,7 +213,7 @@ void DynamicBatcher::WorkerLoop(int worker) {
   while (true) {
     // The lowest free worker takes the work, so that a lone client always lands on stream 0
     // (whose instances are captured already); every change wakes all workers (notify_all).
-    bool lower_idle = false;
+    bool lower_idle = busy_[static_cast<size_t>(worker)];  // its stream is lent to a caller
     for (int i = 0; i < worker; ++i) lower_idle = lower_idle || !busy_[static_cast<size_t>(i)];
     int64_t wake = kNever;
     int64_t now = 0;
@@ -201,9 +230,8 @@ void DynamicBatcher::WorkerLoop(int worker) {
           item->Reject(absl::DeadlineExceededError(
               absl::StrCat(options_.label, ": the request timed out in the queue")));
         }
-        if (!batch.empty()) run_(worker, batch);
+        if (!batch.empty()) run_(worker, batch);  // calls WorkerDone(worker)
         lock.lock();
-        busy_[static_cast<size_t>(worker)] = false;
         continue;
       }
     }
@@ -224,6 +252,7 @@ void DynamicBatcher::WorkerDone(int worker) {
     std::lock_guard<std::mutex> lock(mu_);
     busy_[static_cast<size_t>(worker)] = false;
   }
+  changed_.notify_all();  // a worker may wait for this stream, or defer to it
 }
 
 void DynamicBatcher::Stop() {

@@ -76,7 +76,8 @@ class BatchItem {
 /// Thread-safety: every method may be called from any thread.
 class DynamicBatcher {
  public:
-  /// Runs one batch on worker `worker` (0 ... workers - 1) and answers every item of it.
+  /// Runs one batch on stream `worker` (0 ... workers - 1), calls WorkerDone(worker) exactly
+  /// once when it no longer needs the stream, and answers every item of the batch.
   using RunFn = std::function<void(int worker, std::vector<BatchItem*>& batch)>;
 
   explicit DynamicBatcher(BatcherOptions options);
@@ -87,6 +88,10 @@ class DynamicBatcher {
   /// Queues `item` (borrowed until answered). INVALID_ARGUMENT for a priority above
   /// priority_levels, RESOURCE_EXHAUSTED when the queue is full; the item is not queued then.
   absl::Status Enqueue(BatchItem* item);
+  /// Enqueue, and when a stream is free and a batch is ready at once (e.g. no batching, or a
+  /// zero delay), run that batch on the calling thread rather than hand it to a worker thread.
+  /// The item may be answered before this returns. Only after Start.
+  absl::Status EnqueueAndRun(BatchItem* item);
 
   /// One scheduling step at the clock's now: rejects expired requests, then returns the batch
   /// that is ready (empty if none). `*wake_ns`, when not null, receives when a step may next
@@ -95,9 +100,9 @@ class DynamicBatcher {
 
   /// Starts `workers` threads that run batches with `run`. Call at most once.
   void Start(int workers, RunFn run);
-  /// Called by the run function of `worker` once it no longer needs its stream, before it
-  /// answers the requests: the worker then counts as free, so that the next request of a
-  /// client it answers goes to it again rather than to a higher worker. Optional.
+  /// Called by the run function once it no longer needs stream `worker`, before it answers the
+  /// requests: the stream is free again, so that the next request of a client it answers goes
+  /// to it rather than to a higher one.
   void WorkerDone(int worker);
   /// Answers everything queued, then joins the workers. Enqueue fails afterwards.
   void Stop();
@@ -108,6 +113,7 @@ class DynamicBatcher {
 
  private:
   int64_t Now() const;
+  absl::Status Submit(BatchItem* item, bool run_here);
   std::vector<BatchItem*> TakeBatchLocked(int64_t now, bool flush, int64_t* wake_ns,
                                           std::vector<BatchItem*>* expired)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -119,7 +125,7 @@ class DynamicBatcher {
   std::vector<std::deque<BatchItem*>> levels_ ABSL_GUARDED_BY(mu_);
   int queued_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  std::vector<bool> busy_ ABSL_GUARDED_BY(mu_);  // per worker: running a batch
+  std::vector<bool> busy_ ABSL_GUARDED_BY(mu_);  // per stream: a batch runs on it
   RunFn run_;
   std::vector<std::thread> workers_;
 };

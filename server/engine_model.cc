@@ -171,7 +171,9 @@ void EngineModel::InferAsync(std::span<const InputTensor> inputs,
     const int64_t left = absl::ToInt64Nanoseconds(options.deadline - absl::Now());
     p->deadline_ns = NowNs() + std::max<int64_t>(left, 0);
   }
-  if (absl::Status queued = batcher_.Enqueue(p); !queued.ok()) p->Finish(std::move(queued));
+  if (absl::Status queued = batcher_.EnqueueAndRun(p); !queued.ok()) {
+    p->Finish(std::move(queued));
+  }
 }
 
 absl::StatusOr<std::vector<OutputTensor>> EngineModel::Infer(std::span<const InputTensor> inputs,

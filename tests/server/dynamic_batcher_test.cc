@@ -268,13 +268,18 @@ TEST(BatcherThreadsTest, ConcurrentClientsAreAllAnswered) {
   std::mutex mu;
   std::vector<int> answered(64, 0);
   std::atomic<int> bad_batches{0};
+  std::atomic<int> on_stream[3] = {0, 0, 0};
   b.Start(3, [&](int worker, std::vector<BatchItem*>& batch) {
+    // Never two batches on one stream at once.
+    if (on_stream[worker].fetch_add(1) != 0) bad_batches.fetch_add(1);
     int64_t rows = 0;
     for (BatchItem* item : batch) {
       rows += item->rows;
       if (item->batch_key != batch[0]->batch_key) bad_batches.fetch_add(1);
     }
     if (rows > 4 || worker < 0 || worker > 2) bad_batches.fetch_add(1);
+    on_stream[worker].fetch_sub(1);
+    b.WorkerDone(worker);
     for (BatchItem* item : batch) {
       Item* it = static_cast<Item*>(item);
       {
@@ -290,7 +295,8 @@ TEST(BatcherThreadsTest, ConcurrentClientsAreAllAnswered) {
       for (int i = 0; i < 8; ++i) {
         Item item(c * 8 + i, 1 + (i % 2), (c % 2) == 0 ? "even" : "odd");
         item.priority = static_cast<uint64_t>(1 + (i % 2));
-        ASSERT_TRUE(b.Enqueue(&item).ok());
+        // Half the clients run ready batches on their own thread.
+        ASSERT_TRUE((c < 4 ? b.Enqueue(&item) : b.EnqueueAndRun(&item)).ok());
         item.done.WaitForNotification();
         ASSERT_TRUE(item.rejected.ok());
       }
