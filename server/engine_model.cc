@@ -171,7 +171,11 @@ void EngineModel::InferAsync(std::span<const InputTensor> inputs,
     const int64_t left = absl::ToInt64Nanoseconds(options.deadline - absl::Now());
     p->deadline_ns = NowNs() + std::max<int64_t>(left, 0);
   }
-  if (absl::Status queued = batcher_.EnqueueAndRun(p); !queued.ok()) {
+  // Without batching a ready request runs on this thread when a stream is free (no hand-off).
+  // With batching it always goes to the workers: this thread (the server's decoding pool) must
+  // stay free to queue more requests, or batches could never form.
+  absl::Status queued = params_.batcher.batching ? batcher_.Enqueue(p) : batcher_.EnqueueAndRun(p);
+  if (!queued.ok()) {
     p->Finish(std::move(queued));
   }
 }

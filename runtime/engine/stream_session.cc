@@ -432,6 +432,11 @@ absl::StatusOr<std::string> StreamSession::DumpInstance(absl::string_view shape_
                                             impl_->entries.size(), " signature(s) seen)"));
   }
   const Entry& entry = *it->second;
+  if (entry.plan == nullptr) {
+    return absl::NotFoundError(absl::StrCat("the instance for signature \"", shape_signature,
+                                            "\" was evicted (", entry.info.reason,
+                                            "); the next run of that shape makes it again"));
+  }
   if (entry.ri == nullptr) {
     return absl::NotFoundError(absl::StrCat("signature \"", shape_signature,
                                             "\" runs eagerly, no instance: ", entry.info.reason));

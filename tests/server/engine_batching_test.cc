@@ -174,6 +174,7 @@ TEST_F(EngineBatchingTest, LruBoundEvictsAndTheEvictedShapeIsRecaptured) {
   EXPECT_EQ(list[0].state, "EVICTED");
   absl::Status dump = m->DumpRuntimeInstance(0, "input:[1,64]", false).status();
   EXPECT_EQ(dump.code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(dump.message(), HasSubstr("was evicted"));
 
   ASSERT_TRUE(Run(*m, *MakeRequest(1, 5)).ok());  // recaptured, evicting the LRU (2)
   s = m->capture_stats();
