@@ -255,6 +255,33 @@ TEST(BucketForTest, SmallestBucketThatHoldsTheRows) {
   EXPECT_EQ(BucketFor({}, 1), 0);
 }
 
+// Unloading drains: requests still waiting for a fuller batch run (they are not dropped) when
+// the batcher stops.
+TEST(BatcherThreadsTest, StopRunsWhatIsQueued) {
+  BatcherOptions o;
+  o.label = "m";
+  o.batching = true;
+  o.max_batch_size = 8;
+  o.max_queue_delay_ns = int64_t{3600} * 1'000'000'000;  // an hour: only Stop sends them
+  DynamicBatcher b(o);
+  std::atomic<int> ran{0};
+  b.Start(2, [&](int worker, std::vector<BatchItem*>& batch) {
+    b.WorkerDone(worker);
+    for (BatchItem* item : batch) {
+      ran.fetch_add(1);
+      static_cast<Item*>(item)->done.Notify();
+    }
+  });
+  Item a(1), c(2), d(3);
+  ASSERT_TRUE(b.Enqueue(&a).ok());
+  ASSERT_TRUE(b.Enqueue(&c).ok());
+  ASSERT_TRUE(b.EnqueueAndRun(&d).ok());  // not ready: stays queued
+  EXPECT_EQ(b.queued(), 3);
+  b.Stop();
+  EXPECT_EQ(ran.load(), 3);
+  EXPECT_TRUE(a.rejected.ok() && c.rejected.ok() && d.rejected.ok());
+}
+
 // Many clients, few workers, real clock: every request is answered exactly once, by a batch
 // that holds only requests of its key and never more than max_batch_size rows.
 TEST(BatcherThreadsTest, ConcurrentClientsAreAllAnswered) {
