@@ -1,5 +1,6 @@
 #include "config/model_settings.h"
 
+#include <algorithm>
 #include <array>
 #include <limits>
 #include <utility>
@@ -103,11 +104,102 @@ absl::Status ParseVersionPolicy(const YamlReader& r, const YAML::Node& root, Ver
   return absl::OkStatus();
 }
 
+// A list of batch sizes: each 1 ... max_batch_size (when > 0), strictly ascending.
+absl::Status CheckSizes(const YamlReader& r, const YAML::Node& node, absl::string_view path,
+                        const std::vector<int64_t>& sizes, int max_batch_size) {
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    if (max_batch_size > 0 && sizes[i] > max_batch_size) {
+      return r.Error(node, path,
+                     absl::StrCat(sizes[i], " exceeds max_batch_size ", max_batch_size));
+    }
+    if (i > 0 && sizes[i] <= sizes[i - 1]) {
+      return r.Error(node, path,
+                     absl::StrCat("must be ascending without repeats (", sizes[i - 1], " then ",
+                                  sizes[i], ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParseBatching(const YamlReader& r, const YAML::Node& root, ModelSettings* s) {
+  const YAML::Node batching = YamlReader::Child(root, "dynamic_batching");
+  if (!batching.IsDefined()) return absl::OkStatus();
+  const std::string path = "dynamic_batching";
+  RETURN_IF_ERROR(
+      r.CheckMap(batching, path,
+                 {"preferred_batch_size", "max_queue_delay_microseconds", "priority_levels",
+                  "default_priority_level", "default_queue_policy"}));
+  DynamicBatching b;
+  RETURN_IF_ERROR(
+      r.ReadIntList(batching, path, "preferred_batch_size", 1, kMaxInt, &b.preferred_batch_size));
+  RETURN_IF_ERROR(CheckSizes(r, YamlReader::Child(batching, "preferred_batch_size"),
+                             "dynamic_batching.preferred_batch_size", b.preferred_batch_size,
+                             s->max_batch_size));
+  if (YamlReader::Child(batching, "max_queue_delay_microseconds").IsDefined()) {
+    int64_t delay = 0;
+    RETURN_IF_ERROR(r.ReadInt(batching, path, "max_queue_delay_microseconds", 0,
+                              std::numeric_limits<int64_t>::max() / 1000, &delay));
+    b.max_queue_delay_microseconds = delay;
+  }
+  int64_t levels = 0;
+  RETURN_IF_ERROR(r.ReadInt(batching, path, "priority_levels", 0, 1024, &levels));
+  b.priority_levels = static_cast<int>(levels);
+  int64_t level = 0;
+  RETURN_IF_ERROR(r.ReadInt(batching, path, "default_priority_level", 0, 1024, &level));
+  if (level > std::max<int64_t>(levels, 1)) {
+    return r.Error(YamlReader::Child(batching, "default_priority_level"),
+                   "dynamic_batching.default_priority_level",
+                   absl::StrCat(level, " exceeds priority_levels ", levels));
+  }
+  b.default_priority_level = static_cast<int>(level);
+  const YAML::Node policy = YamlReader::Child(batching, "default_queue_policy");
+  if (policy.IsDefined() && !policy.IsNull()) {
+    const std::string ppath = "dynamic_batching.default_queue_policy";
+    RETURN_IF_ERROR(r.CheckMap(policy, ppath, {"max_queue_size", "default_timeout_microseconds"}));
+    int64_t size = 0;
+    RETURN_IF_ERROR(r.ReadInt(policy, ppath, "max_queue_size", 0, kMaxInt, &size));
+    b.default_queue_policy.max_queue_size = static_cast<int>(size);
+    RETURN_IF_ERROR(r.ReadInt(policy, ppath, "default_timeout_microseconds", 0,
+                              std::numeric_limits<int64_t>::max() / 1000,
+                              &b.default_queue_policy.default_timeout_microseconds));
+  }
+  s->dynamic_batching = std::move(b);
+  return absl::OkStatus();
+}
+
+absl::Status ParseCapture(const YamlReader& r, const YAML::Node& root, ModelSettings* s) {
+  const YAML::Node capture = YamlReader::Child(root, "capture");
+  if (!capture.IsDefined() || capture.IsNull()) return absl::OkStatus();
+  RETURN_IF_ERROR(
+      r.CheckMap(capture, "capture", {"buckets", "warmup", "max_instances_per_stream"}));
+  CaptureSettings c;
+  RETURN_IF_ERROR(r.ReadIntList(capture, "capture", "buckets", 1, kMaxInt, &c.buckets));
+  if (!c.buckets.empty() && s->max_batch_size == 0) {
+    return r.Error(YamlReader::Child(capture, "buckets"), "capture.buckets",
+                   "needs max_batch_size > 0 (buckets are batch sizes)");
+  }
+  RETURN_IF_ERROR(CheckSizes(r, YamlReader::Child(capture, "buckets"), "capture.buckets", c.buckets,
+                             s->max_batch_size));
+  if (YamlReader::Child(capture, "warmup").IsDefined()) {
+    bool warmup = false;
+    RETURN_IF_ERROR(r.ReadBool(capture, "capture", "warmup", &warmup));
+    c.warmup = warmup;
+  }
+  if (YamlReader::Child(capture, "max_instances_per_stream").IsDefined()) {
+    int64_t n = 0;
+    RETURN_IF_ERROR(r.ReadInt(capture, "capture", "max_instances_per_stream", 0, 1 << 20, &n));
+    c.max_instances_per_stream = static_cast<int>(n);
+  }
+  s->capture = std::move(c);
+  return absl::OkStatus();
+}
+
 absl::Status ParseInto(const YamlReader& r, const YAML::Node& root,
                        absl::string_view model_dir_name, ModelSettings* s) {
-  RETURN_IF_ERROR(r.CheckMap(root, "",
-                             {"name", "platform", "max_batch_size", "max_queue_size", "input",
-                              "output", "instance_group", "version_policy", "dynamic_batching"}));
+  RETURN_IF_ERROR(
+      r.CheckMap(root, "",
+                 {"name", "platform", "max_batch_size", "max_queue_size", "input", "output",
+                  "instance_group", "version_policy", "dynamic_batching", "capture"}));
   RETURN_IF_ERROR(r.ReadString(root, "", "name", &s->name));
   if (s->name != model_dir_name) {
     return r.Error(
@@ -143,25 +235,8 @@ absl::Status ParseInto(const YamlReader& r, const YAML::Node& root,
 
   RETURN_IF_ERROR(ParseVersionPolicy(r, root, &s->version_policy));
 
-  const YAML::Node batching = YamlReader::Child(root, "dynamic_batching");
-  if (batching.IsDefined()) {
-    RETURN_IF_ERROR(r.CheckMap(batching, "dynamic_batching",
-                               {"preferred_batch_size", "max_queue_delay_microseconds"}));
-    DynamicBatching b;
-    RETURN_IF_ERROR(r.ReadIntList(batching, "dynamic_batching", "preferred_batch_size", 1, kMaxInt,
-                                  &b.preferred_batch_size));
-    RETURN_IF_ERROR(r.ReadInt(batching, "dynamic_batching", "max_queue_delay_microseconds", 0,
-                              std::numeric_limits<int64_t>::max(),
-                              &b.max_queue_delay_microseconds));
-    for (int64_t size : b.preferred_batch_size) {
-      if (s->max_batch_size > 0 && size > s->max_batch_size) {
-        return r.Error(YamlReader::Child(batching, "preferred_batch_size"),
-                       "dynamic_batching.preferred_batch_size",
-                       absl::StrCat(size, " exceeds max_batch_size ", s->max_batch_size));
-      }
-    }
-    s->dynamic_batching = std::move(b);
-  }
+  RETURN_IF_ERROR(ParseBatching(r, root, s));
+  RETURN_IF_ERROR(ParseCapture(r, root, s));
   return absl::OkStatus();
 }
 
@@ -179,6 +254,15 @@ absl::StatusOr<TensorType> TensorTypeFromName(absl::string_view name) {
     if (n == name) return t;
   }
   return absl::InvalidArgumentError(absl::StrCat("unknown data type \"", name, "\""));
+}
+
+std::vector<int64_t> CaptureBuckets(const ModelSettings& settings) {
+  if (settings.max_batch_size <= 0) return {};
+  if (!settings.capture.buckets.empty()) return settings.capture.buckets;
+  std::vector<int64_t> buckets;
+  for (int64_t b = 1; b < settings.max_batch_size; b *= 2) buckets.push_back(b);
+  buckets.push_back(settings.max_batch_size);
+  return buckets;
 }
 
 absl::StatusOr<ModelSettings> ParseModelSettings(absl::string_view yaml_text,

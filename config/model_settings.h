@@ -58,9 +58,33 @@ struct InstanceGroup {
   std::string kind = "KIND_AUTO";  // KIND_AUTO, KIND_GPU, KIND_CPU, KIND_MODEL
 };
 
+/// `dynamic_batching.default_queue_policy` (Triton's ModelQueuePolicy, the keys Reprise uses).
+struct QueuePolicy {
+  int max_queue_size = 0;  // requests queued for the model; 0: max_queue_size / the server's
+  /// A request queued longer is answered DEADLINE_EXCEEDED without running; 0: the server's
+  /// batching.default_timeout_microseconds (0 there too: none).
+  int64_t default_timeout_microseconds = 0;
+};
+
+/// `dynamic_batching`: requests are queued and run in batches (see server/dynamic_batcher.h).
 struct DynamicBatching {
-  std::vector<int64_t> preferred_batch_size;
-  int64_t max_queue_delay_microseconds = 0;
+  std::vector<int64_t> preferred_batch_size;  // ascending, unique
+  /// How long the oldest queued request waits for a fuller batch; unset: the server's
+  /// batching.max_queue_delay_microseconds.
+  std::optional<int64_t> max_queue_delay_microseconds;
+  int priority_levels = 0;         // 0: one level (request priorities other than 0/1 refused)
+  int default_priority_level = 0;  // 0: the lowest level (= priority_levels)
+  QueuePolicy default_queue_policy;
+};
+
+/// `capture`: which batch sizes get captured instances and how many instances are kept.
+struct CaptureSettings {
+  /// Batch sizes (ascending, unique, each <= max_batch_size); a batch is padded up to the
+  /// nearest, one above the largest runs eagerly. Empty: powers of two up to max_batch_size
+  /// (and max_batch_size itself). Only for models with max_batch_size > 0.
+  std::vector<int64_t> buckets;
+  std::optional<bool> warmup;                   // unset: the server's capture.warmup
+  std::optional<int> max_instances_per_stream;  // unset: the server's; 0: no bound
 };
 
 /// A model's settings. Every field has a default, so a model without config.yaml is valid.
@@ -77,7 +101,12 @@ struct ModelSettings {
   std::vector<InstanceGroup> instance_groups;  // empty: the server's streams_per_device
   VersionPolicy version_policy;
   std::optional<DynamicBatching> dynamic_batching;
+  CaptureSettings capture;
 };
+
+/// The capture buckets of `settings`: its `capture.buckets`, or the default (powers of two up
+/// to max_batch_size, and max_batch_size); empty when max_batch_size is 0.
+std::vector<int64_t> CaptureBuckets(const ModelSettings& settings);
 
 /// Parses one model's config.yaml. `model_dir_name` is the model's directory name: `name`
 /// may be left out but must equal it when given. Errors (unknown key, wrong type, bad value)

@@ -24,8 +24,9 @@ absl::Status ReadInt32(const YamlReader& r, const YAML::Node& map, absl::string_
 }
 
 absl::Status ParseInto(const YamlReader& r, const YAML::Node& root, ServerConfig* c) {
-  RETURN_IF_ERROR(
-      r.CheckMap(root, "", {"server", "repository", "runtime", "limits", "shutdown", "log"}));
+  RETURN_IF_ERROR(r.CheckMap(
+      root, "",
+      {"server", "repository", "runtime", "limits", "batching", "capture", "shutdown", "log"}));
 
   const YAML::Node server = YamlReader::Child(root, "server");
   RETURN_IF_ERROR(r.CheckMap(server, "server",
@@ -50,6 +51,25 @@ absl::Status ParseInto(const YamlReader& r, const YAML::Node& root, ServerConfig
   RETURN_IF_ERROR(
       ReadInt32(r, runtime, "runtime", "streams_per_device", 1, 1024, &c->streams_per_device));
   RETURN_IF_ERROR(ReadInt32(r, runtime, "runtime", "cpu_threads", 0, 4096, &c->cpu_threads));
+
+  const YAML::Node batching = YamlReader::Child(root, "batching");
+  RETURN_IF_ERROR(r.CheckMap(batching, "batching",
+                             {"max_queue_delay_microseconds", "default_timeout_microseconds"}));
+  RETURN_IF_ERROR(r.ReadInt(batching, "batching", "max_queue_delay_microseconds", 0,
+                            std::numeric_limits<int64_t>::max() / 1000,
+                            &c->batching_max_queue_delay_us));
+  RETURN_IF_ERROR(r.ReadInt(batching, "batching", "default_timeout_microseconds", 0,
+                            std::numeric_limits<int64_t>::max() / 1000,
+                            &c->batching_default_timeout_us));
+
+  const YAML::Node capture = YamlReader::Child(root, "capture");
+  RETURN_IF_ERROR(r.CheckMap(capture, "capture",
+                             {"memory_budget_bytes", "max_instances_per_stream", "warmup"}));
+  RETURN_IF_ERROR(r.ReadInt(capture, "capture", "memory_budget_bytes", 0,
+                            std::numeric_limits<int64_t>::max(), &c->capture_memory_budget_bytes));
+  RETURN_IF_ERROR(ReadInt32(r, capture, "capture", "max_instances_per_stream", 0, 1 << 20,
+                            &c->capture_max_instances_per_stream));
+  RETURN_IF_ERROR(r.ReadBool(capture, "capture", "warmup", &c->capture_warmup));
 
   const YAML::Node limits = YamlReader::Child(root, "limits");
   RETURN_IF_ERROR(r.CheckMap(limits, "limits",

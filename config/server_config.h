@@ -40,6 +40,13 @@ struct ServerConfig {
   int64_t max_message_bytes = std::numeric_limits<int32_t>::max();  // gRPC send / receive
   int max_queue_length = 1024;     // inference requests in flight in the whole server
   int64_t request_timeout_ms = 0;  // 0 = no server-side timeout
+  // batching: defaults for models whose dynamic_batching block leaves a key out
+  int64_t batching_max_queue_delay_us = 0;
+  int64_t batching_default_timeout_us = 0;  // 0 = none
+  // capture:
+  int64_t capture_memory_budget_bytes = 0;    // arenas of all instances of the server; 0 = no limit
+  int capture_max_instances_per_stream = 16;  // per model and stream (LRU); 0 = no bound
+  bool capture_warmup = false;                // capture every bucket at load, before READY
   // shutdown:
   int shutdown_timeout_s = 30;  // in-flight requests get this long after SIGTERM
   // log:

@@ -30,6 +30,21 @@ grpc::ServerUnaryReactor* AdminService::ListInstances(
       if (!request->version().empty() && v != request->version()) continue;
       if (!version->TryAcquire()) continue;  // being unloaded
       VersionLease lease(version);
+      const CaptureStats c = lease->model().capture_stats();
+      auto* totals = response->add_versions();
+      totals->set_model(name);
+      totals->set_version(v);
+      totals->set_captures(c.captures);
+      totals->set_replays(c.replays);
+      totals->set_eager_runs(c.eager_runs);
+      totals->set_evictions(c.evictions);
+      totals->set_capture_failures(c.capture_failures);
+      totals->set_budget_refusals(c.budget_refusals);
+      totals->set_live_instances(c.live_instances);
+      totals->set_live_bytes(c.live_bytes);
+      totals->set_warmup_instances(c.warmup_instances);
+      totals->set_warmup_ns(static_cast<uint64_t>(c.warmup_ns));
+      totals->set_load_ns(static_cast<uint64_t>(c.load_ns));
       for (const RuntimeInstanceInfo& ri : lease->model().ListRuntimeInstances()) {
         auto* out = response->add_instances();
         out->set_model(name);

@@ -13,18 +13,15 @@
 #include "kernels/cpu/cpu_kernels.h"
 #include "runtime/core/status_macros.h"
 #include "runtime/engine/stream_session.h"
+#include "server/engine_model.h"
 #include "server/infer_codec.h"
-#include "server/stream_pool.h"
 
 namespace reprise::server {
 namespace {
 
 using runtime::DataType;
 using runtime::engine::Dim;
-using runtime::engine::ExecMode;
 using runtime::engine::Model;
-using runtime::engine::NamedTensor;
-using runtime::engine::StreamSession;
 using runtime::engine::Value;
 
 int64_t NanosSince(std::chrono::steady_clock::time_point start) {
@@ -136,104 +133,6 @@ absl::StatusOr<std::vector<TensorInfo>> MakeTensorInfos(
   return infos;
 }
 
-// One loaded version: the model, one StreamSession per stream, and the pool that leases them.
-class EngineModel final : public LoadedModel {
- public:
-  EngineModel(std::shared_ptr<runtime::Backend> backend, std::shared_ptr<const Model> model,
-              ModelSignature signature, std::vector<std::unique_ptr<StreamSession>> sessions,
-              std::string label, int max_queue)
-      : backend_(std::move(backend)),
-        model_(std::move(model)),
-        signature_(std::move(signature)),
-        sessions_(std::move(sessions)),
-        label_(std::move(label)),
-        pool_(label_, static_cast<int>(sessions_.size()), max_queue) {}
-
-  const ModelSignature& signature() const override { return signature_; }
-
-  absl::StatusOr<std::vector<OutputTensor>> Infer(std::span<const InputTensor> inputs,
-                                                  std::span<const std::string> outputs,
-                                                  InferTimings* timings) override {
-    std::vector<NamedTensor> tensors;
-    tensors.reserve(inputs.size());
-    for (const InputTensor& in : inputs) {
-      NamedTensor t;
-      t.name = in.name;
-      t.value.dtype = in.dtype;
-      t.value.shape = in.shape;
-      t.value.bytes.assign(in.data.begin(), in.data.end());
-      tensors.push_back(std::move(t));
-    }
-    ASSIGN_OR_RETURN(StreamLease lease, pool_.Acquire());
-    if (timings != nullptr) timings->queue_ns = lease.queue_ns();
-    const auto start = std::chrono::steady_clock::now();
-    absl::StatusOr<std::vector<NamedTensor>> results =
-        sessions_[static_cast<size_t>(lease.stream())]->Run(tensors);
-    lease.Reset();
-    if (timings != nullptr) timings->compute_ns = NanosSince(start);
-    if (!results.ok()) return results.status();
-
-    std::vector<OutputTensor> out;
-    out.reserve(outputs.size());
-    for (const std::string& name : outputs) {
-      NamedTensor* found = nullptr;
-      for (NamedTensor& r : *results) {
-        if (r.name == name) found = &r;
-      }
-      if (found == nullptr) {
-        return absl::InternalError(
-            absl::StrCat(label_, ": the engine returned no output \"", name, "\""));
-      }
-      OutputTensor t;
-      t.name = name;
-      t.dtype = found->value.dtype;
-      t.shape = found->value.shape;
-      t.data.assign(found->value.bytes.begin(), found->value.bytes.end());
-      out.push_back(std::move(t));
-    }
-    return out;
-  }
-
-  std::vector<RuntimeInstanceInfo> ListRuntimeInstances() const override {
-    std::vector<RuntimeInstanceInfo> list;
-    for (size_t s = 0; s < sessions_.size(); ++s) {
-      for (const runtime::engine::StreamInstanceInfo& i : sessions_[s]->ListInstances()) {
-        RuntimeInstanceInfo info;
-        info.stream = static_cast<int>(s);
-        info.shape_signature = i.shape_signature;
-        info.state = absl::AsciiStrToUpper(i.state);  // CAPTURED or EAGER, as the proto spells
-        info.captures = i.captures;
-        info.replays = i.replays;
-        info.capture_time_ns = static_cast<uint64_t>(i.capture_ns);
-        info.arena_bytes = i.arena_bytes;
-        info.last_used_ms = static_cast<uint64_t>(i.last_used_ms);
-        list.push_back(std::move(info));
-      }
-    }
-    return list;
-  }
-
-  absl::StatusOr<std::string> DumpRuntimeInstance(int stream, absl::string_view shape_signature,
-                                                  bool verbose) const override {
-    if (stream < 0 || static_cast<size_t>(stream) >= sessions_.size()) {
-      return absl::NotFoundError(absl::StrCat("no stream ", stream, " (the model has ",
-                                              sessions_.size(), " streams: 0 to ",
-                                              sessions_.size() - 1, ")"));
-    }
-    return sessions_[static_cast<size_t>(stream)]->DumpInstance(shape_signature, verbose);
-  }
-
- private:
-  // Declared first, destroyed last: the sessions' streams and the model's kernel registry
-  // belong to the device.
-  const std::shared_ptr<runtime::Backend> backend_;
-  const std::shared_ptr<const Model> model_;
-  const ModelSignature signature_;
-  const std::vector<std::unique_ptr<StreamSession>> sessions_;
-  const std::string label_;
-  StreamPool pool_;
-};
-
 }  // namespace
 
 absl::StatusOr<ModelSignature> SignatureFromGraph(const Model& model,
@@ -255,7 +154,16 @@ absl::StatusOr<std::unique_ptr<EngineBackend>> EngineBackend::Create(EngineBacke
       new EngineBackend(std::shared_ptr<runtime::Backend>(std::move(backend)), device, options));
 }
 
+EngineBackend::EngineBackend(std::shared_ptr<runtime::Backend> backend, runtime::Device* device,
+                             EngineBackendOptions options)
+    : backend_(std::move(backend)),
+      device_(device),
+      options_(options),
+      budget_(std::make_shared<runtime::engine::InstanceBudget>(
+          static_cast<uint64_t>(std::max<int64_t>(options.memory_budget_bytes, 0)))) {}
+
 absl::StatusOr<std::unique_ptr<LoadedModel>> EngineBackend::Load(const LoadSpec& spec) {
+  const auto start = std::chrono::steady_clock::now();
   const std::string label = absl::StrCat("model \"", spec.model_name, "\" version ", spec.version);
   config::ModelSettings defaults;
   const config::ModelSettings& settings = spec.settings != nullptr ? *spec.settings : defaults;
@@ -264,14 +172,50 @@ absl::StatusOr<std::unique_ptr<LoadedModel>> EngineBackend::Load(const LoadSpec&
   ASSIGN_OR_RETURN(std::shared_ptr<const Model> model,
                    Model::LoadFile(spec.model_path, *device_->kernels(), model_options));
   ASSIGN_OR_RETURN(ModelSignature signature, SignatureFromGraph(*model, settings, label));
-  std::vector<std::unique_ptr<StreamSession>> sessions;
-  for (int i = 0; i < std::max(spec.streams, 1); ++i) {
-    ASSIGN_OR_RETURN(std::unique_ptr<StreamSession> session,
-                     StreamSession::Create(model, device_, ExecMode::kReplay));
-    sessions.push_back(std::move(session));
+
+  EngineModelParams params;
+  params.backend = backend_;
+  params.device = device_;
+  params.model = std::move(model);
+  params.signature = std::move(signature);
+  params.label = label;
+  params.streams = std::max(spec.streams, 1);
+  params.max_batch_size = settings.max_batch_size;
+  params.buckets = config::CaptureBuckets(settings);
+  params.warmup = settings.capture.warmup.value_or(options_.warmup);
+  params.session.max_instances =
+      settings.capture.max_instances_per_stream.value_or(options_.max_instances_per_stream);
+  params.budget = budget_;
+  params.session.budget = budget_.get();
+  params.batcher = BatcherOptionsFor(settings, options_, label, spec.max_queue_length);
+  ASSIGN_OR_RETURN(std::unique_ptr<EngineModel> loaded, EngineModel::Create(std::move(params)));
+  loaded->set_load_ns(NanosSince(start));
+  return loaded;
+}
+
+BatcherOptions BatcherOptionsFor(const config::ModelSettings& settings,
+                                 const EngineBackendOptions& defaults, absl::string_view label,
+                                 int max_queue_length) {
+  BatcherOptions b;
+  b.label = std::string(label);
+  b.max_queue_size = max_queue_length;
+  b.default_timeout_ns = defaults.default_timeout_us * 1000;
+  if (!settings.dynamic_batching.has_value()) return b;
+  const config::DynamicBatching& d = *settings.dynamic_batching;
+  b.batching = settings.max_batch_size > 0;
+  b.max_batch_size = std::max(settings.max_batch_size, 1);
+  b.preferred_batch_sizes = d.preferred_batch_size;
+  b.max_queue_delay_ns =
+      d.max_queue_delay_microseconds.value_or(defaults.max_queue_delay_us) * 1000;
+  if (d.default_queue_policy.max_queue_size > 0) {
+    b.max_queue_size = d.default_queue_policy.max_queue_size;
   }
-  return std::make_unique<EngineModel>(backend_, std::move(model), std::move(signature),
-                                       std::move(sessions), label, spec.max_queue_length);
+  if (d.default_queue_policy.default_timeout_microseconds > 0) {
+    b.default_timeout_ns = d.default_queue_policy.default_timeout_microseconds * 1000;
+  }
+  b.priority_levels = std::max(d.priority_levels, 1);
+  b.default_priority = d.default_priority_level > 0 ? d.default_priority_level : b.priority_levels;
+  return b;
 }
 
 std::vector<DeviceMemoryInfo> EngineBackend::MemoryUsage() const {

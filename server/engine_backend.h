@@ -10,6 +10,8 @@
 #include "config/model_settings.h"
 #include "runtime/core/device.h"
 #include "runtime/engine/model.h"
+#include "runtime/engine/stream_session.h"
+#include "server/dynamic_batcher.h"
 #include "server/model_backend.h"
 
 namespace reprise::server {
@@ -17,31 +19,47 @@ namespace reprise::server {
 /// Options of the engine backend.
 struct EngineBackendOptions {
   int intra_op_threads = 1;  // threads per kernel (each stream runs one request at a time)
+  // Server-wide defaults (config/README.md, `batching` and `capture`), for the keys a model's
+  // config.yaml leaves out.
+  int64_t max_queue_delay_us = 0;
+  int64_t default_timeout_us = 0;  // 0: none
+  int max_instances_per_stream = 16;
+  bool warmup = false;
+  int64_t memory_budget_bytes = 0;  // arenas of every instance of every model; 0: no limit
 };
 
 /// Loads ONNX model versions on the CPU device. Create makes the device and registers the CPU
 /// kernels once; every loaded model keeps the device alive (shared ownership), so models may
 /// outlive the backend object. Load is thread-safe; the loaded models are too (LoadedModel).
+/// All models share one instance memory budget (`memory_budget_bytes`); each keeps it alive.
 class EngineBackend final : public ModelBackend {
  public:
   static absl::StatusOr<std::unique_ptr<EngineBackend>> Create(EngineBackendOptions options = {});
 
-  /// Reads `spec.model_path`, checks `spec.settings` against the graph and makes
-  /// `spec.streams` StreamSessions in replay mode. Errors are the engine's (naming the file) or
-  /// INVALID_ARGUMENT naming the tensor that config.yaml and the graph disagree on.
+  /// Reads `spec.model_path`, checks `spec.settings` against the graph and makes an
+  /// EngineModel of `spec.streams` streams (warming it up when the settings say so). Errors are the
+  /// engine's (naming the file) or INVALID_ARGUMENT naming the tensor that config.yaml and the
+  /// graph disagree on.
   absl::StatusOr<std::unique_ptr<LoadedModel>> Load(const LoadSpec& spec) override;
   /// The CPU device's memory counters.
   std::vector<DeviceMemoryInfo> MemoryUsage() const override;
 
  private:
   EngineBackend(std::shared_ptr<runtime::Backend> backend, runtime::Device* device,
-                EngineBackendOptions options)
-      : backend_(std::move(backend)), device_(device), options_(options) {}
+                EngineBackendOptions options);
 
   std::shared_ptr<runtime::Backend> backend_;
   runtime::Device* device_;  // owned by backend_
   EngineBackendOptions options_;
+  std::shared_ptr<runtime::engine::InstanceBudget> budget_;
 };
+
+/// The batcher settings of a model: its dynamic_batching block with the server's defaults;
+/// without the block (or with max_batch_size 0) every request runs alone. `max_queue_length`
+/// is the model's queue limit unless default_queue_policy.max_queue_size sets one.
+BatcherOptions BatcherOptionsFor(const config::ModelSettings& settings,
+                                 const EngineBackendOptions& defaults, absl::string_view label,
+                                 int max_queue_length);
 
 /// The signature the server validates requests against: the graph's tensors, -1 for symbolic
 /// dimensions and for the batch dimension when `settings.max_batch_size` > 0, checked against

@@ -1,5 +1,6 @@
 #include "server/infer_codec.h"
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 #include <limits>
@@ -229,6 +230,28 @@ absl::Status CheckRequestParameters(
   return absl::OkStatus();
 }
 
+// A non-negative integer request parameter (int64 or uint64; a bool or string is refused).
+absl::Status ReadCount(const google::protobuf::Map<std::string, inference::InferParameter>& params,
+                       const char* key, absl::string_view label, uint64_t* out) {
+  auto it = params.find(key);
+  if (it == params.end()) return absl::OkStatus();
+  const inference::InferParameter& p = it->second;
+  switch (p.parameter_choice_case()) {
+    case inference::InferParameter::kInt64Param:
+      if (p.int64_param() < 0) {
+        return Invalid(label, absl::StrCat("parameter \"", key, "\" is ", p.int64_param(),
+                                           "; it must not be negative"));
+      }
+      *out = static_cast<uint64_t>(p.int64_param());
+      return absl::OkStatus();
+    case inference::InferParameter::kUint64Param:
+      *out = p.uint64_param();
+      return absl::OkStatus();
+    default:
+      return Invalid(label, absl::StrCat("parameter \"", key, "\" must be an integer"));
+  }
+}
+
 }  // namespace
 
 absl::string_view KServeDatatypeName(DataType type) {
@@ -259,6 +282,17 @@ absl::StatusOr<DecodedRequest> DecodeInferRequest(const inference::ModelInferReq
   for (size_t i = 0; i < signature.inputs.size(); ++i) by_name[signature.inputs[i].name] = i;
 
   DecodedRequest decoded;
+  if (absl::Status st =
+          ReadCount(request.parameters(), "priority", label, &decoded.options.priority);
+      !st.ok()) {
+    return st;
+  }
+  uint64_t timeout_us = 0;
+  if (absl::Status st = ReadCount(request.parameters(), "timeout", label, &timeout_us); !st.ok()) {
+    return st;
+  }
+  decoded.options.timeout_us =
+      static_cast<int64_t>(std::min<uint64_t>(timeout_us, std::numeric_limits<int64_t>::max()));
   decoded.inputs.resize(signature.inputs.size());
   std::vector<bool> seen(signature.inputs.size(), false);
   int64_t batch = -1;

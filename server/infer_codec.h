@@ -27,6 +27,9 @@ struct DecodedRequest {
   std::vector<InputTensor> inputs;   // in the model's input order
   std::vector<std::string> outputs;  // wanted outputs, in the response's order
   std::deque<std::string> storage;
+  /// The request parameters `priority` (level, 1 = highest; 0 = default) and `timeout` (µs in
+  /// the queue; 0 = the model's default). The deadline is the caller's to set.
+  InferOptions options;
 
   DecodedRequest() = default;
   DecodedRequest(DecodedRequest&&) = default;

@@ -8,6 +8,7 @@
 #include "server/infer_codec.h"
 #include "server/metrics.h"
 #include "server/model_config_proto.h"
+#include "server/notification.h"
 
 namespace reprise::server {
 namespace {
@@ -17,6 +18,48 @@ uint64_t Nanos(absl::Duration d) { return static_cast<uint64_t>(absl::ToInt64Nan
 void Add(inference::StatisticDuration* d, uint64_t count, uint64_t ns) {
   d->set_count(count);
   d->set_ns(ns);
+}
+
+// The queue and compute times of one Infer; the execution (once per batch) when it ran.
+void RecordTimings(const InferTimings& t, bool ok, VersionStats* stats) {
+  const bool ran = ok || t.batch_size > 0;
+  if (!ran) return;  // refused or timed out in the queue: no execution to count
+  auto add = [](std::atomic<uint64_t>& counter, uint64_t v) {
+    counter.fetch_add(v, std::memory_order_relaxed);
+  };
+  add(stats->queue_count, 1);
+  add(stats->queue_ns, static_cast<uint64_t>(t.queue_ns));
+  add(stats->compute_input_count, 1);
+  add(stats->compute_input_ns, static_cast<uint64_t>(t.compute_input_ns));
+  add(stats->compute_count, 1);
+  add(stats->compute_ns, static_cast<uint64_t>(t.compute_ns));
+  add(stats->compute_output_count, 1);
+  add(stats->compute_output_ns, static_cast<uint64_t>(t.compute_output_ns));
+  if (t.counts_execution) {
+    add(stats->execution_count, 1);
+    if (t.batch_size > 0) {
+      stats->AddBatch(
+          static_cast<uint64_t>(t.batch_size), static_cast<uint64_t>(t.compute_input_ns),
+          static_cast<uint64_t>(t.compute_ns), static_cast<uint64_t>(t.compute_output_ns));
+    }
+  }
+}
+
+// The same numbers for Prometheus: queue and compute phases of every request that ran, and the
+// execution (batch size, inferences) once per batch.
+void RecordTimingMetrics(Metrics& metrics, absl::string_view model, absl::string_view version,
+                         const InferTimings& t, bool ok, int64_t request_rows) {
+  const bool ran = ok || t.batch_size > 0;
+  if (!ran) return;
+  metrics.RecordQueue(model, version, absl::Nanoseconds(t.queue_ns));
+  ComputeTimes times;
+  times.input = absl::Nanoseconds(t.compute_input_ns);
+  times.infer = absl::Nanoseconds(t.compute_ns);
+  times.output = absl::Nanoseconds(t.compute_output_ns);
+  metrics.RecordCompute(model, version, times);
+  if (t.counts_execution) {
+    metrics.RecordExecution(model, version, t.batch_size > 0 ? t.batch_size : request_rows);
+  }
 }
 
 std::string Label(const ServedVersion& v) {
@@ -133,14 +176,20 @@ grpc::ServerUnaryReactor* InferenceService::ModelMetadata(
 
 // ---- Inference ----
 
-absl::Status InferenceService::Infer(const inference::ModelInferRequest& request,
-                                     inference::ModelInferResponse* response, absl::Time deadline) {
-  const absl::Time start = absl::Now();
-  std::string model, version;  // metric labels: empty unless the version was found
-  absl::Status status = InferOnVersion(request, response, deadline, &model, &version);
-  RecordOutcome(model, version, status, absl::Now() - start);
-  return status;
-}
+// One inference between InferAsync and its `done`: holds the version and the decoded request
+// (whose inputs the model borrows) until the response is filled.
+struct InferenceService::Call {
+  VersionLease lease;
+  std::string label;
+  std::string model_label;  // metric labels of the version
+  std::string version_label;
+  absl::Time start;
+  uint64_t batch = 1;
+  DecodedRequest decoded;
+  const inference::ModelInferRequest* request = nullptr;
+  inference::ModelInferResponse* response = nullptr;
+  absl::AnyInvocable<void(absl::Status) &&> done;
+};
 
 void InferenceService::RecordOutcome(absl::string_view model, absl::string_view version,
                                      const absl::Status& status, absl::Duration duration) {
@@ -150,79 +199,102 @@ void InferenceService::RecordOutcome(absl::string_view model, absl::string_view 
   if (!status.ok()) rejected_log_.Note(FailureReason(status.code()), model, status);
 }
 
-absl::Status InferenceService::InferOnVersion(const inference::ModelInferRequest& request,
-                                              inference::ModelInferResponse* response,
-                                              absl::Time deadline, std::string* model_label,
-                                              std::string* version_label) {
-  if (request.model_name().empty()) {
-    return absl::InvalidArgumentError("model_name is empty");
-  }
-  ASSIGN_OR_RETURN(VersionLease lease,
-                   repository_->Acquire(request.model_name(), request.model_version()));
-  *model_label = lease->model_name();
-  *version_label = std::to_string(lease->version());
-  Metrics* const metrics = info_.metrics;
-  const std::string label = Label(*lease);
-  VersionStats& stats = lease->stats();
-  const absl::Time start = absl::Now();
-  uint64_t batch = 1;
-  absl::Status status = [&]() -> absl::Status {
-    if (start > deadline) {
-      return absl::DeadlineExceededError(
-          absl::StrCat(label, ": request deadline passed before inference started"));
-    }
-    const ModelSignature& signature = lease->model().signature();
-    const int max_batch = lease->settings().max_batch_size;
-    ASSIGN_OR_RETURN(DecodedRequest decoded,
-                     DecodeInferRequest(request, signature, max_batch, label));
-    if (max_batch > 0 && !decoded.inputs.empty() && !decoded.inputs[0].shape.empty()) {
-      batch = static_cast<uint64_t>(decoded.inputs[0].shape[0]);
-    }
-    const absl::Time decoded_at = absl::Now();
-    InferTimings timings;
-    absl::StatusOr<std::vector<OutputTensor>> outputs =
-        lease->model().Infer(decoded.inputs, decoded.outputs, &timings);
-    stats.queue_count.fetch_add(1, std::memory_order_relaxed);
-    stats.queue_ns.fetch_add(static_cast<uint64_t>(timings.queue_ns), std::memory_order_relaxed);
-    stats.compute_count.fetch_add(1, std::memory_order_relaxed);
-    stats.compute_ns.fetch_add(static_cast<uint64_t>(timings.compute_ns),
-                               std::memory_order_relaxed);
-    if (metrics != nullptr) {
-      metrics->RecordQueue(*model_label, *version_label, absl::Nanoseconds(timings.queue_ns));
-    }
-    if (!outputs.ok()) {
-      return absl::Status(outputs.status().code(),
-                          absl::StrCat(label, ": inference failed: ", outputs.status().message()));
-    }
-    // One request is one execution until the dynamic batcher records its batches itself.
-    if (metrics != nullptr) {
-      metrics->RecordExecution(*model_label, *version_label, static_cast<int64_t>(batch));
-    }
-    const absl::Time encode_start = absl::Now();
-    absl::Status encoded = EncodeInferResponse(request, decoded, std::to_string(lease->version()),
-                                               *std::move(outputs), label, response);
-    if (metrics != nullptr && encoded.ok()) {
-      ComputeTimes times;
-      times.input = decoded_at - start;
-      times.infer = absl::Nanoseconds(timings.compute_ns);
-      times.output = absl::Now() - encode_start;
-      metrics->RecordCompute(*model_label, *version_label, times);
-    }
-    return encoded;
-  }();
+void InferenceService::Complete(std::unique_ptr<Call> call, absl::Status status) {
+  VersionStats& stats = call->lease->stats();
   const absl::Time end = absl::Now();
+  RecordOutcome(call->model_label, call->version_label, status, end - call->start);
   if (status.ok()) {
     stats.success_count.fetch_add(1, std::memory_order_relaxed);
-    stats.success_ns.fetch_add(Nanos(end - start), std::memory_order_relaxed);
-    stats.inference_count.fetch_add(batch, std::memory_order_relaxed);
-    stats.execution_count.fetch_add(1, std::memory_order_relaxed);
+    stats.success_ns.fetch_add(Nanos(end - call->start), std::memory_order_relaxed);
+    stats.inference_count.fetch_add(call->batch, std::memory_order_relaxed);
     stats.last_inference_ms.store(static_cast<uint64_t>(absl::ToUnixMillis(end)),
                                   std::memory_order_relaxed);
   } else {
     stats.fail_count.fetch_add(1, std::memory_order_relaxed);
-    stats.fail_ns.fetch_add(Nanos(end - start), std::memory_order_relaxed);
+    stats.fail_ns.fetch_add(Nanos(end - call->start), std::memory_order_relaxed);
   }
-  return status;
+  absl::AnyInvocable<void(absl::Status)&&> done = std::move(call->done);
+  call.reset();  // releases the version before the RPC finishes
+  std::move(done)(std::move(status));
+}
+
+void InferenceService::InferAsync(const inference::ModelInferRequest& request,
+                                  inference::ModelInferResponse* response, absl::Time deadline,
+                                  absl::AnyInvocable<void(absl::Status) &&> done) {
+  const absl::Time start = absl::Now();
+  if (request.model_name().empty()) {
+    absl::Status status = absl::InvalidArgumentError("model_name is empty");
+    RecordOutcome("", "", status, absl::Now() - start);
+    std::move(done)(std::move(status));
+    return;
+  }
+  absl::StatusOr<VersionLease> lease =
+      repository_->Acquire(request.model_name(), request.model_version());
+  if (!lease.ok()) {
+    RecordOutcome("", "", lease.status(), absl::Now() - start);
+    std::move(done)(lease.status());
+    return;
+  }
+  auto call = std::make_unique<Call>();
+  call->lease = *std::move(lease);
+  call->label = Label(*call->lease);
+  call->model_label = call->lease->model_name();
+  call->version_label = std::to_string(call->lease->version());
+  call->start = start;
+  call->request = &request;
+  call->response = response;
+  call->done = std::move(done);
+  if (call->start > deadline) {
+    const std::string label = call->label;
+    return Complete(std::move(call),
+                    absl::DeadlineExceededError(
+                        absl::StrCat(label, ": request deadline passed before inference started")));
+  }
+  const ModelSignature& signature = call->lease->model().signature();
+  const int max_batch = call->lease->settings().max_batch_size;
+  absl::StatusOr<DecodedRequest> decoded =
+      DecodeInferRequest(request, signature, max_batch, call->label);
+  if (!decoded.ok()) return Complete(std::move(call), decoded.status());
+  call->decoded = *std::move(decoded);
+  if (max_batch > 0 && !call->decoded.inputs.empty() && !call->decoded.inputs[0].shape.empty()) {
+    call->batch = static_cast<uint64_t>(call->decoded.inputs[0].shape[0]);
+  }
+  InferOptions options = call->decoded.options;
+  options.deadline = deadline;
+  Call* raw = call.get();  // `call` moves into the callback, which outlives the borrow
+  raw->lease->model().InferAsync(
+      raw->decoded.inputs, raw->decoded.outputs, options,
+      [this, call = std::move(call)](absl::StatusOr<std::vector<OutputTensor>> outputs,
+                                     const InferTimings& timings) mutable {
+        RecordTimings(timings, outputs.ok(), &call->lease->stats());
+        if (info_.metrics != nullptr) {
+          RecordTimingMetrics(*info_.metrics, call->model_label, call->version_label, timings,
+                              outputs.ok(), static_cast<int64_t>(call->batch));
+        }
+        absl::Status status;
+        if (!outputs.ok()) {
+          status = absl::Status(
+              outputs.status().code(),
+              absl::StrCat(call->label, ": inference failed: ", outputs.status().message()));
+        } else {
+          status = EncodeInferResponse(*call->request, call->decoded,
+                                       std::to_string(call->lease->version()), *std::move(outputs),
+                                       call->label, call->response);
+        }
+        Complete(std::move(call), std::move(status));
+      });
+}
+
+absl::Status InferenceService::Infer(const inference::ModelInferRequest& request,
+                                     inference::ModelInferResponse* response, absl::Time deadline) {
+  absl::Status result;
+  Notification done;
+  InferAsync(request, response, deadline, [&](absl::Status status) {
+    result = std::move(status);
+    done.Notify();
+  });
+  done.WaitForNotification();
+  return result;
 }
 
 grpc::ServerUnaryReactor* InferenceService::ModelInfer(grpc::CallbackServerContext* ctx,
@@ -234,10 +306,12 @@ grpc::ServerUnaryReactor* InferenceService::ModelInfer(grpc::CallbackServerConte
   }
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   const absl::Time deadline = DeadlineOf(ctx);
+  // Decoding runs on the executor; the model answers from its own worker (no thread waits).
   infer_executor_->Schedule([this, reactor, request, response, deadline] {
-    absl::Status status = Infer(*request, response, deadline);
-    reactor->Finish(ToGrpcStatus(status));
-    gate_->Exit();  // after Finish: shutdown waits for this
+    InferAsync(*request, response, deadline, [this, reactor](absl::Status status) {
+      reactor->Finish(ToGrpcStatus(status));
+      gate_->Exit();  // after Finish: shutdown waits for this
+    });
   });
   return reactor;
 }
@@ -267,14 +341,17 @@ class InferenceService::StreamReactor final
     }
     const absl::Time deadline = service_->DeadlineOf(ctx_);
     service_->infer_executor_->Schedule([this, deadline] {
-      InferenceService* const service = service_;  // `this` may be gone once written
-      absl::Status status = service->Infer(request_, response_.mutable_infer_response(), deadline);
-      if (!status.ok()) {
-        response_.clear_infer_response();
-        response_.set_error_message(std::string(status.message()));
-      }
-      StartWrite(&response_);
-      service->gate_->Exit();
+      service_->InferAsync(request_, response_.mutable_infer_response(), deadline,
+                           [this](absl::Status status) {
+                             InferenceService* const service = service_;  // `this` may go once
+                                                                          // written
+                             if (!status.ok()) {
+                               response_.clear_infer_response();
+                               response_.set_error_message(std::string(status.message()));
+                             }
+                             StartWrite(&response_);
+                             service->gate_->Exit();
+                           });
     });
   }
 
@@ -346,7 +423,17 @@ grpc::ServerUnaryReactor* InferenceService::ModelStatistics(
       Add(infer->mutable_success(), s.success_count.load(), s.success_ns.load());
       Add(infer->mutable_fail(), s.fail_count.load(), s.fail_ns.load());
       Add(infer->mutable_queue(), s.queue_count.load(), s.queue_ns.load());
+      Add(infer->mutable_compute_input(), s.compute_input_count.load(), s.compute_input_ns.load());
       Add(infer->mutable_compute_infer(), s.compute_count.load(), s.compute_ns.load());
+      Add(infer->mutable_compute_output(), s.compute_output_count.load(),
+          s.compute_output_ns.load());
+      for (const auto& [size, b] : s.BatchStats()) {
+        auto* bs = out->add_batch_stats();
+        bs->set_batch_size(size);
+        Add(bs->mutable_compute_input(), b.count, b.compute_input_ns);
+        Add(bs->mutable_compute_infer(), b.count, b.compute_infer_ns);
+        Add(bs->mutable_compute_output(), b.count, b.compute_output_ns);
+      }
     }
   }
   if (!found_version) {

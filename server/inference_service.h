@@ -3,8 +3,10 @@
 #ifndef REPRISE_SERVER_INFERENCE_SERVICE_H_
 #define REPRISE_SERVER_INFERENCE_SERVICE_H_
 
+#include <memory>
 #include <string>
 
+#include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "grpc_service.grpc.pb.h"
@@ -100,24 +102,30 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
                                         const inference::LogSettingsRequest*,
                                         inference::LogSettingsResponse*) override;
 
-  /// Runs one inference to completion on the calling thread (used by unary and stream RPCs).
+  /// Runs one inference: decodes on the calling thread, queues it in the model, and calls
+  /// `done` once `response` is filled (or with the error), on this thread or on the model's
+  /// worker. `request` and `response` must stay alive until then. Used by unary and stream RPCs.
+  void InferAsync(const inference::ModelInferRequest& request,
+                  inference::ModelInferResponse* response, absl::Time deadline,
+                  absl::AnyInvocable<void(absl::Status) &&> done);
+  /// InferAsync, waiting for the result.
   absl::Status Infer(const inference::ModelInferRequest& request,
                      inference::ModelInferResponse* response, absl::Time deadline);
 
  private:
   class StreamReactor;
+  struct Call;
+  // Counts the call in its version's statistics and the metrics, releases the version, then
+  // runs `done`.
+  void Complete(std::unique_ptr<Call> call, absl::Status status);
+  // Metrics and the rate-limited log line of one finished (or refused) inference request.
+  void RecordOutcome(absl::string_view model, absl::string_view version, const absl::Status& status,
+                     absl::Duration duration);
 
   grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* ctx, const absl::Status& status);
   grpc::ServerUnaryReactor* Unimplemented(grpc::CallbackServerContext* ctx,
                                           absl::string_view feature);
   absl::Time DeadlineOf(grpc::CallbackServerContext* ctx) const;
-  // Infer's work once the request names a model; sets the labels once the version is known.
-  absl::Status InferOnVersion(const inference::ModelInferRequest& request,
-                              inference::ModelInferResponse* response, absl::Time deadline,
-                              std::string* model_label, std::string* version_label);
-  // Metrics and the rate-limited log line of one finished (or refused) inference request.
-  void RecordOutcome(absl::string_view model, absl::string_view version, const absl::Status& status,
-                     absl::Duration duration);
 
   ModelRepository* const repository_;
   Executor* const infer_executor_;

@@ -43,8 +43,15 @@ int main(int argc, char** argv) {
   spdlog::info("{}", reprise::server::DescribeConfig(command_line->config));
 
   // The graph engine on the CPU device, made once for the process.
+  const reprise::config::ServerConfig& config = command_line->config;
+  reprise::server::EngineBackendOptions engine_options;
+  engine_options.max_queue_delay_us = config.batching_max_queue_delay_us;
+  engine_options.default_timeout_us = config.batching_default_timeout_us;
+  engine_options.max_instances_per_stream = config.capture_max_instances_per_stream;
+  engine_options.warmup = config.capture_warmup;
+  engine_options.memory_budget_bytes = config.capture_memory_budget_bytes;
   absl::StatusOr<std::unique_ptr<reprise::server::EngineBackend>> backend =
-      reprise::server::EngineBackend::Create();
+      reprise::server::EngineBackend::Create(engine_options);
   if (!backend.ok()) {
     spdlog::error("cannot start the engine: {}", backend.status().ToString());
     return 1;

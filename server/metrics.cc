@@ -86,10 +86,6 @@ struct Metrics::Families {
                        .Name("reprise_batch_size")
                        .Help("Inferences per model execution")
                        .Register(r)),
-        evictions(prometheus::BuildCounter()
-                      .Name("reprise_runtime_instance_evictions_total")
-                      .Help("Runtime instances evicted from the instance cache")
-                      .Register(r)),
         load_duration(prometheus::BuildHistogram()
                           .Name("reprise_model_load_duration_seconds")
                           .Help("Time to load a model version, successful or not")
@@ -106,7 +102,6 @@ struct Metrics::Families {
   prometheus::Family<prometheus::Counter>& executions;
   prometheus::Family<prometheus::Counter>& inferences;
   prometheus::Family<prometheus::Histogram>& batch_size;
-  prometheus::Family<prometheus::Counter>& evictions;
   prometheus::Family<prometheus::Histogram>& load_duration;
   prometheus::Family<prometheus::Counter>& load_failures;
 };
@@ -152,10 +147,6 @@ void Metrics::RecordExecution(absl::string_view model, absl::string_view version
   families_->batch_size.Add(labels, BatchBuckets()).Observe(static_cast<double>(batch_size));
 }
 
-void Metrics::RecordEviction(absl::string_view model, absl::string_view version) {
-  families_->evictions.Add(ModelLabels(model, version)).Increment();
-}
-
 void Metrics::RecordLoad(absl::string_view model, absl::string_view version,
                          absl::Duration duration, bool ok) {
   const Labels labels = ModelLabels(model, version);
@@ -171,7 +162,6 @@ void Metrics::RecordLoad(absl::string_view model, absl::string_view version,
   families_->requests.Add(success);
   families_->executions.Add(labels);
   families_->inferences.Add(labels);
-  families_->evictions.Add(labels);
 }
 
 void Metrics::AddCollectable(std::shared_ptr<prometheus::Collectable> collectable) {

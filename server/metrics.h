@@ -40,9 +40,9 @@ struct ComputeTimes {
 /// called from any thread; `model` / `version` are the label values (empty when the request named
 /// no known model, so that unknown names cannot grow the label set).
 ///
-/// The batcher and the instance cache feed their numbers through RecordExecution (one call per
-/// batch executed) and RecordEviction; the per-instance numbers the engine keeps (captures,
-/// replays, capture time, failures) are read at scrape time by MetricsCollector.
+/// The batcher feeds its numbers through RecordExecution (one call per batch executed); the
+/// numbers the engine keeps (captures, replays, evictions, capture failures, capture time,
+/// resident instances) are read at scrape time by MetricsCollector.
 class Metrics {
  public:
   Metrics();
@@ -61,8 +61,6 @@ class Metrics {
   /// One execution of the model on `batch_size` inferences: reprise_executions_total += 1,
   /// reprise_inferences_total += batch_size, reprise_batch_size observes batch_size.
   void RecordExecution(absl::string_view model, absl::string_view version, int64_t batch_size);
-  /// One runtime instance evicted from the instance cache.
-  void RecordEviction(absl::string_view model, absl::string_view version);
   /// One version loaded (`ok`) or failed to load, after `duration`. A loaded version's series
   /// are created at zero here, so that rates and dashboards see them before the first request.
   void RecordLoad(absl::string_view model, absl::string_view version, absl::Duration duration,

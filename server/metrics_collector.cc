@@ -118,6 +118,10 @@ void MetricsCollector::CollectVersions(std::vector<MetricFamily>* out) const {
   MetricFamily replays =
       NewFamily("reprise_runtime_instance_replays_total",
                 "Runs that replayed a captured runtime instance", MetricType::Counter);
+  MetricFamily evictions =
+      NewFamily("reprise_runtime_instance_evictions_total",
+                "Runtime instances evicted from the instance cache (LRU bound or memory budget)",
+                MetricType::Counter);
   MetricFamily failures = NewFamily(
       "reprise_capture_failures_total",
       "Input shapes whose capture failed (they run eagerly from then on)", MetricType::Counter);
@@ -139,12 +143,10 @@ void MetricsCollector::CollectVersions(std::vector<MetricFamily>* out) const {
       const LabelList labels = {{"model", name}, {"version", v}};
       // This scrape's own lease is not a request.
       AddValue(&pending, labels, static_cast<double>(version->leases() - 1));
-      uint64_t n_captured = 0, n_eager = 0, n_captures = 0, n_replays = 0, bytes = 0;
+      uint64_t n_captured = 0, n_eager = 0;
       std::vector<double> seconds;
       for (const RuntimeInstanceInfo& ri : lease->model().ListRuntimeInstances()) {
-        n_captures += ri.captures;
-        n_replays += ri.replays;
-        bytes += ri.arena_bytes;
+        if (ri.state == "EVICTED") continue;  // listed for the record, not resident
         if (ri.state == "EAGER") {
           ++n_eager;
           failed_now.push_back(absl::StrCat("model \"", name, "\" version ", v, " stream ",
@@ -154,15 +156,18 @@ void MetricsCollector::CollectVersions(std::vector<MetricFamily>* out) const {
           if (ri.captures > 0) seconds.push_back(static_cast<double>(ri.capture_time_ns) * 1e-9);
         }
       }
+      // Totals over the version's life (evicted instances included).
+      const CaptureStats totals = lease->model().capture_stats();
       LabelList with_state = labels;
       with_state.push_back({"state", "CAPTURED"});
       AddValue(&instances, with_state, static_cast<double>(n_captured));
       with_state.back().value = "EAGER";
       AddValue(&instances, with_state, static_cast<double>(n_eager));
-      AddValue(&captures, labels, static_cast<double>(n_captures));
-      AddValue(&replays, labels, static_cast<double>(n_replays));
-      AddValue(&failures, labels, static_cast<double>(n_eager));
-      AddValue(&arena, labels, static_cast<double>(bytes));
+      AddValue(&captures, labels, static_cast<double>(totals.captures));
+      AddValue(&replays, labels, static_cast<double>(totals.replays));
+      AddValue(&evictions, labels, static_cast<double>(totals.evictions));
+      AddValue(&failures, labels, static_cast<double>(totals.capture_failures));
+      AddValue(&arena, labels, static_cast<double>(totals.live_bytes));
       AddCaptureHistogram(&capture_time, labels, seconds);
     }
   }
@@ -178,7 +183,7 @@ void MetricsCollector::CollectVersions(std::vector<MetricFamily>* out) const {
     }
   }
   for (MetricFamily* f :
-       {&pending, &instances, &captures, &replays, &failures, &capture_time, &arena}) {
+       {&pending, &instances, &captures, &replays, &evictions, &failures, &capture_time, &arena}) {
     out->push_back(std::move(*f));
   }
 }

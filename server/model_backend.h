@@ -10,10 +10,12 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "config/model_settings.h"
 #include "runtime/core/data_type.h"
 
@@ -65,8 +67,37 @@ struct RuntimeInstanceInfo {
 
 /// Where the time of one Infer went, filled by the backend (zero where it has no queue).
 struct InferTimings {
-  int64_t queue_ns = 0;    // waiting for a free stream
-  int64_t compute_ns = 0;  // running on the stream (staging, execution, reading outputs)
+  int64_t queue_ns = 0;           // waiting in the model's queue (for a batch and a stream)
+  int64_t compute_input_ns = 0;   // assembling the batch (concatenating, padding)
+  int64_t compute_ns = 0;         // running on the stream (staging, execution, reading outputs)
+  int64_t compute_output_ns = 0;  // slicing this request's rows out of the batch's outputs
+  /// The execution the request was part of: its rows over all its requests (padding not
+  /// included; 0: unknown), and whether this request is the one that accounts for it (exactly
+  /// one request of each execution does, so that execution counts add up).
+  int64_t batch_size = 0;
+  bool counts_execution = true;
+};
+
+/// How to schedule one Infer (request parameters `priority` and `timeout`, the deadline).
+struct InferOptions {
+  uint64_t priority = 0;   // 1 is the highest level; 0: the model's default level
+  int64_t timeout_us = 0;  // longest wait in the queue; 0: the model's default
+  absl::Time deadline = absl::InfiniteFuture();  // answered DEADLINE_EXCEEDED if still queued
+};
+
+/// Capture and instance-cache totals of a loaded version (for statistics and metrics).
+struct CaptureStats {
+  uint64_t captures = 0;
+  uint64_t replays = 0;
+  uint64_t eager_runs = 0;
+  uint64_t evictions = 0;
+  uint64_t capture_failures = 0;
+  uint64_t budget_refusals = 0;
+  uint64_t live_instances = 0;
+  uint64_t live_bytes = 0;
+  uint64_t warmup_instances = 0;  // instances captured by the warm-up at load
+  int64_t warmup_ns = 0;          // the warm-up's time (part of the load time)
+  int64_t load_ns = 0;            // the whole load, warm-up included
 };
 
 /// One loaded model version. Made by ModelBackend::Load; destroyed by the repository once no
@@ -81,10 +112,34 @@ class LoadedModel {
   /// Runs one inference. `inputs` are in the order of signature().inputs and already checked
   /// against it (dtype, rank, fixed dimensions, byte size). `outputs` names the outputs wanted
   /// (a subset of signature().outputs, no duplicates). `timings`, when not null, receives the
-  /// queue and compute time of the call. Thread-safe: called concurrently.
+  /// queue and compute time of the call. `options` schedule it (priority, timeout); a backend
+  /// without a queue ignores them. Thread-safe: called concurrently.
   virtual absl::StatusOr<std::vector<OutputTensor>> Infer(std::span<const InputTensor> inputs,
                                                           std::span<const std::string> outputs,
+                                                          const InferOptions& options,
                                                           InferTimings* timings) = 0;
+  /// Called once with the result of InferAsync and its timings.
+  using InferDone =
+      absl::AnyInvocable<void(absl::StatusOr<std::vector<OutputTensor>>, const InferTimings&) &&>;
+  /// Infer without blocking the caller where the backend can: `done` runs once, on this thread
+  /// or on one of the backend's, when the result is there. `inputs` and `outputs` are borrowed
+  /// until `done` is called. The default runs Infer on the calling thread.
+  virtual void InferAsync(std::span<const InputTensor> inputs, std::span<const std::string> outputs,
+                          const InferOptions& options, InferDone done) {
+    InferTimings timings;
+    absl::StatusOr<std::vector<OutputTensor>> result = Infer(inputs, outputs, options, &timings);
+    std::move(done)(std::move(result), timings);
+  }
+
+  /// Infer with the default options.
+  absl::StatusOr<std::vector<OutputTensor>> Infer(std::span<const InputTensor> inputs,
+                                                  std::span<const std::string> outputs,
+                                                  InferTimings* timings) {
+    return Infer(inputs, outputs, InferOptions{}, timings);
+  }
+
+  /// Capture totals (zeros for a backend without capture). Thread-safe.
+  virtual CaptureStats capture_stats() const { return {}; }
 
   /// The runtime instances made so far (none for a backend without capture). Thread-safe.
   virtual std::vector<RuntimeInstanceInfo> ListRuntimeInstances() const { return {}; }

@@ -115,7 +115,15 @@ inference::ModelConfig ToModelConfigProto(const config::ModelSettings& settings,
       batching->add_preferred_batch_size(static_cast<int32_t>(size));
     }
     batching->set_max_queue_delay_microseconds(
-        static_cast<uint64_t>(settings.dynamic_batching->max_queue_delay_microseconds));
+        static_cast<uint64_t>(settings.dynamic_batching->max_queue_delay_microseconds.value_or(0)));
+    const config::DynamicBatching& b = *settings.dynamic_batching;
+    batching->set_priority_levels(static_cast<uint64_t>(b.priority_levels));
+    batching->set_default_priority_level(static_cast<uint64_t>(b.default_priority_level));
+    auto* queue = batching->mutable_default_queue_policy();
+    queue->set_max_queue_size(b.default_queue_policy.max_queue_size);
+    queue->set_default_timeout_microseconds(
+        static_cast<uint64_t>(b.default_queue_policy.default_timeout_microseconds));
+    queue->set_allow_timeout_override(true);
   }
   return out;
 }

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -16,7 +17,16 @@
 
 namespace reprise::server {
 
-/// Counters behind the ModelStatistics RPC. Lock-free; any thread.
+/// One batch size's executions (ModelStatistics.batch_stats).
+struct BatchSizeStats {
+  uint64_t count = 0;
+  uint64_t compute_input_ns = 0;
+  uint64_t compute_infer_ns = 0;
+  uint64_t compute_output_ns = 0;
+};
+
+/// Counters behind the ModelStatistics RPC (and the metrics). The counters are lock-free; the
+/// per-batch-size table takes a lock. Any thread.
 struct VersionStats {
   std::atomic<uint64_t> success_count{0};
   std::atomic<uint64_t> success_ns{0};
@@ -24,11 +34,33 @@ struct VersionStats {
   std::atomic<uint64_t> fail_ns{0};
   std::atomic<uint64_t> queue_count{0};
   std::atomic<uint64_t> queue_ns{0};
-  std::atomic<uint64_t> compute_count{0};
+  std::atomic<uint64_t> compute_count{0};  // compute_infer
   std::atomic<uint64_t> compute_ns{0};
+  std::atomic<uint64_t> compute_input_count{0};
+  std::atomic<uint64_t> compute_input_ns{0};
+  std::atomic<uint64_t> compute_output_count{0};
+  std::atomic<uint64_t> compute_output_ns{0};
   std::atomic<uint64_t> inference_count{0};
   std::atomic<uint64_t> execution_count{0};
   std::atomic<uint64_t> last_inference_ms{0};
+
+  /// Counts one execution of `batch_size` rows (requests' rows, padding not included).
+  void AddBatch(uint64_t batch_size, uint64_t input_ns, uint64_t infer_ns, uint64_t output_ns) {
+    std::lock_guard<std::mutex> lock(batch_mu);
+    BatchSizeStats& b = batch_stats[batch_size];
+    b.count += 1;
+    b.compute_input_ns += input_ns;
+    b.compute_infer_ns += infer_ns;
+    b.compute_output_ns += output_ns;
+  }
+  /// A copy of the table, by batch size.
+  std::map<uint64_t, BatchSizeStats> BatchStats() const {
+    std::lock_guard<std::mutex> lock(batch_mu);
+    return batch_stats;
+  }
+
+  mutable std::mutex batch_mu;
+  std::map<uint64_t, BatchSizeStats> batch_stats ABSL_GUARDED_BY(batch_mu);
 };
 
 /// A loaded version plus its in-flight accounting. Shared (std::shared_ptr) by the serving

@@ -53,8 +53,9 @@ class StreamLease {
 /// the limit). Streams go to waiters in arrival order.
 ///
 /// The pool knows only stream indices: the caller keeps one StreamSession (or any per-stream
-/// state) per index. The queue is the place where a dynamic batcher and capture buckets go
-/// next: a per-model queue that gathers requests into a batch before it takes a stream.
+/// state) per index. The engine backend now schedules with DynamicBatcher (batches, priorities,
+/// timeouts, one worker per stream) instead; this pool remains for backends that only need
+/// stream leases.
 ///
 /// Thread-safety: every method may be called from any thread. Lifetime: leases must be
 /// destroyed before the pool.

@@ -80,32 +80,54 @@ std::string ShapeSignature(const std::vector<NamedTensor>& inputs) {
 // One signature: its plan, its instance (null when it runs eagerly) and its statistics.
 // The plan and the instance are used by the one running thread only; the instance pointer and
 // the statistics are also read by ListInstances / DumpInstance, so they change under Impl::mu.
+// An evicted entry keeps only its statistics (plan and instance null).
 struct Entry {
   std::unique_ptr<ExecutionPlan> plan;  // declared before `ri`: outlives it
   std::unique_ptr<ModelRI> ri;
   StreamInstanceInfo info;
+  uint64_t last_use = 0;        // Impl::use_seq at the last run (LRU order)
+  uint64_t reserved_bytes = 0;  // taken from the budget for `plan`
+  bool capture_failed = false;  // never capture this signature again
 };
 
 struct StreamSession::Impl {
   std::shared_ptr<const Model> model;
   Device* device = nullptr;
   ExecMode mode = ExecMode::kReplay;
+  StreamSessionOptions options;
   std::vector<std::string> input_names;  // graph order
   bool value_keyed = false;              // touched by the running thread only
   std::unique_ptr<Stream> stream;
   // std::mutex rather than absl::Mutex (TSan, docs/development.md).
   mutable std::mutex mu;
   absl::flat_hash_map<std::string, std::unique_ptr<Entry>> entries ABSL_GUARDED_BY(mu);
+  StreamSessionCounters counters ABSL_GUARDED_BY(mu);
+  uint64_t use_seq ABSL_GUARDED_BY(mu) = 0;
 
   std::string Signature(const std::vector<const TensorValue*>& ordered) const;
+  // The live entry for the inputs' signature, made (planned, and captured when `capture`) if
+  // needed. Over the memory budget the plan goes to `*transient` instead of the cache.
   absl::StatusOr<Entry*> FindOrMake(const std::vector<const TensorValue*>& ordered,
-                                    StreamRunInfo* info);
+                                    StreamRunInfo* info, bool capture,
+                                    std::unique_ptr<Entry>* transient);
+  // Evicts least recently used plans (never `keep`) until one more of `bytes` fits the count
+  // bound and the budget (reserving the bytes). False when the budget cannot be met.
+  bool MakeRoom(uint64_t bytes, const Entry* keep, StreamRunInfo* info);
+  bool EvictLru(const Entry* keep);
   // Captures the plan's steps; on success stores the instance, else marks the entry eager.
   void Capture(Entry* entry, StreamRunInfo* info);
   // Enqueues every step and waits; the error names the node when a launch is refused.
   absl::Status RunEager(const ExecutionPlan& plan);
-  void MarkEager(Entry* entry, absl::string_view reason);
+  void MarkEager(Entry* entry, absl::string_view reason, StreamRunInfo* info);
 };
+
+bool InstanceBudget::TryReserve(uint64_t bytes) {
+  uint64_t used = used_.load(std::memory_order_relaxed);
+  do {
+    if (limit_ > 0 && used + bytes > limit_) return false;
+  } while (!used_.compare_exchange_weak(used, used + bytes, std::memory_order_relaxed));
+  return true;
+}
 
 std::string StreamSession::Impl::Signature(const std::vector<const TensorValue*>& ordered) const {
   std::string signature;
@@ -119,11 +141,54 @@ std::string StreamSession::Impl::Signature(const std::vector<const TensorValue*>
   return signature;
 }
 
-void StreamSession::Impl::MarkEager(Entry* entry, absl::string_view reason) {
+void StreamSession::Impl::MarkEager(Entry* entry, absl::string_view reason, StreamRunInfo* info) {
   std::lock_guard<std::mutex> lock(mu);
   entry->ri.reset();
   entry->info.state = "eager";
   entry->info.reason = std::string(reason);
+  entry->capture_failed = true;
+  counters.capture_failures += 1;
+  info->capture_failed = true;
+  info->capture_error = std::string(reason);
+}
+
+bool StreamSession::Impl::EvictLru(const Entry* keep) {
+  std::lock_guard<std::mutex> lock(mu);
+  Entry* victim = nullptr;
+  for (auto& [signature, entry] : entries) {
+    if (entry.get() == keep || entry->plan == nullptr) continue;
+    if (victim == nullptr || entry->last_use < victim->last_use) victim = entry.get();
+  }
+  if (victim == nullptr) return false;
+  victim->ri.reset();  // before the plan whose buffers it binds
+  victim->plan.reset();
+  if (!victim->capture_failed) {
+    victim->info.state = "evicted";
+    victim->info.reason = "freed by the instance bound or the memory budget";
+  }
+  if (options.budget != nullptr) options.budget->Release(victim->reserved_bytes);
+  counters.live_bytes -= victim->reserved_bytes;
+  victim->reserved_bytes = 0;
+  counters.live_instances -= 1;
+  counters.evictions += 1;
+  return true;
+}
+
+bool StreamSession::Impl::MakeRoom(uint64_t bytes, const Entry* keep, StreamRunInfo* info) {
+  while (options.max_instances > 0) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (counters.live_instances < static_cast<uint64_t>(options.max_instances)) break;
+    }
+    if (!EvictLru(keep)) break;
+    info->evictions += 1;
+  }
+  if (options.budget == nullptr) return true;
+  while (!options.budget->TryReserve(bytes)) {
+    if (!EvictLru(keep)) return false;
+    info->evictions += 1;
+  }
+  return true;
 }
 
 void StreamSession::Impl::Capture(Entry* entry, StreamRunInfo* info) {
@@ -131,7 +196,7 @@ void StreamSession::Impl::Capture(Entry* entry, StreamRunInfo* info) {
   absl::Status status = BeginCapture(stream.get(), CaptureMode::kThreadLocal);
   if (!status.ok()) {
     info->capture_ns = NowNs() - start;
-    MarkEager(entry, absl::StrCat("begin capture: ", status.message()));
+    MarkEager(entry, absl::StrCat("begin capture: ", status.message()), info);
     return;
   }
   absl::Status launch = entry->plan->ForEachStep([&](const PlanStep& step) -> absl::Status {
@@ -148,28 +213,35 @@ void StreamSession::Impl::Capture(Entry* entry, StreamRunInfo* info) {
   absl::StatusOr<std::unique_ptr<ModelRI>> ri = EndCapture(stream.get());
   info->capture_ns = NowNs() - start;
   if (!launch.ok()) {
-    MarkEager(entry, launch.message());
+    MarkEager(entry, launch.message(), info);
     return;
   }
   if (!ri.ok()) {
-    MarkEager(entry, absl::StrCat("end capture: ", ri.status().message()));
+    MarkEager(entry, absl::StrCat("end capture: ", ri.status().message()), info);
     return;
   }
   std::lock_guard<std::mutex> lock(mu);
   entry->ri = *std::move(ri);
   entry->info.state = "captured";
+  entry->info.reason.clear();
   entry->info.captures += 1;
   entry->info.capture_ns = info->capture_ns;
+  counters.captures += 1;
   info->captured = true;
 }
 
 absl::StatusOr<Entry*> StreamSession::Impl::FindOrMake(
-    const std::vector<const TensorValue*>& ordered, StreamRunInfo* info) {
+    const std::vector<const TensorValue*>& ordered, StreamRunInfo* info, bool capture,
+    std::unique_ptr<Entry>* transient) {
   std::string signature = Signature(ordered);
+  Entry* existing = nullptr;
   {
     std::lock_guard<std::mutex> lock(mu);
     auto it = entries.find(signature);
-    if (it != entries.end()) return it->second.get();
+    if (it != entries.end()) {
+      if (it->second->plan != nullptr) return it->second.get();
+      existing = it->second.get();  // evicted: plan (and capture) again
+    }
   }
   const int64_t start = NowNs();
   bool keyed = value_keyed;
@@ -179,22 +251,50 @@ absl::StatusOr<Entry*> StreamSession::Impl::FindOrMake(
   if (keyed && !value_keyed) {
     value_keyed = true;
     signature = Signature(ordered);
+    existing = nullptr;
     std::lock_guard<std::mutex> lock(mu);
     auto it = entries.find(signature);
     if (it != entries.end()) return it->second.get();  // cannot happen: keys were all unkeyed
   }
-  auto entry = std::make_unique<Entry>();
-  entry->plan = std::move(plan);
-  entry->info.shape_signature = signature;
-  entry->info.arena_bytes = entry->plan->arena_bytes();
-  entry->info.state = mode == ExecMode::kEager ? "eager" : "capturing";
-  if (mode == ExecMode::kEager) entry->info.reason = "eager mode";
-  Entry* raw = entry.get();
+  const uint64_t bytes = plan->arena_bytes();
+  if (!MakeRoom(bytes, existing, info)) {
+    // Over the budget even with this session's other plans gone: run once, cache nothing.
+    *transient = std::make_unique<Entry>();
+    (*transient)->plan = std::move(plan);
+    (*transient)->info.shape_signature = signature;
+    info->transient = true;
+    std::lock_guard<std::mutex> lock(mu);
+    counters.budget_refusals += 1;
+    return transient->get();
+  }
+  Entry* raw = existing;
   {
     std::lock_guard<std::mutex> lock(mu);
-    entries.emplace(signature, std::move(entry));
+    if (raw == nullptr) {
+      auto entry = std::make_unique<Entry>();
+      entry->info.shape_signature = signature;
+      if (!ordered.empty() && !ordered[0]->shape.empty()) {
+        entry->info.batch_rows = ordered[0]->shape[0];
+      }
+      raw = entry.get();
+      entries.emplace(signature, std::move(entry));
+    }
+    raw->plan = std::move(plan);
+    raw->reserved_bytes = bytes;
+    raw->info.arena_bytes = bytes;
+    counters.live_instances += 1;
+    counters.live_bytes += bytes;
+    if (mode == ExecMode::kEager) {
+      raw->info.state = "eager";
+      raw->info.reason = "eager mode";
+    } else if (!capture && !raw->capture_failed) {
+      raw->info.state = "eager";
+      raw->info.reason = "not captured (e.g. a batch above the largest capture bucket)";
+    } else if (!raw->capture_failed) {
+      raw->info.state = "capturing";
+    }
   }
-  if (mode == ExecMode::kReplay) Capture(raw, info);
+  if (mode == ExecMode::kReplay && capture && !raw->capture_failed) Capture(raw, info);
   return raw;
 }
 
@@ -220,16 +320,25 @@ StreamSession::StreamSession(std::unique_ptr<Impl> impl) : impl_(std::move(impl)
 StreamSession::~StreamSession() {
   // Nothing is pending after a Run returns, but make sure before the plans go.
   if (impl_ != nullptr && impl_->stream != nullptr) impl_->stream->Synchronize().IgnoreError();
+  if (impl_ != nullptr && impl_->options.budget != nullptr) {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    for (auto& [signature, entry] : impl_->entries) {
+      impl_->options.budget->Release(entry->reserved_bytes);
+      entry->reserved_bytes = 0;
+    }
+  }
 }
 
 absl::StatusOr<std::unique_ptr<StreamSession>> StreamSession::Create(
-    std::shared_ptr<const Model> model, Device* device, ExecMode mode) {
+    std::shared_ptr<const Model> model, Device* device, ExecMode mode,
+    StreamSessionOptions options) {
   if (model == nullptr) return absl::InvalidArgumentError("stream session: no model");
   if (device == nullptr) return absl::InvalidArgumentError("stream session: no device");
   auto impl = std::make_unique<Impl>();
   impl->model = std::move(model);
   impl->device = device;
   impl->mode = mode;
+  impl->options = options;
   for (const Value& input : impl->model->inputs()) impl->input_names.push_back(input.name);
   absl::StatusOr<std::unique_ptr<Stream>> stream = device->CreateStream();
   if (!stream.ok()) {
@@ -242,13 +351,14 @@ absl::StatusOr<std::unique_ptr<StreamSession>> StreamSession::Create(
 }
 
 absl::StatusOr<std::vector<NamedTensor>> StreamSession::Run(const std::vector<NamedTensor>& inputs,
-                                                            StreamRunInfo* info) {
+                                                            StreamRunInfo* info, bool capture) {
   StreamRunInfo local;
   StreamRunInfo* out_info = info != nullptr ? info : &local;
   *out_info = StreamRunInfo{};
   Impl& s = *impl_;
   ASSIGN_OR_RETURN(std::vector<const TensorValue*> ordered, s.model->MatchInputs(inputs));
-  ASSIGN_OR_RETURN(Entry * entry, s.FindOrMake(ordered, out_info));
+  std::unique_ptr<Entry> transient;
+  ASSIGN_OR_RETURN(Entry * entry, s.FindOrMake(ordered, out_info, capture, &transient));
   ExecutionPlan& plan = *entry->plan;
 
   const int64_t start = NowNs();
@@ -265,13 +375,16 @@ absl::StatusOr<std::vector<NamedTensor>> StreamSession::Run(const std::vector<Na
     {
       std::lock_guard<std::mutex> lock(s.mu);
       first_replay = entry->info.replays == 0;
-      if (status.ok()) entry->info.replays += 1;
+      if (status.ok()) {
+        entry->info.replays += 1;
+        s.counters.replays += 1;
+      }
     }
     if (status.ok()) {
       ran = true;
       out_info->replayed = true;
     } else if (first_replay) {
-      s.MarkEager(entry, absl::StrCat("first replay: ", status.message()));
+      s.MarkEager(entry, absl::StrCat("first replay: ", status.message()), out_info);
       out_info->captured = false;
     } else {
       return status;
@@ -282,6 +395,7 @@ absl::StatusOr<std::vector<NamedTensor>> StreamSession::Run(const std::vector<Na
     out_info->eager = true;
     std::lock_guard<std::mutex> lock(s.mu);
     entry->info.eager_runs += 1;
+    s.counters.eager_runs += 1;
   }
 
   std::vector<NamedTensor> outputs;
@@ -292,6 +406,7 @@ absl::StatusOr<std::vector<NamedTensor>> StreamSession::Run(const std::vector<Na
   out_info->run_ns = NowNs() - start;
   std::lock_guard<std::mutex> lock(s.mu);
   entry->info.last_used_ms = absl::ToUnixMillis(absl::Now());
+  entry->last_use = ++s.use_seq;
   return outputs;
 }
 
@@ -317,11 +432,21 @@ absl::StatusOr<std::string> StreamSession::DumpInstance(absl::string_view shape_
                                             impl_->entries.size(), " signature(s) seen)"));
   }
   const Entry& entry = *it->second;
+  if (entry.plan == nullptr) {
+    return absl::NotFoundError(absl::StrCat("the instance for signature \"", shape_signature,
+                                            "\" was evicted (", entry.info.reason,
+                                            "); the next run of that shape makes it again"));
+  }
   if (entry.ri == nullptr) {
     return absl::NotFoundError(absl::StrCat("signature \"", shape_signature,
                                             "\" runs eagerly, no instance: ", entry.info.reason));
   }
   return entry.ri->DumpJson(verbose ? DumpFlags::kVerbose : DumpFlags::kSummary);
+}
+
+StreamSessionCounters StreamSession::counters() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->counters;
 }
 
 ExecMode StreamSession::mode() const { return impl_->mode; }

@@ -3,6 +3,7 @@
 #ifndef REPRISE_RUNTIME_ENGINE_STREAM_SESSION_H_
 #define REPRISE_RUNTIME_ENGINE_STREAM_SESSION_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -24,10 +25,14 @@ enum class ExecMode {
 
 /// What one Run did.
 struct StreamRunInfo {
-  bool planned = false;   // a plan was made for this signature by this run
-  bool captured = false;  // this run captured a new instance
-  bool replayed = false;  // this run replayed an instance (a capturing run also replays it)
-  bool eager = false;     // ran eagerly (kEager, or capture failed for this signature)
+  bool planned = false;         // a plan was made for this signature by this run
+  bool captured = false;        // this run captured a new instance
+  bool replayed = false;        // this run replayed an instance (a capturing run also replays it)
+  bool eager = false;           // ran eagerly (kEager, or capture failed for this signature)
+  bool capture_failed = false;  // this run tried to capture the signature and failed
+  std::string capture_error;    // why, when capture_failed
+  int evictions = 0;            // instances this run evicted to make room (LRU or budget)
+  bool transient = false;       // over the memory budget: planned for this run only
   int64_t plan_ns = 0;
   int64_t capture_ns = 0;
   int64_t run_ns = 0;  // staging + execution + reading outputs
@@ -37,7 +42,9 @@ struct StreamRunInfo {
 /// while the first run of the signature is making its instance.
 struct StreamInstanceInfo {
   std::string shape_signature;  // e.g. "x:[1,4];y:[1]"
-  std::string state;            // "captured" or "eager" (capture failed; the reason below)
+  /// "captured", "eager" (capture failed or not wanted; the reason below) or "evicted" (its
+  /// plan and instance were freed by the LRU bound or the memory budget; made again on use).
+  std::string state;
   std::string reason;
   uint64_t captures = 0;
   uint64_t replays = 0;
@@ -45,6 +52,47 @@ struct StreamInstanceInfo {
   int64_t capture_ns = 0;
   uint64_t arena_bytes = 0;
   int64_t last_used_ms = 0;  // wall clock, ms since the epoch
+  int64_t batch_rows = 0;    // first dimension of the first input (0 for a scalar / no input)
+};
+
+/// Totals of one session (for statistics and metrics).
+struct StreamSessionCounters {
+  uint64_t captures = 0;  // instances captured (recaptures after eviction included)
+  uint64_t replays = 0;
+  uint64_t eager_runs = 0;
+  uint64_t evictions = 0;         // instances freed by the LRU bound or the memory budget
+  uint64_t capture_failures = 0;  // signatures that fell back to eager
+  uint64_t budget_refusals = 0;   // runs planned transiently because the budget was spent
+  uint64_t live_instances = 0;    // plans held now
+  uint64_t live_bytes = 0;        // their arena bytes (what the budget counts)
+};
+
+/// A memory budget for the arenas of the plans (instances) of many sessions, e.g. the whole
+/// server's. Thread-safe; must outlive the sessions that use it.
+class InstanceBudget {
+ public:
+  /// `limit_bytes` 0: no limit (only counts).
+  explicit InstanceBudget(uint64_t limit_bytes) : limit_(limit_bytes) {}
+  /// Takes `bytes` when they fit under the limit; false (nothing taken) otherwise.
+  bool TryReserve(uint64_t bytes);
+  void Release(uint64_t bytes) { used_.fetch_sub(bytes, std::memory_order_relaxed); }
+  uint64_t used() const { return used_.load(std::memory_order_relaxed); }
+  uint64_t limit() const { return limit_; }
+
+ private:
+  const uint64_t limit_;
+  std::atomic<uint64_t> used_{0};
+};
+
+/// Bounds of a session's instance cache.
+struct StreamSessionOptions {
+  /// Plans (captured instances and eager plans) kept at once; the least recently used one is
+  /// evicted to make room. 0: no bound.
+  int max_instances = 0;
+  /// Shared budget for the plans' arena bytes; null: none. Borrowed. When a new plan does not
+  /// fit, this session's least recently used plans are evicted; if it still does not fit the
+  /// run uses a plan made for it alone (counted in budget_refusals).
+  InstanceBudget* budget = nullptr;
 };
 
 /// A model bound to one stream of `device`, with its own plan and instance cache keyed by the
@@ -77,16 +125,20 @@ struct StreamInstanceInfo {
 class StreamSession {
  public:
   static absl::StatusOr<std::unique_ptr<StreamSession>> Create(std::shared_ptr<const Model> model,
-                                                               Device* device, ExecMode mode);
+                                                               Device* device, ExecMode mode,
+                                                               StreamSessionOptions options = {});
   ~StreamSession();
 
   /// Validates `inputs` (Model::MatchInputs), finds or makes the plan and instance for their
   /// shapes, runs and returns the outputs in graph order. If capturing a signature fails, that
-  /// signature runs eagerly from then on and the run still succeeds.
+  /// signature runs eagerly from then on and the run still succeeds. `capture` false: a new
+  /// signature is planned but never captured (state "eager", e.g. a batch above the largest
+  /// capture bucket).
   absl::StatusOr<std::vector<NamedTensor>> Run(const std::vector<NamedTensor>& inputs,
-                                               StreamRunInfo* info = nullptr);
+                                               StreamRunInfo* info = nullptr, bool capture = true);
 
   std::vector<StreamInstanceInfo> ListInstances() const;
+  StreamSessionCounters counters() const;
   /// The JSON dump (ModelRI::DumpJson) of the instance for `shape_signature`; NOT_FOUND when
   /// there is none.
   absl::StatusOr<std::string> DumpInstance(absl::string_view shape_signature, bool verbose) const;

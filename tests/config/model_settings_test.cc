@@ -137,6 +137,54 @@ TEST(ModelSettingsTest, BadValues) {
               HasSubstr("instance_group[0].count"));
 }
 
+TEST(ModelSettingsTest, ReadsTheSchedulingAndCaptureKeys) {
+  absl::StatusOr<ModelSettings> s = ParseModelSettings(R"(
+max_batch_size: 8
+dynamic_batching:
+  preferred_batch_size: [4, 8]
+  priority_levels: 3
+  default_priority_level: 2
+  default_queue_policy: {max_queue_size: 16, default_timeout_microseconds: 5000}
+capture: {buckets: [2, 8], warmup: true, max_instances_per_stream: 3}
+)",
+                                                       "c", "m");
+  ASSERT_TRUE(s.ok()) << s.status();
+  const DynamicBatching& b = *s->dynamic_batching;
+  EXPECT_FALSE(b.max_queue_delay_microseconds.has_value());  // the server's default applies
+  EXPECT_EQ(b.priority_levels, 3);
+  EXPECT_EQ(b.default_priority_level, 2);
+  EXPECT_EQ(b.default_queue_policy.max_queue_size, 16);
+  EXPECT_EQ(b.default_queue_policy.default_timeout_microseconds, 5000);
+  EXPECT_THAT(s->capture.buckets, ElementsAre(2, 8));
+  EXPECT_EQ(s->capture.warmup, true);
+  EXPECT_EQ(s->capture.max_instances_per_stream, 3);
+  EXPECT_THAT(CaptureBuckets(*s), ElementsAre(2, 8));
+}
+
+TEST(ModelSettingsTest, DefaultBucketsArePowersOfTwoAndTheMax) {
+  absl::StatusOr<ModelSettings> s = ParseModelSettings("max_batch_size: 6\n", "c", "m");
+  ASSERT_TRUE(s.ok());
+  EXPECT_THAT(CaptureBuckets(*s), ElementsAre(1, 2, 4, 6));
+  s = ParseModelSettings("", "c", "m");
+  ASSERT_TRUE(s.ok());
+  EXPECT_TRUE(CaptureBuckets(*s).empty());  // no batch dimension: no buckets
+}
+
+TEST(ModelSettingsTest, BadSchedulingAndCaptureValues) {
+  auto error = [](const std::string& yaml) {
+    return std::string(ParseModelSettings(yaml, "c", "m").status().message());
+  };
+  EXPECT_THAT(error("max_batch_size: 8\ncapture: {buckets: [4, 2]}"), HasSubstr("ascending"));
+  EXPECT_THAT(error("max_batch_size: 8\ncapture: {buckets: [16]}"),
+              HasSubstr("16 exceeds max_batch_size 8"));
+  EXPECT_THAT(error("capture: {buckets: [1]}"), HasSubstr("needs max_batch_size > 0"));
+  EXPECT_THAT(error("max_batch_size: 8\ndynamic_batching: {priority_levels: 2, "
+                    "default_priority_level: 3}"),
+              HasSubstr("exceeds priority_levels 2"));
+  EXPECT_THAT(error("dynamic_batching: {default_queue_policy: {timeout_action: DELAY}}"),
+              HasSubstr("dynamic_batching.default_queue_policy.timeout_action"));
+}
+
 TEST(ModelSettingsTest, TypeNamesRoundTrip) {
   for (int i = 1; i <= 14; ++i) {
     const auto type = static_cast<TensorType>(i);

@@ -44,6 +44,28 @@ TEST(ServerConfigTest, ShippedFileParsesToTheDefaults) {
   EXPECT_EQ(c->shutdown_timeout_s, d.shutdown_timeout_s);
   EXPECT_EQ(c->log_level, d.log_level);
   EXPECT_EQ(c->log_format, d.log_format);
+  EXPECT_EQ(c->batching_max_queue_delay_us, d.batching_max_queue_delay_us);
+  EXPECT_EQ(c->batching_default_timeout_us, d.batching_default_timeout_us);
+  EXPECT_EQ(c->capture_memory_budget_bytes, d.capture_memory_budget_bytes);
+  EXPECT_EQ(c->capture_max_instances_per_stream, d.capture_max_instances_per_stream);
+  EXPECT_EQ(c->capture_warmup, d.capture_warmup);
+}
+
+TEST(ServerConfigTest, ReadsBatchingAndCaptureDefaults) {
+  absl::StatusOr<ServerConfig> c = ParseServerConfig(
+      "batching: {max_queue_delay_microseconds: 250, default_timeout_microseconds: 9000}\n"
+      "capture: {memory_budget_bytes: 1048576, max_instances_per_stream: 4, warmup: true}\n",
+      "f.yaml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->batching_max_queue_delay_us, 250);
+  EXPECT_EQ(c->batching_default_timeout_us, 9000);
+  EXPECT_EQ(c->capture_memory_budget_bytes, 1048576);
+  EXPECT_EQ(c->capture_max_instances_per_stream, 4);
+  EXPECT_TRUE(c->capture_warmup);
+  absl::Status bad = ParseServerConfig("capture: {memory_budget_bytes: -1}\n", "f.yaml").status();
+  EXPECT_THAT(bad.message(), HasSubstr("capture.memory_budget_bytes"));
+  bad = ParseServerConfig("capture: {warm_up: true}\n", "f.yaml").status();
+  EXPECT_THAT(bad.message(), HasSubstr("capture.warm_up"));
 }
 
 TEST(ServerConfigTest, ReadsEveryField) {
@@ -94,10 +116,10 @@ TEST(ServerConfigTest, UnknownKeyNamesKeyAndLine) {
 }
 
 TEST(ServerConfigTest, UnknownTopLevelSection) {
-  absl::StatusOr<ServerConfig> c = ParseServerConfig("log: {}\ncapture: {}\n", "bad.yaml");
+  absl::StatusOr<ServerConfig> c = ParseServerConfig("log: {}\nplugins: {}\n", "bad.yaml");
   ASSERT_FALSE(c.ok());
   EXPECT_THAT(c.status().message(), HasSubstr("line 2"));
-  EXPECT_THAT(c.status().message(), HasSubstr("\"capture\""));
+  EXPECT_THAT(c.status().message(), HasSubstr("\"plugins\""));
 }
 
 TEST(ServerConfigTest, WrongTypeNamesKeyAndLine) {

@@ -322,6 +322,45 @@ TEST_F(EngineE2eTest, StatisticsCountWhatHappened) {
   EXPECT_EQ(s.compute_infer().count(), 3u);
   EXPECT_GT(s.compute_infer().ns(), 0u);
   EXPECT_GE(s.success().ns(), s.compute_infer().ns());
+  EXPECT_EQ(s.compute_input().count(), 3u);
+  EXPECT_EQ(s.compute_output().count(), 3u);
+  // One execution per request (no dynamic_batching): batch sizes 1 once and 4 twice.
+  ASSERT_EQ(m.batch_stats_size(), 2);
+  EXPECT_EQ(m.batch_stats(0).batch_size(), 1u);
+  EXPECT_EQ(m.batch_stats(0).compute_infer().count(), 1u);
+  EXPECT_EQ(m.batch_stats(1).batch_size(), 4u);
+  EXPECT_EQ(m.batch_stats(1).compute_infer().count(), 2u);
+
+  // The capture totals: b1 and b4 each captured once on stream 0, b4 replayed again.
+  grpc::ClientContext actx;
+  reprise::v1::ListInstancesRequest list;
+  list.set_model("mlp");
+  reprise::v1::ListInstancesResponse instances;
+  ASSERT_TRUE(admin_->ListInstances(&actx, list, &instances).ok());
+  ASSERT_EQ(instances.versions_size(), 1);
+  EXPECT_EQ(instances.versions(0).captures(), 2u);
+  EXPECT_EQ(instances.versions(0).replays(), 3u);
+  EXPECT_EQ(instances.versions(0).evictions(), 0u);
+  EXPECT_GT(instances.versions(0).load_ns(), 0u);
+}
+
+TEST_F(EngineE2eTest, PriorityAndTimeoutParametersAreChecked) {
+  const runtime::TensorValue b1 = Npy(kZoo + "/input_b1.npy");
+  inference::ModelInferResponse resp;
+  inference::ModelInferRequest r = MlpRequest(b1);
+  (*r.mutable_parameters())["priority"].set_int64_param(5);  // the model has one level
+  grpc::Status st = Infer(r, &resp);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(st.error_message(), HasSubstr("priority 5"));
+  r = MlpRequest(b1);
+  (*r.mutable_parameters())["timeout"].set_int64_param(-1);
+  st = Infer(r, &resp);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(st.error_message(), HasSubstr("\"timeout\""));
+  r = MlpRequest(b1);
+  (*r.mutable_parameters())["priority"].set_uint64_param(1);
+  (*r.mutable_parameters())["timeout"].set_uint64_param(60'000'000);
+  EXPECT_TRUE(Infer(r, &resp).ok());
 }
 
 TEST_F(EngineE2eTest, InfersKeepSucceedingWhileAnotherModelReloads) {

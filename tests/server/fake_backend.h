@@ -142,8 +142,10 @@ class FakeModel final : public LoadedModel {
 
   absl::StatusOr<std::vector<OutputTensor>> Infer(std::span<const InputTensor> inputs,
                                                   std::span<const std::string> outputs,
+                                                  const InferOptions& options,
                                                   InferTimings* timings) override {
-    (void)timings;  // the fake has no queue; zero timings are valid
+    (void)options;  // the fake has no queue: nothing to schedule
+    (void)timings;  // zero timings are valid
     if (!alive_.load()) backend_->use_after_destroy_.fetch_add(1);
     if (kind_ == "blocking") backend_->blocker().Enter();
     std::vector<OutputTensor> out;

@@ -1,15 +1,19 @@
-// ModelInfer latency over gRPC at concurrency 1: a timing loop, not a test.
+// ModelInfer latency and throughput over gRPC: a timing loop, not a test.
 //
 //   infer_latency [--addr 127.0.0.1:8001] [--model mlp] [--input NAME=FILE.npy]
-//                 [-n 2000] [--warmup 200]
+//                 [-n 2000] [--warmup 200] [-c 1]
 //
-// Sends the same request n times after `warmup` unmeasured ones, one at a time on one channel,
-// and prints min / p50 / p90 / p99 / max / mean in microseconds.
+// `-c` clients (threads, each with its own channel) each send the same request n times after
+// `warmup` unmeasured ones, one at a time, and the tool prints min / p50 / p90 / p99 / max /
+// mean in microseconds over all of them and the throughput (requests per second over the
+// measured part: from the first measured send to the last answer).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "grpc_service.grpc.pb.h"
@@ -20,7 +24,7 @@
 int main(int argc, char** argv) {
   std::string addr = "127.0.0.1:8001", model = "mlp",
               input = "input=tools/models/zoo/mlp/input_b1.npy";
-  int n = 2000, warmup = 200;
+  int n = 2000, warmup = 200, clients = 1;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i], value = argv[i + 1];
     if (flag == "--addr")
@@ -33,14 +37,16 @@ int main(int argc, char** argv) {
       n = std::atoi(value.c_str());
     else if (flag == "--warmup")
       warmup = std::atoi(value.c_str());
+    else if (flag == "-c")
+      clients = std::atoi(value.c_str());
     else {
       std::fprintf(stderr, "unknown flag %s\n", flag.c_str());
       return 2;
     }
   }
   const size_t eq = input.find('=');
-  if (eq == std::string::npos || n <= 0) {
-    std::fprintf(stderr, "--input NAME=FILE.npy and -n > 0\n");
+  if (eq == std::string::npos || n <= 0 || clients <= 0) {
+    std::fprintf(stderr, "--input NAME=FILE.npy, -n > 0 and -c > 0\n");
     return 2;
   }
   absl::StatusOr<reprise::runtime::TensorValue> tensor =
@@ -58,33 +64,60 @@ int main(int argc, char** argv) {
   request.add_raw_input_contents(
       std::string(reinterpret_cast<const char*>(tensor->bytes.data()), tensor->bytes.size()));
 
-  auto stub = inference::GRPCInferenceService::NewStub(
-      grpc::CreateChannel(addr, grpc::InsecureChannelCredentials()));
   std::vector<double> us;
-  us.reserve(static_cast<size_t>(n));
-  for (int i = 0; i < warmup + n; ++i) {
-    grpc::ClientContext ctx;
-    inference::ModelInferResponse response;
-    const auto start = std::chrono::steady_clock::now();
-    grpc::Status s = stub->ModelInfer(&ctx, request, &response);
-    const auto end = std::chrono::steady_clock::now();
-    if (!s.ok()) {
-      std::fprintf(stderr, "ModelInfer: %d %s\n", static_cast<int>(s.error_code()),
-                   s.error_message().c_str());
-      return 1;
+  us.reserve(static_cast<size_t>(n) * static_cast<size_t>(clients));
+  std::mutex mu;
+  bool failed = false;
+  using Clock = std::chrono::steady_clock;
+  Clock::time_point first_measured = Clock::time_point::max(), last_done{};
+  auto client = [&](int index) {
+    // Own channel per client: one HTTP/2 connection each, as separate clients would have.
+    grpc::ChannelArguments args;
+    args.SetInt("client_index", index);  // keeps gRPC from sharing one subchannel
+    auto stub = inference::GRPCInferenceService::NewStub(
+        grpc::CreateCustomChannel(addr, grpc::InsecureChannelCredentials(), args));
+    std::vector<double> mine;
+    mine.reserve(static_cast<size_t>(n));
+    Clock::time_point my_first = Clock::time_point::max(), my_last{};
+    for (int i = 0; i < warmup + n; ++i) {
+      grpc::ClientContext ctx;
+      inference::ModelInferResponse response;
+      const auto start = Clock::now();
+      grpc::Status s = stub->ModelInfer(&ctx, request, &response);
+      const auto end = Clock::now();
+      if (!s.ok()) {
+        std::fprintf(stderr, "ModelInfer: %d %s\n", static_cast<int>(s.error_code()),
+                     s.error_message().c_str());
+        std::lock_guard<std::mutex> lock(mu);
+        failed = true;
+        return;
+      }
+      if (i >= warmup) {
+        if (i == warmup) my_first = start;
+        my_last = end;
+        mine.push_back(std::chrono::duration<double, std::micro>(end - start).count());
+      }
     }
-    if (i >= warmup) us.push_back(std::chrono::duration<double, std::micro>(end - start).count());
-  }
+    std::lock_guard<std::mutex> lock(mu);
+    us.insert(us.end(), mine.begin(), mine.end());
+    first_measured = std::min(first_measured, my_first);
+    last_done = std::max(last_done, my_last);
+  };
+  std::vector<std::thread> threads;
+  for (int c = 0; c < clients; ++c) threads.emplace_back(client, c);
+  for (std::thread& t : threads) t.join();
+  if (failed || us.empty()) return 1;
   std::sort(us.begin(), us.end());
   auto pct = [&](double p) {
     return us[std::min(us.size() - 1, static_cast<size_t>(p * static_cast<double>(us.size())))];
   };
   double sum = 0;
   for (double v : us) sum += v;
+  const double seconds = std::chrono::duration<double>(last_done - first_measured).count();
   std::printf(
-      "model %s, %d requests after %d warm-up, concurrency 1 (us): min %.1f p50 %.1f "
-      "p90 %.1f p99 %.1f max %.1f mean %.1f\n",
-      model.c_str(), n, warmup, us.front(), pct(0.50), pct(0.90), pct(0.99), us.back(),
-      sum / static_cast<double>(us.size()));
+      "model %s, %d requests per client after %d warm-up, concurrency %d (us): min %.1f p50 %.1f "
+      "p90 %.1f p99 %.1f max %.1f mean %.1f; throughput %.0f req/s\n",
+      model.c_str(), n, warmup, clients, us.front(), pct(0.50), pct(0.90), pct(0.99), us.back(),
+      sum / static_cast<double>(us.size()), static_cast<double>(us.size()) / seconds);
   return 0;
 }

@@ -292,14 +292,30 @@ class Client {
       std::cout << ToJson(r);
       return absl::OkStatus();
     }
-    std::printf("%-16s %-7s %6s %-10s %8s %8s %12s  %s\n", "MODEL", "VERSION", "STREAM", "STATE",
-                "CAPTURES", "REPLAYS", "CAPTURE_US", "SHAPE");
+    std::printf("%-16s %-7s %6s %6s %-9s %8s %8s %12s %12s  %s\n", "MODEL", "VERSION", "STREAM",
+                "BUCKET", "STATE", "CAPTURES", "REPLAYS", "CAPTURE_US", "ARENA_BYTES", "SHAPE");
     for (const auto& i : r.instances()) {
-      std::printf("%-16s %-7s %6d %-10s %8llu %8llu %12.1f  %s\n", i.model().c_str(),
-                  i.version().c_str(), i.stream(), i.state().c_str(),
-                  static_cast<unsigned long long>(i.captures()),
+      std::printf("%-16s %-7s %6d %6lld %-9s %8llu %8llu %12.1f %12llu  %s\n", i.model().c_str(),
+                  i.version().c_str(), i.stream(), static_cast<long long>(i.bucket()),
+                  i.state().c_str(), static_cast<unsigned long long>(i.captures()),
                   static_cast<unsigned long long>(i.replays()),
-                  static_cast<double>(i.capture_time_ns()) / 1e3, i.shape_signature().c_str());
+                  static_cast<double>(i.capture_time_ns()) / 1e3,
+                  static_cast<unsigned long long>(i.arena_bytes()), i.shape_signature().c_str());
+    }
+    for (const auto& v : r.versions()) {
+      std::printf(
+          "%s v%s: %llu captures, %llu replays, %llu eager runs, %llu evictions, %llu capture "
+          "failures, %llu live instances (%llu bytes); load %.1f ms (warm-up %llu instances, "
+          "%.1f ms)\n",
+          v.model().c_str(), v.version().c_str(), static_cast<unsigned long long>(v.captures()),
+          static_cast<unsigned long long>(v.replays()),
+          static_cast<unsigned long long>(v.eager_runs()),
+          static_cast<unsigned long long>(v.evictions()),
+          static_cast<unsigned long long>(v.capture_failures()),
+          static_cast<unsigned long long>(v.live_instances()),
+          static_cast<unsigned long long>(v.live_bytes()), static_cast<double>(v.load_ns()) / 1e6,
+          static_cast<unsigned long long>(v.warmup_instances()),
+          static_cast<double>(v.warmup_ns()) / 1e6);
     }
     return absl::OkStatus();
   }

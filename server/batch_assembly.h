@@ -1,0 +1,41 @@
+// Turning the requests of a batch into one set of engine inputs (concatenated along the batch
+// dimension, zero-padded up to a capture bucket) and the batch's outputs back into each
+// request's rows.
+#ifndef REPRISE_SERVER_BATCH_ASSEMBLY_H_
+#define REPRISE_SERVER_BATCH_ASSEMBLY_H_
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "runtime/engine/execution_plan.h"
+#include "server/model_backend.h"
+
+namespace reprise::server {
+
+/// The part of a request's inputs that must match for two requests to share a batch: each
+/// input's element type and its dimensions after the first.
+std::string BatchKey(std::span<const InputTensor> inputs);
+
+/// One request's inputs as a batch member (borrowed, in the model's input order).
+using RequestInputs = std::span<const InputTensor>;
+
+/// Concatenates the requests' inputs along the first dimension (every request has the same
+/// inputs, element types and BatchKey; at least one request) and appends zero rows up to
+/// `padded_rows` (>= the rows of all requests). The tensors own their bytes.
+absl::StatusOr<std::vector<runtime::engine::NamedTensor>> AssembleBatch(
+    const std::vector<RequestInputs>& requests, int64_t padded_rows);
+
+/// Rows [`row_offset`, `row_offset` + `rows`) of each output named in `wanted` (in that
+/// order). Every such output must have a first dimension of `batch_rows`; INTERNAL naming the
+/// output otherwise (it has no batch dimension and cannot be split per request).
+absl::StatusOr<std::vector<OutputTensor>> SliceOutputs(
+    const std::vector<runtime::engine::NamedTensor>& outputs, std::span<const std::string> wanted,
+    int64_t batch_rows, int64_t row_offset, int64_t rows);
+
+}  // namespace reprise::server
+
+#endif  // REPRISE_SERVER_BATCH_ASSEMBLY_H_

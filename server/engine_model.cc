@@ -1,0 +1,324 @@
+#include "server/engine_model.h"
+
+#include <algorithm>
+#include <chrono>
+#include <limits>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "runtime/core/status_macros.h"
+#include "server/batch_assembly.h"
+#include "server/notification.h"
+#include "spdlog/spdlog.h"
+
+namespace reprise::server {
+namespace {
+
+using runtime::engine::NamedTensor;
+using runtime::engine::StreamRunInfo;
+using runtime::engine::StreamSession;
+
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+NamedTensor ToNamedTensor(const InputTensor& in) {
+  NamedTensor t;
+  t.name = in.name;
+  t.value.dtype = in.dtype;
+  t.value.shape = in.shape;
+  t.value.bytes.assign(in.data.begin(), in.data.end());
+  return t;
+}
+
+// The outputs named in `wanted`, whole (a model without a batch dimension).
+absl::StatusOr<std::vector<OutputTensor>> WholeOutputs(const std::vector<NamedTensor>& results,
+                                                       std::span<const std::string> wanted) {
+  std::vector<OutputTensor> out;
+  out.reserve(wanted.size());
+  for (const std::string& name : wanted) {
+    const NamedTensor* found = nullptr;
+    for (const NamedTensor& r : results) {
+      if (r.name == name) found = &r;
+    }
+    if (found == nullptr) {
+      return absl::InternalError(absl::StrCat("the engine returned no output \"", name, "\""));
+    }
+    OutputTensor t;
+    t.name = name;
+    t.dtype = found->value.dtype;
+    t.shape = found->value.shape;
+    t.data.assign(found->value.bytes.begin(), found->value.bytes.end());
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+}  // namespace
+
+// One request waiting for its batch; owned by the batcher's caller until answered, then it
+// deletes itself.
+class EngineModel::Pending final : public BatchItem {
+ public:
+  explicit Pending(InferDone done) : done_(std::move(done)) {}
+  void Reject(absl::Status status) override { Finish(std::move(status)); }
+  void Finish(absl::StatusOr<std::vector<OutputTensor>> result) {
+    InferDone done = std::move(done_);
+    const InferTimings timings = timings_;
+    delete this;  // before `done`: it may release the last hold on the model
+    std::move(done)(std::move(result), timings);
+  }
+
+  std::span<const InputTensor> inputs;
+  std::span<const std::string> outputs;
+  InferTimings timings_;
+
+ private:
+  InferDone done_;
+};
+
+absl::StatusOr<std::unique_ptr<EngineModel>> EngineModel::Create(EngineModelParams params) {
+  std::vector<std::unique_ptr<StreamSession>> sessions;
+  for (int i = 0; i < std::max(params.streams, 1); ++i) {
+    ASSIGN_OR_RETURN(std::unique_ptr<StreamSession> session,
+                     StreamSession::Create(params.model, params.device,
+                                           runtime::engine::ExecMode::kReplay, params.session));
+    sessions.push_back(std::move(session));
+  }
+  std::unique_ptr<EngineModel> model(new EngineModel(std::move(params), std::move(sessions)));
+  if (model->params_.warmup) model->WarmUp();
+  model->batcher_.Start(static_cast<int>(model->sessions_.size()),
+                        [m = model.get()](int stream, std::vector<BatchItem*>& batch) {
+                          m->RunBatch(stream, batch);
+                        });
+  return model;
+}
+
+EngineModel::EngineModel(EngineModelParams params,
+                         std::vector<std::unique_ptr<StreamSession>> sessions)
+    : params_(std::move(params)), sessions_(std::move(sessions)), batcher_(params_.batcher) {}
+
+EngineModel::~EngineModel() { batcher_.Stop(); }
+
+void EngineModel::WarmUp() {
+  const std::string& label = params_.label;
+  if (params_.buckets.empty()) {
+    spdlog::info("{}: no warm-up: capture buckets need max_batch_size > 0", label);
+    return;
+  }
+  for (const TensorInfo& in : params_.signature.inputs) {
+    const bool fixed = std::all_of(in.shape.begin() + std::min<size_t>(1, in.shape.size()),
+                                   in.shape.end(), [](int64_t d) { return d >= 0; });
+    if (!fixed || in.dtype == runtime::DataType::kString) {
+      spdlog::warn("{}: no warm-up: input \"{}\" has a variable non-batch dimension", label,
+                   in.name);
+      return;
+    }
+  }
+  const int64_t start = NowNs();
+  for (size_t s = 0; s < sessions_.size(); ++s) {
+    // Largest first: the arenas of the smaller buckets are then never the biggest made.
+    for (auto b = params_.buckets.rbegin(); b != params_.buckets.rend(); ++b) {
+      std::vector<NamedTensor> tensors;
+      for (const TensorInfo& in : params_.signature.inputs) {
+        NamedTensor t;
+        t.name = in.name;
+        t.value.dtype = in.dtype;
+        t.value.shape = in.shape;
+        if (!t.value.shape.empty()) t.value.shape[0] = *b;
+        t.value.bytes.assign(static_cast<size_t>(runtime::NumElements(t.value.shape)) *
+                                 runtime::DataTypeSize(in.dtype),
+                             0);
+        tensors.push_back(std::move(t));
+      }
+      StreamRunInfo info;
+      absl::StatusOr<std::vector<NamedTensor>> out = sessions_[s]->Run(tensors, &info);
+      if (!out.ok()) {
+        spdlog::warn("{}: warm-up of batch size {} on stream {} failed: {}", label, *b, s,
+                     std::string(out.status().message()));
+      } else if (info.captured) {
+        ++warmup_instances_;
+      } else if (info.capture_failed) {
+        spdlog::warn(
+            "{}: warm-up: capture of batch size {} on stream {} failed, it runs "
+            "eagerly: {}",
+            label, *b, s, info.capture_error);
+      }
+    }
+  }
+  warmup_ns_ = NowNs() - start;
+  spdlog::info("{}: warm-up captured {} instances ({} buckets x {} streams) in {:.1f} ms", label,
+               warmup_instances_, params_.buckets.size(), sessions_.size(), warmup_ns_ / 1e6);
+}
+
+void EngineModel::InferAsync(std::span<const InputTensor> inputs,
+                             std::span<const std::string> outputs, const InferOptions& options,
+                             InferDone done) {
+  auto* p = new Pending(std::move(done));
+  p->inputs = inputs;
+  p->outputs = outputs;
+  if (params_.max_batch_size > 0 && !inputs.empty() && !inputs[0].shape.empty()) {
+    p->rows = inputs[0].shape[0];
+    p->batch_key = BatchKey(inputs);
+  }
+  p->priority = options.priority;
+  constexpr int64_t kMaxUs = std::numeric_limits<int64_t>::max() / 1000;
+  p->timeout_ns = std::min(options.timeout_us, kMaxUs) * 1000;
+  if (options.deadline != absl::InfiniteFuture()) {
+    const int64_t left = absl::ToInt64Nanoseconds(options.deadline - absl::Now());
+    p->deadline_ns = NowNs() + std::max<int64_t>(left, 0);
+  }
+  // Without batching a ready request runs on this thread when a stream is free (no hand-off).
+  // With batching it always goes to the workers: this thread (the server's decoding pool) must
+  // stay free to queue more requests, or batches could never form.
+  absl::Status queued = params_.batcher.batching ? batcher_.Enqueue(p) : batcher_.EnqueueAndRun(p);
+  if (!queued.ok()) {
+    p->Finish(std::move(queued));
+  }
+}
+
+absl::StatusOr<std::vector<OutputTensor>> EngineModel::Infer(std::span<const InputTensor> inputs,
+                                                             std::span<const std::string> outputs,
+                                                             const InferOptions& options,
+                                                             InferTimings* timings) {
+  absl::StatusOr<std::vector<OutputTensor>> result = absl::UnknownError("not run");
+  Notification done;
+  InferAsync(inputs, outputs, options,
+             [&](absl::StatusOr<std::vector<OutputTensor>> r, const InferTimings& t) {
+               result = std::move(r);
+               if (timings != nullptr) *timings = t;
+               done.Notify();
+             });
+  done.WaitForNotification();
+  return result;
+}
+
+void EngineModel::RunBatch(int stream, std::vector<BatchItem*>& batch) {
+  const int64_t t0 = NowNs();
+  std::vector<Pending*> items;
+  items.reserve(batch.size());
+  int64_t rows = 0;
+  for (BatchItem* b : batch) {
+    items.push_back(static_cast<Pending*>(b));
+    rows += b->rows;
+  }
+  const bool batch_dim = params_.max_batch_size > 0;
+  int64_t padded = rows;
+  bool capture = true;
+  if (batch_dim && !params_.buckets.empty()) {
+    const int64_t bucket = BucketFor(params_.buckets, rows);
+    if (bucket == 0) {
+      capture = false;  // above the largest bucket: eager
+    } else {
+      padded = bucket;
+    }
+  }
+  absl::StatusOr<std::vector<NamedTensor>> tensors;
+  if (!batch_dim || (items.size() == 1 && padded == rows)) {
+    std::vector<NamedTensor> t;
+    for (const InputTensor& in : items[0]->inputs) t.push_back(ToNamedTensor(in));
+    tensors = std::move(t);
+  } else {
+    std::vector<RequestInputs> requests;
+    for (const Pending* p : items) requests.push_back(p->inputs);
+    tensors = AssembleBatch(requests, padded);
+  }
+  const int64_t t1 = NowNs();
+  StreamRunInfo info;
+  absl::StatusOr<std::vector<NamedTensor>> results =
+      tensors.ok() ? sessions_[static_cast<size_t>(stream)]->Run(*tensors, &info, capture)
+                   : tensors.status();
+  const int64_t t2 = NowNs();
+  if (info.capture_failed) {
+    // Once per shape and stream: the shape runs eagerly from now on.
+    spdlog::warn("{}: capture on stream {} failed, the shape runs eagerly from now on: {}",
+                 params_.label, stream, info.capture_error);
+  }
+  std::vector<absl::StatusOr<std::vector<OutputTensor>>> answers;
+  answers.reserve(items.size());
+  int64_t offset = 0;
+  for (const Pending* p : items) {
+    if (!results.ok()) {
+      answers.push_back(results.status());
+    } else if (!batch_dim) {
+      answers.push_back(WholeOutputs(*results, p->outputs));
+    } else {
+      answers.push_back(SliceOutputs(*results, p->outputs, padded, offset, p->rows));
+    }
+    if (!answers.back().ok()) {
+      answers.back() = absl::Status(
+          answers.back().status().code(),
+          absl::StrCat(params_.label, ": inference failed: ", answers.back().status().message()));
+    }
+    offset += p->rows;
+  }
+  const int64_t t3 = NowNs();
+  batcher_.WorkerDone(stream);  // the stream is free before the clients hear back
+  for (size_t i = 0; i < items.size(); ++i) {
+    InferTimings& t = items[i]->timings_;
+    t.queue_ns = t0 - items[i]->enqueue_ns;
+    t.compute_input_ns = t1 - t0;
+    t.compute_ns = t2 - t1;
+    t.compute_output_ns = t3 - t2;
+    t.batch_size = rows;
+    t.counts_execution = i == 0;
+    items[i]->Finish(std::move(answers[i]));
+  }
+}
+
+std::vector<RuntimeInstanceInfo> EngineModel::ListRuntimeInstances() const {
+  std::vector<RuntimeInstanceInfo> list;
+  for (size_t s = 0; s < sessions_.size(); ++s) {
+    for (const runtime::engine::StreamInstanceInfo& i : sessions_[s]->ListInstances()) {
+      RuntimeInstanceInfo info;
+      info.stream = static_cast<int>(s);
+      info.shape_signature = i.shape_signature;
+      if (std::binary_search(params_.buckets.begin(), params_.buckets.end(), i.batch_rows)) {
+        info.bucket = i.batch_rows;
+      }
+      info.state = absl::AsciiStrToUpper(i.state);  // CAPTURED, EAGER, EVICTED
+      info.captures = i.captures;
+      info.replays = i.replays;
+      info.capture_time_ns = static_cast<uint64_t>(i.capture_ns);
+      info.arena_bytes = i.arena_bytes;
+      info.last_used_ms = static_cast<uint64_t>(i.last_used_ms);
+      list.push_back(std::move(info));
+    }
+  }
+  return list;
+}
+
+absl::StatusOr<std::string> EngineModel::DumpRuntimeInstance(int stream,
+                                                             absl::string_view shape_signature,
+                                                             bool verbose) const {
+  if (stream < 0 || static_cast<size_t>(stream) >= sessions_.size()) {
+    return absl::NotFoundError(absl::StrCat("no stream ", stream, " (the model has ",
+                                            sessions_.size(), " streams: 0 to ",
+                                            sessions_.size() - 1, ")"));
+  }
+  return sessions_[static_cast<size_t>(stream)]->DumpInstance(shape_signature, verbose);
+}
+
+CaptureStats EngineModel::capture_stats() const {
+  CaptureStats c;
+  for (const auto& session : sessions_) {
+    const runtime::engine::StreamSessionCounters s = session->counters();
+    c.captures += s.captures;
+    c.replays += s.replays;
+    c.eager_runs += s.eager_runs;
+    c.evictions += s.evictions;
+    c.capture_failures += s.capture_failures;
+    c.budget_refusals += s.budget_refusals;
+    c.live_instances += s.live_instances;
+    c.live_bytes += s.live_bytes;
+  }
+  c.warmup_instances = warmup_instances_;
+  c.warmup_ns = warmup_ns_;
+  c.load_ns = load_ns_;
+  return c;
+}
+
+}  // namespace reprise::server

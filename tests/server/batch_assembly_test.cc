@@ -1,0 +1,83 @@
+// Batch assembly: concatenation along the batch dimension, zero padding, per-request slices.
+#include "server/batch_assembly.h"
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace reprise::server {
+namespace {
+
+using runtime::DataType;
+using runtime::engine::NamedTensor;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+std::string Floats(const std::vector<float>& v) {
+  return std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
+}
+
+std::vector<float> ToFloats(const std::string& bytes) {
+  std::vector<float> v(bytes.size() / sizeof(float));
+  std::memcpy(v.data(), bytes.data(), bytes.size());
+  return v;
+}
+
+InputTensor In(const std::string& name, runtime::Shape shape, const std::string& data) {
+  return InputTensor{name, DataType::kFloat32, std::move(shape), data};
+}
+
+TEST(BatchAssemblyTest, ConcatenatesAndPadsWithZeros) {
+  const std::string a = Floats({1, 2, 3, 4});  // 2 rows of 2
+  const std::string b = Floats({5, 6});        // 1 row
+  std::vector<InputTensor> ra = {In("x", {2, 2}, a)};
+  std::vector<InputTensor> rb = {In("x", {1, 2}, b)};
+  absl::StatusOr<std::vector<NamedTensor>> t = AssembleBatch({ra, rb}, 4);
+  ASSERT_TRUE(t.ok()) << t.status();
+  ASSERT_EQ(t->size(), 1u);
+  EXPECT_EQ((*t)[0].name, "x");
+  EXPECT_THAT((*t)[0].value.shape, ElementsAre(4, 2));
+  std::vector<float> got((*t)[0].value.bytes.size() / 4);
+  std::memcpy(got.data(), (*t)[0].value.bytes.data(), (*t)[0].value.bytes.size());
+  EXPECT_THAT(got, ElementsAre(1, 2, 3, 4, 5, 6, 0, 0));
+  EXPECT_FALSE(AssembleBatch({ra, rb}, 2).ok());  // fewer rows than the requests hold
+}
+
+TEST(BatchAssemblyTest, EachRequestGetsExactlyItsRows) {
+  NamedTensor out{"y", {DataType::kFloat32, {4, 1}, {}}};
+  const std::string bytes = Floats({10, 20, 30, 99});  // row 3 is padding
+  out.value.bytes.assign(bytes.begin(), bytes.end());
+  const std::vector<std::string> wanted = {"y"};
+  absl::StatusOr<std::vector<OutputTensor>> first = SliceOutputs({out}, wanted, 4, 0, 2);
+  absl::StatusOr<std::vector<OutputTensor>> second = SliceOutputs({out}, wanted, 4, 2, 1);
+  ASSERT_TRUE(first.ok() && second.ok());
+  EXPECT_THAT((*first)[0].shape, ElementsAre(2, 1));
+  EXPECT_THAT(ToFloats((*first)[0].data), ElementsAre(10, 20));
+  EXPECT_THAT((*second)[0].shape, ElementsAre(1, 1));
+  EXPECT_THAT(ToFloats((*second)[0].data), ElementsAre(30));  // never the padded 99
+
+  NamedTensor scalar{"s", {DataType::kFloat32, {}, {0, 0, 0, 0}}};
+  const std::vector<std::string> want_s = {"s"};
+  absl::Status s = SliceOutputs({scalar}, want_s, 4, 0, 1).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(s.message(), HasSubstr("output \"s\""));
+  const std::vector<std::string> missing = {"z"};
+  EXPECT_FALSE(SliceOutputs({out}, missing, 4, 0, 1).ok());
+}
+
+TEST(BatchAssemblyTest, KeyDependsOnNonBatchDimensionsOnly) {
+  const std::string d;
+  std::vector<InputTensor> a = {In("x", {1, 64}, d)};
+  std::vector<InputTensor> b = {In("x", {7, 64}, d)};
+  std::vector<InputTensor> c = {In("x", {1, 32}, d)};
+  EXPECT_EQ(BatchKey(a), BatchKey(b));
+  EXPECT_NE(BatchKey(a), BatchKey(c));
+  std::vector<InputTensor> e = {InputTensor{"x", DataType::kInt32, {1, 64}, d}};
+  EXPECT_NE(BatchKey(a), BatchKey(e));
+}
+
+}  // namespace
+}  // namespace reprise::server
