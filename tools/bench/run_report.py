@@ -143,9 +143,10 @@ def engine_part(cfg, bins, zoo_dirs, inputs, ort_prefix):
         probe = run_json([bins["run"], "--model", row["path"], "--input", "input=" + row["input"],
                           "--threads", str(row["threads"]), "--iterations", "3", "--warmup", "1",
                           "--json"], env=thread_env(row["threads"]))
-        t = probe.get("median_us", 0) or 1e6
-        row["iterations"] = int(min(2000, max(5, cfg["budget_s"] * 1e6 / t)))
-        row["warmup"] = int(min(50, max(2, row["iterations"] // 10)))
+        # The probe's fastest run: a median of three is too easily moved by other processes.
+        t = probe.get("min_us", 0) or 1e6
+        row["iterations"] = int(min(20000, max(3, cfg["budget_s"] * 1e6 / t)))
+        row["warmup"] = int(min(200, max(1, row["iterations"] // 10)))
         row["probe_error"] = probe.get("error")
     runtimes = ["replay", "eager", "ort"]
     for rep in range(cfg["reps"]):
@@ -319,6 +320,7 @@ def floor_summary(floor, models):
                     vals.append(level[key])
             return vals
         echo, rep = pick("echo", "p50_us"), pick("reprise", "p50_us")
+        echo_mean, rep_mean = pick("echo", "mean_us"), pick("reprise", "mean_us")
         infer = pick("reprise", "compute_infer_us", server=True)
         queue = pick("reprise", "queue_us", server=True)
         if not echo or not rep:
@@ -329,7 +331,10 @@ def floor_summary(floor, models):
                          reprise_p50_us=statistics.median(rep), reprise_range=[min(rep), max(rep)],
                          server_infer_us=statistics.median(infer) if infer else None,
                          server_queue_us=statistics.median(queue) if queue else None,
-                         overhead_us=statistics.median(rep) - statistics.median(echo)))
+                         overhead_us=statistics.median(rep) - statistics.median(echo),
+                         echo_mean_us=statistics.median(echo_mean),
+                         reprise_mean_us=statistics.median(rep_mean),
+                         overhead_mean_us=statistics.median(rep_mean) - statistics.median(echo_mean)))
     return rows
 
 
@@ -353,15 +358,15 @@ def plots(out_dir, engine_rows, server):
         ax.barh([v - 0.2 for v in y], replay, height=0.4, label="Reprise replay / ORT")
         ax.barh([v + 0.2 for v in y], eager, height=0.4, label="Reprise eager / ORT")
         ax.axvline(1.0, color="black", linewidth=0.8)
-        ax.set_xscale("log")
         ax.set_yticks(y)
         ax.set_yticklabels(labels)
         ax.invert_yaxis()
-        ax.set_xlabel("median time per run, ratio to ONNX Runtime (lower is faster; log scale)")
-        ax.legend(loc="lower right")
+        ax.set_xlabel("median time per run, ratio to ONNX Runtime (< 1: Reprise is faster)")
+        ax.grid(True, axis="x", alpha=0.3)
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.15), ncol=2)
         fig.tight_layout()
         files["ratio"] = "benchmarks/engine_ratio.png"
-        fig.savefig(os.path.join(out_dir, files["ratio"]), dpi=110)
+        fig.savefig(os.path.join(out_dir, files["ratio"]), dpi=110, bbox_inches="tight")
         plt.close(fig)
     models = sorted({k.split("/")[0] for k in server["curves"]})
     if models:
@@ -428,7 +433,7 @@ def environment(build, ort_version):
 def fmt_us(v):
     if v is None:
         return "-"
-    return f"{v / 1e3:.2f} ms" if v >= 1e4 else f"{v:.1f} µs"
+    return f"{v / 1e3:.2f} ms" if abs(v) >= 1e3 else f"{v:.1f} µs"
 
 
 def write_markdown(path, data, files):
@@ -464,7 +469,7 @@ def write_markdown(path, data, files):
              "`OMP_NUM_THREADS` and `OPENBLAS_NUM_THREADS` equal the thread count for both. The "
              "three runtimes run alternately (order rotated every row and repetition). "
              f"Iterations per run: about {cfg['budget_s']} s of runs after a tenth as many "
-             "warm-up runs (counts in the JSON). Ratio < 1: Reprise is faster.\n")
+             "warm-up runs, at least 3 and 1 (counts in the JSON). Ratio < 1: Reprise is faster.\n")
     L.append("| model | batch | threads | Reprise replay | Reprise eager | ONNX Runtime | "
              "replay / ORT | eager / ORT |")
     L.append("| --- | ---: | ---: | --- | --- | --- | ---: | ---: |")
@@ -538,11 +543,13 @@ def write_markdown(path, data, files):
              "so it moves at least as many bytes as the model's). reprise-bench at concurrency 1 "
              f"against it and against reprise-server (batching off) alternately, "
              f"{cfg['floor_reps']} runs each; medians of the p50s, [min–max] over runs. "
-             "Overhead = Reprise p50 − echo p50; it includes the model's own compute "
-             "(server infer).\n")
-    L.append("| model | echo p50 | Reprise p50 | overhead over the floor | server infer | "
-             "server queue |")
-    L.append("| --- | --- | --- | --- | --- | --- |")
+             "Overhead = Reprise − echo, by p50 and by mean; it includes the model's own compute. "
+             "Means add up, so the mean overhead minus the server's mean compute (server infer, "
+             "from ModelStatistics) is what serving costs beyond gRPC and the model; a negative "
+             "value means that difference is below the run-to-run noise.\n")
+    L.append("| model | echo p50 | Reprise p50 | overhead (p50) | overhead (mean) | server infer "
+             "(mean) | beyond gRPC and model (mean) | server queue |")
+    L.append("| --- | --- | --- | --- | --- | --- | --- | --- |")
     for f in data["floor_summary"]:
         if "error" in f:
             L.append(f"| {f['model']} | failed | | | | |")
@@ -550,7 +557,9 @@ def write_markdown(path, data, files):
         L.append(f"| {f['model']} | {fmt_us(f['echo_p50_us'])} [{fmt_us(f['echo_range'][0])}–"
                  f"{fmt_us(f['echo_range'][1])}] | {fmt_us(f['reprise_p50_us'])} "
                  f"[{fmt_us(f['reprise_range'][0])}–{fmt_us(f['reprise_range'][1])}] | "
-                 f"{fmt_us(f['overhead_us'])} | {fmt_us(f['server_infer_us'])} | "
+                 f"{fmt_us(f['overhead_us'])} | {fmt_us(f['overhead_mean_us'])} | "
+                 f"{fmt_us(f['server_infer_us'])} | "
+                 f"{fmt_us(f['overhead_mean_us'] - (f['server_infer_us'] or 0))} | "
                  f"{fmt_us(f['server_queue_us'])} |")
     L.append("")
     L.append("## Commands and raw data\n")
@@ -558,6 +567,9 @@ def write_markdown(path, data, files):
              "with its command line for the server parts). The commands, by part:\n")
     L.append("```")
     L.append("# 1. engine (per row, alternated; N from a 3-iteration probe, W = N/10)")
+    L.append("#    per row: " + ", ".join(f"{r['model']} b{r['batch']} t{r['threads']}: "
+                                           f"N={r['iterations']} W={r['warmup']}"
+                                           for r in data["engine"]))
     L.append("OMP_NUM_THREADS=T OPENBLAS_NUM_THREADS=T reprise-run --model M.onnx "
              "--input input=X.npy --threads T --mode replay|eager --iterations N --warmup W --json")
     L.append("OMP_NUM_THREADS=T OPENBLAS_NUM_THREADS=T node tools/bench/ort_run.js --ort-dir "
