@@ -2,6 +2,7 @@
 """Runs every benchmark of docs/benchmarks.md and writes the report, its raw JSON and plots.
 
     /usr/bin/python3 tools/bench/run_report.py --build-dir build/release [--quick] [--out DIR]
+                                               [--render-only]
 
 (tools/bench/run-all.sh builds what is needed first and calls this.) Parts:
   1. Engine, in process: reprise-run (replay and eager) and ONNX Runtime (npm onnxruntime-node,
@@ -459,6 +460,12 @@ def write_markdown(path, data, files):
     L.append(f"- 1-minute load average: {la['start']:.2f} at the start, {la['engine_end']:.2f} "
              f"after the engine part, {la['end']:.2f} at the end. The machine is shared (other "
              "builds may run at the same time): the spread columns show how much runs moved.\n")
+    if max(la.values()) > env["cores"]:
+        L.append(f"> **Oversubscribed machine.** The load average reached {max(la.values()):.1f} "
+                 f"on {env['cores']} cores during this run: every figure below includes waiting "
+                 "for a core, and the spread columns show how far runs moved. Prefer the "
+                 "1-thread rows for ratios, and rerun on an idle machine before quoting "
+                 "absolute numbers.\n")
 
     L.append("## 1. Engine, in process: Reprise against ONNX Runtime\n")
     L.append(f"Each cell is the median over {cfg['reps']} runs (processes) of the per-run median "
@@ -612,11 +619,21 @@ def main():
     parser.add_argument("--build-dir", default=os.path.join(ROOT, "build", "release"))
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--out", help="report folder (default: docs, or BUILD/bench/quick)")
+    parser.add_argument("--render-only", action="store_true",
+                        help="measure nothing: rewrite the report and plots from the folder's "
+                             "benchmarks.json")
     args = parser.parse_args()
     build = os.path.abspath(args.build_dir)
     cfg = dict(QUICK if args.quick else FULL)
     out_dir = os.path.abspath(args.out or (os.path.join(build, "bench", "quick") if args.quick
                                            else os.path.join(ROOT, "docs")))
+    if args.render_only:
+        with open(os.path.join(out_dir, "benchmarks.json")) as f:
+            data = json.load(f)
+        files = plots(out_dir, data["engine"], data["server"])
+        write_markdown(os.path.join(out_dir, "benchmarks.md"), data, files)
+        log(f"report re-rendered: {os.path.join(out_dir, 'benchmarks.md')}")
+        return 0
     bins = dict(run=os.path.join(build, "tools", "reprise-run"),
                 bench=os.path.join(build, "tools", "reprise-bench"),
                 echo=os.path.join(build, "tools", "reprise-echo"),
