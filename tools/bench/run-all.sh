@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole benchmark report in one command: builds what it needs (release preset, -j2), then
 # runs tools/bench/run_report.py, which writes docs/benchmarks.md, docs/benchmarks.json and
-# docs/benchmarks/*.png (about 20 minutes on the 2-core build machine).
+# docs/benchmarks/*.png (20-25 minutes on the 2-core build machine).
 #   tools/bench/run-all.sh [--quick] [--build-dir DIR] [--out DIR] [--no-build]
 # --quick: fewer models and repetitions, a few minutes, written to DIR/bench/quick.
 # `cmake --build --preset release --target bench` runs it too (with --no-build).

@@ -447,7 +447,7 @@ def write_markdown(path, data, files):
              f"{', uncommitted changes' if env['dirty'] else ''}), before the batching and "
              "cpuperf branches were merged: the numbers will be regenerated after the merge "
              "with the command below. Nothing here is asserted by a test.\n")
-    L.append("Regenerate (one command, about 20 minutes; `--quick` takes a few minutes and writes "
+    L.append("Regenerate (one command, 20–25 minutes; `--quick` takes a few minutes and writes "
              "to `build/release/bench/quick/`):\n")
     L.append("```\ntools/bench/run-all.sh            # or: cmake --build --preset release "
              "--target bench\ntools/bench/run-all.sh --quick\n```\n")
@@ -547,8 +547,8 @@ def write_markdown(path, data, files):
     L.append("## 3. Transport floor\n")
     L.append("`reprise-echo` (tools/bench/echo_server.cc) answers ModelInfer at once with the "
              "request's tensors, on the same gRPC callback API as reprise-server: a bare unary "
-             "round trip with the same request payload (its response carries the input back, "
-             "so it moves at least as many bytes as the model's). reprise-bench at concurrency 1 "
+             "round trip with the same request payload (its response carries the input back; "
+             "for these models that is more bytes than the model's output). reprise-bench at concurrency 1 "
              f"against it and against reprise-server (batching off) alternately, "
              f"{cfg['floor_reps']} runs each; medians of the p50s, [min–max] over runs. "
              "Overhead = Reprise − echo, by p50 and by mean; it includes the model's own compute. "
@@ -607,9 +607,10 @@ def batching_state(server):
             if srv.get("executions") and srv["inferences"] > srv["executions"]:
                 formed.append((key, lv["level"], srv["inferences"] / srv["executions"]))
     if not formed:
-        return ("no request was batched with another (every execution ran one batch-1 request): "
-                "this build parses `dynamic_batching` but has no dynamic batcher yet, so the "
-                "`on` curves measure the same path as the `off` curves.")
+        return ("no request was batched with another at any level (every execution ran one "
+                "batch-1 request): either the build has no dynamic batcher (true of the pre-merge "
+                "`bench` branch, which only parses `dynamic_batching`) or it formed no batch "
+                "here; either way the `on` curves measure the same path as the `off` curves.")
     best = max(formed, key=lambda f: f[2])
     return (f"batches were formed (largest mean batch {best[2]:.2f}, {best[0]} at concurrency "
             f"{best[1]:g}).")
