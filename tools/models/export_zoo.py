@@ -3,7 +3,8 @@
 
 Each model is written to OUT/<name>/model.onnx (opset 17, dynamic batch on axis 0 of every
 input and output) with reference pairs input_b{1,4}.npy / output_b{1,4}.npy computed by
-PyTorch. Models: mlp, resnet18, mobilenet_v2, transformer (a 4-layer encoder).
+PyTorch. Models: mlp, mlp48 (48 Linear+ReLU layers of width 32, each with a residual add),
+resnet18, resnet50, mobilenet_v2, transformer (a 4-layer encoder).
 
     /usr/bin/python3 tools/models/export_zoo.py --out DIR [--models mlp,transformer] [--force]
 
@@ -16,7 +17,7 @@ import os
 import sys
 import time
 
-ALL = ["mlp", "resnet18", "mobilenet_v2", "transformer"]
+ALL = ["mlp", "mlp48", "resnet18", "resnet50", "mobilenet_v2", "transformer"]
 # Bumped whenever the exported files change; an existing export of another version is redone.
 VERSION = "2"
 
@@ -27,6 +28,25 @@ def build(name, torch):
         model = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 64), nn.ReLU(),
                               nn.Linear(64, 10))
         return model, (64,)
+    if name == "mlp48":
+        class ResidualMlp(nn.Module):
+            """x + relu(linear(x)), 48 times at width 32: many small steps (dispatch-bound)."""
+
+            def __init__(self):
+                super().__init__()
+                self.layers = nn.ModuleList(nn.Linear(32, 32) for _ in range(48))
+                for layer in self.layers:
+                    nn.init.normal_(layer.weight, std=0.2 / 32 ** 0.5)  # keeps outputs O(1)
+
+            def forward(self, x):
+                for layer in self.layers:
+                    x = x + torch.relu(layer(x))
+                return x
+
+        return ResidualMlp(), (32,)
+    if name == "resnet50":
+        import torchvision
+        return torchvision.models.resnet50(weights=None), (3, 224, 224)
     if name == "resnet18":
         import torchvision
         return torchvision.models.resnet18(weights=None), (3, 224, 224)

@@ -1,0 +1,102 @@
+#!/usr/bin/env node
+// ort_run.js: ONNX Runtime (npm onnxruntime-node, CPU) timed the way reprise-run times the
+// engine, for the side-by-side table of docs/benchmarks.md.
+//
+//   node ort_run.js --ort-dir DIR --model M.onnx --input NAME=FILE.npy [--threads N]
+//                   [--iterations N] [--warmup N]
+//
+// DIR is the npm prefix that onnxruntime-node was installed into. Session options: intra-op
+// threads N, inter-op threads 1, sequential execution, graph optimisations "all". Prints one
+// JSON line: load_us (session creation), first_run_us, then per-run median / min / p90 / max /
+// mean over `iterations` runs after `warmup` unmeasured ones. Float32 .npy inputs only.
+'use strict';
+const fs = require('fs');
+const path = require('path');
+
+function parseArgs(argv) {
+  const o = {threads: 1, iterations: 10, warmup: 1, inputs: []};
+  for (let i = 0; i < argv.length; i += 2) {
+    const flag = argv[i], value = argv[i + 1];
+    if (value === undefined) throw new Error(`flag ${flag} needs a value`);
+    if (flag === '--ort-dir') o.ortDir = value;
+    else if (flag === '--model') o.model = value;
+    else if (flag === '--input') o.inputs.push(value);
+    else if (flag === '--threads') o.threads = parseInt(value, 10);
+    else if (flag === '--iterations') o.iterations = parseInt(value, 10);
+    else if (flag === '--warmup') o.warmup = parseInt(value, 10);
+    else throw new Error(`unknown flag ${flag}`);
+  }
+  if (!o.ortDir || !o.model || o.inputs.length === 0) {
+    throw new Error('--ort-dir, --model and --input NAME=FILE.npy are required');
+  }
+  if (!(o.threads >= 1 && o.iterations >= 1 && o.iterations <= 100000 && o.warmup >= 0)) {
+    throw new Error('--threads >= 1, 1 <= --iterations <= 100000, --warmup >= 0');
+  }
+  return o;
+}
+
+// A little-endian float32, C-order .npy file (format 1.0 to 3.0).
+function readNpyFloat32(file) {
+  const buf = fs.readFileSync(file);
+  if (buf.toString('latin1', 1, 6) !== 'NUMPY') throw new Error(`${file}: not a .npy file`);
+  const major = buf[6];
+  const headerLen = major === 1 ? buf.readUInt16LE(8) : buf.readUInt32LE(8);
+  const start = major === 1 ? 10 : 12;
+  const header = buf.toString('latin1', start, start + headerLen);
+  if (!/'descr':\s*'<f4'/.test(header) || /'fortran_order':\s*True/.test(header)) {
+    throw new Error(`${file}: want a little-endian float32 C-order array, got ${header}`);
+  }
+  const m = /'shape':\s*\(([^)]*)\)/.exec(header);
+  const shape = m[1].split(',').map((s) => s.trim()).filter((s) => s.length).map(Number);
+  const offset = start + headerLen;
+  const data = new Float32Array(buf.buffer.slice(buf.byteOffset + offset,
+                                                 buf.byteOffset + buf.length));
+  return {shape, data};
+}
+
+async function main() {
+  const o = parseArgs(process.argv.slice(2));
+  const ort = require(path.join(path.resolve(o.ortDir), 'node_modules', 'onnxruntime-node'));
+  const feeds = {};
+  for (const spec of o.inputs) {
+    const at = spec.indexOf('=');
+    const {shape, data} = readNpyFloat32(spec.slice(at + 1));
+    feeds[spec.slice(0, at)] = new ort.Tensor('float32', data, shape);
+  }
+  const now = () => Number(process.hrtime.bigint()) / 1e3;  // microseconds
+  const loadStart = now();
+  const session = await ort.InferenceSession.create(o.model, {
+    executionProviders: ['cpu'],
+    intraOpNumThreads: o.threads,
+    interOpNumThreads: 1,
+    executionMode: 'sequential',
+    graphOptimizationLevel: 'all',
+  });
+  const loadUs = now() - loadStart;
+  let t = now();
+  await session.run(feeds);
+  const firstRunUs = now() - t;
+  for (let i = 0; i < o.warmup; ++i) await session.run(feeds);
+  const us = [];
+  for (let i = 0; i < o.iterations; ++i) {
+    t = now();
+    await session.run(feeds);
+    us.push(now() - t);
+  }
+  us.sort((a, b) => a - b);
+  const pick = (p) => us[Math.min(us.length - 1, Math.max(0, Math.ceil(p * us.length) - 1))];
+  const mean = us.reduce((a, b) => a + b, 0) / us.length;
+  const version = require(path.join(path.resolve(o.ortDir), 'node_modules', 'onnxruntime-node',
+                                    'package.json')).version;
+  console.log(JSON.stringify({
+    runtime: 'onnxruntime-node', version, model: o.model, threads: o.threads,
+    iterations: o.iterations, warmup: o.warmup, load_us: loadUs, first_run_us: firstRunUs,
+    median_us: pick(0.5), min_us: us[0], p90_us: pick(0.9), max_us: us[us.length - 1],
+    mean_us: mean,
+  }));
+}
+
+main().catch((e) => {
+  console.error(`ort_run: ${e.message}`);
+  process.exit(1);
+});
