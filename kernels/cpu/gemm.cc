@@ -1,10 +1,14 @@
 // Gemm and MatMul (float32) on oneDNN's row-major sgemm. MatMul broadcasts batch dims and
 // accepts 1-D operands; when B has no batch, all of A's batch is one GEMM.
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <memory>
+#include <optional>
 
 #include "dnnl.h"
 #include "kernels/cpu/families.h"
+#include "kernels/cpu/fused_ops.h"
 #include "kernels/cpu/kernel_util.h"
 #include "runtime/core/status_macros.h"
 
@@ -143,11 +147,122 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareMatMul(const PrepareConte
   });
 }
 
+enum class Activation { kNone, kRelu, kTanh, kSigmoid, kClip };
+
+// Applies `act` in place to y[0, n).
+void Activate(Activation act, float lo, float hi, float* y, int64_t n) {
+  switch (act) {
+    case Activation::kNone:
+      break;
+    case Activation::kRelu:
+      for (int64_t i = 0; i < n; ++i) y[i] = y[i] > 0.0f ? y[i] : 0.0f;
+      break;
+    case Activation::kTanh:
+      for (int64_t i = 0; i < n; ++i) y[i] = std::tanh(y[i]);
+      break;
+    case Activation::kSigmoid:
+      for (int64_t i = 0; i < n; ++i) {
+        const float x = y[i];
+        if (x >= 0) {
+          y[i] = 1.0f / (1.0f + std::exp(-x));
+        } else {
+          const float e = std::exp(x);
+          y[i] = e / (1.0f + e);
+        }
+      }
+      break;
+    case Activation::kClip:
+      for (int64_t i = 0; i < n; ++i) y[i] = std::min(std::max(y[i], lo), hi);
+      break;
+  }
+}
+
+// Gemm, then the activation, then the residual add, in one step.
+class FusedGemmKernel final : public PreparedKernel {
+ public:
+  // `residual`: R's broadcast over Y, or nullopt without R.
+  FusedGemmKernel(std::unique_ptr<PreparedKernel> gemm, Activation act, float lo, float hi,
+                  std::optional<BroadcastPlan> residual)
+      : gemm_(std::move(gemm)),
+        act_(act),
+        lo_(lo),
+        hi_(hi),
+        residual_(std::move(residual)),
+        count_(runtime::NumElements(gemm_->outputs()[0].shape)) {}
+
+  absl::string_view op() const override { return kFusedGemmOp; }
+  const std::vector<TensorDesc>& outputs() const override { return gemm_->outputs(); }
+  size_t workspace_bytes() const override { return gemm_->workspace_bytes(); }
+
+  absl::Status Run(const KernelArgs& args) const override {
+    RETURN_IF_ERROR(gemm_->Run(args));
+    float* y = static_cast<float*>(args.outputs[0]);
+    Activate(act_, lo_, hi_, y, count_);
+    if (residual_.has_value()) {
+      const float* r = static_cast<const float*>(args.inputs[3]);
+      const int64_t s = residual_->strides[0].back();
+      ForEachRow(*residual_, [&](int64_t at, const int64_t* offs, int64_t len) {
+        for (int64_t i = 0; i < len; ++i) y[at + i] += r[offs[0] + i * s];
+      });
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  std::unique_ptr<PreparedKernel> gemm_;
+  Activation act_;
+  float lo_, hi_;
+  std::optional<BroadcastPlan> residual_;
+  int64_t count_;
+};
+
+// kFusedGemmOp: inputs A, B, C (optional), R (optional); Y = act(Gemm(A, B, C)) + R.
+absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareFusedGemm(const PrepareContext& context) {
+  RETURN_IF_ERROR(ExpectInputCount(context, 2, 4));
+  const Attributes& attrs = AttrsOf(context);
+  ASSIGN_OR_RETURN(std::string name, attrs.GetString("activation", ""));
+  ASSIGN_OR_RETURN(float lo, attrs.GetFloat("clip_min", -INFINITY));
+  ASSIGN_OR_RETURN(float hi, attrs.GetFloat("clip_max", INFINITY));
+  Activation act;
+  if (name.empty()) {
+    act = Activation::kNone;
+  } else if (name == "Relu") {
+    act = Activation::kRelu;
+  } else if (name == "Tanh") {
+    act = Activation::kTanh;
+  } else if (name == "Sigmoid") {
+    act = Activation::kSigmoid;
+  } else if (name == "Clip") {
+    act = Activation::kClip;
+  } else {
+    return InvalidArgument(context, "activation \"", name, "\" is not supported");
+  }
+  const bool residual = context.inputs.size() == 4;
+  PrepareContext gemm = context;
+  gemm.inputs = context.inputs.subspan(0, std::min<size_t>(context.inputs.size(), 3));
+  ASSIGN_OR_RETURN(std::unique_ptr<PreparedKernel> kernel, PrepareGemm(gemm));
+  std::optional<BroadcastPlan> plan;
+  if (residual) {
+    if (!HasInput(context, 3)) return InvalidArgument(context, "the residual input is absent");
+    RETURN_IF_ERROR(ExpectType(context, 3, {DataType::kFloat32}));
+    const Shape& y = kernel->outputs()[0].shape;
+    auto shape = BroadcastShapes(context.inputs[3].shape, y);
+    if (!shape.ok() || *shape != y) {
+      return InvalidArgument(context, "residual ", runtime::ShapeToString(context.inputs[3].shape),
+                             " does not broadcast to the output's shape ",
+                             runtime::ShapeToString(y));
+    }
+    plan = MakeBroadcastPlan(y, {context.inputs[3].shape});
+  }
+  return std::make_unique<FusedGemmKernel>(std::move(kernel), act, lo, hi, std::move(plan));
+}
+
 }  // namespace
 
 absl::Status RegisterGemmKernels(runtime::KernelRegistry* registry) {
   RETURN_IF_ERROR(registry->Register("Gemm", &PrepareGemm));
   RETURN_IF_ERROR(registry->Register("MatMul", &PrepareMatMul));
+  RETURN_IF_ERROR(registry->Register(kFusedGemmOp, &PrepareFusedGemm));
   return absl::OkStatus();
 }
 

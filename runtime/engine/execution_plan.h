@@ -95,6 +95,8 @@ class ExecutionPlan {
   size_t intermediate_bytes() const { return intermediate_bytes_; }
   /// Number of nodes computed at plan time (shape subgraphs and the like).
   int folded_nodes() const { return folded_nodes_; }
+  /// Number of Reshape-family nodes planned as views of their input (no step, no buffer).
+  int view_nodes() const { return view_nodes_; }
 
   /// Copies `value` into input `index`'s staging buffer. Error naming the input when its
   /// element type or shape differs from the plan's.
@@ -123,6 +125,7 @@ class ExecutionPlan {
   size_t arena_bytes_ = 0;
   size_t intermediate_bytes_ = 0;
   int folded_nodes_ = 0;
+  int view_nodes_ = 0;
 };
 
 }  // namespace reprise::runtime::engine
