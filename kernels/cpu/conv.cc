@@ -79,6 +79,7 @@ class ConvKernel final : public PreparedKernel {
     memory::desc residual_md;           // R as stored
     bool has_bias = false;
     bool residual = false;
+    int threads = 1;  // the stream's intra-op threads
     ConvWorkspace workspace;
   };
 
@@ -109,6 +110,7 @@ class ConvKernel final : public PreparedKernel {
 
   absl::Status Run(const KernelArgs& args) const override {
     if (runtime::NumElements(outputs_[0].shape) == 0) return absl::OkStatus();
+    UseIntraOpThreads(p_.threads);
     try {
       const dnnl::engine& engine = CpuEngine();
       dnnl::stream stream(engine);
@@ -262,6 +264,7 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareConvWith(const PrepareCon
     parts.residual_md = stored(y, nhwc_ok && post.r_nhwc);
     parts.has_bias = has_bias;
     parts.residual = post.residual;
+    parts.threads = context.intra_op_threads;
     // Channels-last at either end: the primitive works channels-last throughout (no reorder
     // on that side); otherwise oneDNN picks its preferred layouts.
     const bool channels_last = nhwc_ok && (post.x_nhwc || post.y_nhwc);
@@ -382,9 +385,11 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareConvTranspose(
   const int64_t rows = out_group * taps;  // rows of the column buffer
   const bool has_bias = HasInput(context, 2);
   const size_t workspace = static_cast<size_t>(rows * in_size) * sizeof(float);
+  const int threads = context.intra_op_threads;
   return MakeKernel(
       context, {Desc(DataType::kFloat32, y)},
       [=](const KernelArgs& args) -> absl::Status {
+        UseIntraOpThreads(threads);
         const float* xp = static_cast<const float*>(args.inputs[0]);
         const float* wp = static_cast<const float*>(args.inputs[1]);
         const float* bias = has_bias ? static_cast<const float*>(args.inputs[2]) : nullptr;

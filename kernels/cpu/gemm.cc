@@ -108,7 +108,9 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareGemm(const PrepareContext
       }
     }
   }
+  const int threads = context.intra_op_threads;
   return MakeKernel(context, {Desc(DataType::kFloat32, out)}, [=](const KernelArgs& args) {
+    UseIntraOpThreads(threads);
     float* y = static_cast<float*>(args.outputs[0]);
     if (has_c) {
       const float* c = static_cast<const float*>(args.inputs[2]);
@@ -163,6 +165,7 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareMatMul(const PrepareConte
                            runtime::ShapeToString(context.inputs[0].shape), " and ",
                            runtime::ShapeToString(context.inputs[1].shape), " do not broadcast");
   }
+  const int threads = context.intra_op_threads;
   Shape out = *batch;
   if (!a_vector) out.push_back(m);
   if (!b_vector) out.push_back(n);
@@ -173,6 +176,7 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareMatMul(const PrepareConte
     const int64_t rows = runtime::NumElements(*batch) * m;
     const bool small = UseSmallGemm(rows, n, k);
     return MakeKernel(context, {Desc(DataType::kFloat32, out)}, [=](const KernelArgs& args) {
+      UseIntraOpThreads(threads);
       if (small) {
         float* y = static_cast<float*>(args.outputs[0]);
         std::fill(y, y + rows * n, 0.0f);
@@ -188,6 +192,7 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareMatMul(const PrepareConte
   const BroadcastPlan plan = MakeBroadcastPlan(*batch, {a_batch, b_batch});
   const bool small = UseSmallGemm(m, n, k);
   return MakeKernel(context, {Desc(DataType::kFloat32, out)}, [=](const KernelArgs& args) {
+    UseIntraOpThreads(threads);
     const float* pa = static_cast<const float*>(args.inputs[0]);
     const float* pb = static_cast<const float*>(args.inputs[1]);
     float* y = static_cast<float*>(args.outputs[0]);
