@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <unordered_map>
 
 #include "dnnl.hpp"
@@ -81,6 +82,9 @@ class ConvKernel final : public PreparedKernel {
     bool residual = false;
     int threads = 1;  // the stream's intra-op threads
     ConvWorkspace workspace;
+    // Set when R only broadcasts to Y: Y += R, then post.activation, after the primitive.
+    std::optional<BroadcastPlan> epilogue;
+    ConvPostOps post;
   };
 
   ConvKernel(absl::string_view op, std::string label, std::vector<TensorDesc> outputs, Parts parts)
@@ -107,6 +111,24 @@ class ConvKernel final : public PreparedKernel {
   absl::string_view op() const override { return op_; }
   const std::vector<TensorDesc>& outputs() const override { return outputs_; }
   size_t workspace_bytes() const override { return p_.workspace.total; }
+
+  // Plain Y += broadcast R, then the activation.
+  void BroadcastEpilogue(const KernelArgs& args) const {
+    float* y = static_cast<float*>(args.outputs[0]);
+    const float* r = static_cast<const float*>(args.inputs[3]);
+    const int64_t stride = p_.epilogue->strides[0].back();
+    const bool relu = p_.post.activation == "Relu";
+    const bool clip = p_.post.activation == "Clip";
+    const float lo = p_.post.clip_min, hi = p_.post.clip_max;
+    ForEachRow(*p_.epilogue, [&](int64_t at, const int64_t* offs, int64_t len) {
+      for (int64_t i = 0; i < len; ++i) {
+        float v = y[at + i] + r[offs[0] + i * stride];
+        if (relu) v = v > 0.0f ? v : 0.0f;
+        if (clip) v = std::min(std::max(v, lo), hi);
+        y[at + i] = v;
+      }
+    });
+  }
 
   absl::Status Run(const KernelArgs& args) const override {
     if (runtime::NumElements(outputs_[0].shape) == 0) return absl::OkStatus();
@@ -150,6 +172,7 @@ class ConvKernel final : public PreparedKernel {
       primitive_.execute(stream, bound);
       if (dst_reorder_) dst_reorder_.execute(stream, dst, dst_plain);
       stream.wait();
+      if (p_.epilogue.has_value()) BroadcastEpilogue(args);
     } catch (const dnnl::error& e) {
       return absl::InternalError(absl::StrCat(label_, ": onednn execution failed: ", e.what()));
     }
@@ -233,9 +256,17 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareConvWith(const PrepareCon
     return MakeKernel(context, std::move(outputs),
                       [](const KernelArgs&) { return absl::OkStatus(); });
   }
+  // A residual that only broadcasts to Y is added (then the activation applied) after the
+  // primitive, on plain Y; one of Y's exact shape goes through oneDNN's sum post-op.
+  std::optional<BroadcastPlan> broadcast;
   if (post.residual && context.inputs[3].shape != y) {
-    return InvalidArgument(context, "residual ", runtime::ShapeToString(context.inputs[3].shape),
-                           " is not the output's shape ", runtime::ShapeToString(y));
+    auto shape = BroadcastShapes(context.inputs[3].shape, y);
+    if (!shape.ok() || *shape != y || post.y_nhwc || post.r_nhwc) {
+      return InvalidArgument(context, "residual ", runtime::ShapeToString(context.inputs[3].shape),
+                             " does not broadcast to the output's shape ",
+                             runtime::ShapeToString(y));
+    }
+    broadcast = MakeBroadcastPlan(y, {context.inputs[3].shape});
   }
   try {
     const dnnl::engine& engine = CpuEngine();
@@ -276,8 +307,16 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareConvWith(const PrepareCon
     dnnl::primitive_attr attr;
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     dnnl::post_ops ops;
-    if (post.residual) ops.append_sum(1.0f);
-    if (post.activation == "Relu") {
+    if (broadcast.has_value()) {
+      parts.epilogue = std::move(broadcast);
+      parts.residual = false;
+      parts.post = post;
+    } else if (post.residual) {
+      ops.append_sum(1.0f);
+    }
+    if (parts.epilogue.has_value()) {
+      // Applied after the residual, in Run.
+    } else if (post.activation == "Relu") {
       ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
     } else if (post.activation == "Clip") {
       ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_clip, post.clip_min, post.clip_max);

@@ -183,6 +183,25 @@ TEST_F(FusionConvTest, SharedOrOutputIntermediatesAreLeftAlone) {
   }
 }
 
+TEST_F(FusionConvTest, ResidualThatOnlyBroadcastsIsAddedAfterTheConv) {
+  // r = ReduceMean(x) over H and W: [1,4,1,1], computed at run time; y = Relu(conv(x) + r).
+  ModelBuilder b;
+  b.Input("x", onnx::TensorProto::FLOAT, {1, 4, 5, 5}).Output("y", {1, 4, 5, 5});
+  AddConv(b, "a", "x", "a_out", 4, 4, 51);
+  auto& mean = b.Node("ReduceMean", {"x"}, {"r"});
+  auto* axes = mean.add_attribute();
+  axes->set_name("axes");
+  axes->set_type(onnx::AttributeProto::INTS);
+  axes->add_ints(2);
+  axes->add_ints(3);
+  b.Node("Add", {"a_out", "r"}, {"s"});
+  b.Node("Relu", {"s"}, {"y"});
+  auto model = LoadBoth(b.Bytes(), FloatTensor({1, 4, 5, 5}, RandomFloats(100, 52)));
+  ASSERT_NE(model, nullptr);
+  EXPECT_EQ(CountOps(model->graph(), kFusedConvOp), 1);
+  EXPECT_EQ(CountOps(model->graph(), "Add") + CountOps(model->graph(), "Relu"), 0);
+}
+
 TEST_F(FusionConvTest, AddOfTwoUsesOfOneConvIsNotFused) {
   // Add(a, a): the conv's output has two uses, so the Add must stay.
   ModelBuilder b;
