@@ -33,31 +33,6 @@ std::vector<float> ToFloats(const TensorValue& t) {
   return out;
 }
 
-// A scalar float constant (for Clip's bounds), or `fallback` when the input is absent.
-bool ScalarOr(const Graph& graph, const Node& node, size_t index, float fallback, float* out) {
-  if (index >= node.inputs.size() || node.inputs[index] == Graph::kNoValue) {
-    *out = fallback;
-    return true;
-  }
-  const TensorValue* t = FloatConstant(graph, node.inputs[index]);
-  if (t == nullptr || t->bytes.size() != sizeof(float)) return false;
-  std::memcpy(out, t->bytes.data(), sizeof(float));
-  return true;
-}
-
-// Clip bounds of `node` (opset >= 11: constant inputs; earlier: attributes).
-bool ClipBounds(const Graph& graph, const Node& node, float* lo, float* hi) {
-  if (graph.opset < 11) {
-    auto min = node.attributes.GetFloat("min", -INFINITY);
-    auto max = node.attributes.GetFloat("max", INFINITY);
-    if (!min.ok() || !max.ok()) return false;
-    *lo = *min;
-    *hi = *max;
-    return true;
-  }
-  return ScalarOr(graph, node, 1, -INFINITY, lo) && ScalarOr(graph, node, 2, INFINITY, hi);
-}
-
 // A 2-D convolution: constant 4-D weights.
 bool IsConv2d(const Graph& graph, const Node& node) {
   if (node.op != kFusedConvOp || node.inputs.size() < 2) return false;
@@ -201,7 +176,7 @@ int FuseConvPostOps(Graph* graph, const KernelRegistry& registry) {
           act.inputs[0] == out) {
         if (act.op == "Relu") {
           activation = "Relu";
-        } else if (act.op == "Clip" && ClipBounds(*graph, act, &lo, &hi)) {
+        } else if (act.op == "Clip" && fusion::ClipBounds(*graph, act, &lo, &hi)) {
           activation = "Clip";
         }
       }

@@ -1,7 +1,6 @@
 #include "runtime/engine/fusion_gemm.h"
 
 #include <cmath>
-#include <cstring>
 #include <string>
 #include <vector>
 
@@ -9,37 +8,8 @@
 #include "runtime/engine/fusion_util.h"
 
 namespace reprise::runtime::engine {
-namespace {
 
 using fusion::IsDefaultDomain;
-
-// Clip's constant bounds (opset >= 11 inputs, else attributes); false when not constant.
-bool ClipBounds(const Graph& graph, const Node& node, float* lo, float* hi) {
-  if (graph.opset < 11) {
-    auto min = node.attributes.GetFloat("min", -INFINITY);
-    auto max = node.attributes.GetFloat("max", INFINITY);
-    if (!min.ok() || !max.ok()) return false;
-    *lo = *min;
-    *hi = *max;
-    return true;
-  }
-  float* bounds[2] = {lo, hi};
-  const float fallback[2] = {-INFINITY, INFINITY};
-  for (size_t k = 1; k <= 2; ++k) {
-    if (k >= node.inputs.size() || node.inputs[k] == Graph::kNoValue) {
-      *bounds[k - 1] = fallback[k - 1];
-      continue;
-    }
-    const TensorValue* t = graph.FindConstant(node.inputs[k]);
-    if (t == nullptr || t->dtype != DataType::kFloat32 || t->bytes.size() != sizeof(float)) {
-      return false;
-    }
-    std::memcpy(bounds[k - 1], t->bytes.data(), sizeof(float));
-  }
-  return true;
-}
-
-}  // namespace
 
 int FuseGemmEpilogues(Graph* graph, const KernelRegistry& registry) {
   if (!registry.Has(kernels::cpu::kFusedGemmOp)) return 0;
@@ -66,7 +36,7 @@ int FuseGemmEpilogues(Graph* graph, const KernelRegistry& registry) {
       if (IsDefaultDomain(act) && act.outputs.size() == 1 && act.inputs[0] == out) {
         if (act.op == "Relu" || act.op == "Tanh" || act.op == "Sigmoid") {
           activation = act.op;
-        } else if (act.op == "Clip" && ClipBounds(*graph, act, &lo, &hi)) {
+        } else if (act.op == "Clip" && fusion::ClipBounds(*graph, act, &lo, &hi)) {
           activation = "Clip";
         }
       }

@@ -2,6 +2,8 @@
 #ifndef REPRISE_RUNTIME_ENGINE_FUSION_UTIL_H_
 #define REPRISE_RUNTIME_ENGINE_FUSION_UTIL_H_
 
+#include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "runtime/engine/graph.h"
@@ -30,6 +32,33 @@ inline int SoleConsumer(const Graph& graph, const std::vector<int>& uses, int va
     }
   }
   return -1;
+}
+
+/// Clip's bounds when constant: opset >= 11 reads the optional min/max inputs (absent is
+/// -inf/+inf), earlier opsets the attributes. False when a bound is not a float constant.
+inline bool ClipBounds(const Graph& graph, const Node& node, float* lo, float* hi) {
+  if (graph.opset < 11) {
+    auto min = node.attributes.GetFloat("min", -INFINITY);
+    auto max = node.attributes.GetFloat("max", INFINITY);
+    if (!min.ok() || !max.ok()) return false;
+    *lo = *min;
+    *hi = *max;
+    return true;
+  }
+  float* bounds[2] = {lo, hi};
+  const float fallback[2] = {-INFINITY, INFINITY};
+  for (size_t k = 1; k <= 2; ++k) {
+    if (k >= node.inputs.size() || node.inputs[k] == Graph::kNoValue) {
+      *bounds[k - 1] = fallback[k - 1];
+      continue;
+    }
+    const TensorValue* t = graph.FindConstant(node.inputs[k]);
+    if (t == nullptr || t->dtype != DataType::kFloat32 || t->bytes.size() != sizeof(float)) {
+      return false;
+    }
+    std::memcpy(bounds[k - 1], t->bytes.data(), sizeof(float));
+  }
+  return true;
 }
 
 /// Removes the nodes marked in `drop`, keeping the order of the others.
