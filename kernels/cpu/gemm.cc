@@ -22,10 +22,11 @@ constexpr int64_t kSmallGemmMacs = 64 * 64 * 64;
 constexpr int64_t kSmallGemmRows = 4;
 
 // y[m,n] += a[m,k] * b[k,n], all row-major with leading dimensions lda, ldb, ldy; the inner
-// loop runs along y's and b's rows. Built for AVX-512, AVX2 and baseline x86-64, chosen at load.
-__attribute__((target_clones("avx512f", "avx2", "default"))) void SmallGemmAccumulate(
-    int64_t m, int64_t n, int64_t k, const float* __restrict a, int64_t lda,
-    const float* __restrict b, int64_t ldb, float* __restrict y, int64_t ldy) {
+// loop runs along y's and b's rows. Inlined into one copy per instruction set below.
+__attribute__((always_inline)) inline void SmallGemmBody(int64_t m, int64_t n, int64_t k,
+                                                         const float* __restrict a, int64_t lda,
+                                                         const float* __restrict b, int64_t ldb,
+                                                         float* __restrict y, int64_t ldy) {
   for (int64_t i = 0; i < m; ++i) {
     float* __restrict row = y + i * ldy;
     for (int64_t kk = 0; kk < k; ++kk) {
@@ -35,6 +36,33 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void SmallGemmAccum
     }
   }
 }
+
+#define REPRISE_SMALL_GEMM_ARGS                                                              \
+  int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const float *b, int64_t ldb, \
+      float *y, int64_t ldy
+__attribute__((target("avx512f"))) void SmallGemmAvx512(REPRISE_SMALL_GEMM_ARGS) {
+  SmallGemmBody(m, n, k, a, lda, b, ldb, y, ldy);
+}
+__attribute__((target("avx2,fma"))) void SmallGemmAvx2(REPRISE_SMALL_GEMM_ARGS) {
+  SmallGemmBody(m, n, k, a, lda, b, ldb, y, ldy);
+}
+void SmallGemmBaseline(REPRISE_SMALL_GEMM_ARGS) { SmallGemmBody(m, n, k, a, lda, b, ldb, y, ldy); }
+
+// Picks the copy for this CPU on first use (not an ifunc: those resolve before the sanitizer
+// runtimes start, and crash under TSan).
+void SmallGemmAccumulate(REPRISE_SMALL_GEMM_ARGS) {
+  using Fn = void (*)(REPRISE_SMALL_GEMM_ARGS);
+  static const Fn fn = [] {
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f")) return static_cast<Fn>(&SmallGemmAvx512);
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+      return static_cast<Fn>(&SmallGemmAvx2);
+    }
+    return static_cast<Fn>(&SmallGemmBaseline);
+  }();
+  fn(m, n, k, a, lda, b, ldb, y, ldy);
+}
+#undef REPRISE_SMALL_GEMM_ARGS
 
 // True when the small kernel beats sgemm: a few rows (measured on the bench machine at one
 // thread, 32x32 weights: 1 row 0.9 us against sgemm's 1.5 us; 8 rows even; 128 rows 4x slower).
