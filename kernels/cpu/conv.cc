@@ -5,10 +5,12 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <unordered_map>
 
 #include "dnnl.hpp"
 #include "kernels/cpu/families.h"
+#include "kernels/cpu/fused_ops.h"
 #include "kernels/cpu/kernel_util.h"
 #include "kernels/cpu/window.h"
 #include "runtime/core/status_macros.h"
@@ -46,44 +48,131 @@ memory::desc PlainDesc(const Shape& dims) {
                       PlainTag(dims.size()));
 }
 
+// Where the kernel's buffers lie in its workspace (offsets in bytes, 64-byte aligned).
+struct ConvWorkspace {
+  size_t scratch = 0;  // oneDNN's scratchpad
+  size_t src = 0;      // X in the primitive's layout (when not plain)
+  size_t dst = 0;      // Y in the primitive's layout (when not plain)
+  size_t total = 0;
+};
+
+// The epilogue applied to the convolution's output: residual sum, then an activation.
+struct ConvPostOps {
+  bool residual = false;
+  std::string activation;  // "", "Relu" or "Clip"
+  float clip_min = 0.0f;
+  float clip_max = 0.0f;
+  // Storage of X, Y and R: channels-last (NHWC bytes, NCHW shape) or plain. 2-D only.
+  bool x_nhwc = false;
+  bool y_nhwc = false;
+  bool r_nhwc = false;
+};
+
+// A convolution on oneDNN in the layouts the primitive prefers (blocked, e.g. nChw8c, for most
+// shapes): the plain NCHW input is reordered into the workspace, the output reordered back. The
+// residual (if any) is reordered into the destination first and added by a sum post-op.
 class ConvKernel final : public PreparedKernel {
  public:
-  ConvKernel(absl::string_view op, std::string label, std::vector<TensorDesc> outputs,
-             dnnl::convolution_forward::primitive_desc pd, memory packed_weights, bool has_bias)
+  struct Parts {
+    dnnl::convolution_forward::primitive_desc pd;
+    memory packed_weights;              // empty when the weights are bound at Run
+    memory::desc src_plain, dst_plain;  // X and Y as stored (plain or channels-last)
+    memory::desc residual_md;           // R as stored
+    bool has_bias = false;
+    bool residual = false;
+    int threads = 1;  // the stream's intra-op threads
+    ConvWorkspace workspace;
+    // Set when R only broadcasts to Y: Y += R, then post.activation, after the primitive.
+    std::optional<BroadcastPlan> epilogue;
+    ConvPostOps post;
+  };
+
+  ConvKernel(absl::string_view op, std::string label, std::vector<TensorDesc> outputs, Parts parts)
       : op_(op),
         label_(std::move(label)),
         outputs_(std::move(outputs)),
-        pd_(std::move(pd)),
-        primitive_(pd_),
-        packed_weights_(std::move(packed_weights)),
-        has_bias_(has_bias),
-        scratch_bytes_(pd_.scratchpad_desc().get_size()) {}
+        p_(std::move(parts)),
+        primitive_(p_.pd) {
+    const dnnl::engine& engine = CpuEngine();
+    if (p_.pd.src_desc() != p_.src_plain) {
+      src_reorder_ = dnnl::reorder(
+          dnnl::reorder::primitive_desc(engine, p_.src_plain, engine, p_.pd.src_desc()));
+    }
+    if (p_.pd.dst_desc() != p_.dst_plain) {
+      dst_reorder_ = dnnl::reorder(
+          dnnl::reorder::primitive_desc(engine, p_.pd.dst_desc(), engine, p_.dst_plain));
+    }
+    if (p_.residual && p_.pd.dst_desc() != p_.residual_md) {
+      residual_reorder_ = dnnl::reorder(
+          dnnl::reorder::primitive_desc(engine, p_.residual_md, engine, p_.pd.dst_desc()));
+    }
+  }
 
   absl::string_view op() const override { return op_; }
   const std::vector<TensorDesc>& outputs() const override { return outputs_; }
-  size_t workspace_bytes() const override { return scratch_bytes_; }
+  size_t workspace_bytes() const override { return p_.workspace.total; }
+
+  // Plain Y += broadcast R, then the activation.
+  void BroadcastEpilogue(const KernelArgs& args) const {
+    float* y = static_cast<float*>(args.outputs[0]);
+    const float* r = static_cast<const float*>(args.inputs[3]);
+    const int64_t stride = p_.epilogue->strides[0].back();
+    const bool relu = p_.post.activation == "Relu";
+    const bool clip = p_.post.activation == "Clip";
+    const float lo = p_.post.clip_min, hi = p_.post.clip_max;
+    ForEachRow(*p_.epilogue, [&](int64_t at, const int64_t* offs, int64_t len) {
+      for (int64_t i = 0; i < len; ++i) {
+        float v = y[at + i] + r[offs[0] + i * stride];
+        if (relu) v = v > 0.0f ? v : 0.0f;
+        if (clip) v = std::min(std::max(v, lo), hi);
+        y[at + i] = v;
+      }
+    });
+  }
 
   absl::Status Run(const KernelArgs& args) const override {
     if (runtime::NumElements(outputs_[0].shape) == 0) return absl::OkStatus();
+    UseIntraOpThreads(p_.threads);
     try {
       const dnnl::engine& engine = CpuEngine();
       dnnl::stream stream(engine);
-      std::unordered_map<int, memory> bound;
-      bound.emplace(DNNL_ARG_SRC,
-                    memory(pd_.src_desc(), engine, const_cast<void*>(args.inputs[0])));
-      bound.emplace(DNNL_ARG_WEIGHTS, packed_weights_ ? packed_weights_
-                                                      : memory(pd_.weights_desc(), engine,
-                                                               const_cast<void*>(args.inputs[1])));
-      if (has_bias_) {
-        bound.emplace(DNNL_ARG_BIAS,
-                      memory(pd_.bias_desc(), engine, const_cast<void*>(args.inputs[2])));
+      uint8_t* ws = static_cast<uint8_t*>(args.workspace);
+      memory src_plain(p_.src_plain, engine, const_cast<void*>(args.inputs[0]));
+      memory dst_plain(p_.dst_plain, engine, args.outputs[0]);
+      memory src = src_plain;
+      if (src_reorder_) {
+        src = memory(p_.pd.src_desc(), engine, ws + p_.workspace.src);
+        src_reorder_.execute(stream, src_plain, src);
       }
-      bound.emplace(DNNL_ARG_DST, memory(pd_.dst_desc(), engine, args.outputs[0]));
-      if (scratch_bytes_ > 0) {
-        bound.emplace(DNNL_ARG_SCRATCHPAD, memory(pd_.scratchpad_desc(), engine, args.workspace));
+      memory dst = dst_plain;
+      if (dst_reorder_) dst = memory(p_.pd.dst_desc(), engine, ws + p_.workspace.dst);
+      if (p_.residual) {
+        memory residual(p_.residual_md, engine, const_cast<void*>(args.inputs[3]));
+        if (residual_reorder_) {
+          residual_reorder_.execute(stream, residual, dst);
+        } else if (args.inputs[3] != dst.get_data_handle()) {
+          std::memcpy(dst.get_data_handle(), args.inputs[3], p_.residual_md.get_size());
+        }
+      }
+      std::unordered_map<int, memory> bound;
+      bound.emplace(DNNL_ARG_SRC, src);
+      bound.emplace(DNNL_ARG_WEIGHTS,
+                    p_.packed_weights
+                        ? p_.packed_weights
+                        : memory(p_.pd.weights_desc(), engine, const_cast<void*>(args.inputs[1])));
+      if (p_.has_bias) {
+        bound.emplace(DNNL_ARG_BIAS,
+                      memory(p_.pd.bias_desc(), engine, const_cast<void*>(args.inputs[2])));
+      }
+      bound.emplace(DNNL_ARG_DST, dst);
+      if (p_.pd.scratchpad_desc().get_size() > 0) {
+        bound.emplace(DNNL_ARG_SCRATCHPAD,
+                      memory(p_.pd.scratchpad_desc(), engine, ws + p_.workspace.scratch));
       }
       primitive_.execute(stream, bound);
+      if (dst_reorder_) dst_reorder_.execute(stream, dst, dst_plain);
       stream.wait();
+      if (p_.epilogue.has_value()) BroadcastEpilogue(args);
     } catch (const dnnl::error& e) {
       return absl::InternalError(absl::StrCat(label_, ": onednn execution failed: ", e.what()));
     }
@@ -94,16 +183,19 @@ class ConvKernel final : public PreparedKernel {
   std::string op_;
   std::string label_;  // op and node name, for messages
   std::vector<TensorDesc> outputs_;
-  dnnl::convolution_forward::primitive_desc pd_;
+  Parts p_;
   dnnl::convolution_forward primitive_;
-  memory packed_weights_;  // empty when the weights are bound at Run
-  bool has_bias_;
-  size_t scratch_bytes_;
+  dnnl::reorder src_reorder_;       // plain X → the primitive's src layout (or empty)
+  dnnl::reorder dst_reorder_;       // the primitive's dst layout → plain Y (or empty)
+  dnnl::reorder residual_reorder_;  // plain R → the primitive's dst layout (or empty)
 };
 
+size_t AlignUp(size_t bytes) { return (bytes + 63) / 64 * 64; }
+
 // Checks X [N,C,...], W [M,C/group,...] (Conv) and the optional bias [M]; returns group.
-absl::StatusOr<int64_t> CheckConvInputs(const PrepareContext& context, bool transposed) {
-  RETURN_IF_ERROR(ExpectInputCount(context, 2, 3));
+absl::StatusOr<int64_t> CheckConvInputs(const PrepareContext& context, bool transposed,
+                                        size_t max_inputs = 3) {
+  RETURN_IF_ERROR(ExpectInputCount(context, 2, max_inputs));
   for (size_t i = 0; i < context.inputs.size(); ++i) {
     if (HasInput(context, i)) RETURN_IF_ERROR(ExpectType(context, i, {DataType::kFloat32}));
   }
@@ -133,8 +225,10 @@ absl::StatusOr<int64_t> CheckConvInputs(const PrepareContext& context, bool tran
   return group;
 }
 
-absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareConv(const PrepareContext& context) {
-  ASSIGN_OR_RETURN(int64_t group, CheckConvInputs(context, /*transposed=*/false));
+absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareConvWith(const PrepareContext& context,
+                                                                const ConvPostOps& post) {
+  ASSIGN_OR_RETURN(int64_t group,
+                   CheckConvInputs(context, /*transposed=*/false, post.residual ? 4 : 3));
   const Shape& x = context.inputs[0].shape;
   const TensorDesc& weights = context.inputs[1];
   const Shape& w = weights.shape;
@@ -162,6 +256,18 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareConv(const PrepareContext
     return MakeKernel(context, std::move(outputs),
                       [](const KernelArgs&) { return absl::OkStatus(); });
   }
+  // A residual that only broadcasts to Y is added (then the activation applied) after the
+  // primitive, on plain Y; one of Y's exact shape goes through oneDNN's sum post-op.
+  std::optional<BroadcastPlan> broadcast;
+  if (post.residual && context.inputs[3].shape != y) {
+    auto shape = BroadcastShapes(context.inputs[3].shape, y);
+    if (!shape.ok() || *shape != y || post.y_nhwc || post.r_nhwc) {
+      return InvalidArgument(context, "residual ", runtime::ShapeToString(context.inputs[3].shape),
+                             " does not broadcast to the output's shape ",
+                             runtime::ShapeToString(y));
+    }
+    broadcast = MakeBroadcastPlan(y, {context.inputs[3].shape});
+  }
   try {
     const dnnl::engine& engine = CpuEngine();
     memory::dims dilations, strides, pad_l, pad_r;
@@ -172,34 +278,109 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareConv(const PrepareContext
       pad_r.push_back(win.pads_end[i]);
     }
     const memory::desc w_plain = PlainDesc(w_dims);
-    const memory::desc w_md = known_weights ? memory::desc(w_plain.dims(), memory::data_type::f32,
-                                                           memory::format_tag::any)
-                                            : w_plain;
+    auto any = [](const memory::desc& plain) {
+      return memory::desc(plain.dims(), memory::data_type::f32, memory::format_tag::any);
+    };
+    const memory::desc w_md = known_weights ? any(w_plain) : w_plain;
     const memory::desc b_md = has_bias ? PlainDesc({w[0]}) : memory::desc();
+    ConvKernel::Parts parts;
+    auto stored = [&](const Shape& dims, bool nhwc) {
+      return nhwc ? memory::desc(memory::dims(dims.begin(), dims.end()), memory::data_type::f32,
+                                 memory::format_tag::nhwc)
+                  : PlainDesc(dims);
+    };
+    const bool nhwc_ok = x.size() == 4;
+    parts.src_plain = stored(x, nhwc_ok && post.x_nhwc);
+    parts.dst_plain = stored(y, nhwc_ok && post.y_nhwc);
+    parts.residual_md = stored(y, nhwc_ok && post.r_nhwc);
+    parts.has_bias = has_bias;
+    parts.residual = post.residual;
+    parts.threads = context.intra_op_threads;
+    // Channels-last at either end: the primitive works channels-last throughout (no reorder
+    // on that side); otherwise oneDNN picks its preferred layouts.
+    const bool channels_last = nhwc_ok && (post.x_nhwc || post.y_nhwc);
+    const memory::desc src_md = channels_last ? stored(x, true) : any(parts.src_plain);
+    const memory::desc dst_md = channels_last ? stored(y, true) : any(parts.dst_plain);
     dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_inference,
-                                         dnnl::algorithm::convolution_direct, PlainDesc(x), w_md,
-                                         b_md, PlainDesc(y), strides, dilations, pad_l, pad_r);
+                                         dnnl::algorithm::convolution_direct, src_md, w_md, b_md,
+                                         dst_md, strides, dilations, pad_l, pad_r);
     dnnl::primitive_attr attr;
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-    dnnl::convolution_forward::primitive_desc pd(desc, attr, engine);
-    memory packed;
+    dnnl::post_ops ops;
+    if (broadcast.has_value()) {
+      parts.epilogue = std::move(broadcast);
+      parts.residual = false;
+      parts.post = post;
+    } else if (post.residual) {
+      ops.append_sum(1.0f);
+    }
+    if (parts.epilogue.has_value()) {
+      // Applied after the residual, in Run.
+    } else if (post.activation == "Relu") {
+      ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+    } else if (post.activation == "Clip") {
+      ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_clip, post.clip_min, post.clip_max);
+    } else if (!post.activation.empty()) {
+      return InvalidArgument(context, "activation \"", post.activation, "\" is not supported");
+    }
+    attr.set_post_ops(ops);
+    parts.pd = dnnl::convolution_forward::primitive_desc(desc, attr, engine);
+    const dnnl::convolution_forward::primitive_desc& pd = parts.pd;
     if (known_weights) {
       memory source(w_plain, engine, const_cast<void*>(weights.data));
       if (pd.weights_desc() == w_plain) {
-        packed = source;  // borrowed: the plan keeps weights.data alive
+        parts.packed_weights = source;  // borrowed: the plan keeps weights.data alive
       } else {
-        packed = memory(pd.weights_desc(), engine);
+        parts.packed_weights = memory(pd.weights_desc(), engine);
         dnnl::stream stream(engine);
-        dnnl::reorder(source, packed).execute(stream, source, packed);
+        dnnl::reorder(source, parts.packed_weights).execute(stream, source, parts.packed_weights);
         stream.wait();
       }
     }
+    ConvWorkspace& ws = parts.workspace;
+    ws.scratch = 0;
+    ws.src = AlignUp(pd.scratchpad_desc().get_size());
+    const size_t src_bytes = pd.src_desc() != parts.src_plain ? pd.src_desc().get_size() : 0;
+    ws.dst = ws.src + AlignUp(src_bytes);
+    const size_t dst_bytes = pd.dst_desc() != parts.dst_plain ? pd.dst_desc().get_size() : 0;
+    ws.total = ws.dst + AlignUp(dst_bytes);
     return std::make_unique<ConvKernel>(context.op, NodeLabel(context), std::move(outputs),
-                                        std::move(pd), std::move(packed), has_bias);
+                                        std::move(parts));
   } catch (const dnnl::error& e) {
     return Unimplemented(context, "onednn rejected the convolution of ", runtime::ShapeToString(x),
                          " by ", runtime::ShapeToString(w), ": ", e.what());
   }
+}
+
+absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareConv(const PrepareContext& context) {
+  return PrepareConvWith(context, ConvPostOps{});
+}
+
+// True when the layout attribute `name` is "nhwc"; false when absent or "nchw".
+absl::StatusOr<bool> ChannelsLast(const PrepareContext& context, absl::string_view name) {
+  auto layout = AttrsOf(context).GetString(name, "nchw");
+  if (!layout.ok()) return layout.status();
+  if (*layout != "nchw" && *layout != "nhwc") {
+    return InvalidArgument(context, name, " \"", *layout, "\" is neither nchw nor nhwc");
+  }
+  return *layout == "nhwc";
+}
+
+absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareFusedConv(const PrepareContext& context) {
+  ConvPostOps post;
+  const Attributes& attrs = AttrsOf(context);
+  ASSIGN_OR_RETURN(post.activation, attrs.GetString("activation", ""));
+  ASSIGN_OR_RETURN(post.clip_min, attrs.GetFloat("clip_min", 0.0f));
+  ASSIGN_OR_RETURN(post.clip_max, attrs.GetFloat("clip_max", 0.0f));
+  ASSIGN_OR_RETURN(post.x_nhwc, ChannelsLast(context, "x_layout"));
+  ASSIGN_OR_RETURN(post.y_nhwc, ChannelsLast(context, "y_layout"));
+  ASSIGN_OR_RETURN(post.r_nhwc, ChannelsLast(context, "r_layout"));
+  if (context.inputs.size() == 4) {
+    if (!HasInput(context, 3)) return InvalidArgument(context, "the residual input is absent");
+    RETURN_IF_ERROR(ExpectType(context, 3, {DataType::kFloat32}));
+    post.residual = true;
+  }
+  return PrepareConvWith(context, post);
 }
 
 // Row-major sgemm through oneDNN's C API.
@@ -243,9 +424,11 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareConvTranspose(
   const int64_t rows = out_group * taps;  // rows of the column buffer
   const bool has_bias = HasInput(context, 2);
   const size_t workspace = static_cast<size_t>(rows * in_size) * sizeof(float);
+  const int threads = context.intra_op_threads;
   return MakeKernel(
       context, {Desc(DataType::kFloat32, y)},
       [=](const KernelArgs& args) -> absl::Status {
+        UseIntraOpThreads(threads);
         const float* xp = static_cast<const float*>(args.inputs[0]);
         const float* wp = static_cast<const float*>(args.inputs[1]);
         const float* bias = has_bias ? static_cast<const float*>(args.inputs[2]) : nullptr;
@@ -295,6 +478,7 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareConvTranspose(
 absl::Status RegisterConvKernels(runtime::KernelRegistry* registry) {
   RETURN_IF_ERROR(registry->Register("Conv", &PrepareConv));
   RETURN_IF_ERROR(registry->Register("ConvTranspose", &PrepareConvTranspose));
+  RETURN_IF_ERROR(registry->Register(kFusedConvOp, &PrepareFusedConv));
   return absl::OkStatus();
 }
 

@@ -1,5 +1,7 @@
 #include "kernels/cpu/kernel_util.h"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <cstring>
 
@@ -185,6 +187,12 @@ BroadcastPlan MakeStridedPlan(const Shape& out, std::vector<std::vector<int64_t>
     for (size_t k = 0; k < n; ++k) plan.strides[k].push_back(0);
   }
   return plan;
+}
+
+void UseIntraOpThreads(int threads) {
+  const int wanted = threads < 1 ? 1 : threads;
+  // The ICV is per thread: this changes only the calling (stream) thread's parallel regions.
+  if (omp_get_max_threads() != wanted) omp_set_num_threads(wanted);
 }
 
 }  // namespace reprise::kernels::cpu

@@ -218,6 +218,11 @@ void ForEachRow(const BroadcastPlan& plan, Row&& row) {
   }
 }
 
+/// Sets the OpenMP thread count of the calling thread (what oneDNN's primitives and sgemm use
+/// there) to `threads` (at least 1), so that each stream's kernels use its intra-op threads and
+/// streams x threads stay within the cores. Cheap when already set; other threads unaffected.
+void UseIntraOpThreads(int threads);
+
 /// Output descriptor of type `dtype` and shape `shape`.
 inline TensorDesc Desc(DataType dtype, Shape shape) {
   TensorDesc desc;

@@ -11,6 +11,26 @@
 namespace reprise::kernels::cpu {
 namespace {
 
+// Sum of p[k] (or of (p[k] - center)^2 when `squares`) over k < n, in eight float lanes that
+// the compiler keeps in vector registers, then added pairwise.
+float RowSum(const float* p, int64_t n, float center, bool squares) {
+  float lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t k = 0;
+  if (squares) {
+    for (; k + 8 <= n; k += 8) {
+      for (int j = 0; j < 8; ++j) lanes[j] += (p[k + j] - center) * (p[k + j] - center);
+    }
+  } else {
+    for (; k + 8 <= n; k += 8) {
+      for (int j = 0; j < 8; ++j) lanes[j] += p[k + j];
+    }
+  }
+  float tail = 0;
+  for (; k < n; ++k) tail += squares ? (p[k] - center) * (p[k] - center) : p[k];
+  return ((lanes[0] + lanes[4]) + (lanes[1] + lanes[5])) +
+         ((lanes[2] + lanes[6]) + (lanes[3] + lanes[7])) + tail;
+}
+
 template <bool kLog>
 absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareSoftmax(const PrepareContext& context) {
   RETURN_IF_ERROR(ExpectInputCount(context, 1, 1));
@@ -41,6 +61,19 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareSoftmax(const PrepareCont
   return MakeKernel(context, {Desc(DataType::kFloat32, shape)}, [=](const KernelArgs& args) {
     const float* x = static_cast<const float*>(args.inputs[0]);
     float* y = static_cast<float*>(args.outputs[0]);
+    if (inner == 1 && !kLog) {
+      // The usual case: rows are contiguous.
+      for (int64_t o = 0; o < outer; ++o) {
+        const float* p = x + o * dim;
+        float* q = y + o * dim;
+        float max = -INFINITY;
+        for (int64_t k = 0; k < dim; ++k) max = p[k] > max ? p[k] : max;
+        for (int64_t k = 0; k < dim; ++k) q[k] = std::exp(p[k] - max);
+        const float scale = 1.0f / RowSum(q, dim, 0.0f, false);
+        for (int64_t k = 0; k < dim; ++k) q[k] *= scale;
+      }
+      return absl::OkStatus();
+    }
     for (int64_t o = 0; o < outer; ++o) {
       for (int64_t i = 0; i < inner; ++i) {
         const float* p = x + o * dim * inner + i;
@@ -113,18 +146,18 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareLayerNorm(const PrepareCo
     for (int64_t o = 0; o < outer; ++o) {
       const float* p = x + o * norm;
       float* q = y + o * norm;
-      double sum = 0;
-      for (int64_t k = 0; k < norm; ++k) sum += p[k];
-      const double mean = norm > 0 ? sum / norm : 0;
-      double var = 0;
-      for (int64_t k = 0; k < norm; ++k) var += (p[k] - mean) * (p[k] - mean);
-      var = norm > 0 ? var / norm : 0;
-      const float inv = static_cast<float>(1.0 / std::sqrt(var + epsilon));
-      const float m = static_cast<float>(mean);
-      for (int64_t k = 0; k < norm; ++k) {
-        const float s = scale[scale_scalar ? 0 : k];
-        const float b = bias == nullptr ? 0.0f : bias[bias_scalar ? 0 : k];
-        q[k] = (p[k] - m) * inv * s + b;
+      const float mean = norm > 0 ? RowSum(p, norm, 0.0f, false) / static_cast<float>(norm) : 0;
+      const float var = norm > 0 ? RowSum(p, norm, mean, true) / static_cast<float>(norm) : 0;
+      const float inv = 1.0f / std::sqrt(var + epsilon);
+      const float m = mean;
+      if (!scale_scalar && bias != nullptr && !bias_scalar) {
+        for (int64_t k = 0; k < norm; ++k) q[k] = (p[k] - m) * inv * scale[k] + bias[k];
+      } else {
+        for (int64_t k = 0; k < norm; ++k) {
+          const float s = scale[scale_scalar ? 0 : k];
+          const float b = bias == nullptr ? 0.0f : bias[bias_scalar ? 0 : k];
+          q[k] = (p[k] - m) * inv * s + b;
+        }
       }
       if (mean_out != nullptr) mean_out[o] = m;
       if (inv_out != nullptr) inv_out[o] = inv;

@@ -96,6 +96,8 @@ class ExecutionPlan {
   size_t intermediate_bytes() const { return intermediate_bytes_; }
   /// Number of nodes computed at plan time (shape subgraphs and the like).
   int folded_nodes() const { return folded_nodes_; }
+  /// Number of Reshape-family nodes planned as views of their input (no step, no buffer).
+  int view_nodes() const { return view_nodes_; }
 
   /// Host regions owned by the plan that steps may point into besides inputs(), outputs() and
   /// the graph's constants: the arena and the values computed at plan time, as (address,
@@ -133,6 +135,7 @@ class ExecutionPlan {
   size_t arena_bytes_ = 0;
   size_t intermediate_bytes_ = 0;
   int folded_nodes_ = 0;
+  int view_nodes_ = 0;
 };
 
 }  // namespace reprise::runtime::engine

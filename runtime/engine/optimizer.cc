@@ -5,6 +5,8 @@
 #include "absl/strings/str_cat.h"
 #include "runtime/core/status_macros.h"
 #include "runtime/engine/aligned_buffer.h"
+#include "runtime/engine/fusion_conv.h"
+#include "runtime/engine/fusion_gemm.h"
 #include "runtime/engine/onnx_import.h"
 
 namespace reprise::runtime::engine {
@@ -207,6 +209,10 @@ absl::Status OptimizeForInference(Graph* graph, const KernelRegistry& registry) 
   RemoveDeadNodes(graph);
   RETURN_IF_ERROR(FoldConstants(graph, registry).status());
   RemoveDeadNodes(graph);
+  RETURN_IF_ERROR(FoldBatchNormIntoConv(graph).status());
+  FuseConvPostOps(graph, registry);
+  FuseGemmEpilogues(graph, registry);
+  KeepChannelsLastBetweenConvs(graph);
   for (const Node& node : graph->nodes) {
     // A Dropout left here has its mask used: the planner makes the mask (all true).
     if (IsEngineOp(node.op) && !registry.Has(node.op) && !IsInferenceDropout(*graph, node)) {

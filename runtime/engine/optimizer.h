@@ -32,7 +32,9 @@ bool IsNondeterministicOp(absl::string_view op);
 /// constant inputs is an error naming the node. Returns how many nodes were folded.
 absl::StatusOr<int> FoldConstants(Graph* graph, const KernelRegistry& registry);
 
-/// The standard pipeline for inference: pass-through removal, dead nodes, folding, dead nodes.
+/// The standard pipeline for inference: pass-through removal, dead nodes, folding, dead nodes,
+/// then the rewrites of fusion_conv.h (BatchNormalization folding, Conv post-op fusion,
+/// channels-last storage between fused convolutions) and fusion_gemm.h (Gemm epilogues).
 /// Error when an engine op (e.g. a Dropout in training mode) is left that no kernel runs.
 absl::Status OptimizeForInference(Graph* graph, const KernelRegistry& registry);
 

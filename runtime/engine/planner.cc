@@ -199,6 +199,8 @@ class PlanBuilder {
       return absl::OkStatus();
     }
 
+    if (IsViewOp(node) && ViewOf(node, outs)) return absl::OkStatus();
+
     const int step = static_cast<int>(plan_->steps_.size());
     StepIo io;
     for (int in : node.inputs) {
@@ -236,6 +238,29 @@ class PlanBuilder {
     plan_->kernels_.push_back(std::move(kernel));
     step_io_.push_back(std::move(io));
     return absl::OkStatus();
+  }
+
+  // Reshape, Flatten, Squeeze and Unsqueeze only relabel the shape: the output can be a view
+  // of the input's buffer (an alias in the memory plan; no step). Not for graph outputs, which
+  // have their own buffers. Returns false when the node must run.
+  static bool IsViewOp(const Node& node) {
+    return (node.domain.empty() || node.domain == "ai.onnx") && !node.inputs.empty() &&
+           node.outputs.size() == 1 &&
+           (node.op == "Reshape" || node.op == "Flatten" || node.op == "Squeeze" ||
+            node.op == "Unsqueeze");
+  }
+
+  bool ViewOf(const Node& node, const std::vector<TensorDesc>& outs) {
+    const int out = node.outputs[0];
+    if (out == Graph::kNoValue || IsGraphOutput(out) || outs.size() != 1) return false;
+    const Slot& in = slots_[node.inputs[0]];
+    if ((in.where != Where::kArena && in.where != Where::kInput) || in.dtype != outs[0].dtype ||
+        NumElements(in.shape) != NumElements(outs[0].shape)) {
+      return false;
+    }
+    slots_[out] = Slot{in.where, outs[0].dtype, outs[0].shape, nullptr, in.index};
+    ++plan_->view_nodes_;
+    return true;
   }
 
   // An inference Dropout whose mask is used: the output aliases the input, the mask is a

@@ -1,9 +1,15 @@
 // Gemm/MatMul (gemm.cc) and Einsum (einsum.cc) against plain reference loops; tolerance
 // 1e-4 absolute + 1e-4 relative.
+#include <omp.h>
+
+#include <algorithm>
 #include <cmath>
+#include <string>
+#include <thread>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "kernels/cpu/kernel_util.h"
 #include "tests/kernels/cpu/kernel_test_util.h"
 
 namespace reprise::kernels::cpu::testing {
@@ -131,6 +137,81 @@ TEST(EinsumTest, CommonFormsMatchReference) {
   EXPECT_FALSE(h.Prepare("Einsum", {Tensor::Of<float>({2, 3}, {})},
                          Attrs({{"equation", std::string("ijk->i")}}))
                    .ok());
+}
+
+}  // namespace
+}  // namespace reprise::kernels::cpu::testing
+
+namespace reprise::kernels::cpu::testing {
+namespace {
+
+// Up to 4 rows with B known at prepare: the small kernel with B packed (alpha folded in).
+TEST(GemmTest, SmallProductsWithKnownWeightsMatchTheReference) {
+  KernelHarness h;
+  for (int64_t m : {1, 3, 4, 5}) {
+    const int64_t k = 19, n = 21;
+    const auto a = RandomFloats(m * k, 41);
+    const auto b = RandomFloats(n * k, 42);
+    const auto c = RandomFloats(n, 43);
+    const auto ab = ReferenceMatMul(a, b, m, k, n, false, true);
+    std::vector<float> want(m * n);
+    for (int64_t i = 0; i < m * n; ++i) want[i] = 1.5f * ab[i] + 0.5f * c[i % n];
+    auto out = h.Run("Gemm",
+                     {Tensor::Of<float>({m, k}, a), Tensor::Of<float>({n, k}, b, /*known=*/true),
+                      Tensor::Of<float>({n}, c)},
+                     Attrs({{"transB", int64_t{1}}, {"alpha", 1.5f}, {"beta", 0.5f}}));
+    ASSERT_TRUE(out.ok()) << out.status();
+    ExpectNear((*out)[0].Values<float>(), want);
+  }
+}
+
+TEST(GemmTest, FusedGemmAppliesTheActivationThenTheResidual) {
+  KernelHarness h;
+  const int64_t m = 6, k = 5, n = 4;
+  const auto a = RandomFloats(m * k, 51);
+  const auto b = RandomFloats(k * n, 52);
+  const auto r = RandomFloats(n, 53);  // broadcast over the rows
+  const auto ab = ReferenceMatMul(a, b, m, k, n);
+  for (const char* act : {"Relu", "Tanh", "Sigmoid", "Clip"}) {
+    std::vector<float> want(m * n);
+    for (int64_t i = 0; i < m * n; ++i) {
+      float v = ab[i];
+      if (std::string(act) == "Relu") v = v > 0 ? v : 0;
+      if (std::string(act) == "Tanh") v = std::tanh(v);
+      if (std::string(act) == "Sigmoid") v = 1.0f / (1.0f + std::exp(-v));
+      if (std::string(act) == "Clip") v = std::min(std::max(v, -0.1f), 0.2f);
+      want[i] = v + r[i % n];
+    }
+    auto out =
+        h.Run("com.reprise.FusedGemm",
+              {Tensor::Of<float>({m, k}, a), Tensor::Of<float>({k, n}, b), Tensor::Absent(),
+               Tensor::Of<float>({1, n}, r)},
+              Attrs({{"activation", std::string(act)}, {"clip_min", -0.1f}, {"clip_max", 0.2f}}));
+    ASSERT_TRUE(out.ok()) << act << ": " << out.status();
+    ExpectNear((*out)[0].Values<float>(), want);
+  }
+  auto bad =
+      h.Run("com.reprise.FusedGemm", {Tensor::Of<float>({m, k}, a), Tensor::Of<float>({k, n}, b)},
+            Attrs({{"activation", std::string("Gelu")}}));
+  EXPECT_FALSE(bad.ok());
+}
+
+TEST(KernelUtilTest, IntraOpThreadsArePerCallingThread) {
+  const int before = omp_get_max_threads();
+  int seen = 0;
+  std::thread worker([&] {
+    UseIntraOpThreads(3);
+    seen = omp_get_max_threads();
+  });
+  worker.join();
+  EXPECT_EQ(seen, 3);
+  EXPECT_EQ(omp_get_max_threads(), before);
+  std::thread clamped([&] {
+    UseIntraOpThreads(0);
+    seen = omp_get_max_threads();
+  });
+  clamped.join();
+  EXPECT_EQ(seen, 1);
 }
 
 }  // namespace

@@ -53,9 +53,9 @@ TEST_F(ExecutionPlanTest, EvaluatesShapeSubgraphsAtPlanTime) {
     auto plan = (*model)->Plan({{batch, 2, 3}});
     ASSERT_TRUE(plan.ok()) << plan.status();
     EXPECT_EQ((*plan)->folded_nodes(), 3);  // Shape, Gather, Concat
-    ASSERT_EQ((*plan)->steps().size(), 2u);
-    EXPECT_EQ((*plan)->steps()[0].op, "Reshape");
-    EXPECT_EQ((*plan)->steps()[1].op, "Add");
+    EXPECT_EQ((*plan)->view_nodes(), 1);    // the Reshape reads the input's buffer
+    ASSERT_EQ((*plan)->steps().size(), 1u);
+    EXPECT_EQ((*plan)->steps()[0].op, "Add");
     ASSERT_EQ((*plan)->outputs().size(), 1u);
     EXPECT_EQ((*plan)->outputs()[0].shape, (Shape{batch, 6}));
     const size_t n = static_cast<size_t>(batch * 6);
@@ -66,6 +66,40 @@ TEST_F(ExecutionPlanTest, EvaluatesShapeSubgraphsAtPlanTime) {
     for (size_t i = 0; i < n; ++i) expected[i] = static_cast<float>(i) + 100.0f * (i % 6);
     EXPECT_EQ(Floats((*out)[0].value), expected);
   }
+}
+
+TEST_F(ExecutionPlanTest, ReshapeFamilyNodesAreViewsUnlessTheyAreGraphOutputs) {
+  // a = x + 1; f = Flatten(a); u = Unsqueeze(f, 0); s = Squeeze(u, 0); y = s * 2; the
+  // Reshape r of y is a graph output and must have its own buffer.
+  ModelBuilder b;
+  b.Input("x", onnx::TensorProto::FLOAT, {2, 2, 3}).Output("y", {2, 6}).Output("r", {12});
+  b.FloatInit("one", {1}, {1}).FloatInit("two", {1}, {2});
+  b.Int64Init("zero", {1}, {0}).Int64Init("flat", {1}, {12});
+  b.Node("Add", {"x", "one"}, {"a"});
+  b.Node("Flatten", {"a"}, {"f"});
+  b.Node("Unsqueeze", {"f", "zero"}, {"u"});
+  b.Node("Squeeze", {"u", "zero"}, {"s"});
+  b.Node("Mul", {"s", "two"}, {"y"});
+  b.Node("Reshape", {"y", "flat"}, {"r"});
+  auto model = Model::LoadBytes(b.Bytes(), registry_);
+  ASSERT_TRUE(model.ok()) << model.status();
+  auto plan = (*model)->Plan({{2, 2, 3}});
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ((*plan)->view_nodes(), 3);
+  std::vector<std::string> ops;
+  for (const PlanStep& step : (*plan)->steps()) ops.push_back(step.op);
+  EXPECT_EQ(ops, (std::vector<std::string>{"Add", "Mul", "Reshape"}));
+  // The Mul reads the Add's buffer through the three views.
+  EXPECT_EQ((*plan)->steps()[1].inputs[0], (*plan)->steps()[0].outputs[0]);
+  TensorValue x = FloatTensor({2, 2, 3}, Iota(12, 0, 1));
+  auto out = (*plan)->Run({&x});
+  ASSERT_TRUE(out.ok()) << out.status();
+  std::vector<float> expected(12);
+  for (size_t i = 0; i < 12; ++i) expected[i] = 2.0f * (static_cast<float>(i) + 1.0f);
+  EXPECT_EQ((*out)[0].value.shape, (Shape{2, 6}));
+  EXPECT_EQ(Floats((*out)[0].value), expected);
+  EXPECT_EQ((*out)[1].value.shape, (Shape{12}));
+  EXPECT_EQ(Floats((*out)[1].value), expected);
 }
 
 TEST_F(ExecutionPlanTest, RunsGraphsOfBinaryOpsEagerly) {

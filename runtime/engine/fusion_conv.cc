@@ -1,0 +1,245 @@
+#include "runtime/engine/fusion_conv.h"
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "kernels/cpu/fused_ops.h"
+#include "runtime/engine/fusion_util.h"
+
+namespace reprise::runtime::engine {
+namespace {
+
+using fusion::DropNodes;
+using fusion::IsGraphOutput;
+using fusion::SoleConsumer;
+using kernels::cpu::kFusedConvOp;
+using kernels::cpu::kFusedDomain;
+
+const TensorValue* FloatConstant(const Graph& graph, int value) {
+  if (value == Graph::kNoValue) return nullptr;
+  const TensorValue* t = graph.FindConstant(value);
+  if (t == nullptr || t->dtype != DataType::kFloat32) return nullptr;
+  if (t->bytes.size() != static_cast<size_t>(NumElements(t->shape)) * sizeof(float)) {
+    return nullptr;
+  }
+  return t;
+}
+
+std::vector<float> ToFloats(const TensorValue& t) {
+  std::vector<float> out(t.bytes.size() / sizeof(float));
+  std::memcpy(out.data(), t.bytes.data(), t.bytes.size());
+  return out;
+}
+
+// A 2-D convolution: constant 4-D weights.
+bool IsConv2d(const Graph& graph, const Node& node) {
+  if (node.op != kFusedConvOp || node.inputs.size() < 2) return false;
+  const TensorValue* w = graph.FindConstant(node.inputs[1]);
+  return w != nullptr && w->shape.size() == 4;
+}
+
+}  // namespace
+
+absl::StatusOr<int> FoldBatchNormIntoConv(Graph* graph) {
+  std::vector<int> uses = graph->UseCounts();
+  std::vector<bool> drop(graph->nodes.size(), false);
+  int folded = 0;
+  for (size_t i = 0; i < graph->nodes.size(); ++i) {
+    Node& bn = graph->nodes[i];
+    if (bn.op != "BatchNormalization" || !fusion::IsDefaultDomain(bn) || bn.inputs.size() != 5)
+      continue;
+    if (bn.outputs.size() > 1) {
+      bool extra_used = false;
+      for (size_t k = 1; k < bn.outputs.size(); ++k) {
+        if (bn.outputs[k] != Graph::kNoValue && uses[bn.outputs[k]] > 0) extra_used = true;
+      }
+      if (extra_used) continue;
+    }
+    auto training = bn.attributes.GetInt("training_mode", 0);
+    if (!training.ok() || *training != 0) continue;
+    // The producing Conv.
+    int conv_index = -1;
+    for (size_t j = 0; j < i; ++j) {
+      const Node& n = graph->nodes[j];
+      if (!n.outputs.empty() && n.outputs[0] == bn.inputs[0]) conv_index = static_cast<int>(j);
+    }
+    if (conv_index < 0) continue;
+    Node& conv = graph->nodes[conv_index];
+    if (conv.op != "Conv" || !fusion::IsDefaultDomain(conv) || conv.inputs.size() < 2 ||
+        SoleConsumer(*graph, uses, conv.outputs[0]) != static_cast<int>(i)) {
+      continue;
+    }
+    const TensorValue* w = FloatConstant(*graph, conv.inputs[1]);
+    const bool has_bias = conv.inputs.size() > 2 && conv.inputs[2] != Graph::kNoValue;
+    const TensorValue* b = has_bias ? FloatConstant(*graph, conv.inputs[2]) : nullptr;
+    const TensorValue* scale = FloatConstant(*graph, bn.inputs[1]);
+    const TensorValue* shift = FloatConstant(*graph, bn.inputs[2]);
+    const TensorValue* mean = FloatConstant(*graph, bn.inputs[3]);
+    const TensorValue* var = FloatConstant(*graph, bn.inputs[4]);
+    if (w == nullptr || w->shape.size() < 3 || (has_bias && b == nullptr) || scale == nullptr ||
+        shift == nullptr || mean == nullptr || var == nullptr) {
+      continue;
+    }
+    const int64_t m = w->shape[0];
+    if (NumElements(scale->shape) != m || NumElements(shift->shape) != m ||
+        NumElements(mean->shape) != m || NumElements(var->shape) != m ||
+        (b != nullptr && NumElements(b->shape) != m)) {
+      continue;
+    }
+    auto epsilon = bn.attributes.GetFloat("epsilon", 1e-5f);
+    if (!epsilon.ok()) continue;
+    std::vector<float> weights = ToFloats(*w);
+    std::vector<float> bias = b != nullptr ? ToFloats(*b) : std::vector<float>(m, 0.0f);
+    const std::vector<float> s = ToFloats(*scale), t = ToFloats(*shift), mu = ToFloats(*mean),
+                             v = ToFloats(*var);
+    const int64_t per_channel = NumElements(w->shape) / m;
+    for (int64_t c = 0; c < m; ++c) {
+      const float factor = s[c] / std::sqrt(v[c] + *epsilon);
+      for (int64_t k = 0; k < per_channel; ++k) weights[c * per_channel + k] *= factor;
+      bias[c] = (bias[c] - mu[c]) * factor + t[c];
+    }
+    // New constants (the old ones may be shared with other nodes).
+    auto add_constant = [&](const std::string& name, Shape shape, const std::vector<float>& data) {
+      Value value;
+      value.name = absl::StrCat(name, "_bn_folded_", folded);
+      value.dtype = DataType::kFloat32;
+      value.has_shape = true;
+      for (int64_t d : shape) value.dims.push_back(Dim{d, ""});
+      const int id = graph->AddValue(std::move(value));
+      auto tensor = std::make_unique<TensorValue>();
+      tensor->dtype = DataType::kFloat32;
+      tensor->shape = std::move(shape);
+      tensor->bytes.resize(data.size() * sizeof(float));
+      std::memcpy(tensor->bytes.data(), data.data(), tensor->bytes.size());
+      graph->constants[id] = std::move(tensor);
+      return id;
+    };
+    const Shape w_shape = w->shape;
+    const std::string w_name = graph->values[conv.inputs[1]].name;
+    const int new_w = add_constant(w_name, w_shape, weights);
+    const int new_b = add_constant(w_name + "_bias", {m}, bias);
+    Node& conv_node = graph->nodes[conv_index];  // AddValue leaves nodes alone
+    conv_node.inputs[1] = new_w;
+    if (conv_node.inputs.size() < 3) conv_node.inputs.resize(3, Graph::kNoValue);
+    conv_node.inputs[2] = new_b;
+    conv_node.outputs[0] = graph->nodes[i].outputs[0];
+    drop[i] = true;
+    ++folded;
+    uses = graph->UseCounts();
+  }
+  DropNodes(graph, drop);
+  return folded;
+}
+
+int FuseConvPostOps(Graph* graph, const KernelRegistry& registry) {
+  if (!registry.Has(kFusedConvOp)) return 0;
+  std::vector<int> uses = graph->UseCounts();
+  std::vector<bool> drop(graph->nodes.size(), false);
+  int absorbed = 0;
+  for (size_t i = 0; i < graph->nodes.size(); ++i) {
+    Node& conv = graph->nodes[i];
+    if (drop[i] || conv.op != "Conv" || !fusion::IsDefaultDomain(conv) ||
+        conv.outputs.size() != 1 || conv.inputs.size() < 2) {
+      continue;
+    }
+    const int y = conv.outputs[0];
+    int last = static_cast<int>(i);  // the node whose position and output the fused node takes
+    int out = y;
+    int residual = Graph::kNoValue;
+    std::string activation;
+    float lo = 0.0f, hi = 0.0f;
+    // A node already absorbed into another fused conv is not looked at again.
+    auto consumer = [&](int value) {
+      const int at = SoleConsumer(*graph, uses, value);
+      return at >= 0 && !drop[at] ? at : -1;
+    };
+    int next = consumer(out);
+    if (next >= 0) {
+      const Node& add = graph->nodes[next];
+      if (add.op == "Add" && fusion::IsDefaultDomain(add) && add.inputs.size() == 2 &&
+          add.outputs.size() == 1 && add.inputs[0] != add.inputs[1] &&
+          !graph->IsConstant(add.inputs[0] == out ? add.inputs[1] : add.inputs[0])) {
+        // A constant operand is usually a broadcast bias, not a residual of Y's shape.
+        residual = add.inputs[0] == out ? add.inputs[1] : add.inputs[0];
+        drop[next] = true;
+        last = next;
+        out = add.outputs[0];
+        ++absorbed;
+        next = consumer(out);
+      }
+    }
+    if (next >= 0) {
+      const Node& act = graph->nodes[next];
+      if (fusion::IsDefaultDomain(act) && act.outputs.size() == 1 && !act.inputs.empty() &&
+          act.inputs[0] == out) {
+        if (act.op == "Relu") {
+          activation = "Relu";
+        } else if (act.op == "Clip" && fusion::ClipBounds(*graph, act, &lo, &hi)) {
+          activation = "Clip";
+        }
+      }
+      if (!activation.empty()) {
+        drop[next] = true;
+        last = next;
+        out = act.outputs[0];
+        ++absorbed;
+      }
+    }
+    Node fused;
+    fused.op = kFusedConvOp;
+    fused.domain = kFusedDomain;
+    fused.name = conv.name;
+    fused.attributes = conv.attributes;
+    fused.inputs = conv.inputs;
+    fused.inputs.resize(3, Graph::kNoValue);
+    if (residual != Graph::kNoValue) fused.inputs.push_back(residual);
+    fused.outputs = {out};
+    fused.attributes.Set("activation", activation);
+    if (activation == "Clip") {
+      fused.attributes.Set("clip_min", lo);
+      fused.attributes.Set("clip_max", hi);
+    }
+    if (last == static_cast<int>(i)) {
+      conv = std::move(fused);
+    } else {
+      // The fused node runs where the last absorbed node ran: the residual exists by then.
+      drop[i] = true;
+      drop[last] = false;
+      graph->nodes[last] = std::move(fused);
+    }
+  }
+  DropNodes(graph, drop);
+  return absorbed;
+}
+
+int KeepChannelsLastBetweenConvs(Graph* graph) {
+  int kept = 0;
+  for (Node& producer : graph->nodes) {
+    if (!IsConv2d(*graph, producer)) continue;
+    const int value = producer.outputs[0];
+    if (IsGraphOutput(*graph, value)) continue;
+    bool all_convs = true;
+    bool any_use = false;
+    for (const Node& node : graph->nodes) {
+      for (size_t k = 0; k < node.inputs.size(); ++k) {
+        if (node.inputs[k] != value) continue;
+        any_use = true;
+        if (!IsConv2d(*graph, node) || (k != 0 && k != 3)) all_convs = false;
+      }
+    }
+    if (!any_use || !all_convs) continue;
+    producer.attributes.Set("y_layout", std::string("nhwc"));
+    for (Node& node : graph->nodes) {
+      for (size_t k = 0; k < node.inputs.size(); ++k) {
+        if (node.inputs[k] != value) continue;
+        node.attributes.Set(k == 0 ? "x_layout" : "r_layout", std::string("nhwc"));
+      }
+    }
+    ++kept;
+  }
+  return kept;
+}
+
+}  // namespace reprise::runtime::engine

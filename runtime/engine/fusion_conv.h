@@ -1,0 +1,32 @@
+// Load-time rewrites around Conv: BatchNormalization folded into the Conv's weights, the
+// residual Add and the activation (Relu, Clip) fused into one kernels::cpu::kFusedConvOp node
+// (oneDNN post-ops), and channels-last (NHWC) storage kept between fused convolutions.
+#ifndef REPRISE_RUNTIME_ENGINE_FUSION_CONV_H_
+#define REPRISE_RUNTIME_ENGINE_FUSION_CONV_H_
+
+#include "absl/status/statusor.h"
+#include "runtime/core/kernel.h"
+#include "runtime/engine/graph.h"
+
+namespace reprise::runtime::engine {
+
+/// Folds a BatchNormalization (inference form, one output) whose input is a float Conv with
+/// constant weights (and constant bias, if any) used only by it, and whose scale, B, mean and
+/// var are constants, into the Conv's weights and bias. Returns how many were folded.
+absl::StatusOr<int> FoldBatchNormIntoConv(Graph* graph);
+
+/// Rewrites Conv [→ Add(residual)] [→ Relu | Clip(constant bounds)] into one fused conv node
+/// when `registry` has the fused op; each intermediate must have no other use and not be a
+/// graph output. Plain Convs become fused convs too (with no post-op) so that the layout pass
+/// sees every 2-D convolution. Returns how many nodes were absorbed (Adds and activations).
+int FuseConvPostOps(Graph* graph, const KernelRegistry& registry);
+
+/// Marks values stored channels-last: a value produced by a 2-D fused conv whose every use is
+/// a 2-D fused conv (as its input X or its residual) and which is not a graph output. The
+/// producer gets "y_layout"="nhwc", each consumer "x_layout" or "r_layout". Returns how many
+/// values are kept channels-last.
+int KeepChannelsLastBetweenConvs(Graph* graph);
+
+}  // namespace reprise::runtime::engine
+
+#endif  // REPRISE_RUNTIME_ENGINE_FUSION_CONV_H_

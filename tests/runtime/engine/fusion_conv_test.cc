@@ -1,0 +1,262 @@
+#include "runtime/engine/fusion_conv.h"
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/fused_ops.h"
+#include "runtime/engine/model.h"
+#include "runtime/engine/session.h"
+#include "tests/runtime/engine/test_models.h"
+
+namespace reprise::runtime::engine {
+namespace {
+
+using kernels::cpu::kFusedConvOp;
+using testing::Floats;
+using testing::FloatTensor;
+using testing::ModelBuilder;
+
+std::vector<float> RandomFloats(size_t n, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> out(n);
+  for (float& v : out) v = dist(gen);
+  return out;
+}
+
+int CountOps(const Graph& graph, absl::string_view op) {
+  int n = 0;
+  for (const Node& node : graph.nodes) n += node.op == op ? 1 : 0;
+  return n;
+}
+
+const Node* FindOp(const Graph& graph, absl::string_view op) {
+  for (const Node& node : graph.nodes) {
+    if (node.op == op) return &node;
+  }
+  return nullptr;
+}
+
+std::string StringAttr(const Node& node, absl::string_view name) {
+  auto value = node.attributes.GetString(name, "");
+  return value.ok() ? *value : "error";
+}
+
+class FusionConvTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(kernels::cpu::RegisterCpuKernels(&registry_).ok());
+    // The same kernels without the fused conv: the rewrites that need it do not apply.
+    for (const std::string& op : registry_.Ops()) {
+      if (op != kFusedConvOp) {
+        ASSERT_TRUE(unfused_.Register(op, registry_.Find(op)).ok());
+      }
+    }
+  }
+
+  std::vector<float> Run(const std::shared_ptr<const Model>& model, const TensorValue& x) {
+    Session session(model);
+    auto out = session.Run({{"x", x}});
+    EXPECT_TRUE(out.ok()) << out.status();
+    if (!out.ok() || out->empty()) return {};
+    return Floats((*out)[0].value);
+  }
+
+  // Loads `bytes` with and without the fused conv and checks both give the same output.
+  std::shared_ptr<const Model> LoadBoth(const std::string& bytes, const TensorValue& x,
+                                        std::shared_ptr<const Model>* unfused = nullptr) {
+    auto fused = Model::LoadBytes(bytes, registry_);
+    auto plain = Model::LoadBytes(bytes, unfused_);
+    EXPECT_TRUE(fused.ok()) << fused.status();
+    EXPECT_TRUE(plain.ok()) << plain.status();
+    if (!fused.ok() || !plain.ok()) return nullptr;
+    const std::vector<float> want = Run(*plain, x);
+    const std::vector<float> got = Run(*fused, x);
+    EXPECT_EQ(got.size(), want.size());
+    EXPECT_FALSE(want.empty());
+    for (size_t i = 0; i < want.size() && i < got.size(); ++i) {
+      EXPECT_NEAR(got[i], want[i], 1e-4f * (1.0f + std::fabs(want[i]))) << "at " << i;
+    }
+    if (unfused != nullptr) *unfused = *plain;
+    return *fused;
+  }
+
+  KernelRegistry registry_;
+  KernelRegistry unfused_;
+};
+
+// x [1,C,H,W] → 3x3 conv (pads 1) with bias; weights named `name`_w / `name`_b.
+void AddConv(ModelBuilder& b, const std::string& name, const std::string& in,
+             const std::string& out, int64_t c_in, int64_t c_out, uint32_t seed) {
+  b.FloatInit(name + "_w", {c_out, c_in, 3, 3}, RandomFloats(c_out * c_in * 9, seed));
+  b.FloatInit(name + "_b", {c_out}, RandomFloats(c_out, seed + 1));
+  auto& node = b.Node("Conv", {in, name + "_w", name + "_b"}, {out}, name);
+  auto* pads = node.add_attribute();
+  pads->set_name("pads");
+  pads->set_type(onnx::AttributeProto::INTS);
+  for (int i = 0; i < 4; ++i) pads->add_ints(1);
+}
+
+TEST_F(FusionConvTest, ResidualBlockFusesAndKeepsChannelsLast) {
+  // conv a → relu → conv b → add(x0) → relu → conv c: a residual block between convolutions.
+  ModelBuilder b;
+  b.Input("x", onnx::TensorProto::FLOAT, {1, 8, 6, 6}).Output("y", {1, 8, 6, 6});
+  AddConv(b, "a", "x", "a_out", 8, 8, 1);
+  b.Node("Relu", {"a_out"}, {"a_relu"});
+  AddConv(b, "b", "a_relu", "b_out", 8, 8, 3);
+  b.Node("Add", {"b_out", "a_relu"}, {"sum"});
+  b.Node("Relu", {"sum"}, {"block"});
+  AddConv(b, "c", "block", "y", 8, 8, 5);
+  const TensorValue x = FloatTensor({1, 8, 6, 6}, RandomFloats(8 * 36, 7));
+  std::shared_ptr<const Model> plain;
+  auto model = LoadBoth(b.Bytes(), x, &plain);
+  ASSERT_NE(model, nullptr);
+  const Graph& g = model->graph();
+  EXPECT_EQ(g.nodes.size(), 3u);
+  EXPECT_EQ(CountOps(g, kFusedConvOp), 3);
+  EXPECT_EQ(CountOps(g, "Add") + CountOps(g, "Relu"), 0);
+  // b carries the residual (a_relu) and both activations are in the convs.
+  EXPECT_EQ(g.nodes[1].inputs.size(), 4u);
+  EXPECT_EQ(StringAttr(g.nodes[0], "activation"), "Relu");
+  EXPECT_EQ(StringAttr(g.nodes[1], "activation"), "Relu");
+  EXPECT_EQ(StringAttr(g.nodes[2], "activation"), "");
+  // a's output feeds b (as X and as residual): channels-last; y is a graph output: plain.
+  EXPECT_EQ(StringAttr(g.nodes[0], "y_layout"), "nhwc");
+  EXPECT_EQ(StringAttr(g.nodes[1], "x_layout"), "nhwc");
+  EXPECT_EQ(StringAttr(g.nodes[1], "r_layout"), "nhwc");
+  EXPECT_EQ(StringAttr(g.nodes[1], "y_layout"), "nhwc");
+  EXPECT_EQ(StringAttr(g.nodes[2], "x_layout"), "nhwc");
+  EXPECT_EQ(StringAttr(g.nodes[2], "y_layout"), "");
+  // Without the fused op nothing is rewritten.
+  EXPECT_EQ(CountOps(plain->graph(), "Conv"), 3);
+  EXPECT_EQ(CountOps(plain->graph(), "Relu"), 2);
+}
+
+TEST_F(FusionConvTest, ClipWithConstantBoundsIsFused) {
+  ModelBuilder b;
+  b.Input("x", onnx::TensorProto::FLOAT, {1, 4, 5, 5}).Output("y", {1, 4, 5, 5});
+  AddConv(b, "a", "x", "a_out", 4, 4, 11);
+  b.FloatInit("lo", {}, {-0.25f}).FloatInit("hi", {}, {0.5f});
+  b.Node("Clip", {"a_out", "lo", "hi"}, {"y"});
+  auto model = LoadBoth(b.Bytes(), FloatTensor({1, 4, 5, 5}, RandomFloats(100, 12)));
+  ASSERT_NE(model, nullptr);
+  ASSERT_EQ(model->graph().nodes.size(), 1u);
+  const Node& node = model->graph().nodes[0];
+  EXPECT_EQ(StringAttr(node, "activation"), "Clip");
+  EXPECT_EQ(*node.attributes.GetFloat("clip_min", 0), -0.25f);
+  EXPECT_EQ(*node.attributes.GetFloat("clip_max", 0), 0.5f);
+}
+
+TEST_F(FusionConvTest, SharedOrOutputIntermediatesAreLeftAlone) {
+  // a_out is also a graph output: the Relu stays. c's output feeds a MaxPool: stays plain.
+  ModelBuilder b;
+  b.Input("x", onnx::TensorProto::FLOAT, {1, 4, 6, 6})
+      .Output("y", {1, 4, 3, 3})
+      .Output("a_out", {1, 4, 6, 6});
+  AddConv(b, "a", "x", "a_out", 4, 4, 21);
+  b.Node("Relu", {"a_out"}, {"r"});
+  AddConv(b, "c", "r", "c_out", 4, 4, 23);
+  auto& pool = b.Node("MaxPool", {"c_out"}, {"y"});
+  auto* kernel = pool.add_attribute();
+  kernel->set_name("kernel_shape");
+  kernel->set_type(onnx::AttributeProto::INTS);
+  kernel->add_ints(2);
+  kernel->add_ints(2);
+  auto* strides = pool.add_attribute();
+  strides->set_name("strides");
+  strides->set_type(onnx::AttributeProto::INTS);
+  strides->add_ints(2);
+  strides->add_ints(2);
+  auto model = LoadBoth(b.Bytes(), FloatTensor({1, 4, 6, 6}, RandomFloats(144, 24)));
+  ASSERT_NE(model, nullptr);
+  const Graph& g = model->graph();
+  EXPECT_EQ(CountOps(g, "Relu"), 1);
+  EXPECT_EQ(CountOps(g, kFusedConvOp), 2);
+  for (const Node& node : g.nodes) {
+    EXPECT_EQ(StringAttr(node, "y_layout"), "") << node.name;
+    EXPECT_EQ(StringAttr(node, "activation"), "") << node.name;
+  }
+}
+
+TEST_F(FusionConvTest, ResidualThatOnlyBroadcastsIsAddedAfterTheConv) {
+  // r = ReduceMean(x) over H and W: [1,4,1,1], computed at run time; y = Relu(conv(x) + r).
+  ModelBuilder b;
+  b.Input("x", onnx::TensorProto::FLOAT, {1, 4, 5, 5}).Output("y", {1, 4, 5, 5});
+  AddConv(b, "a", "x", "a_out", 4, 4, 51);
+  auto& mean = b.Node("ReduceMean", {"x"}, {"r"});
+  auto* axes = mean.add_attribute();
+  axes->set_name("axes");
+  axes->set_type(onnx::AttributeProto::INTS);
+  axes->add_ints(2);
+  axes->add_ints(3);
+  b.Node("Add", {"a_out", "r"}, {"s"});
+  b.Node("Relu", {"s"}, {"y"});
+  auto model = LoadBoth(b.Bytes(), FloatTensor({1, 4, 5, 5}, RandomFloats(100, 52)));
+  ASSERT_NE(model, nullptr);
+  EXPECT_EQ(CountOps(model->graph(), kFusedConvOp), 1);
+  EXPECT_EQ(CountOps(model->graph(), "Add") + CountOps(model->graph(), "Relu"), 0);
+}
+
+TEST_F(FusionConvTest, AddOfTwoUsesOfOneConvIsNotFused) {
+  // Add(a, a): the conv's output has two uses, so the Add must stay.
+  ModelBuilder b;
+  b.Input("x", onnx::TensorProto::FLOAT, {1, 2, 4, 4}).Output("y", {1, 2, 4, 4});
+  AddConv(b, "a", "x", "a_out", 2, 2, 31);
+  b.Node("Add", {"a_out", "a_out"}, {"y"});
+  auto model = LoadBoth(b.Bytes(), FloatTensor({1, 2, 4, 4}, RandomFloats(32, 32)));
+  ASSERT_NE(model, nullptr);
+  EXPECT_EQ(CountOps(model->graph(), "Add"), 1);
+}
+
+// 1x1 conv [C→M] then BatchNormalization, computed by hand.
+TEST_F(FusionConvTest, BatchNormIsFoldedIntoTheConv) {
+  const int64_t c = 3, m = 2, hw = 4;
+  const std::vector<float> w = RandomFloats(m * c, 41), bias = {0.5f, -0.25f};
+  const std::vector<float> scale = {1.5f, 0.75f}, shift = {0.1f, -0.2f}, mean = {0.3f, -0.4f},
+                           var = {2.0f, 0.5f};
+  ModelBuilder b;
+  b.Input("x", onnx::TensorProto::FLOAT, {1, c, 2, 2}).Output("y", {1, m, 2, 2});
+  b.FloatInit("w", {m, c, 1, 1}, w).FloatInit("bias", {m}, bias);
+  b.FloatInit("scale", {m}, scale).FloatInit("shift", {m}, shift);
+  b.FloatInit("mean", {m}, mean).FloatInit("var", {m}, var);
+  b.Node("Conv", {"x", "w", "bias"}, {"conv"});
+  b.Node("BatchNormalization", {"conv", "scale", "shift", "mean", "var"}, {"y"});
+  const std::vector<float> xs = RandomFloats(c * hw, 42);
+  auto model = Model::LoadBytes(b.Bytes(), registry_);
+  ASSERT_TRUE(model.ok()) << model.status();
+  EXPECT_EQ(CountOps((*model)->graph(), "BatchNormalization"), 0);
+  const std::vector<float> got = Run(*model, FloatTensor({1, c, 2, 2}, xs));
+  ASSERT_EQ(got.size(), static_cast<size_t>(m * hw));
+  for (int64_t o = 0; o < m; ++o) {
+    for (int64_t p = 0; p < hw; ++p) {
+      float conv = bias[o];
+      for (int64_t k = 0; k < c; ++k) conv += w[o * c + k] * xs[k * hw + p];
+      const float want = (conv - mean[o]) / std::sqrt(var[o] + 1e-5f) * scale[o] + shift[o];
+      EXPECT_NEAR(got[o * hw + p], want, 1e-5f) << o << "," << p;
+    }
+  }
+}
+
+TEST_F(FusionConvTest, BatchNormAfterASharedConvIsLeftAlone) {
+  ModelBuilder b;
+  b.Input("x", onnx::TensorProto::FLOAT, {1, 2, 2, 2})
+      .Output("y", {1, 2, 2, 2})
+      .Output("conv", {1, 2, 2, 2});
+  b.FloatInit("w", {2, 2, 1, 1}, {1, 2, 3, 4});
+  b.FloatInit("scale", {2}, {1, 2}).FloatInit("shift", {2}, {0, 1});
+  b.FloatInit("mean", {2}, {0, 0}).FloatInit("var", {2}, {1, 1});
+  b.Node("Conv", {"x", "w"}, {"conv"});
+  b.Node("BatchNormalization", {"conv", "scale", "shift", "mean", "var"}, {"y"});
+  auto model = Model::LoadBytes(b.Bytes(), registry_);
+  ASSERT_TRUE(model.ok()) << model.status();
+  EXPECT_EQ(CountOps((*model)->graph(), "BatchNormalization"), 1);
+  EXPECT_NE(FindOp((*model)->graph(), kFusedConvOp), nullptr);
+}
+
+}  // namespace
+}  // namespace reprise::runtime::engine
