@@ -104,7 +104,7 @@ class Daemon:
         self.proc = subprocess.Popen(
             [SERVER, "--config", config, "--model-repository", self.repo.name, "--grpc-address=127.0.0.1",
              "--grpc-port=0", "--metrics-port=0", "--exit-timeout-secs", "30"] + extra,
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, bufsize=0)  # see select()
         self.log = b""
         self.port = None
         deadline = time.monotonic() + 30

@@ -122,8 +122,8 @@ class InstanceModel final : public LoadedModel {
  public:
   const ModelSignature& signature() const override { return signature_; }
   absl::StatusOr<std::vector<OutputTensor>> Infer(std::span<const InputTensor>,
-                                                  std::span<const std::string>,
-                                                  const InferOptions&, InferTimings*) override {
+                                                  std::span<const std::string>, const InferOptions&,
+                                                  InferTimings*) override {
     return std::vector<OutputTensor>{};
   }
   // Totals over the version's life: they include an instance that was evicted (and recaptured),

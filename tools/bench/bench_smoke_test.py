@@ -29,7 +29,9 @@ MLP_INPUT = os.path.join(SOURCE, "tools", "models", "zoo", "mlp", "input_b1.npy"
 
 def start(args, pattern, ready_pattern, env=None):
     """Starts a server and waits (30 s at most) for its port and its ready line."""
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
+    # Unbuffered: select() sees the pipe, so no line may wait in a Python-side buffer.
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
+                            bufsize=0)
     log, port, ready = b"", None, False
     deadline = time.monotonic() + 30
     while not ready and time.monotonic() < deadline:
