@@ -444,9 +444,8 @@ def write_markdown(path, data, files):
     L.append("# Benchmarks\n")
     L.append(f"> **{data['kind']}.** Measured {data['started']} – {data['finished']} UTC on "
              f"commit `{env['commit']}` (branch `{env['branch']}`"
-             f"{', uncommitted changes' if env['dirty'] else ''}), before the batching and "
-             "cpuperf branches were merged: the numbers will be regenerated after the merge "
-             "with the command below. Nothing here is asserted by a test.\n")
+             f"{', uncommitted changes' if env['dirty'] else ''}). "
+             "Nothing here is asserted by a test.\n")
     L.append("Regenerate (one command, 20–25 minutes; `--quick` takes a few minutes and writes "
              "to `build/release/bench/quick/`):\n")
     L.append("```\ntools/bench/run-all.sh            # or: cmake --build --preset release "
@@ -608,9 +607,8 @@ def batching_state(server):
                 formed.append((key, lv["level"], srv["inferences"] / srv["executions"]))
     if not formed:
         return ("no request was batched with another at any level (every execution ran one "
-                "batch-1 request): either the build has no dynamic batcher (true of the pre-merge "
-                "`bench` branch, which only parses `dynamic_batching`) or it formed no batch "
-                "here; either way the `on` curves measure the same path as the `off` curves.")
+                "batch-1 request): the batcher formed no batch here, so the `on` curves measure "
+                "the same path as the `off` curves.")
     best = max(formed, key=lambda f: f[2])
     return (f"batches were formed (largest mean batch {best[2]:.2f}, {best[0]} at concurrency "
             f"{best[1]:g}).")
@@ -663,7 +661,7 @@ def main():
     os.makedirs(out_dir, exist_ok=True)
     json_path = os.path.join(out_dir, "benchmarks.json")
     data = dict(kind=("Quick run (fewer models and repetitions)" if args.quick else
-                      "Full run, pre-merge"),
+                      "Full run"),
                 started=started.strftime("%Y-%m-%d %H:%M"),
                 finished=datetime.datetime.utcnow().strftime("%H:%M"),
                 config=cfg, environment=environment(build, ort_version),
@@ -672,6 +670,8 @@ def main():
                 engine=engine, server=server,
                 floor_summary=floor_summary(server["floor"], cfg["served"]),
                 batching_state=batching_state(server), json_path=json_path)
+    # Paths relative to the repository root, so the report names no machine's folders.
+    data = json.loads(json.dumps(data).replace(ROOT + "/", ""))
     with open(json_path, "w") as f:
         json.dump(data, f, indent=1)
     files = plots(out_dir, engine, server)
