@@ -38,6 +38,31 @@ absl::Status ExecutionPlan::StageInput(size_t index, const TensorValue& value) {
   return absl::OkStatus();
 }
 
+absl::Status ExecutionPlan::UseArena(std::shared_ptr<AlignedBuffer> arena) {
+  if (arena == nullptr) return absl::InvalidArgumentError("no arena given");
+  if (arena->size() < arena_bytes_) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "arena of ", arena->size(), " bytes is smaller than the plan's ", arena_bytes_, " bytes"));
+  }
+  if (arena == arena_) return absl::OkStatus();
+  const uint8_t* const begin = arena_->data();
+  const uint8_t* const end = begin + arena_->size();
+  uint8_t* const target = arena->data();
+  auto rebase = [&](const void* p) -> void* {
+    const auto* byte = static_cast<const uint8_t*>(p);
+    if (byte == nullptr || byte < begin || byte >= end) return const_cast<void*>(p);
+    return target + (byte - begin);
+  };
+  for (PlanStep& step : steps_) {
+    for (const void*& input : step.inputs) input = rebase(input);
+    for (void*& output : step.outputs) output = rebase(output);
+    step.workspace = rebase(step.workspace);
+  }
+  for (PlanTensor& output : outputs_) output.data = static_cast<uint8_t*>(rebase(output.data));
+  arena_ = std::move(arena);
+  return absl::OkStatus();
+}
+
 absl::Status ExecutionPlan::RunSteps() const {
   for (const PlanStep& step : steps_) {
     KernelArgs args;

@@ -103,10 +103,19 @@ class ExecutionPlan {
   /// the graph's constants: the arena and the values computed at plan time, as (address,
   /// bytes). A device backend relocates a plan into device memory with them.
   std::vector<std::pair<const void*, size_t>> OwnedRegions() const {
-    std::vector<std::pair<const void*, size_t>> regions = {{arena_.data(), arena_.size()}};
+    std::vector<std::pair<const void*, size_t>> regions = {{arena_->data(), arena_->size()}};
     for (const auto& value : known_) regions.emplace_back(value->bytes.data(), value->bytes.size());
     return regions;
   }
+
+  /// The buffer that holds the intermediates: the plan's own, or one it shares (UseArena).
+  const std::shared_ptr<AlignedBuffer>& arena() const { return arena_; }
+  /// Moves the intermediates into `arena` (at least arena_bytes() bytes): every step pointer
+  /// into the current arena is rebased and the current arena is released. Plans that never run
+  /// at the same time (e.g. the plans of one stream) may share one arena, since intermediates
+  /// live only within a run. Call before capturing the plan (an instance records the pointers)
+  /// and never during a run. INVALID_ARGUMENT when `arena` is null or too small.
+  absl::Status UseArena(std::shared_ptr<AlignedBuffer> arena);
 
   /// Copies `value` into input `index`'s staging buffer. Error naming the input when its
   /// element type or shape differs from the plan's.
@@ -129,7 +138,7 @@ class ExecutionPlan {
   std::vector<PlanTensor> outputs_;
   std::vector<std::unique_ptr<PreparedKernel>> kernels_;
   std::vector<std::unique_ptr<TensorValue>> known_;  // values computed at plan time
-  AlignedBuffer arena_;
+  std::shared_ptr<AlignedBuffer> arena_;             // never null once built
   std::vector<AlignedBuffer> input_buffers_;
   std::vector<AlignedBuffer> output_buffers_;
   size_t arena_bytes_ = 0;

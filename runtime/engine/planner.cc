@@ -77,7 +77,7 @@ class PlanBuilder {
     MemoryPlan memory = PlanMemory(lifetimes_);
     plan_->arena_bytes_ = memory.arena_bytes;
     plan_->intermediate_bytes_ = memory.total_bytes;
-    plan_->arena_ = AlignedBuffer(memory.arena_bytes);
+    plan_->arena_ = std::make_shared<AlignedBuffer>(memory.arena_bytes);
     Bind(memory);
     return std::move(plan_);
   }
@@ -317,7 +317,7 @@ class PlanBuilder {
       case Where::kInput:
         return plan_->input_buffers_[slot.index].data();
       case Where::kArena:
-        return plan_->arena_.data() + memory.offsets[slot.index];
+        return plan_->arena_->data() + memory.offsets[slot.index];
       case Where::kOutput:
         return plan_->output_buffers_[slot.index].data();
       case Where::kNone:
@@ -334,7 +334,7 @@ class PlanBuilder {
         step.inputs.push_back(in == Graph::kNoValue ? nullptr : Address(slots_[in], memory));
       }
       for (const Slot& out : io.outputs) step.outputs.push_back(Address(out, memory));
-      if (io.workspace >= 0) step.workspace = plan_->arena_.data() + memory.offsets[io.workspace];
+      if (io.workspace >= 0) step.workspace = plan_->arena_->data() + memory.offsets[io.workspace];
     }
     for (size_t i = 0; i < graph_.outputs.size(); ++i) {
       plan_->outputs_[i].data = Address(slots_[graph_.outputs[i].value], memory);

@@ -86,7 +86,6 @@ struct Entry {
   std::unique_ptr<ModelRI> ri;
   StreamInstanceInfo info;
   uint64_t last_use = 0;        // Impl::use_seq at the last run (LRU order)
-  uint64_t reserved_bytes = 0;  // taken from the budget for `plan`
   bool capture_failed = false;  // never capture this signature again
 };
 
@@ -103,6 +102,11 @@ struct StreamSession::Impl {
   absl::flat_hash_map<std::string, std::unique_ptr<Entry>> entries ABSL_GUARDED_BY(mu);
   StreamSessionCounters counters ABSL_GUARDED_BY(mu);
   uint64_t use_seq ABSL_GUARDED_BY(mu) = 0;
+  // The arena this stream's plans share (they run one at a time and intermediates live only
+  // within a run), sized for the largest plan so far. A larger plan brings a larger arena; the
+  // old one lives on while older plans still use it. Each arena holds its bytes of the budget
+  // until it is freed. Touched by the running thread only.
+  std::shared_ptr<AlignedBuffer> arena;
 
   std::string Signature(const std::vector<const TensorValue*>& ordered) const;
   // The live entry for the inputs' signature, made (planned, and captured when `capture`) if
@@ -114,6 +118,11 @@ struct StreamSession::Impl {
   // bound and the budget (reserving the bytes). False when the budget cannot be met.
   bool MakeRoom(uint64_t bytes, const Entry* keep, StreamRunInfo* info);
   bool EvictLru(const Entry* keep);
+  // A new arena of `bytes` whose bytes (already reserved by MakeRoom) return to the budget
+  // when the last plan using it goes.
+  std::shared_ptr<AlignedBuffer> NewArena(uint64_t bytes) const;
+  // counters.live_bytes: the bytes of the distinct arenas of the cached plans.
+  void RecountBytes() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   // Captures the plan's steps; on success stores the instance, else marks the entry eager.
   void Capture(Entry* entry, StreamRunInfo* info);
   // Enqueues every step and waits; the error names the node when a launch is refused.
@@ -152,6 +161,27 @@ void StreamSession::Impl::MarkEager(Entry* entry, absl::string_view reason, Stre
   info->capture_error = std::string(reason);
 }
 
+std::shared_ptr<AlignedBuffer> StreamSession::Impl::NewArena(uint64_t bytes) const {
+  InstanceBudget* budget = options.budget;
+  return std::shared_ptr<AlignedBuffer>(new AlignedBuffer(bytes), [budget](AlignedBuffer* a) {
+    if (budget != nullptr) budget->Release(a->size());
+    delete a;
+  });
+}
+
+void StreamSession::Impl::RecountBytes() {
+  std::vector<const AlignedBuffer*> seen;
+  uint64_t total = 0;
+  for (const auto& [signature, entry] : entries) {
+    if (entry->plan == nullptr) continue;
+    const AlignedBuffer* a = entry->plan->arena().get();
+    if (std::find(seen.begin(), seen.end(), a) != seen.end()) continue;
+    seen.push_back(a);
+    total += a->size();
+  }
+  counters.live_bytes = total;
+}
+
 bool StreamSession::Impl::EvictLru(const Entry* keep) {
   std::lock_guard<std::mutex> lock(mu);
   Entry* victim = nullptr;
@@ -160,15 +190,13 @@ bool StreamSession::Impl::EvictLru(const Entry* keep) {
     if (victim == nullptr || entry->last_use < victim->last_use) victim = entry.get();
   }
   if (victim == nullptr) return false;
-  victim->ri.reset();  // before the plan whose buffers it binds
-  victim->plan.reset();
+  victim->ri.reset();    // before the plan whose buffers it binds
+  victim->plan.reset();  // frees its arena (and that arena's budget) if no other plan uses it
   if (!victim->capture_failed) {
     victim->info.state = "evicted";
     victim->info.reason = "freed by the instance bound or the memory budget";
   }
-  if (options.budget != nullptr) options.budget->Release(victim->reserved_bytes);
-  counters.live_bytes -= victim->reserved_bytes;
-  victim->reserved_bytes = 0;
+  RecountBytes();
   counters.live_instances -= 1;
   counters.evictions += 1;
   return true;
@@ -257,7 +285,11 @@ absl::StatusOr<Entry*> StreamSession::Impl::FindOrMake(
     if (it != entries.end()) return it->second.get();  // cannot happen: keys were all unkeyed
   }
   const uint64_t bytes = plan->arena_bytes();
-  if (!MakeRoom(bytes, existing, info)) {
+  // Share the stream's arena when it is large enough; otherwise this plan needs a new one (and
+  // the stream lets go of the old one, so that evicting the plans using it frees it).
+  const bool fits = arena != nullptr && arena->size() >= bytes;
+  if (!fits) arena.reset();
+  if (!MakeRoom(fits ? 0 : bytes, existing, info)) {
     // Over the budget even with this session's other plans gone: run once, cache nothing.
     *transient = std::make_unique<Entry>();
     (*transient)->plan = std::move(plan);
@@ -267,6 +299,8 @@ absl::StatusOr<Entry*> StreamSession::Impl::FindOrMake(
     counters.budget_refusals += 1;
     return transient->get();
   }
+  if (!fits) arena = NewArena(bytes);
+  RETURN_IF_ERROR(plan->UseArena(arena));
   Entry* raw = existing;
   {
     std::lock_guard<std::mutex> lock(mu);
@@ -280,10 +314,9 @@ absl::StatusOr<Entry*> StreamSession::Impl::FindOrMake(
       entries.emplace(signature, std::move(entry));
     }
     raw->plan = std::move(plan);
-    raw->reserved_bytes = bytes;
     raw->info.arena_bytes = bytes;
     counters.live_instances += 1;
-    counters.live_bytes += bytes;
+    RecountBytes();
     if (mode == ExecMode::kEager) {
       raw->info.state = "eager";
       raw->info.reason = "eager mode";
@@ -320,13 +353,7 @@ StreamSession::StreamSession(std::unique_ptr<Impl> impl) : impl_(std::move(impl)
 StreamSession::~StreamSession() {
   // Nothing is pending after a Run returns, but make sure before the plans go.
   if (impl_ != nullptr && impl_->stream != nullptr) impl_->stream->Synchronize().IgnoreError();
-  if (impl_ != nullptr && impl_->options.budget != nullptr) {
-    std::lock_guard<std::mutex> lock(impl_->mu);
-    for (auto& [signature, entry] : impl_->entries) {
-      impl_->options.budget->Release(entry->reserved_bytes);
-      entry->reserved_bytes = 0;
-    }
-  }
+  // The arenas return their bytes to the budget as the plans (and `arena`) go.
 }
 
 absl::StatusOr<std::unique_ptr<StreamSession>> StreamSession::Create(

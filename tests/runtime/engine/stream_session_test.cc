@@ -249,6 +249,50 @@ TEST_F(StreamSessionTest, SecondRunOfAShapeReplaysAndANewShapeCaptures) {
   EXPECT_EQ(ShapeSignature(Inputs(3, 0, 1)), "x:[3,4];s:[1]");
 }
 
+TEST_F(StreamSessionTest, PlansOfAStreamShareOneArenaSizedForTheLargest) {
+  auto session = NewSession(model_, ExecMode::kReplay);
+  ASSERT_NE(session, nullptr);
+  // Largest first (as the warm-up does): every later, smaller plan shares its arena.
+  ASSERT_TRUE(session->Run(Inputs(64, 0, 2)).ok());
+  const uint64_t large = session->counters().live_bytes;
+  ASSERT_GT(large, 0u);
+  for (int64_t n : {1, 2, 16}) {
+    auto out = session->Run(Inputs(n, 1, 3));
+    ASSERT_TRUE(out.ok()) << out.status();
+    EXPECT_EQ(Floats((*out)[0].value), Expected(n, 1, 3));
+  }
+  EXPECT_EQ(session->counters().live_instances, 4u);
+  EXPECT_EQ(session->counters().live_bytes, large);  // one arena, not four
+  uint64_t sum = 0;
+  for (const StreamInstanceInfo& i : session->ListInstances()) sum += i.arena_bytes;
+  EXPECT_GT(sum, large);
+  // Replays taking turns on the shared arena still compute each their own values.
+  for (int round = 0; round < 3; ++round) {
+    for (int64_t n : {64, 1, 16, 2}) {
+      const float start = static_cast<float>(round * 10 + n);
+      auto out = session->Run(Inputs(n, start, -0.5f));
+      ASSERT_TRUE(out.ok()) << out.status();
+      EXPECT_EQ(Floats((*out)[0].value), Expected(n, start, -0.5f)) << "n=" << n;
+    }
+  }
+  EXPECT_EQ(session->counters().captures, 4u);
+}
+
+TEST_F(StreamSessionTest, ALargerPlanBringsALargerArenaThatLaterPlansShare) {
+  auto session = NewSession(model_, ExecMode::kReplay);
+  ASSERT_NE(session, nullptr);
+  ASSERT_TRUE(session->Run(Inputs(1, 0, 2)).ok());
+  const uint64_t small = session->counters().live_bytes;
+  ASSERT_TRUE(session->Run(Inputs(64, 0, 2)).ok());
+  const uint64_t both = session->counters().live_bytes;
+  EXPECT_GT(both, small);  // the first plan keeps its arena, the larger one has its own
+  ASSERT_TRUE(session->Run(Inputs(2, 0, 2)).ok());
+  EXPECT_EQ(session->counters().live_bytes, both);  // the new plan shares the larger arena
+  auto out = session->Run(Inputs(1, 5, 2));
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(Floats((*out)[0].value), Expected(1, 5, 2));
+}
+
 TEST_F(StreamSessionTest, EagerModeNeverCaptures) {
   auto session = NewSession(model_, ExecMode::kEager);
   ASSERT_NE(session, nullptr);
