@@ -123,6 +123,10 @@ class CpuStream final : public Stream {
   size_t count_ ABSL_GUARDED_BY(mu_) = 0;
   size_t pending_ ABSL_GUARDED_BY(mu_) = 0;  // queued or running
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  // Mirrors of count_ and pending_ (written under mu_), polled without the lock before a
+  // thread blocks (see kSpinWindow in cpu_stream.cc).
+  std::atomic<size_t> queued_{0};
+  std::atomic<size_t> busy_{0};
   uint32_t next_seq_ ABSL_GUARDED_BY(mu_) = 0;
 
   std::atomic<bool> cancel_{false};
