@@ -15,6 +15,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "config/server_config.h"
+#include "runtime/core/json_text.h"
 #include "spdlog/formatter.h"
 
 namespace reprise::server {
@@ -28,8 +29,8 @@ class JsonLogFormatter final : public spdlog::formatter {
   std::unique_ptr<spdlog::formatter> clone() const override;
 };
 
-/// `text` in JSON string syntax, quotes included.
-std::string JsonQuote(absl::string_view text);
+/// JSON string literals (shared with the instance dumps).
+using runtime::JsonQuote;
 
 /// Sets spdlog's default logger: `level` (trace ... off) and `format` ("text": time, level
 /// letter, thread, message; "json": JsonLogFormatter). Call once at start-up, before threads

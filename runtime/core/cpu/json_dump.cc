@@ -6,71 +6,54 @@
 #include "absl/strings/str_format.h"
 #include "runtime/core/cpu/cpu_model_ri.h"
 #include "runtime/core/data_type.h"
+#include "runtime/core/json_text.h"
 
 namespace reprise::runtime::cpu {
 namespace {
-
-std::string Pointer(const void* ptr) {
-  return absl::StrFormat("\"0x%x\"", reinterpret_cast<uintptr_t>(ptr));
-}
-
-// Escapes a string for JSON (op names come from kernels; be safe anyway).
-std::string Quote(absl::string_view text) {
-  std::string out = "\"";
-  for (char c : text) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      absl::StrAppendFormat(&out, "\\u%04x", static_cast<int>(c));
-    } else {
-      out += c;
-    }
-  }
-  out += '"';
-  return out;
-}
 
 void AppendInstance(const RiData& data, bool verbose, int indent, std::string* out);
 
 void AppendTask(const RiData& data, const Task& task, bool verbose, int indent, std::string* out) {
   const std::string pad(indent, ' ');
-  absl::StrAppend(out, pad, "{\"seq\": ", task.seq, ", \"kind\": ", Quote(TaskKindName(task.kind)));
+  absl::StrAppend(out, pad, "{\"seq\": ", task.seq,
+                  ", \"kind\": ", JsonQuote(TaskKindName(task.kind)));
   if (task.group >= 0) absl::StrAppend(out, ", \"group\": ", task.group);
   switch (task.kind) {
     case TaskKind::kKernel: {
-      absl::StrAppend(out, ", \"op\": ", Quote(task.target.kernel->op()));
+      absl::StrAppend(out, ", \"op\": ", JsonQuote(task.target.kernel->op()));
       if (!verbose) break;
       const void* const* args = data.ptrs.data() + task.args;
       absl::StrAppend(out, ", \"inputs\": [");
       for (uint32_t i = 0; i < task.num_inputs; ++i) {
-        absl::StrAppend(out, i ? ", " : "", Pointer(args[i]));
+        absl::StrAppend(out, i ? ", " : "", JsonPointer(args[i]));
       }
       absl::StrAppend(out, "], \"outputs\": [");
       const auto& descs = task.target.kernel->outputs();
       for (uint32_t i = 0; i < task.num_outputs; ++i) {
-        absl::StrAppend(out, i ? ", " : "", "{\"address\": ", Pointer(args[task.num_inputs + i]));
+        absl::StrAppend(out, i ? ", " : "",
+                        "{\"address\": ", JsonPointer(args[task.num_inputs + i]));
         if (i < descs.size()) {
-          absl::StrAppend(out, ", \"dtype\": ", Quote(DataTypeName(descs[i].dtype)),
-                          ", \"shape\": ", Quote(ShapeToString(descs[i].shape)));
+          absl::StrAppend(out, ", \"dtype\": ", JsonQuote(DataTypeName(descs[i].dtype)),
+                          ", \"shape\": ", JsonQuote(ShapeToString(descs[i].shape)));
         }
         absl::StrAppend(out, "}");
       }
-      absl::StrAppend(out, "], \"workspace\": ", Pointer(args[task.num_inputs + task.num_outputs]),
+      absl::StrAppend(out,
+                      "], \"workspace\": ", JsonPointer(args[task.num_inputs + task.num_outputs]),
                       ", \"workspace_bytes\": ", task.target.kernel->workspace_bytes());
       break;
     }
     case TaskKind::kCopy:
       if (verbose) {
-        absl::StrAppend(out,
-                        ", \"direction\": ", Quote(CopyKindName(static_cast<CopyKind>(task.sub))),
-                        ", \"dst\": ", Pointer(task.dst), ", \"src\": ", Pointer(task.src),
-                        ", \"bytes\": ", task.bytes);
+        absl::StrAppend(
+            out, ", \"direction\": ", JsonQuote(CopyKindName(static_cast<CopyKind>(task.sub))),
+            ", \"dst\": ", JsonPointer(task.dst), ", \"src\": ", JsonPointer(task.src),
+            ", \"bytes\": ", task.bytes);
       }
       break;
     case TaskKind::kMemset:
       if (verbose) {
-        absl::StrAppend(out, ", \"dst\": ", Pointer(task.dst), ", \"value\": ", task.aux,
+        absl::StrAppend(out, ", \"dst\": ", JsonPointer(task.dst), ", \"value\": ", task.aux,
                         ", \"bytes\": ", task.bytes);
       }
       break;
@@ -84,19 +67,19 @@ void AppendTask(const RiData& data, const Task& task, bool verbose, int indent, 
         if (task.sub == kSlotEvent && task.kind != TaskKind::kEventReset) {
           absl::StrAppend(out, ", \"slot\": ", task.aux);
         } else {
-          absl::StrAppend(out, ", \"event\": ", Pointer(task.target.event));
+          absl::StrAppend(out, ", \"event\": ", JsonPointer(task.target.event));
         }
       }
       break;
     case TaskKind::kHostFunc:
       if (verbose) {
-        absl::StrAppend(out, ", \"user_data\": ", Pointer(task.dst));
+        absl::StrAppend(out, ", \"user_data\": ", JsonPointer(task.dst));
       }
       break;
     case TaskKind::kConditional: {
       const Conditional& cond = data.conditionals[task.aux];
-      absl::StrAppend(out, ", \"type\": ", Quote(ConditionalKindName(cond.kind)));
-      if (verbose) absl::StrAppend(out, ", \"condition\": ", Pointer(cond.value));
+      absl::StrAppend(out, ", \"type\": ", JsonQuote(ConditionalKindName(cond.kind)));
+      if (verbose) absl::StrAppend(out, ", \"condition\": ", JsonPointer(cond.value));
       absl::StrAppend(out, ", \"bodies\": [\n");
       for (size_t b = 0; b < cond.bodies.size(); ++b) {
         AppendInstance(*cond.bodies[b], verbose, indent + 2, out);

@@ -7,29 +7,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "runtime/core/cuda/cuda_model_ri.h"
+#include "runtime/core/json_text.h"
 
 namespace reprise::runtime::cuda {
 namespace {
-
-std::string Pointer(const void* ptr) {
-  return absl::StrFormat("\"0x%x\"", reinterpret_cast<uintptr_t>(ptr));
-}
-
-std::string Quote(absl::string_view text) {
-  std::string out = "\"";
-  for (char c : text) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      absl::StrAppendFormat(&out, "\\u%04x", static_cast<int>(c));
-    } else {
-      out += c;
-    }
-  }
-  out += '"';
-  return out;
-}
 
 const char* NodeTypeName(cudaGraphNodeType type) {
   switch (type) {
@@ -99,48 +80,49 @@ void AppendInstance(const CudaModelRI& ri, bool verbose, int indent, std::string
 void AppendTask(const CudaModelRI& ri, const CudaTask& task, bool verbose, int indent,
                 std::string* out) {
   const std::string pad(indent, ' ');
-  absl::StrAppend(out, pad, "{\"seq\": ", task.seq, ", \"kind\": ", Quote(TaskKindName(task.kind)),
+  absl::StrAppend(out, pad, "{\"seq\": ", task.seq,
+                  ", \"kind\": ", JsonQuote(TaskKindName(task.kind)),
                   ", \"graph_nodes\": ", task.num_nodes);
   if (task.group >= 0) absl::StrAppend(out, ", \"group\": ", task.group);
   switch (task.kind) {
     case TaskKind::kKernel:
-      absl::StrAppend(out, ", \"op\": ", Quote(task.op));
+      absl::StrAppend(out, ", \"op\": ", JsonQuote(task.op));
       if (verbose) {
         absl::StrAppend(out, ", \"args\": [");
         for (size_t i = 0; i < task.args.size(); ++i) {
-          absl::StrAppend(out, i ? ", " : "", Pointer(task.args[i]));
+          absl::StrAppend(out, i ? ", " : "", JsonPointer(task.args[i]));
         }
         absl::StrAppend(out, "]");
       }
       break;
     case TaskKind::kCopy:
       if (verbose) {
-        absl::StrAppend(out, ", \"direction\": ", Quote(CopyKindName(task.copy_kind)),
-                        ", \"dst\": ", Pointer(task.dst), ", \"src\": ", Pointer(task.src),
+        absl::StrAppend(out, ", \"direction\": ", JsonQuote(CopyKindName(task.copy_kind)),
+                        ", \"dst\": ", JsonPointer(task.dst), ", \"src\": ", JsonPointer(task.src),
                         ", \"bytes\": ", task.bytes);
       }
       break;
     case TaskKind::kMemset:
       if (verbose) {
-        absl::StrAppend(out, ", \"dst\": ", Pointer(task.dst), ", \"value\": ", task.value,
+        absl::StrAppend(out, ", \"dst\": ", JsonPointer(task.dst), ", \"value\": ", task.value,
                         ", \"bytes\": ", task.bytes);
       }
       break;
     case TaskKind::kEventRecord:
     case TaskKind::kEventWait:
       absl::StrAppend(out, ", \"external\": ", task.external ? "true" : "false");
-      if (verbose) absl::StrAppend(out, ", \"event\": ", Pointer(task.dst));
+      if (verbose) absl::StrAppend(out, ", \"event\": ", JsonPointer(task.dst));
       break;
     case TaskKind::kEventReset:
-      if (verbose) absl::StrAppend(out, ", \"event\": ", Pointer(task.dst));
+      if (verbose) absl::StrAppend(out, ", \"event\": ", JsonPointer(task.dst));
       break;
     case TaskKind::kHostFunc:
-      if (verbose) absl::StrAppend(out, ", \"user_data\": ", Pointer(task.dst));
+      if (verbose) absl::StrAppend(out, ", \"user_data\": ", JsonPointer(task.dst));
       break;
     case TaskKind::kConditional: {
       const auto& cond = ri.conditionals[task.value];
-      absl::StrAppend(out, ", \"type\": ", Quote(ConditionalKindName(cond.kind)));
-      if (verbose) absl::StrAppend(out, ", \"condition\": ", Pointer(cond.condition->value));
+      absl::StrAppend(out, ", \"type\": ", JsonQuote(ConditionalKindName(cond.kind)));
+      if (verbose) absl::StrAppend(out, ", \"condition\": ", JsonPointer(cond.condition->value));
       absl::StrAppend(out, ", \"bodies\": [\n");
       for (size_t b = 0; b < cond.bodies.size(); ++b) {
         AppendInstance(*cond.bodies[b], verbose, indent + 2, out);
