@@ -18,11 +18,15 @@
 #include "kernels/cuda/cuda_kernels.h"
 #include "runtime/core/capture.h"
 #include "runtime/core/device.h"
+#include "tests/runtime/core/core_test_util.h"
 
 namespace reprise::runtime::cuda_testing {
 
-inline constexpr int kCount = 8;  // shape 4x2
-inline constexpr size_t kBytes = kCount * sizeof(float);
+// The CPU tests' helpers that do not depend on the backend.
+using testing::CheckJsonWithPython;
+using testing::kBytes;
+using testing::kCount;
+using testing::SelfValues;
 
 /// The first CUDA device with the CUDA kernels registered; skips when there is none.
 class CudaTest : public ::testing::Test {
@@ -89,24 +93,13 @@ class CudaTest : public ::testing::Test {
 
   /// Prepares `op` on two [4,2] float32 inputs, with `alpha` when it is not 1.
   std::unique_ptr<PreparedKernel> PrepareBinary(absl::string_view op, float alpha = 1.0f) {
-    std::vector<TensorDesc> inputs(2, TensorDesc{DataType::kFloat32, {4, 2}});
-    Attributes attributes;
-    if (alpha != 1.0f) attributes.Set("alpha", alpha);
-    PrepareContext context;
-    context.op = op;
-    context.inputs = inputs;
-    context.attributes = &attributes;
-    auto kernel = device_->kernels()->Prepare(context);
-    EXPECT_TRUE(kernel.ok()) << kernel.status();
-    return kernel.ok() ? std::move(kernel).value() : nullptr;
+    return testing::PrepareBinary(device_, op, alpha);
   }
 
   std::unique_ptr<Backend> backend_;
   Device* device_ = nullptr;
   std::vector<void*> allocations_;
 };
-
-inline std::vector<float> SelfValues() { return {1, 2, 3, 4, 5, 6, 7, 8}; }
 
 inline std::vector<float> Plus(const std::vector<float>& a, float value) {
   std::vector<float> out;
@@ -120,24 +113,6 @@ inline void ExpectFloats(const std::vector<float>& actual, const std::vector<flo
   for (size_t i = 0; i < actual.size(); ++i) {
     EXPECT_NEAR(actual[i], expected[i], tolerance) << "element " << i;
   }
-}
-
-/// Parses `json` with /usr/bin/python3 (bound to `d`) and runs `assertions` on it.
-inline void CheckJsonWithPython(const std::string& json, const std::string& assertions) {
-  static std::atomic<int> counter{0};
-  const std::string path = absl::StrCat(::testing::TempDir(), "/cuda_ri_dump_", getpid(), "_",
-                                        counter.fetch_add(1), ".json");
-  {
-    std::ofstream file(path);
-    file << json;
-  }
-  // REPRISE_PYTHON: another interpreter where /usr/bin/python3 is missing (tools/gpu-check.sh).
-  const char* python = std::getenv("REPRISE_PYTHON");
-  const std::string command = absl::StrCat(python != nullptr ? python : "/usr/bin/python3",
-                                           " -c 'import json,sys; d=json.load(open(sys.argv[1])); ",
-                                           assertions, "' ", path);
-  EXPECT_EQ(std::system(command.c_str()), 0) << command << "\n" << json;
-  std::remove(path.c_str());
 }
 
 }  // namespace reprise::runtime::cuda_testing

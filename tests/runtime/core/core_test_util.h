@@ -108,7 +108,8 @@ inline std::vector<float> AddOther(const std::vector<float>& a, float alpha) {
   return out;
 }
 
-/// Parses `json` with /usr/bin/python3 (bound to `d`) and runs `assertions` on it.
+/// Parses `json` with /usr/bin/python3 or $REPRISE_PYTHON (bound to `d`) and runs `assertions` on
+/// it.
 inline void CheckJsonWithPython(const std::string& json, const std::string& assertions) {
   // Unique per process and call: ctest runs test cases of this binary in parallel.
   static std::atomic<int> counter{0};
@@ -118,9 +119,11 @@ inline void CheckJsonWithPython(const std::string& json, const std::string& asse
     std::ofstream file(path);
     file << json;
   }
-  const std::string command =
-      absl::StrCat("/usr/bin/python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); ",
-                   assertions, "' ", path);
+  // REPRISE_PYTHON: another interpreter where /usr/bin/python3 is missing (tools/gpu-check.sh).
+  const char* python = std::getenv("REPRISE_PYTHON");
+  const std::string command = absl::StrCat(python != nullptr ? python : "/usr/bin/python3",
+                                           " -c 'import json,sys; d=json.load(open(sys.argv[1])); ",
+                                           assertions, "' ", path);
   EXPECT_EQ(std::system(command.c_str()), 0) << command << "\n" << json;
   std::remove(path.c_str());
 }

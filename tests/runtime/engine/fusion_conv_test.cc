@@ -17,23 +17,11 @@ namespace reprise::runtime::engine {
 namespace {
 
 using kernels::cpu::kFusedConvOp;
+using testing::CountOps;
 using testing::Floats;
 using testing::FloatTensor;
 using testing::ModelBuilder;
-
-std::vector<float> RandomFloats(size_t n, uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  std::vector<float> out(n);
-  for (float& v : out) v = dist(gen);
-  return out;
-}
-
-int CountOps(const Graph& graph, absl::string_view op) {
-  int n = 0;
-  for (const Node& node : graph.nodes) n += node.op == op ? 1 : 0;
-  return n;
-}
+using testing::RandomFloats;
 
 const Node* FindOp(const Graph& graph, absl::string_view op) {
   for (const Node& node : graph.nodes) {

@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <memory>
+#include <random>
 
 #include "absl/strings/str_cat.h"
 #include "runtime/core/status_macros.h"
@@ -231,6 +232,20 @@ void RegisterFakeShapeKernels(KernelRegistry* registry) {
   (void)registry->Register("Gather", &PrepareGather);
   (void)registry->Register("Concat", &PrepareConcat);
   (void)registry->Register("Reshape", &PrepareReshape);
+}
+
+std::vector<float> RandomFloats(size_t n, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> out(n);
+  for (float& v : out) v = dist(gen);
+  return out;
+}
+
+int CountOps(const Graph& graph, absl::string_view op) {
+  int n = 0;
+  for (const Node& node : graph.nodes) n += node.op == op ? 1 : 0;
+  return n;
 }
 
 }  // namespace reprise::runtime::engine::testing

@@ -3,11 +3,14 @@
 #ifndef REPRISE_TESTS_RUNTIME_ENGINE_TEST_MODELS_H_
 #define REPRISE_TESTS_RUNTIME_ENGINE_TEST_MODELS_H_
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
+#include "absl/strings/string_view.h"
 #include "onnx/onnx_pb.h"
 #include "runtime/core/kernel.h"
+#include "runtime/engine/graph.h"
 
 namespace reprise::runtime::engine::testing {
 
@@ -42,6 +45,12 @@ void RegisterFakeShapeKernels(KernelRegistry* registry);
 TensorValue FloatTensor(const Shape& shape, const std::vector<float>& values);
 std::vector<float> Floats(const TensorValue& tensor);
 std::vector<int64_t> Int64s(const TensorValue& tensor);
+
+/// `n` floats uniform in [-1, 1), the same for the same `seed`.
+std::vector<float> RandomFloats(size_t n, uint32_t seed);
+
+/// How many nodes of `graph` run `op`.
+int CountOps(const Graph& graph, absl::string_view op);
 
 }  // namespace reprise::runtime::engine::testing
 
