@@ -3,11 +3,16 @@
 // ConvTranspose is a GEMM (oneDNN sgemm) per image and group followed by a col2im scatter,
 // which covers every output_padding / output_shape combination.
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <unordered_map>
+#include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/strings/match.h"
 #include "dnnl.hpp"
 #include "kernels/cpu/families.h"
 #include "kernels/cpu/fused_ops.h"
@@ -56,17 +61,49 @@ struct ConvWorkspace {
   size_t total = 0;
 };
 
+// How a 2-D fused conv's X, Y or R is stored: plain NCHW, channels-last (NHWC bytes, NCHW
+// shape), or the convolution kernels' blocked layout for this machine (see ChainTag).
+enum class Storage { kPlain, kNhwc, kBlocked };
+
 // The epilogue applied to the convolution's output: residual sum, then an activation.
 struct ConvPostOps {
   bool residual = false;
   std::string activation;  // "", "Relu" or "Clip"
   float clip_min = 0.0f;
   float clip_max = 0.0f;
-  // Storage of X, Y and R: channels-last (NHWC bytes, NCHW shape) or plain. 2-D only.
-  bool x_nhwc = false;
-  bool y_nhwc = false;
-  bool r_nhwc = false;
+  Storage x = Storage::kPlain;
+  Storage y = Storage::kPlain;
+  Storage r = Storage::kPlain;
 };
+
+// The blocked layout that values passed between convolutions keep: channel blocks of the
+// vector width oneDNN's fastest convolutions use here (16 floats with AVX-512, 8 with AVX2),
+// channels-last without either. REPRISE_CONV_CHAIN_LAYOUT=nhwc forces channels-last (to compare).
+memory::format_tag ChainTag() {
+  static const memory::format_tag tag = [] {
+    const char* forced = std::getenv("REPRISE_CONV_CHAIN_LAYOUT");
+    if (forced != nullptr && std::string(forced) == "nhwc") return memory::format_tag::nhwc;
+    const int isa = static_cast<int>(dnnl::get_effective_cpu_isa());
+    const int avx512 = static_cast<int>(dnnl::cpu_isa::avx512_core);
+    const int avx2 = static_cast<int>(dnnl::cpu_isa::avx2);
+    if ((isa & avx512) == avx512) return memory::format_tag::nChw16c;
+    if ((isa & avx2) == avx2) return memory::format_tag::nChw8c;
+    return memory::format_tag::nhwc;
+  }();
+  return tag;
+}
+
+// Output pixels (batch x height x width) from which Winograd is tried.
+constexpr int64_t kWinogradMinPixels = 196;
+
+// Winograd is tried for 3x3 stride-1 convolutions unless REPRISE_CONV_WINOGRAD=0.
+bool WinogradAllowed() {
+  static const bool allowed = [] {
+    const char* flag = std::getenv("REPRISE_CONV_WINOGRAD");
+    return flag == nullptr || std::string(flag) != "0";
+  }();
+  return allowed;
+}
 
 // A convolution on oneDNN in the layouts the primitive prefers (blocked, e.g. nChw8c, for most
 // shapes): the plain NCHW input is reordered into the workspace, the output reordered back. The
@@ -75,7 +112,9 @@ class ConvKernel final : public PreparedKernel {
  public:
   struct Parts {
     dnnl::convolution_forward::primitive_desc pd;
-    memory packed_weights;              // empty when the weights are bound at Run
+    // W in the primitive's layout, shared by every plan of the model (see PackWeights); null
+    // when the weights are bound at Run.
+    std::shared_ptr<const memory> packed_weights;
     memory::desc src_plain, dst_plain;  // X and Y as stored (plain or channels-last)
     memory::desc residual_md;           // R as stored
     bool has_bias = false;
@@ -111,6 +150,9 @@ class ConvKernel final : public PreparedKernel {
   absl::string_view op() const override { return op_; }
   const std::vector<TensorDesc>& outputs() const override { return outputs_; }
   size_t workspace_bytes() const override { return p_.workspace.total; }
+  size_t output_storage_bytes(size_t i) const override {
+    return i == 0 ? p_.dst_plain.get_size() : 0;
+  }
 
   // Plain Y += broadcast R, then the activation.
   void BroadcastEpilogue(const KernelArgs& args) const {
@@ -158,7 +200,7 @@ class ConvKernel final : public PreparedKernel {
       bound.emplace(DNNL_ARG_SRC, src);
       bound.emplace(DNNL_ARG_WEIGHTS,
                     p_.packed_weights
-                        ? p_.packed_weights
+                        ? *p_.packed_weights
                         : memory(p_.pd.weights_desc(), engine, const_cast<void*>(args.inputs[1])));
       if (p_.has_bias) {
         bound.emplace(DNNL_ARG_BIAS,
@@ -191,6 +233,68 @@ class ConvKernel final : public PreparedKernel {
 };
 
 size_t AlignUp(size_t bytes) { return (bytes + 63) / 64 * 64; }
+
+// Weights packed into a primitive's layout, shared by the kernels of every plan of a model (a
+// model has one plan per input shape, per stream): keyed by the plan-time weights' address and
+// the packed layout. Entries are weak: packed weights live as long as a kernel uses them, and a
+// kernel keeps the source weights alive (TensorDesc::data), so a live entry's address cannot
+// have been reused by other weights.
+class PackedWeightCache {
+ public:
+  std::shared_ptr<const memory> Find(const void* source, const memory::desc& packed) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = entries_.find(source);
+    if (it == entries_.end()) return nullptr;
+    for (const Entry& entry : it->second) {
+      if (entry.desc != packed) continue;
+      if (auto hit = entry.packed.lock()) return hit;
+    }
+    return nullptr;
+  }
+
+  void Add(const void* source, const memory::desc& packed,
+           const std::shared_ptr<const memory>& weights) {
+    std::lock_guard<std::mutex> lock(mu_);
+    // Expired entries go first: the table stays as large as the live kernels need.
+    for (auto it = entries_.begin(); it != entries_.end();) {
+      std::erase_if(it->second, [](const Entry& e) { return e.packed.expired(); });
+      it = it->second.empty() ? entries_.erase(it) : std::next(it);
+    }
+    entries_[source].push_back(Entry{packed, weights});
+  }
+
+ private:
+  struct Entry {
+    memory::desc desc;
+    std::weak_ptr<const memory> packed;
+  };
+  std::mutex mu_;
+  std::unordered_map<const void*, std::vector<Entry>> entries_ ABSL_GUARDED_BY(mu_);
+};
+
+PackedWeightCache& WeightCache() {
+  static PackedWeightCache* const cache = new PackedWeightCache();
+  return *cache;
+}
+
+// `source` (plain, `plain`) in the layout `packed`: borrowed when they are the same, else
+// reordered once (Winograd's weight transform is slow: ~45 ms for 512x512x3x3) or found in the
+// cache.
+std::shared_ptr<const memory> PackWeights(const void* source, const memory::desc& plain,
+                                          const memory::desc& packed) {
+  const dnnl::engine& engine = CpuEngine();
+  memory from(plain, engine, const_cast<void*>(source));
+  // Borrowed: the plan keeps the source alive.
+  if (packed == plain) return std::make_shared<const memory>(from);
+  if (auto hit = WeightCache().Find(source, packed)) return hit;
+  auto to = std::make_shared<memory>(packed, engine);
+  dnnl::stream stream(engine);
+  dnnl::reorder(from, *to).execute(stream, from, *to);
+  stream.wait();
+  std::shared_ptr<const memory> result = std::move(to);
+  WeightCache().Add(source, packed, result);
+  return result;
+}
 
 // Checks X [N,C,...], W [M,C/group,...] (Conv) and the optional bias [M]; returns group.
 absl::StatusOr<int64_t> CheckConvInputs(const PrepareContext& context, bool transposed,
@@ -261,7 +365,7 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareConvWith(const PrepareCon
   std::optional<BroadcastPlan> broadcast;
   if (post.residual && context.inputs[3].shape != y) {
     auto shape = BroadcastShapes(context.inputs[3].shape, y);
-    if (!shape.ok() || *shape != y || post.y_nhwc || post.r_nhwc) {
+    if (!shape.ok() || *shape != y || post.y != Storage::kPlain || post.r != Storage::kPlain) {
       return InvalidArgument(context, "residual ", runtime::ShapeToString(context.inputs[3].shape),
                              " does not broadcast to the output's shape ",
                              runtime::ShapeToString(y));
@@ -284,26 +388,19 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareConvWith(const PrepareCon
     const memory::desc w_md = known_weights ? any(w_plain) : w_plain;
     const memory::desc b_md = has_bias ? PlainDesc({w[0]}) : memory::desc();
     ConvKernel::Parts parts;
-    auto stored = [&](const Shape& dims, bool nhwc) {
-      return nhwc ? memory::desc(memory::dims(dims.begin(), dims.end()), memory::data_type::f32,
-                                 memory::format_tag::nhwc)
-                  : PlainDesc(dims);
+    const bool two_d = x.size() == 4;
+    auto stored = [&](const Shape& dims, Storage how) {
+      const memory::dims d(dims.begin(), dims.end());
+      if (!two_d || how == Storage::kPlain) return PlainDesc(dims);
+      return memory::desc(d, memory::data_type::f32,
+                          how == Storage::kNhwc ? memory::format_tag::nhwc : ChainTag());
     };
-    const bool nhwc_ok = x.size() == 4;
-    parts.src_plain = stored(x, nhwc_ok && post.x_nhwc);
-    parts.dst_plain = stored(y, nhwc_ok && post.y_nhwc);
-    parts.residual_md = stored(y, nhwc_ok && post.r_nhwc);
+    parts.src_plain = stored(x, post.x);
+    parts.dst_plain = stored(y, post.y);
+    parts.residual_md = stored(y, post.r);
     parts.has_bias = has_bias;
     parts.residual = post.residual;
     parts.threads = context.intra_op_threads;
-    // Channels-last at either end: the primitive works channels-last throughout (no reorder
-    // on that side); otherwise oneDNN picks its preferred layouts.
-    const bool channels_last = nhwc_ok && (post.x_nhwc || post.y_nhwc);
-    const memory::desc src_md = channels_last ? stored(x, true) : any(parts.src_plain);
-    const memory::desc dst_md = channels_last ? stored(y, true) : any(parts.dst_plain);
-    dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_inference,
-                                         dnnl::algorithm::convolution_direct, src_md, w_md, b_md,
-                                         dst_md, strides, dilations, pad_l, pad_r);
     dnnl::primitive_attr attr;
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     dnnl::post_ops ops;
@@ -324,19 +421,60 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareConvWith(const PrepareCon
       return InvalidArgument(context, "activation \"", post.activation, "\" is not supported");
     }
     attr.set_post_ops(ops);
-    parts.pd = dnnl::convolution_forward::primitive_desc(desc, attr, engine);
-    const dnnl::convolution_forward::primitive_desc& pd = parts.pd;
-    if (known_weights) {
-      memory source(w_plain, engine, const_cast<void*>(weights.data));
-      if (pd.weights_desc() == w_plain) {
-        parts.packed_weights = source;  // borrowed: the plan keeps weights.data alive
-      } else {
-        parts.packed_weights = memory(pd.weights_desc(), engine);
-        dnnl::stream stream(engine);
-        dnnl::reorder(source, parts.packed_weights).execute(stream, source, parts.packed_weights);
-        stream.wait();
+    // A primitive for the given layouts, or none when oneDNN has only its reference code
+    // for them (orders of magnitude slower than a reorder at either end).
+    auto make = [&](dnnl::algorithm algorithm, const memory::desc& src_md,
+                    const memory::desc& dst_md)
+        -> std::optional<dnnl::convolution_forward::primitive_desc> {
+      try {
+        dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_inference, algorithm, src_md,
+                                             w_md, b_md, dst_md, strides, dilations, pad_l, pad_r);
+        dnnl::convolution_forward::primitive_desc pd(desc, attr, engine);
+        if (absl::StartsWith(pd.impl_info_str(), "ref")) return std::nullopt;
+        return pd;
+      } catch (const dnnl::error&) {
+        return std::nullopt;
       }
+    };
+    // Stored non-plain ends are used as they are (a chain of convolutions then needs no
+    // reorder); a plain end lets oneDNN choose. Channels-last at either end: the primitive
+    // works channels-last throughout.
+    const bool nhwc = post.x == Storage::kNhwc || post.y == Storage::kNhwc;
+    const memory::desc src_md = nhwc                        ? stored(x, Storage::kNhwc)
+                                : post.x == Storage::kPlain ? any(parts.src_plain)
+                                                            : parts.src_plain;
+    const memory::desc dst_md = nhwc                        ? stored(y, Storage::kNhwc)
+                                : post.y == Storage::kPlain ? any(parts.dst_plain)
+                                                            : parts.dst_plain;
+    // Winograd (F(2x3) / F(4x3) tiles: about half the multiplications of a direct 3x3
+    // convolution) where oneDNN has it: 2-D, 3x3, stride 1, no dilation, one group, and
+    // weights known at plan time (they are transformed once).
+    // Below 196 output pixels (14x14) per batch the transform of the weights at plan time
+    // costs more than the runs save: ResNet's 512x512 3x3 weights take ~45 ms to transform and
+    // save ~0.4 ms per 7x7 image.
+    const bool winograd_shape = two_d && known_weights && group == 1 && w[2] == 3 && w[3] == 3 &&
+                                win.strides[0] == 1 && win.strides[1] == 1 &&
+                                win.dilations[0] == 1 && win.dilations[1] == 1 &&
+                                y[0] * y[2] * y[3] >= kWinogradMinPixels;
+    std::optional<dnnl::convolution_forward::primitive_desc> chosen;
+    if (winograd_shape && !nhwc && WinogradAllowed()) {
+      chosen = make(dnnl::algorithm::convolution_winograd, src_md, dst_md);
     }
+    if (!chosen.has_value()) chosen = make(dnnl::algorithm::convolution_direct, src_md, dst_md);
+    if (!chosen.has_value()) {
+      chosen =
+          make(dnnl::algorithm::convolution_direct, any(parts.src_plain), any(parts.dst_plain));
+    }
+    if (!chosen.has_value()) {
+      // Whatever oneDNN has, reference code included; its error if none.
+      dnnl::convolution_forward::desc desc(
+          dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
+          any(parts.src_plain), w_md, b_md, any(parts.dst_plain), strides, dilations, pad_l, pad_r);
+      chosen = dnnl::convolution_forward::primitive_desc(desc, attr, engine);
+    }
+    parts.pd = *chosen;
+    const dnnl::convolution_forward::primitive_desc& pd = parts.pd;
+    if (known_weights) parts.packed_weights = PackWeights(weights.data, w_plain, pd.weights_desc());
     ConvWorkspace& ws = parts.workspace;
     ws.scratch = 0;
     ws.src = AlignUp(pd.scratchpad_desc().get_size());
@@ -356,14 +494,14 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareConv(const PrepareContext
   return PrepareConvWith(context, ConvPostOps{});
 }
 
-// True when the layout attribute `name` is "nhwc"; false when absent or "nchw".
-absl::StatusOr<bool> ChannelsLast(const PrepareContext& context, absl::string_view name) {
+// The storage named by the layout attribute `name`: "nchw" (or absent), "nhwc" or "blocked".
+absl::StatusOr<Storage> LayoutAttr(const PrepareContext& context, absl::string_view name) {
   auto layout = AttrsOf(context).GetString(name, "nchw");
   if (!layout.ok()) return layout.status();
-  if (*layout != "nchw" && *layout != "nhwc") {
-    return InvalidArgument(context, name, " \"", *layout, "\" is neither nchw nor nhwc");
-  }
-  return *layout == "nhwc";
+  if (*layout == "nchw") return Storage::kPlain;
+  if (*layout == "nhwc") return Storage::kNhwc;
+  if (*layout == "blocked") return Storage::kBlocked;
+  return InvalidArgument(context, name, " \"", *layout, "\" is none of nchw, nhwc, blocked");
 }
 
 absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareFusedConv(const PrepareContext& context) {
@@ -372,9 +510,9 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareFusedConv(const PrepareCo
   ASSIGN_OR_RETURN(post.activation, attrs.GetString("activation", ""));
   ASSIGN_OR_RETURN(post.clip_min, attrs.GetFloat("clip_min", 0.0f));
   ASSIGN_OR_RETURN(post.clip_max, attrs.GetFloat("clip_max", 0.0f));
-  ASSIGN_OR_RETURN(post.x_nhwc, ChannelsLast(context, "x_layout"));
-  ASSIGN_OR_RETURN(post.y_nhwc, ChannelsLast(context, "y_layout"));
-  ASSIGN_OR_RETURN(post.r_nhwc, ChannelsLast(context, "r_layout"));
+  ASSIGN_OR_RETURN(post.x, LayoutAttr(context, "x_layout"));
+  ASSIGN_OR_RETURN(post.y, LayoutAttr(context, "y_layout"));
+  ASSIGN_OR_RETURN(post.r, LayoutAttr(context, "r_layout"));
   if (context.inputs.size() == 4) {
     if (!HasInput(context, 3)) return InvalidArgument(context, "the residual input is absent");
     RETURN_IF_ERROR(ExpectType(context, 3, {DataType::kFloat32}));

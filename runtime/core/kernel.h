@@ -94,6 +94,10 @@ class PreparedKernel {
   /// is known at plan time, e.g. the output of Shape).
   virtual const std::vector<TensorDesc>& outputs() const = 0;
   virtual size_t workspace_bytes() const { return 0; }
+  /// Bytes output `i` occupies when the kernel stores it in a padded layout (e.g. channel
+  /// blocks rounded up), or 0 for the dense size of its shape. Only an output whose every
+  /// consumer was told the same layout (by node attributes) may be stored so.
+  virtual size_t output_storage_bytes(size_t /*i*/) const { return 0; }
   /// Computes the outputs. Errors are values; nothing here may throw.
   virtual absl::Status Run(const KernelArgs& args) const = 0;
 };

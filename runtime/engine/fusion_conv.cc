@@ -214,7 +214,7 @@ int FuseConvPostOps(Graph* graph, const KernelRegistry& registry) {
   return absorbed;
 }
 
-int KeepChannelsLastBetweenConvs(Graph* graph) {
+int KeepBlockedLayoutBetweenConvs(Graph* graph) {
   int kept = 0;
   for (Node& producer : graph->nodes) {
     if (!IsConv2d(*graph, producer)) continue;
@@ -230,11 +230,11 @@ int KeepChannelsLastBetweenConvs(Graph* graph) {
       }
     }
     if (!any_use || !all_convs) continue;
-    producer.attributes.Set("y_layout", std::string("nhwc"));
+    producer.attributes.Set("y_layout", std::string("blocked"));
     for (Node& node : graph->nodes) {
       for (size_t k = 0; k < node.inputs.size(); ++k) {
         if (node.inputs[k] != value) continue;
-        node.attributes.Set(k == 0 ? "x_layout" : "r_layout", std::string("nhwc"));
+        node.attributes.Set(k == 0 ? "x_layout" : "r_layout", std::string("blocked"));
       }
     }
     ++kept;

@@ -1,6 +1,6 @@
 // Load-time rewrites around Conv: BatchNormalization folded into the Conv's weights, the
 // residual Add and the activation (Relu, Clip) fused into one kernels::cpu::kFusedConvOp node
-// (oneDNN post-ops), and channels-last (NHWC) storage kept between fused convolutions.
+// (oneDNN post-ops), and the convolutions' blocked layout kept between fused convolutions.
 #ifndef REPRISE_RUNTIME_ENGINE_FUSION_CONV_H_
 #define REPRISE_RUNTIME_ENGINE_FUSION_CONV_H_
 
@@ -21,11 +21,13 @@ absl::StatusOr<int> FoldBatchNormIntoConv(Graph* graph);
 /// sees every 2-D convolution. Returns how many nodes were absorbed (Adds and activations).
 int FuseConvPostOps(Graph* graph, const KernelRegistry& registry);
 
-/// Marks values stored channels-last: a value produced by a 2-D fused conv whose every use is
-/// a 2-D fused conv (as its input X or its residual) and which is not a graph output. The
-/// producer gets "y_layout"="nhwc", each consumer "x_layout" or "r_layout". Returns how many
-/// values are kept channels-last.
-int KeepChannelsLastBetweenConvs(Graph* graph);
+/// Marks values stored in the convolution kernels' blocked layout (channel blocks, e.g.
+/// nChw16c; the kernels pick the block for the machine): a value produced by a 2-D fused conv
+/// whose every use is a 2-D fused conv (as its input X or its residual) and which is not a graph
+/// output. The producer gets "y_layout"="blocked", each consumer "x_layout" or "r_layout".
+/// Only the ends of a chain of convolutions are then reordered. Returns how many values are
+/// kept blocked.
+int KeepBlockedLayoutBetweenConvs(Graph* graph);
 
 }  // namespace reprise::runtime::engine
 

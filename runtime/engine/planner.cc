@@ -219,8 +219,9 @@ class PlanBuilder {
         io.outputs.push_back(slots_[out]);
         continue;
       }
-      // Unused outputs still need room: the kernel writes them.
-      lifetimes_.push_back(BufferLifetime{bytes, step, step});
+      // Unused outputs still need room: the kernel writes them (padded, if it says so).
+      lifetimes_.push_back(
+          BufferLifetime{std::max(bytes, kernel->output_storage_bytes(i)), step, step});
       Slot slot{Where::kArena, outs[i].dtype, outs[i].shape, nullptr,
                 static_cast<int>(lifetimes_.size() - 1)};
       if (out != Graph::kNoValue) slots_[out] = slot;

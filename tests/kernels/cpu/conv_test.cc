@@ -96,7 +96,11 @@ INSTANTIATE_TEST_SUITE_P(
                       ConvCase{1, 8, 6, 6, 8, 3, 3, 8, 1, 1, 1, 1, 1, 1, 1, 1},      // depthwise
                       ConvCase{1, 32, 14, 14, 64, 3, 3, 1, 2, 2, 1, 1, 1, 1, 1, 1},  // blocked
                       ConvCase{1, 16, 12, 12, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},
-                      ConvCase{1, 16, 5, 5, 16, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0}),
+                      ConvCase{1, 16, 5, 5, 16, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},
+                      // 3x3 stride 1 with >= 196 output pixels: Winograd where oneDNN has it.
+                      ConvCase{1, 32, 14, 14, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},
+                      ConvCase{2, 64, 10, 10, 48, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},
+                      ConvCase{4, 16, 9, 9, 16, 3, 3, 1, 1, 1, 1, 1, 0, 0, 0, 0}),
     [](const ::testing::TestParamInfo<ConvCase>& param_info) {
       const ConvCase& p = param_info.param;
       return absl::StrCat("n", p.n, "c", p.c, "m", p.m, "k", p.kh, "x", p.kw, "g", p.group, "s",
@@ -169,6 +173,36 @@ TEST(ConvMiscTest, ConcurrentRunsOfOnePreparedKernel) {
   for (int t = 0; t < 4; ++t) {
     ASSERT_TRUE(statuses[t].ok()) << statuses[t];
     ExpectNear(gots[t], wants[t]);
+  }
+}
+
+// Plans of one model share the weights packed from the same plan-time buffer: a kernel must
+// keep computing after the first kernel that packed them is gone, and kernels for another batch
+// size (another packed layout, for Winograd) get their own.
+TEST(ConvMiscTest, PackedWeightsAreSharedAndOutliveTheirFirstKernel) {
+  KernelHarness h;
+  const auto w = RandomFloats(32 * 32 * 9, 11);
+  const Tensor weights = Tensor::Of<float>({32, 32, 3, 3}, w, true);
+  const runtime::Attributes attrs = Attrs({{"pads", std::vector<int64_t>{1, 1, 1, 1}}});
+  // Plan-time values outlive the kernels (TensorDesc::data is borrowed); the first two kernels
+  // see the same weights buffer, as two plans of one model do.
+  const std::vector<Tensor> batch1 = {Tensor::Of<float>({1, 32, 16, 16}, {}), weights};
+  const std::vector<Tensor> batch4 = {Tensor::Of<float>({4, 32, 16, 16}, {}), weights};
+  std::vector<std::unique_ptr<runtime::PreparedKernel>> kernels;
+  for (const auto* inputs : {&batch1, &batch1, &batch4}) {
+    auto kernel = h.Prepare("Conv", *inputs, attrs);
+    ASSERT_TRUE(kernel.ok()) << kernel.status();
+    kernels.push_back(std::move(kernel).value());
+  }
+  kernels[0].reset();
+  for (int64_t n : {1, 4}) {
+    SCOPED_TRACE(absl::StrCat("batch ", n));
+    const ConvCase p{n, 32, 16, 16, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+    const auto x = RandomFloats(n * 32 * 256, 12 + n);
+    auto out =
+        h.RunPrepared(*kernels[n == 1 ? 1 : 2], {Tensor::Of<float>({n, 32, 16, 16}, x), weights});
+    ASSERT_TRUE(out.ok()) << out.status();
+    ExpectNear((*out)[0].Values<float>(), ReferenceConv(p, x, w, {}));
   }
 }
 

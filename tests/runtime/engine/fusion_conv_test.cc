@@ -78,10 +78,16 @@ class FusionConvTest : public ::testing::Test {
   KernelRegistry unfused_;
 };
 
-// x [1,C,H,W] → 3x3 conv (pads 1) with bias; weights named `name`_w / `name`_b.
+// x [1,C,H,W] → 3x3 conv (pads 1) with bias; weights named `name`_w / `name`_b. `scaled`
+// weights lie in ±1/sqrt(fan-in), so that values keep their magnitude through deep chains (with
+// weights in ±1 they grow ~15x per layer and the last layer cancels most of it, which makes any
+// change of summation order look like an error).
 void AddConv(ModelBuilder& b, const std::string& name, const std::string& in,
-             const std::string& out, int64_t c_in, int64_t c_out, uint32_t seed) {
-  b.FloatInit(name + "_w", {c_out, c_in, 3, 3}, RandomFloats(c_out * c_in * 9, seed));
+             const std::string& out, int64_t c_in, int64_t c_out, uint32_t seed,
+             bool scaled = false) {
+  const float bound = scaled ? 1.0f / std::sqrt(static_cast<float>(c_in * 9)) : 1.0f;
+  b.FloatInit(name + "_w", {c_out, c_in, 3, 3},
+              RandomFloats(c_out * c_in * 9, seed, -bound, bound));
   b.FloatInit(name + "_b", {c_out}, RandomFloats(c_out, seed + 1));
   auto& node = b.Node("Conv", {in, name + "_w", name + "_b"}, {out}, name);
   auto* pads = node.add_attribute();
@@ -90,7 +96,7 @@ void AddConv(ModelBuilder& b, const std::string& name, const std::string& in,
   for (int i = 0; i < 4; ++i) pads->add_ints(1);
 }
 
-TEST_F(FusionConvTest, ResidualBlockFusesAndKeepsChannelsLast) {
+TEST_F(FusionConvTest, ResidualBlockFusesAndKeepsBlockedLayout) {
   // conv a → relu → conv b → add(x0) → relu → conv c: a residual block between convolutions.
   ModelBuilder b;
   b.Input("x", onnx::TensorProto::FLOAT, {1, 8, 6, 6}).Output("y", {1, 8, 6, 6});
@@ -113,16 +119,43 @@ TEST_F(FusionConvTest, ResidualBlockFusesAndKeepsChannelsLast) {
   EXPECT_EQ(StringAttr(g.nodes[0], "activation"), "Relu");
   EXPECT_EQ(StringAttr(g.nodes[1], "activation"), "Relu");
   EXPECT_EQ(StringAttr(g.nodes[2], "activation"), "");
-  // a's output feeds b (as X and as residual): channels-last; y is a graph output: plain.
-  EXPECT_EQ(StringAttr(g.nodes[0], "y_layout"), "nhwc");
-  EXPECT_EQ(StringAttr(g.nodes[1], "x_layout"), "nhwc");
-  EXPECT_EQ(StringAttr(g.nodes[1], "r_layout"), "nhwc");
-  EXPECT_EQ(StringAttr(g.nodes[1], "y_layout"), "nhwc");
-  EXPECT_EQ(StringAttr(g.nodes[2], "x_layout"), "nhwc");
+  // a's output feeds b (as X and as residual): blocked; y is a graph output: plain.
+  EXPECT_EQ(StringAttr(g.nodes[0], "y_layout"), "blocked");
+  EXPECT_EQ(StringAttr(g.nodes[1], "x_layout"), "blocked");
+  EXPECT_EQ(StringAttr(g.nodes[1], "r_layout"), "blocked");
+  EXPECT_EQ(StringAttr(g.nodes[1], "y_layout"), "blocked");
+  EXPECT_EQ(StringAttr(g.nodes[2], "x_layout"), "blocked");
   EXPECT_EQ(StringAttr(g.nodes[2], "y_layout"), "");
   // Without the fused op nothing is rewritten.
   EXPECT_EQ(CountOps(plain->graph(), "Conv"), 3);
   EXPECT_EQ(CountOps(plain->graph(), "Relu"), 2);
+}
+
+TEST_F(FusionConvTest, BlockedChainsWithPaddedChannelsAndWinogradMatchThePlainGraph) {
+  // 24 channels are padded to a whole block (32 with 16-float blocks) between the convs; the
+  // kernels report the padded size and the planner sizes the buffers by it. 16x16 outputs at
+  // batch 2 make the 3x3 convs Winograd candidates.
+  for (int64_t channels : {24, 32}) {
+    SCOPED_TRACE(channels);
+    ModelBuilder b;
+    b.Input("x", onnx::TensorProto::FLOAT, {2, 8, 16, 16}).Output("y", {2, 8, 16, 16});
+    AddConv(b, "a", "x", "a_out", 8, channels, 31, true);
+    b.Node("Relu", {"a_out"}, {"a_relu"});
+    AddConv(b, "b", "a_relu", "b_out", channels, channels, 33, true);
+    b.Node("Add", {"b_out", "a_relu"}, {"sum"});
+    AddConv(b, "c", "sum", "c_out", channels, channels, 35, true);
+    AddConv(b, "d", "c_out", "y", channels, 8, 37, true);
+    const TensorValue x = FloatTensor({2, 8, 16, 16}, RandomFloats(2 * 8 * 256, 39));
+    auto model = LoadBoth(b.Bytes(), x);
+    ASSERT_NE(model, nullptr);
+    const Graph& g = model->graph();
+    ASSERT_EQ(g.nodes.size(), 4u);
+    EXPECT_EQ(StringAttr(g.nodes[0], "x_layout"), "");
+    EXPECT_EQ(StringAttr(g.nodes[0], "y_layout"), "blocked");
+    EXPECT_EQ(StringAttr(g.nodes[1], "r_layout"), "blocked");
+    EXPECT_EQ(StringAttr(g.nodes[3], "x_layout"), "blocked");
+    EXPECT_EQ(StringAttr(g.nodes[3], "y_layout"), "");
+  }
 }
 
 TEST_F(FusionConvTest, ClipWithConstantBoundsIsFused) {

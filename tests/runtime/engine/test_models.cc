@@ -234,9 +234,9 @@ void RegisterFakeShapeKernels(KernelRegistry* registry) {
   (void)registry->Register("Reshape", &PrepareReshape);
 }
 
-std::vector<float> RandomFloats(size_t n, uint32_t seed) {
+std::vector<float> RandomFloats(size_t n, uint32_t seed, float lo, float hi) {
   std::mt19937 gen(seed);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::uniform_real_distribution<float> dist(lo, hi);
   std::vector<float> out(n);
   for (float& v : out) v = dist(gen);
   return out;

@@ -46,8 +46,8 @@ TensorValue FloatTensor(const Shape& shape, const std::vector<float>& values);
 std::vector<float> Floats(const TensorValue& tensor);
 std::vector<int64_t> Int64s(const TensorValue& tensor);
 
-/// `n` floats uniform in [-1, 1), the same for the same `seed`.
-std::vector<float> RandomFloats(size_t n, uint32_t seed);
+/// `n` floats uniform in [lo, hi), the same for the same `seed`.
+std::vector<float> RandomFloats(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f);
 
 /// How many nodes of `graph` run `op`.
 int CountOps(const Graph& graph, absl::string_view op);
