@@ -47,10 +47,13 @@ absl::Status ParseInto(const YamlReader& r, const YAML::Node& root, ServerConfig
   RETURN_IF_ERROR(ReadInt32(r, repo, "repository", "load_threads", 1, 256, &c->load_threads));
 
   const YAML::Node runtime = YamlReader::Child(root, "runtime");
-  RETURN_IF_ERROR(r.CheckMap(runtime, "runtime", {"streams_per_device", "cpu_threads"}));
+  RETURN_IF_ERROR(
+      r.CheckMap(runtime, "runtime", {"streams_per_device", "cpu_threads", "intra_op_threads"}));
   RETURN_IF_ERROR(
       ReadInt32(r, runtime, "runtime", "streams_per_device", 1, 1024, &c->streams_per_device));
   RETURN_IF_ERROR(ReadInt32(r, runtime, "runtime", "cpu_threads", 0, 4096, &c->cpu_threads));
+  RETURN_IF_ERROR(
+      ReadInt32(r, runtime, "runtime", "intra_op_threads", 0, 4096, &c->intra_op_threads));
 
   const YAML::Node batching = YamlReader::Child(root, "batching");
   RETURN_IF_ERROR(r.CheckMap(batching, "batching",

@@ -36,6 +36,9 @@ struct ServerConfig {
   // runtime:
   int streams_per_device = 2;  // default stream count for a model without instance_group
   int cpu_threads = 0;         // threads for CPU kernels and inference; 0 = one per core
+  // Threads of one kernel on a stream (oneDNN); 0 = the cores shared out among a model's
+  // streams. A model's streams x threads is kept within the cores.
+  int intra_op_threads = 0;
   // limits:
   int64_t max_message_bytes = std::numeric_limits<int32_t>::max();  // gRPC send / receive
   int max_queue_length = 1024;     // inference requests in flight in the whole server

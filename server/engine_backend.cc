@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -15,6 +16,7 @@
 #include "runtime/engine/stream_session.h"
 #include "server/engine_model.h"
 #include "server/infer_codec.h"
+#include "spdlog/spdlog.h"
 
 namespace reprise::server {
 namespace {
@@ -167,8 +169,18 @@ absl::StatusOr<std::unique_ptr<LoadedModel>> EngineBackend::Load(const LoadSpec&
   const std::string label = absl::StrCat("model \"", spec.model_name, "\" version ", spec.version);
   config::ModelSettings defaults;
   const config::ModelSettings& settings = spec.settings != nullptr ? *spec.settings : defaults;
+  const int streams = std::max(spec.streams, 1);
+  const int cores = options_.cores > 0
+                        ? options_.cores
+                        : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  bool clamped = false;
   runtime::engine::ModelOptions model_options;
-  model_options.intra_op_threads = options_.intra_op_threads;
+  model_options.intra_op_threads =
+      IntraOpThreadsFor(options_.intra_op_threads, streams, cores, &clamped);
+  if (clamped) {
+    spdlog::warn("{}: intra_op_threads {} x {} streams exceeds the {} cores; using {} threads",
+                 label, options_.intra_op_threads, streams, cores, model_options.intra_op_threads);
+  }
   ASSIGN_OR_RETURN(std::shared_ptr<const Model> model,
                    Model::LoadFile(spec.model_path, *device_->kernels(), model_options));
   ASSIGN_OR_RETURN(ModelSignature signature, SignatureFromGraph(*model, settings, label));
@@ -179,7 +191,7 @@ absl::StatusOr<std::unique_ptr<LoadedModel>> EngineBackend::Load(const LoadSpec&
   params.model = std::move(model);
   params.signature = std::move(signature);
   params.label = label;
-  params.streams = std::max(spec.streams, 1);
+  params.streams = streams;
   params.max_batch_size = settings.max_batch_size;
   params.buckets = config::CaptureBuckets(settings);
   params.warmup = settings.capture.warmup.value_or(options_.warmup);
@@ -191,6 +203,12 @@ absl::StatusOr<std::unique_ptr<LoadedModel>> EngineBackend::Load(const LoadSpec&
   ASSIGN_OR_RETURN(std::unique_ptr<EngineModel> loaded, EngineModel::Create(std::move(params)));
   loaded->set_load_ns(NanosSince(start));
   return loaded;
+}
+
+int IntraOpThreadsFor(int configured, int streams, int cores, bool* clamped) {
+  const int share = std::max(1, std::max(cores, 1) / std::max(streams, 1));
+  *clamped = configured > share;
+  return configured <= 0 ? share : std::min(configured, share);
 }
 
 BatcherOptions BatcherOptionsFor(const config::ModelSettings& settings,

@@ -18,7 +18,10 @@ namespace reprise::server {
 
 /// Options of the engine backend.
 struct EngineBackendOptions {
-  int intra_op_threads = 1;  // threads per kernel (each stream runs one request at a time)
+  // Threads of one kernel on a stream (each stream runs one batch at a time); 0 = `cores`
+  // divided by the model's streams. See IntraOpThreadsFor.
+  int intra_op_threads = 0;
+  int cores = 0;  // cores the streams share; 0 = std::thread::hardware_concurrency()
   // Server-wide defaults (config/README.md, `batching` and `capture`), for the keys a model's
   // config.yaml leaves out.
   int64_t max_queue_delay_us = 0;
@@ -53,6 +56,11 @@ class EngineBackend final : public ModelBackend {
   EngineBackendOptions options_;
   std::shared_ptr<runtime::engine::InstanceBudget> budget_;
 };
+
+/// The intra-op threads of each of a model's `streams`: `configured`, or cores / streams when 0;
+/// never more than cores / streams (at least 1), so that the streams' kernels do not
+/// oversubscribe the cores. Sets `*clamped` when a configured value was cut.
+int IntraOpThreadsFor(int configured, int streams, int cores, bool* clamped);
 
 /// The batcher settings of a model: its dynamic_batching block with the server's defaults;
 /// without the block (or with max_batch_size 0) every request runs alone. `max_queue_length`

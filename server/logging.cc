@@ -54,6 +54,7 @@ std::string DescribeConfig(const config::ServerConfig& c) {
                       " repository.load_threads=", c.load_threads,
                       " runtime.streams_per_device=", c.streams_per_device,
                       " runtime.cpu_threads=", c.cpu_threads,
+                      " runtime.intra_op_threads=", c.intra_op_threads,
                       " limits.max_message_bytes=", c.max_message_bytes,
                       " limits.max_queue_length=", c.max_queue_length,
                       " limits.request_timeout_ms=", c.request_timeout_ms,

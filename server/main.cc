@@ -45,6 +45,7 @@ int main(int argc, char** argv) {
   // The graph engine on the CPU device, made once for the process.
   const reprise::config::ServerConfig& config = command_line->config;
   reprise::server::EngineBackendOptions engine_options;
+  engine_options.intra_op_threads = config.intra_op_threads;
   engine_options.max_queue_delay_us = config.batching_max_queue_delay_us;
   engine_options.default_timeout_us = config.batching_default_timeout_us;
   engine_options.max_instances_per_stream = config.capture_max_instances_per_stream;

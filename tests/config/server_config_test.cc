@@ -38,6 +38,7 @@ TEST(ServerConfigTest, ShippedFileParsesToTheDefaults) {
   EXPECT_EQ(c->load_threads, d.load_threads);
   EXPECT_EQ(c->streams_per_device, d.streams_per_device);
   EXPECT_EQ(c->cpu_threads, d.cpu_threads);
+  EXPECT_EQ(c->intra_op_threads, d.intra_op_threads);
   EXPECT_EQ(c->max_message_bytes, d.max_message_bytes);
   EXPECT_EQ(c->max_queue_length, d.max_queue_length);
   EXPECT_EQ(c->request_timeout_ms, d.request_timeout_ms);
@@ -76,7 +77,7 @@ repository:
   control_mode: explicit
   load_models: [m1, m2]
   load_threads: 2
-runtime: {streams_per_device: 4, cpu_threads: 3}
+runtime: {streams_per_device: 4, cpu_threads: 3, intra_op_threads: 2}
 limits: {max_message_bytes: 4096, max_queue_length: 7, request_timeout_ms: 250}
 shutdown: {timeout_seconds: 5}
 log: {level: debug, format: json}
@@ -92,6 +93,7 @@ log: {level: debug, format: json}
   EXPECT_EQ(c->load_threads, 2);
   EXPECT_EQ(c->streams_per_device, 4);
   EXPECT_EQ(c->cpu_threads, 3);
+  EXPECT_EQ(c->intra_op_threads, 2);
   EXPECT_EQ(c->max_message_bytes, 4096);
   EXPECT_EQ(c->max_queue_length, 7);
   EXPECT_EQ(c->request_timeout_ms, 250);

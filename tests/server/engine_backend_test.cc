@@ -196,5 +196,22 @@ TEST_F(EngineBackendTest, BrokenFileFailsWithTheEnginesMessage) {
             false);
 }
 
+// Streams x intra-op threads stays within the cores: 0 shares the cores out, a configured value
+// is kept when it fits and cut (and reported) when it does not; never below one thread.
+TEST(IntraOpThreadsTest, SharesTheCoresAmongTheStreams) {
+  bool clamped = true;
+  EXPECT_EQ(IntraOpThreadsFor(0, 2, 16, &clamped), 8);
+  EXPECT_FALSE(clamped);
+  EXPECT_EQ(IntraOpThreadsFor(0, 3, 16, &clamped), 5);
+  EXPECT_EQ(IntraOpThreadsFor(0, 4, 2, &clamped), 1);
+  EXPECT_FALSE(clamped);
+  EXPECT_EQ(IntraOpThreadsFor(2, 2, 16, &clamped), 2);
+  EXPECT_FALSE(clamped);
+  EXPECT_EQ(IntraOpThreadsFor(8, 4, 16, &clamped), 4);
+  EXPECT_TRUE(clamped);
+  EXPECT_EQ(IntraOpThreadsFor(3, 1, 0, &clamped), 1);
+  EXPECT_TRUE(clamped);
+}
+
 }  // namespace
 }  // namespace reprise::server
