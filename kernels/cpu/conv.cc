@@ -17,6 +17,7 @@
 #include "kernels/cpu/families.h"
 #include "kernels/cpu/fused_ops.h"
 #include "kernels/cpu/kernel_util.h"
+#include "kernels/cpu/onednn_util.h"
 #include "kernels/cpu/window.h"
 #include "runtime/core/status_macros.h"
 
@@ -25,34 +26,6 @@ namespace {
 
 using dnnl::memory;
 
-// The process-wide CPU engine (created on first use; oneDNN engines are thread-safe).
-const dnnl::engine& CpuEngine() {
-  static const dnnl::engine* const engine = new dnnl::engine(dnnl::engine::kind::cpu, 0);
-  return *engine;
-}
-
-memory::format_tag PlainTag(size_t rank) {
-  switch (rank) {
-    case 1:
-      return memory::format_tag::a;
-    case 2:
-      return memory::format_tag::ab;
-    case 3:
-      return memory::format_tag::abc;
-    case 4:
-      return memory::format_tag::abcd;
-    case 5:
-      return memory::format_tag::abcde;
-    default:
-      return memory::format_tag::abcdef;
-  }
-}
-
-memory::desc PlainDesc(const Shape& dims) {
-  return memory::desc(memory::dims(dims.begin(), dims.end()), memory::data_type::f32,
-                      PlainTag(dims.size()));
-}
-
 // Where the kernel's buffers lie in its workspace (offsets in bytes, 64-byte aligned).
 struct ConvWorkspace {
   size_t scratch = 0;  // oneDNN's scratchpad
@@ -60,10 +33,6 @@ struct ConvWorkspace {
   size_t dst = 0;      // Y in the primitive's layout (when not plain)
   size_t total = 0;
 };
-
-// How a 2-D fused conv's X, Y or R is stored: plain NCHW, channels-last (NHWC bytes, NCHW
-// shape), or the convolution kernels' blocked layout for this machine (see ChainTag).
-enum class Storage { kPlain, kNhwc, kBlocked };
 
 // The epilogue applied to the convolution's output: residual sum, then an activation.
 struct ConvPostOps {
@@ -75,23 +44,6 @@ struct ConvPostOps {
   Storage y = Storage::kPlain;
   Storage r = Storage::kPlain;
 };
-
-// The blocked layout that values passed between convolutions keep: channel blocks of the
-// vector width oneDNN's fastest convolutions use here (16 floats with AVX-512, 8 with AVX2),
-// channels-last without either. REPRISE_CONV_CHAIN_LAYOUT=nhwc forces channels-last (to compare).
-memory::format_tag ChainTag() {
-  static const memory::format_tag tag = [] {
-    const char* forced = std::getenv("REPRISE_CONV_CHAIN_LAYOUT");
-    if (forced != nullptr && std::string(forced) == "nhwc") return memory::format_tag::nhwc;
-    const int isa = static_cast<int>(dnnl::get_effective_cpu_isa());
-    const int avx512 = static_cast<int>(dnnl::cpu_isa::avx512_core);
-    const int avx2 = static_cast<int>(dnnl::cpu_isa::avx2);
-    if ((isa & avx512) == avx512) return memory::format_tag::nChw16c;
-    if ((isa & avx2) == avx2) return memory::format_tag::nChw8c;
-    return memory::format_tag::nhwc;
-  }();
-  return tag;
-}
 
 // Output pixels (batch x height x width) from which Winograd is tried.
 constexpr int64_t kWinogradMinPixels = 196;
@@ -389,12 +341,7 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareConvWith(const PrepareCon
     const memory::desc b_md = has_bias ? PlainDesc({w[0]}) : memory::desc();
     ConvKernel::Parts parts;
     const bool two_d = x.size() == 4;
-    auto stored = [&](const Shape& dims, Storage how) {
-      const memory::dims d(dims.begin(), dims.end());
-      if (!two_d || how == Storage::kPlain) return PlainDesc(dims);
-      return memory::desc(d, memory::data_type::f32,
-                          how == Storage::kNhwc ? memory::format_tag::nhwc : ChainTag());
-    };
+    const auto stored = &StoredDesc;
     parts.src_plain = stored(x, post.x);
     parts.dst_plain = stored(y, post.y);
     parts.residual_md = stored(y, post.r);
@@ -492,16 +439,6 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareConvWith(const PrepareCon
 
 absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareConv(const PrepareContext& context) {
   return PrepareConvWith(context, ConvPostOps{});
-}
-
-// The storage named by the layout attribute `name`: "nchw" (or absent), "nhwc" or "blocked".
-absl::StatusOr<Storage> LayoutAttr(const PrepareContext& context, absl::string_view name) {
-  auto layout = AttrsOf(context).GetString(name, "nchw");
-  if (!layout.ok()) return layout.status();
-  if (*layout == "nchw") return Storage::kPlain;
-  if (*layout == "nhwc") return Storage::kNhwc;
-  if (*layout == "blocked") return Storage::kBlocked;
-  return InvalidArgument(context, name, " \"", *layout, "\" is none of nchw, nhwc, blocked");
 }
 
 absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareFusedConv(const PrepareContext& context) {

@@ -20,6 +20,7 @@ absl::Status RegisterCpuKernels(runtime::KernelRegistry* registry) {
   RETURN_IF_ERROR(RegisterEinsumKernels(registry));
   RETURN_IF_ERROR(RegisterConvKernels(registry));
   RETURN_IF_ERROR(RegisterPoolKernels(registry));
+  RETURN_IF_ERROR(RegisterOnednnPoolKernels(registry));
   RETURN_IF_ERROR(RegisterResizeKernels(registry));
   return absl::OkStatus();
 }

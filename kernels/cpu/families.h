@@ -33,6 +33,7 @@ absl::Status RegisterEinsumKernels(runtime::KernelRegistry* registry);
 absl::Status RegisterConvKernels(runtime::KernelRegistry* registry);
 /// pool.cc: MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool.
 absl::Status RegisterPoolKernels(runtime::KernelRegistry* registry);
+absl::Status RegisterOnednnPoolKernels(runtime::KernelRegistry* registry);
 /// resize.cc: Resize.
 absl::Status RegisterResizeKernels(runtime::KernelRegistry* registry);
 

@@ -11,12 +11,18 @@ inline constexpr char kFusedDomain[] = "com.reprise";
 /// Conv with oneDNN post-ops: inputs X, W, B (optional), R (optional residual, added to the
 /// convolution's output before the activation). Attributes: those of Conv, plus "activation"
 /// (string: "" for none, "Relu" or "Clip") with "clip_min" / "clip_max" (floats) for Clip.
-/// Y = act(conv(X, W) + B + R).
+/// Y = act(conv(X, W) + B + R). "x_layout", "y_layout", "r_layout" ("nchw" when absent, "nhwc",
+/// "blocked") say how X, Y and R are stored (see onednn_util.h, Storage).
 inline constexpr char kFusedConvOp[] = "com.reprise.FusedConv";
 
 /// Gemm followed by an activation: inputs and attributes of Gemm, plus "activation" (string:
 /// "Relu", "Tanh", "Sigmoid", "Clip" with "clip_min" / "clip_max"). Y = act(Gemm(A, B, C)).
 inline constexpr char kFusedGemmOp[] = "com.reprise.FusedGemm";
+
+/// MaxPool (2-D, one output, dilations 1) on oneDNN, inside a chain of convolutions: the
+/// attributes of MaxPool plus "x_layout" / "y_layout" ("nchw", "nhwc" or "blocked", as for
+/// kFusedConvOp), so that X and Y may stay in the convolutions' blocked layout.
+inline constexpr char kFusedMaxPoolOp[] = "com.reprise.FusedMaxPool";
 
 }  // namespace reprise::kernels::cpu
 

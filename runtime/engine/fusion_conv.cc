@@ -1,5 +1,6 @@
 #include "runtime/engine/fusion_conv.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -16,6 +17,7 @@ using fusion::IsGraphOutput;
 using fusion::SoleConsumer;
 using kernels::cpu::kFusedConvOp;
 using kernels::cpu::kFusedDomain;
+using kernels::cpu::kFusedMaxPoolOp;
 
 const TensorValue* FloatConstant(const Graph& graph, int value) {
   if (value == Graph::kNoValue) return nullptr;
@@ -38,6 +40,13 @@ bool IsConv2d(const Graph& graph, const Node& node) {
   if (node.op != kFusedConvOp || node.inputs.size() < 2) return false;
   const TensorValue* w = graph.FindConstant(node.inputs[1]);
   return w != nullptr && w->shape.size() == 4;
+}
+
+// A node that reads (input 0, and input 3 of a conv: the residual) and writes a 4-D value in
+// any of the layouts: a 2-D fused conv or a fused max pooling.
+bool IsLayoutAware(const Graph& graph, const Node& node, size_t input) {
+  if (node.op == kFusedMaxPoolOp) return input == 0;
+  return IsConv2d(graph, node) && (input == 0 || input == 3);
 }
 
 }  // namespace
@@ -214,10 +223,45 @@ int FuseConvPostOps(Graph* graph, const KernelRegistry& registry) {
   return absorbed;
 }
 
+int FuseMaxPoolIntoConvChains(Graph* graph, const KernelRegistry& registry) {
+  if (!registry.Has(kFusedMaxPoolOp)) return 0;
+  const std::vector<int> uses = graph->UseCounts();
+  std::vector<int> producer(graph->values.size(), -1);
+  for (size_t i = 0; i < graph->nodes.size(); ++i) {
+    for (int out : graph->nodes[i].outputs) {
+      if (out != Graph::kNoValue) producer[out] = static_cast<int>(i);
+    }
+  }
+  int fused = 0;
+  for (Node& pool : graph->nodes) {
+    if (pool.op != "MaxPool" || !fusion::IsDefaultDomain(pool) || pool.inputs.size() != 1 ||
+        pool.outputs.empty() || pool.outputs[0] == Graph::kNoValue) {
+      continue;
+    }
+    // Indices used, dilations, or a producer that is not a 2-D conv: left alone.
+    if (pool.outputs.size() > 1 && pool.outputs[1] != Graph::kNoValue &&
+        (uses[pool.outputs[1]] > 0 || IsGraphOutput(*graph, pool.outputs[1]))) {
+      continue;
+    }
+    auto dilations = pool.attributes.GetInts("dilations", {});
+    if (!dilations.ok() ||
+        std::any_of(dilations->begin(), dilations->end(), [](int64_t d) { return d != 1; })) {
+      continue;
+    }
+    const int from = producer[pool.inputs[0]];
+    if (from < 0 || !IsConv2d(*graph, graph->nodes[from])) continue;
+    pool.op = kFusedMaxPoolOp;
+    pool.domain = kFusedDomain;
+    pool.outputs.resize(1);
+    ++fused;
+  }
+  return fused;
+}
+
 int KeepBlockedLayoutBetweenConvs(Graph* graph) {
   int kept = 0;
   for (Node& producer : graph->nodes) {
-    if (!IsConv2d(*graph, producer)) continue;
+    if (!IsConv2d(*graph, producer) && producer.op != kFusedMaxPoolOp) continue;
     const int value = producer.outputs[0];
     if (IsGraphOutput(*graph, value)) continue;
     bool all_convs = true;
@@ -226,7 +270,7 @@ int KeepBlockedLayoutBetweenConvs(Graph* graph) {
       for (size_t k = 0; k < node.inputs.size(); ++k) {
         if (node.inputs[k] != value) continue;
         any_use = true;
-        if (!IsConv2d(*graph, node) || (k != 0 && k != 3)) all_convs = false;
+        if (!IsLayoutAware(*graph, node, k)) all_convs = false;
       }
     }
     if (!any_use || !all_convs) continue;

@@ -21,10 +21,16 @@ absl::StatusOr<int> FoldBatchNormIntoConv(Graph* graph);
 /// sees every 2-D convolution. Returns how many nodes were absorbed (Adds and activations).
 int FuseConvPostOps(Graph* graph, const KernelRegistry& registry);
 
+/// Rewrites a 2-D MaxPool whose input comes from a 2-D fused conv (Indices unused, dilations 1)
+/// into kernels::cpu::kFusedMaxPoolOp, which reads and writes the blocked layout, when
+/// `registry` has it. Returns how many were rewritten.
+int FuseMaxPoolIntoConvChains(Graph* graph, const KernelRegistry& registry);
+
 /// Marks values stored in the convolution kernels' blocked layout (channel blocks, e.g.
 /// nChw16c; the kernels pick the block for the machine): a value produced by a 2-D fused conv
-/// whose every use is a 2-D fused conv (as its input X or its residual) and which is not a graph
-/// output. The producer gets "y_layout"="blocked", each consumer "x_layout" or "r_layout".
+/// (or a fused max pooling) whose every use is a 2-D fused conv (as its input X or its residual)
+/// or a fused max pooling, and which is not a graph output. The producer gets
+/// "y_layout"="blocked", each consumer "x_layout" or "r_layout".
 /// Only the ends of a chain of convolutions are then reordered. Returns how many values are
 /// kept blocked.
 int KeepBlockedLayoutBetweenConvs(Graph* graph);

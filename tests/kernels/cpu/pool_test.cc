@@ -1,9 +1,11 @@
 // Pooling (pool.cc) against a plain reference loop; tolerance 1e-4 absolute + 1e-4 relative.
 #include <cmath>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "kernels/cpu/fused_ops.h"
 #include "tests/kernels/cpu/kernel_test_util.h"
 
 namespace reprise::kernels::cpu::testing {
@@ -78,6 +80,59 @@ TEST(PoolTest, MaxAndAverageMatchReference) {
       ExpectNear((*out)[0].Values<float>(), want);
     }
   }
+}
+
+// The oneDNN max pooling of conv chains (kFusedMaxPoolOp), in plain layouts, against the same
+// reference: ResNet's 3x3/2 pad 1 window, ceil_mode's extra window, an even kernel, auto_pad.
+TEST(PoolTest, FusedMaxPoolMatchesReference) {
+  KernelHarness h;
+  const int64_t size = 7;
+  const int64_t planes = 2 * 20;  // batch 2, 20 channels: not a whole number of 16-blocks
+  const auto x = RandomFloats(planes * size * size, 22);
+  struct Case {
+    int64_t k, s, pad;
+    bool ceil;
+  };
+  for (const Case& c : {Case{3, 2, 1, false}, Case{3, 2, 1, true}, Case{2, 2, 0, true},
+                        Case{4, 3, 2, true}, Case{3, 1, 1, false}}) {
+    SCOPED_TRACE(::testing::Message()
+                 << "k=" << c.k << " s=" << c.s << " pad=" << c.pad << " ceil=" << c.ceil);
+    std::vector<float> want;
+    int64_t o = 0;
+    for (int64_t p = 0; p < planes; ++p) {
+      const std::vector<float> plane(x.begin() + p * size * size,
+                                     x.begin() + (p + 1) * size * size);
+      const auto y = ReferencePool(true, plane, size, size, c.k, c.s, c.pad, 1, c.ceil, false, &o);
+      want.insert(want.end(), y.begin(), y.end());
+    }
+    auto out = h.Run(kFusedMaxPoolOp, {Tensor::Of<float>({2, 20, size, size}, x)},
+                     Attrs({{"kernel_shape", std::vector<int64_t>{c.k, c.k}},
+                            {"strides", std::vector<int64_t>{c.s, c.s}},
+                            {"pads", std::vector<int64_t>{c.pad, c.pad, c.pad, c.pad}},
+                            {"ceil_mode", int64_t{c.ceil}}}));
+    ASSERT_TRUE(out.ok()) << out.status();
+    EXPECT_EQ((*out)[0].shape, (Shape{2, 20, o, o}));
+    ExpectNear((*out)[0].Values<float>(), want);
+  }
+  // SAME_UPPER over an even size: the window helper's pads.
+  const auto even = RandomFloats(4 * 4, 23);
+  auto same = h.Run(kFusedMaxPoolOp, {Tensor::Of<float>({1, 1, 4, 4}, even)},
+                    Attrs({{"kernel_shape", std::vector<int64_t>{3, 3}},
+                           {"strides", std::vector<int64_t>{2, 2}},
+                           {"auto_pad", std::string("SAME_UPPER")}}));
+  auto plain = h.Run("MaxPool", {Tensor::Of<float>({1, 1, 4, 4}, even)},
+                     Attrs({{"kernel_shape", std::vector<int64_t>{3, 3}},
+                            {"strides", std::vector<int64_t>{2, 2}},
+                            {"auto_pad", std::string("SAME_UPPER")}}));
+  ASSERT_TRUE(same.ok()) << same.status();
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ((*same)[0].shape, (*plain)[0].shape);
+  ExpectNear((*same)[0].Values<float>(), (*plain)[0].Values<float>());
+  // Dilations and a second output are refused.
+  EXPECT_FALSE(h.Run(kFusedMaxPoolOp, {Tensor::Of<float>({1, 1, 4, 4}, even)},
+                     Attrs({{"kernel_shape", std::vector<int64_t>{2, 2}},
+                            {"dilations", std::vector<int64_t>{2, 2}}}))
+                   .ok());
 }
 
 TEST(PoolTest, MaxPoolIndicesAndGlobalPools) {

@@ -158,6 +158,66 @@ TEST_F(FusionConvTest, BlockedChainsWithPaddedChannelsAndWinogradMatchThePlainGr
   }
 }
 
+// ResNet's stem: conv → relu → MaxPool(3x3/2, pad 1) → a residual block. The pooling reads and
+// writes the blocked layout (no reorder around it); with ceil_mode too.
+TEST_F(FusionConvTest, MaxPoolBetweenConvsKeepsTheBlockedLayout) {
+  for (int64_t ceil_mode : {0, 1}) {
+    SCOPED_TRACE(ceil_mode);
+    ModelBuilder b;
+    b.Input("x", onnx::TensorProto::FLOAT, {2, 3, 15, 15}).Output("y", {2, 8, 8, 8});
+    AddConv(b, "stem", "x", "stem_out", 3, 24, 41, true);
+    b.Node("Relu", {"stem_out"}, {"stem_relu"});
+    auto& pool = b.Node("MaxPool", {"stem_relu"}, {"pooled"});
+    auto add_ints = [&pool](const std::string& name, std::vector<int64_t> values) {
+      auto* a = pool.add_attribute();
+      a->set_name(name);
+      a->set_type(onnx::AttributeProto::INTS);
+      for (int64_t v : values) a->add_ints(v);
+    };
+    add_ints("kernel_shape", {3, 3});
+    add_ints("strides", {2, 2});
+    add_ints("pads", {1, 1, 1, 1});
+    auto* ceil = pool.add_attribute();
+    ceil->set_name("ceil_mode");
+    ceil->set_type(onnx::AttributeProto::INT);
+    ceil->set_i(ceil_mode);
+    AddConv(b, "b1", "pooled", "b1_out", 24, 24, 43, true);
+    b.Node("Add", {"b1_out", "pooled"}, {"sum"});
+    AddConv(b, "last", "sum", "y", 24, 8, 45, true);
+    const TensorValue x = FloatTensor({2, 3, 15, 15}, RandomFloats(2 * 3 * 225, 47));
+    auto model = LoadBoth(b.Bytes(), x);
+    ASSERT_NE(model, nullptr);
+    const Graph& g = model->graph();
+    const Node* fused = FindOp(g, kernels::cpu::kFusedMaxPoolOp);
+    ASSERT_NE(fused, nullptr);
+    EXPECT_EQ(CountOps(g, "MaxPool"), 0);
+    EXPECT_EQ(StringAttr(*fused, "x_layout"), "blocked");
+    EXPECT_EQ(StringAttr(*fused, "y_layout"), "blocked");
+  }
+}
+
+TEST_F(FusionConvTest, MaxPoolNotFedByAConvOrWithIndicesIsLeftAlone) {
+  ModelBuilder b;
+  b.Input("x", onnx::TensorProto::FLOAT, {1, 4, 8, 8})
+      .Output("y", {1, 4, 4, 4})
+      .Output("indices", {1, 4, 4, 4}, onnx::TensorProto::INT64);
+  AddConv(b, "a", "x", "a_out", 4, 4, 51);
+  // Indices used: stays a MaxPool.
+  auto& pool = b.Node("MaxPool", {"a_out"}, {"pooled", "indices"});
+  for (const char* name : {"kernel_shape", "strides"}) {
+    auto* a = pool.add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::INTS);
+    a->add_ints(2);
+    a->add_ints(2);
+  }
+  b.Node("Relu", {"pooled"}, {"y"});
+  auto model = LoadBoth(b.Bytes(), FloatTensor({1, 4, 8, 8}, RandomFloats(256, 53)));
+  ASSERT_NE(model, nullptr);
+  EXPECT_EQ(CountOps(model->graph(), "MaxPool"), 1);
+  EXPECT_EQ(FindOp(model->graph(), kernels::cpu::kFusedMaxPoolOp), nullptr);
+}
+
 TEST_F(FusionConvTest, ClipWithConstantBoundsIsFused) {
   ModelBuilder b;
   b.Input("x", onnx::TensorProto::FLOAT, {1, 4, 5, 5}).Output("y", {1, 4, 5, 5});
@@ -174,7 +234,8 @@ TEST_F(FusionConvTest, ClipWithConstantBoundsIsFused) {
 }
 
 TEST_F(FusionConvTest, SharedOrOutputIntermediatesAreLeftAlone) {
-  // a_out is also a graph output: the Relu stays. c's output feeds a MaxPool: stays plain.
+  // a_out is also a graph output: the Relu stays. c's output feeds an AveragePool (no layout
+  // aware kernel): stays plain.
   ModelBuilder b;
   b.Input("x", onnx::TensorProto::FLOAT, {1, 4, 6, 6})
       .Output("y", {1, 4, 3, 3})
@@ -182,7 +243,7 @@ TEST_F(FusionConvTest, SharedOrOutputIntermediatesAreLeftAlone) {
   AddConv(b, "a", "x", "a_out", 4, 4, 21);
   b.Node("Relu", {"a_out"}, {"r"});
   AddConv(b, "c", "r", "c_out", 4, 4, 23);
-  auto& pool = b.Node("MaxPool", {"c_out"}, {"y"});
+  auto& pool = b.Node("AveragePool", {"c_out"}, {"y"});
   auto* kernel = pool.add_attribute();
   kernel->set_name("kernel_shape");
   kernel->set_type(onnx::AttributeProto::INTS);

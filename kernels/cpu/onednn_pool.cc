@@ -1,0 +1,169 @@
+// kFusedMaxPoolOp: 2-D max pooling on oneDNN, for a MaxPool inside a chain of convolutions whose
+// input and/or output is stored in the convolutions' blocked layout (x_layout / y_layout), so
+// that the chain is not reordered around it. ONNX's window (pads, auto_pad, strides) comes from
+// window.h; padded positions never win (oneDNN's max pooling ignores them, as ONNX does).
+#include <algorithm>
+#include <memory>
+#include <optional>
+#include <unordered_map>
+
+#include "absl/strings/match.h"
+#include "kernels/cpu/families.h"
+#include "kernels/cpu/fused_ops.h"
+#include "kernels/cpu/kernel_util.h"
+#include "kernels/cpu/onednn_util.h"
+#include "kernels/cpu/window.h"
+#include "runtime/core/status_macros.h"
+
+namespace reprise::kernels::cpu {
+namespace {
+
+using dnnl::memory;
+
+size_t AlignUp(size_t bytes) { return (bytes + 63) / 64 * 64; }
+
+class OnednnMaxPoolKernel final : public PreparedKernel {
+ public:
+  OnednnMaxPoolKernel(std::string label, std::vector<TensorDesc> outputs,
+                      dnnl::pooling_forward::primitive_desc pd, memory::desc x_stored,
+                      memory::desc y_stored, int threads)
+      : label_(std::move(label)),
+        outputs_(std::move(outputs)),
+        pd_(std::move(pd)),
+        x_stored_(std::move(x_stored)),
+        y_stored_(std::move(y_stored)),
+        threads_(threads),
+        primitive_(pd_) {
+    const dnnl::engine& engine = CpuEngine();
+    if (pd_.src_desc() != x_stored_) {
+      src_reorder_ =
+          dnnl::reorder(dnnl::reorder::primitive_desc(engine, x_stored_, engine, pd_.src_desc()));
+    }
+    if (pd_.dst_desc() != y_stored_) {
+      dst_reorder_ =
+          dnnl::reorder(dnnl::reorder::primitive_desc(engine, pd_.dst_desc(), engine, y_stored_));
+    }
+    src_at_ = AlignUp(pd_.scratchpad_desc().get_size());
+    dst_at_ = src_at_ + (src_reorder_ ? AlignUp(pd_.src_desc().get_size()) : 0);
+    total_ = dst_at_ + (dst_reorder_ ? AlignUp(pd_.dst_desc().get_size()) : 0);
+  }
+
+  absl::string_view op() const override { return kFusedMaxPoolOp; }
+  const std::vector<TensorDesc>& outputs() const override { return outputs_; }
+  size_t workspace_bytes() const override { return total_; }
+  size_t output_storage_bytes(size_t i) const override { return i == 0 ? y_stored_.get_size() : 0; }
+
+  absl::Status Run(const KernelArgs& args) const override {
+    if (runtime::NumElements(outputs_[0].shape) == 0) return absl::OkStatus();
+    UseIntraOpThreads(threads_);
+    try {
+      const dnnl::engine& engine = CpuEngine();
+      dnnl::stream stream(engine);
+      uint8_t* ws = static_cast<uint8_t*>(args.workspace);
+      memory x(x_stored_, engine, const_cast<void*>(args.inputs[0]));
+      memory y(y_stored_, engine, args.outputs[0]);
+      memory src = x;
+      if (src_reorder_) {
+        src = memory(pd_.src_desc(), engine, ws + src_at_);
+        src_reorder_.execute(stream, x, src);
+      }
+      memory dst = dst_reorder_ ? memory(pd_.dst_desc(), engine, ws + dst_at_) : y;
+      std::unordered_map<int, memory> bound = {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}};
+      if (pd_.scratchpad_desc().get_size() > 0) {
+        bound.emplace(DNNL_ARG_SCRATCHPAD, memory(pd_.scratchpad_desc(), engine, ws));
+      }
+      primitive_.execute(stream, bound);
+      if (dst_reorder_) dst_reorder_.execute(stream, dst, y);
+      stream.wait();
+    } catch (const dnnl::error& e) {
+      return absl::InternalError(absl::StrCat(label_, ": onednn execution failed: ", e.what()));
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  std::string label_;
+  std::vector<TensorDesc> outputs_;
+  dnnl::pooling_forward::primitive_desc pd_;
+  memory::desc x_stored_, y_stored_;
+  int threads_;
+  dnnl::pooling_forward primitive_;
+  dnnl::reorder src_reorder_, dst_reorder_;  // stored ↔ the primitive's layout (or empty)
+  size_t src_at_ = 0, dst_at_ = 0, total_ = 0;
+};
+
+absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareFusedMaxPool(const PrepareContext& context) {
+  RETURN_IF_ERROR(ExpectInputCount(context, 1, 1));
+  RETURN_IF_ERROR(ExpectType(context, 0, {DataType::kFloat32}));
+  if (context.num_outputs != 1) {
+    return InvalidArgument(context, "has ", context.num_outputs,
+                           " outputs; Indices is not produced");
+  }
+  const Shape& x = context.inputs[0].shape;
+  if (x.size() != 4) {
+    return InvalidArgument(context, "input ", runtime::ShapeToString(x), " is not 4-D");
+  }
+  const Attributes& attrs = AttrsOf(context);
+  if (!attrs.Has("kernel_shape")) return InvalidArgument(context, "kernel_shape is required");
+  ASSIGN_OR_RETURN(int64_t ceil_mode, attrs.GetInt("ceil_mode", 0));
+  ASSIGN_OR_RETURN(Storage x_storage, LayoutAttr(context, "x_layout"));
+  ASSIGN_OR_RETURN(Storage y_storage, LayoutAttr(context, "y_layout"));
+  ASSIGN_OR_RETURN(Window win, ForwardWindow(context, {x[2], x[3]}, {}, ceil_mode != 0));
+  for (int64_t d : win.dilations) {
+    if (d != 1) return InvalidArgument(context, "dilations must be 1");
+  }
+  const Shape y = {x[0], x[1], win.output[0], win.output[1]};
+  std::vector<TensorDesc> outputs = {Desc(DataType::kFloat32, y)};
+  const memory::desc x_stored = StoredDesc(x, x_storage);
+  const memory::desc y_stored = StoredDesc(y, y_storage);
+  // oneDNN wants (in + pad_l + pad_r - kernel) / stride + 1 == out: ceil_mode's extra window
+  // becomes more right padding, which max pooling ignores.
+  memory::dims strides, kernel, pad_l, pad_r;
+  for (int i = 0; i < 2; ++i) {
+    const int64_t need =
+        (win.output[i] - 1) * win.strides[i] + win.kernel[i] - win.input[i] - win.pads_begin[i];
+    strides.push_back(win.strides[i]);
+    kernel.push_back(win.kernel[i]);
+    pad_l.push_back(win.pads_begin[i]);
+    pad_r.push_back(std::max(win.pads_end[i], need));
+  }
+  auto make = [&](const memory::desc& src,
+                  const memory::desc& dst) -> std::optional<dnnl::pooling_forward::primitive_desc> {
+    try {
+      dnnl::primitive_attr attr;
+      attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+      dnnl::pooling_forward::desc desc(dnnl::prop_kind::forward_inference,
+                                       dnnl::algorithm::pooling_max, src, dst, strides, kernel,
+                                       pad_l, pad_r);
+      dnnl::pooling_forward::primitive_desc pd(desc, attr, CpuEngine());
+      if (absl::StartsWith(pd.impl_info_str(), "ref")) return std::nullopt;
+      return pd;
+    } catch (const dnnl::error&) {
+      return std::nullopt;
+    }
+  };
+  // The stored layouts as they are; else the blocked layout at both ends, with reorders.
+  std::optional<dnnl::pooling_forward::primitive_desc> pd = make(x_stored, y_stored);
+  if (!pd.has_value())
+    pd = make(StoredDesc(x, Storage::kBlocked), StoredDesc(y, Storage::kBlocked));
+  if (!pd.has_value()) pd = make(PlainDesc(x), PlainDesc(y));
+  if (!pd.has_value()) {
+    return Unimplemented(context, "onednn has no max pooling of ", runtime::ShapeToString(x));
+  }
+  try {
+    return std::make_unique<OnednnMaxPoolKernel>(NodeLabel(context), std::move(outputs),
+                                                 std::move(*pd), x_stored, y_stored,
+                                                 context.intra_op_threads);
+  } catch (const dnnl::error& e) {
+    return Unimplemented(context, "onednn rejected the max pooling of ", runtime::ShapeToString(x),
+                         ": ", e.what());
+  }
+}
+
+}  // namespace
+
+absl::Status RegisterOnednnPoolKernels(runtime::KernelRegistry* registry) {
+  return registry->Register(kFusedMaxPoolOp, &PrepareFusedMaxPool);
+}
+
+}  // namespace reprise::kernels::cpu
