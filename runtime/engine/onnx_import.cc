@@ -305,8 +305,12 @@ class ModelFile {
 
   /// The whole file (to its end, whatever its size now) in one buffer: one read for a regular
   /// file, no stream buffers, no zero-filling.
-  absl::StatusOr<std::string> ReadAll() const {
-    std::string bytes;
+  struct Bytes {
+    std::unique_ptr<char[]> data;
+    size_t size = 0;
+    absl::string_view view() const { return absl::string_view(data.get(), size); }
+  };
+  absl::StatusOr<Bytes> ReadAll() const {
     size_t capacity = size_ > 0 ? static_cast<size_t>(size_) + 1 : size_t{1} << 16;  // + 1: EOF
     auto buffer = std::make_unique_for_overwrite<char[]>(capacity);
     size_t size = 0;
@@ -317,8 +321,8 @@ class ModelFile {
         buffer = std::move(bigger);
         capacity *= 2;
       }
-      const ssize_t n =
-          ::pread(fd_, buffer.get() + size, capacity - size, static_cast<off_t>(size));
+      // read, not pread: pipes cannot seek (the scan used pread, so the offset is still 0).
+      const ssize_t n = ::read(fd_, buffer.get() + size, capacity - size);
       if (n == 0) break;
       if (n < 0) {
         if (errno == EINTR) continue;
@@ -326,7 +330,7 @@ class ModelFile {
       }
       size += static_cast<size_t>(n);
     }
-    return std::string(buffer.get(), size);
+    return Bytes{std::move(buffer), size};
   }
 
   /// Reads bytes [offset, offset + size) into `out`; an error when the file no longer has them.
@@ -383,6 +387,19 @@ std::optional<LiftedModel> LiftBytes(absl::string_view bytes) {
   return LiftInitializerData(bytes);
 }
 
+// ImportOnnxBytes; `lift` false skips the scan for large payloads (known to find none).
+absl::StatusOr<Graph> ImportBytes(absl::string_view bytes, const KernelRegistry& registry,
+                                  const std::string& base_dir, bool lift) {
+  // Large initializer payloads skip the proto: copied once, from `bytes` into the graph.
+  const std::optional<LiftedModel> lifted = lift ? LiftBytes(bytes) : std::nullopt;
+  ASSIGN_OR_RETURN(onnx::ModelProto model,
+                   Parse(lifted ? absl::string_view(lifted->stripped) : bytes, bytes.size()));
+  auto payload = [bytes](const LiftedRange& range) {
+    return LiftedRawData{range.size, bytes.data() + range.offset, {}};
+  };
+  return ImportParsed(std::move(model), registry, base_dir, lifted ? &*lifted : nullptr, payload);
+}
+
 }  // namespace
 
 bool IsEngineOp(absl::string_view op) {
@@ -399,14 +416,7 @@ absl::StatusOr<std::vector<std::string>> UnsupportedOps(absl::string_view bytes,
 
 absl::StatusOr<Graph> ImportOnnxBytes(absl::string_view bytes, const KernelRegistry& registry,
                                       const std::string& base_dir) {
-  // Large initializer payloads skip the proto: copied once, from `bytes` into the graph.
-  const std::optional<LiftedModel> lifted = LiftBytes(bytes);
-  ASSIGN_OR_RETURN(onnx::ModelProto model,
-                   Parse(lifted ? absl::string_view(lifted->stripped) : bytes, bytes.size()));
-  auto payload = [bytes](const LiftedRange& range) {
-    return LiftedRawData{range.size, bytes.data() + range.offset, {}};
-  };
-  return ImportParsed(std::move(model), registry, base_dir, lifted ? &*lifted : nullptr, payload);
+  return ImportBytes(bytes, registry, base_dir, /*lift=*/true);
 }
 
 absl::StatusOr<Graph> ImportOnnxFile(const std::string& path, const KernelRegistry& registry) {
@@ -418,9 +428,8 @@ absl::StatusOr<Graph> ImportOnnxFile(const std::string& path, const KernelRegist
   // A large regular file is scanned without its large payloads, which are read later straight
   // into their tensors (one copy, no buffer of the whole file); anything else is read whole.
   std::optional<LiftedModel> lifted;
-  if (file->regular() && file->size() >= kMinLiftingModelBytes) {
-    lifted = LiftInitializerDataFromFile(file->fd(), file->size());
-  }
+  const bool lift = file->regular() && file->size() >= kMinLiftingModelBytes;
+  if (lift) lifted = LiftInitializerDataFromFile(file->fd(), file->size());
   absl::StatusOr<Graph> graph;
   if (lifted.has_value()) {
     const ModelFile& source = *file;
@@ -433,8 +442,9 @@ absl::StatusOr<Graph> ImportOnnxFile(const std::string& path, const KernelRegist
     graph = model.ok() ? ImportParsed(*std::move(model), registry, dir, &*lifted, payload)
                        : absl::StatusOr<Graph>(model.status());
   } else {
-    ASSIGN_OR_RETURN(std::string bytes, file->ReadAll());
-    graph = ImportOnnxBytes(bytes, registry, dir);
+    ASSIGN_OR_RETURN(ModelFile::Bytes bytes, file->ReadAll());
+    // A regular file was scanned already; a pipe or device was not.
+    graph = ImportBytes(bytes.view(), registry, dir, /*lift=*/!lift);
   }
   if (!graph.ok()) {
     return absl::Status(graph.status().code(),

@@ -1,12 +1,16 @@
 #include "runtime/engine/onnx_import.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <memory>
 #include <random>
 #include <string>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
@@ -208,6 +212,23 @@ TEST_F(OnnxImportTest, LargeInitializersAreCopiedOutOfBytesAndFiles) {
     const Value& xw = graph->values[graph->FindValue("xw")];
     EXPECT_EQ(DimsToString(xw.dims), "[1,640]");
   }
+}
+
+TEST_F(OnnxImportTest, ReadsModelsFromPipes) {
+  // A FIFO has no size: the file is read whole, in growing chunks, and lifted in memory.
+  std::vector<float> w_values;
+  const std::string bytes = LargeWeightModel(&w_values).Bytes();
+  const std::string path = ::testing::TempDir() + "/model_fifo.onnx";
+  std::remove(path.c_str());
+  ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0);
+  // Should the import stop reading early, the writer fails instead of killing the test.
+  std::signal(SIGPIPE, SIG_IGN);
+  std::thread writer([&] { std::ofstream(path, std::ios::binary) << bytes; });
+  auto graph = ImportOnnxFile(path, registry_);
+  writer.join();
+  std::remove(path.c_str());
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  EXPECT_EQ(testing::Floats(*graph->FindConstant(graph->FindValue("w"))), w_values);
 }
 
 TEST_F(OnnxImportTest, LargeInitializerOfTheWrongSizeIsAnError) {
