@@ -326,7 +326,8 @@ class ModelFile {
       if (n == 0) break;
       if (n < 0) {
         if (errno == EINTR) continue;
-        return absl::DataLossError(absl::StrCat("cannot read model file \"", path_, "\""));
+        return absl::DataLossError(
+            absl::StrCat("cannot read model file \"", path_, "\": ", std::strerror(errno)));
       }
       size += static_cast<size_t>(n);
     }
