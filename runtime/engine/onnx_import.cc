@@ -1,12 +1,18 @@
 #include "runtime/engine/onnx_import.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdint>
 #include <cstring>
 #include <exception>
-#include <fstream>
+#include <functional>
+#include <memory>
+#include <optional>
 #include <set>
-#include <sstream>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -15,6 +21,7 @@
 #include "onnx/onnx_pb.h"
 #include "onnx/shape_inference/implementation.h"
 #include "runtime/core/status_macros.h"
+#include "runtime/engine/onnx_wire.h"
 #include "runtime/engine/tensor_proto.h"
 
 namespace reprise::runtime::engine {
@@ -22,14 +29,15 @@ namespace {
 
 bool IsDefaultDomain(const std::string& domain) { return domain.empty() || domain == "ai.onnx"; }
 
-absl::StatusOr<onnx::ModelProto> Parse(absl::string_view bytes) {
+// Parses `parsed`: the model's bytes, or their stripped copy when payloads were lifted out of
+// them. Messages name `size`, the size of the model the caller gave.
+absl::StatusOr<onnx::ModelProto> Parse(absl::string_view parsed, uint64_t size) {
   onnx::ModelProto model;
-  if (bytes.empty()) return absl::InvalidArgumentError("onnx model: the file is empty");
-  if (bytes.size() > static_cast<size_t>(INT32_MAX) ||
-      !model.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("onnx model: ", bytes.size(),
-                     " bytes are not a valid ModelProto (not ONNX, or truncated)"));
+  if (size == 0) return absl::InvalidArgumentError("onnx model: the file is empty");
+  if (size > static_cast<uint64_t>(INT32_MAX) ||
+      !model.ParseFromArray(parsed.data(), static_cast<int>(parsed.size()))) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "onnx model: ", size, " bytes are not a valid ModelProto (not ONNX, or truncated)"));
   }
   if (!model.has_graph()) {
     return absl::InvalidArgumentError("onnx model: the file holds no graph (not ONNX?)");
@@ -169,8 +177,13 @@ absl::StatusOr<TensorValue> ConstantValue(const onnx::NodeProto& node,
                    "supported (sparse and string constants are not)"));
 }
 
-absl::StatusOr<Graph> Convert(const onnx::ModelProto& model, int opset,
-                              const std::string& base_dir) {
+// Gives the bytes of a lifted raw_data payload.
+using PayloadFn = std::function<LiftedRawData(const LiftedRange&)>;
+
+// `lifted`, when not null, holds the payloads of initializers whose raw_data the parse skipped;
+// `payload` gives their bytes.
+absl::StatusOr<Graph> Convert(const onnx::ModelProto& model, int opset, const std::string& base_dir,
+                              const LiftedModel* lifted, const PayloadFn& payload) {
   const onnx::GraphProto& g = model.graph();
   Graph graph;
   graph.opset = opset;
@@ -189,8 +202,16 @@ absl::StatusOr<Graph> Convert(const onnx::ModelProto& model, int opset,
     return graph.AddValue(std::move(value));
   };
 
-  for (const auto& init : g.initializer()) {
-    ASSIGN_OR_RETURN(TensorValue tensor, TensorFromProto(init, base_dir));
+  if (lifted != nullptr && lifted->raw_data.size() != static_cast<size_t>(g.initializer_size())) {
+    return absl::InternalError(absl::StrCat("onnx model: ", lifted->raw_data.size(),
+                                            " lifted initializers, the graph has ",
+                                            g.initializer_size()));
+  }
+  for (int i = 0; i < g.initializer_size(); ++i) {
+    const onnx::TensorProto& init = g.initializer(i);
+    std::optional<LiftedRawData> raw;
+    if (lifted != nullptr && lifted->raw_data[i].has_value()) raw = payload(*lifted->raw_data[i]);
+    ASSIGN_OR_RETURN(TensorValue tensor, TensorFromProto(init, base_dir, raw ? &*raw : nullptr));
     const int id = get_or_add(init.name());
     Value& value = graph.values[id];
     value.dtype = tensor.dtype;
@@ -261,15 +282,123 @@ absl::StatusOr<Graph> Convert(const onnx::ModelProto& model, int opset,
   return graph;
 }
 
-absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream file(path, std::ios::binary);
-  if (!file) return absl::NotFoundError(absl::StrCat("cannot open model file \"", path, "\""));
-  std::stringstream buffer;
-  buffer << file.rdbuf();
-  if (!file.good() && !file.eof()) {
-    return absl::DataLossError(absl::StrCat("cannot read model file \"", path, "\""));
+// A model file, open for reading; closed on destruction.
+class ModelFile {
+ public:
+  ModelFile(const ModelFile&) = delete;
+  ModelFile& operator=(const ModelFile&) = delete;
+  ~ModelFile() { ::close(fd_); }
+
+  static absl::StatusOr<std::unique_ptr<ModelFile>> Open(const std::string& path) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return absl::NotFoundError(absl::StrCat("cannot open model file \"", path, "\""));
+    struct stat info = {};
+    const bool regular = ::fstat(fd, &info) == 0 && S_ISREG(info.st_mode);
+    return std::unique_ptr<ModelFile>(
+        new ModelFile(fd, path, regular ? static_cast<uint64_t>(info.st_size) : 0, regular));
   }
-  return buffer.str();
+
+  int fd() const { return fd_; }
+  /// The size when opened; 0 unless a regular file.
+  uint64_t size() const { return size_; }
+  bool regular() const { return regular_; }
+
+  /// The whole file (to its end, whatever its size now) in one buffer: one read for a regular
+  /// file, no stream buffers, no zero-filling.
+  struct Bytes {
+    std::unique_ptr<char[]> data;
+    size_t size = 0;
+    absl::string_view view() const { return absl::string_view(data.get(), size); }
+  };
+  absl::StatusOr<Bytes> ReadAll() const {
+    size_t capacity = size_ > 0 ? static_cast<size_t>(size_) + 1 : size_t{1} << 16;  // + 1: EOF
+    auto buffer = std::make_unique_for_overwrite<char[]>(capacity);
+    size_t size = 0;
+    while (true) {
+      if (size == capacity) {  // the file grew, or its size was unknown
+        auto bigger = std::make_unique_for_overwrite<char[]>(capacity * 2);
+        std::memcpy(bigger.get(), buffer.get(), size);
+        buffer = std::move(bigger);
+        capacity *= 2;
+      }
+      // read, not pread: pipes cannot seek (the scan used pread, so the offset is still 0).
+      const ssize_t n = ::read(fd_, buffer.get() + size, capacity - size);
+      if (n == 0) break;
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return absl::DataLossError(
+            absl::StrCat("cannot read model file \"", path_, "\": ", std::strerror(errno)));
+      }
+      size += static_cast<size_t>(n);
+    }
+    return Bytes{std::move(buffer), size};
+  }
+
+  /// Reads bytes [offset, offset + size) into `out`; an error when the file no longer has them.
+  absl::Status ReadAt(uint64_t offset, uint64_t size, uint8_t* out) const {
+    uint64_t done = 0;
+    while (done < size) {
+      const ssize_t n = ::pread(fd_, out + done, static_cast<size_t>(size - done),
+                                static_cast<off_t>(offset + done));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        return absl::DataLossError(absl::StrCat("model file \"", path_,
+                                                "\" changed while loading (", size,
+                                                " bytes at offset ", offset, " cannot be read)"));
+      }
+      done += static_cast<uint64_t>(n);
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  ModelFile(int fd, std::string path, uint64_t size, bool regular)
+      : fd_(fd), path_(std::move(path)), size_(size), regular_(regular) {}
+
+  int fd_;
+  std::string path_;
+  uint64_t size_;
+  bool regular_;
+};
+
+// Models smaller than this are parsed whole: lifting their few large payloads (if any) saves
+// less than the scan costs.
+constexpr uint64_t kMinLiftingModelBytes = 1 << 20;
+
+// The import after the parse. `lifted`, when not null, lists the initializer payloads that the
+// parse skipped and `payload` gives their bytes.
+absl::StatusOr<Graph> ImportParsed(onnx::ModelProto model, const KernelRegistry& registry,
+                                   const std::string& base_dir, const LiftedModel* lifted,
+                                   const PayloadFn& payload) {
+  // Support first (the clearest message; the checker would refuse unknown ops too).
+  ASSIGN_OR_RETURN(int opset, DefaultOpset(model));
+  std::vector<std::string> missing = FindUnsupported(model.graph(), registry);
+  if (!missing.empty()) {
+    return absl::UnimplementedError(absl::StrCat(
+        "onnx model uses ", missing.size(), " unsupported op(s): ", absl::StrJoin(missing, ", ")));
+  }
+  RETURN_IF_ERROR(InlineExternalData(&model, base_dir));
+  RETURN_IF_ERROR(CheckAndInfer(&model));
+  return Convert(model, opset, base_dir, lifted, payload);
+}
+
+// Lifts the large payloads of `bytes` (when the model is large enough to gain from it).
+std::optional<LiftedModel> LiftBytes(absl::string_view bytes) {
+  if (bytes.size() < kMinLiftingModelBytes) return std::nullopt;
+  return LiftInitializerData(bytes);
+}
+
+// ImportOnnxBytes; `lift` false skips the scan for large payloads (known to find none).
+absl::StatusOr<Graph> ImportBytes(absl::string_view bytes, const KernelRegistry& registry,
+                                  const std::string& base_dir, bool lift) {
+  // Large initializer payloads skip the proto: copied once, from `bytes` into the graph.
+  const std::optional<LiftedModel> lifted = lift ? LiftBytes(bytes) : std::nullopt;
+  ASSIGN_OR_RETURN(onnx::ModelProto model,
+                   Parse(lifted ? absl::string_view(lifted->stripped) : bytes, bytes.size()));
+  auto payload = [bytes](const LiftedRange& range) {
+    return LiftedRawData{range.size, bytes.data() + range.offset, {}};
+  };
+  return ImportParsed(std::move(model), registry, base_dir, lifted ? &*lifted : nullptr, payload);
 }
 
 }  // namespace
@@ -280,30 +409,44 @@ bool IsEngineOp(absl::string_view op) {
 
 absl::StatusOr<std::vector<std::string>> UnsupportedOps(absl::string_view bytes,
                                                         const KernelRegistry& registry) {
-  ASSIGN_OR_RETURN(onnx::ModelProto model, Parse(bytes));
+  const std::optional<LiftedModel> lifted = LiftBytes(bytes);
+  ASSIGN_OR_RETURN(onnx::ModelProto model,
+                   Parse(lifted ? absl::string_view(lifted->stripped) : bytes, bytes.size()));
   return FindUnsupported(model.graph(), registry);
 }
 
 absl::StatusOr<Graph> ImportOnnxBytes(absl::string_view bytes, const KernelRegistry& registry,
                                       const std::string& base_dir) {
-  ASSIGN_OR_RETURN(onnx::ModelProto model, Parse(bytes));
-  // Support first (the clearest message; the checker would refuse unknown ops too).
-  ASSIGN_OR_RETURN(int opset, DefaultOpset(model));
-  std::vector<std::string> missing = FindUnsupported(model.graph(), registry);
-  if (!missing.empty()) {
-    return absl::UnimplementedError(absl::StrCat(
-        "onnx model uses ", missing.size(), " unsupported op(s): ", absl::StrJoin(missing, ", ")));
-  }
-  RETURN_IF_ERROR(InlineExternalData(&model, base_dir));
-  RETURN_IF_ERROR(CheckAndInfer(&model));
-  return Convert(model, opset, base_dir);
+  return ImportBytes(bytes, registry, base_dir, /*lift=*/true);
 }
 
 absl::StatusOr<Graph> ImportOnnxFile(const std::string& path, const KernelRegistry& registry) {
-  ASSIGN_OR_RETURN(std::string bytes, ReadFile(path));
+  ASSIGN_OR_RETURN(std::unique_ptr<ModelFile> file, ModelFile::Open(path));
   const size_t slash = path.find_last_of('/');
-  const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash);
-  auto graph = ImportOnnxBytes(bytes, registry, dir.empty() ? "/" : dir);
+  const std::string dir = slash == std::string::npos ? std::string(".")
+                          : slash == 0               ? std::string("/")
+                                                     : path.substr(0, slash);
+  // A large regular file is scanned without its large payloads, which are read later straight
+  // into their tensors (one copy, no buffer of the whole file); anything else is read whole.
+  std::optional<LiftedModel> lifted;
+  const bool lift = file->regular() && file->size() >= kMinLiftingModelBytes;
+  if (lift) lifted = LiftInitializerDataFromFile(file->fd(), file->size());
+  absl::StatusOr<Graph> graph;
+  if (lifted.has_value()) {
+    const ModelFile& source = *file;
+    auto payload = [&source](const LiftedRange& range) {
+      return LiftedRawData{range.size, nullptr, [&source, range](uint8_t* out) {
+                             return source.ReadAt(range.offset, range.size, out);
+                           }};
+    };
+    auto model = Parse(lifted->stripped, file->size());
+    graph = model.ok() ? ImportParsed(*std::move(model), registry, dir, &*lifted, payload)
+                       : absl::StatusOr<Graph>(model.status());
+  } else {
+    ASSIGN_OR_RETURN(ModelFile::Bytes bytes, file->ReadAll());
+    // A regular file was scanned already; a pipe or device was not.
+    graph = ImportBytes(bytes.view(), registry, dir, /*lift=*/!lift);
+  }
   if (!graph.ok()) {
     return absl::Status(graph.status().code(),
                         absl::StrCat("\"", path, "\": ", graph.status().message()));

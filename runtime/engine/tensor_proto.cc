@@ -25,8 +25,11 @@ void CopyField(const Field& field, uint8_t* out) {
   }
 }
 
+// Reads the external data of `proto` into `out` (a std::vector<uint8_t> or a std::string, so
+// that the bytes land where they are used without another copy).
+template <typename Buffer>
 absl::Status ReadExternal(const onnx::TensorProto& proto, const std::string& base_dir,
-                          size_t expected_bytes, std::vector<uint8_t>* out) {
+                          size_t expected_bytes, Buffer* out) {
   std::string location;
   int64_t offset = 0;
   int64_t length = -1;
@@ -84,7 +87,8 @@ absl::Status ReadExternal(const onnx::TensorProto& proto, const std::string& bas
 }  // namespace
 
 absl::StatusOr<TensorValue> TensorFromProto(const onnx::TensorProto& proto,
-                                            const std::string& base_dir) {
+                                            const std::string& base_dir,
+                                            const LiftedRawData* lifted) {
   TensorValue tensor;
   auto dtype = DataTypeFromCode(proto.data_type());
   if (!dtype.ok()) {
@@ -117,13 +121,25 @@ absl::StatusOr<TensorValue> TensorFromProto(const onnx::TensorProto& proto,
     return tensor;
   }
   if (proto.has_raw_data()) {
-    if (proto.raw_data().size() != bytes) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("tensor \"", TensorName(proto), "\": raw_data has ", proto.raw_data().size(),
-                       " bytes, shape ", ShapeToString(tensor.shape), " of ",
-                       DataTypeName(tensor.dtype), " needs ", bytes));
+    const uint64_t size = lifted != nullptr ? lifted->size : proto.raw_data().size();
+    if (size != bytes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "tensor \"", TensorName(proto), "\": raw_data has ", size, " bytes, shape ",
+          ShapeToString(tensor.shape), " of ", DataTypeName(tensor.dtype), " needs ", bytes));
     }
-    tensor.bytes.assign(proto.raw_data().begin(), proto.raw_data().end());
+    const char* data = lifted != nullptr ? lifted->data : proto.raw_data().data();
+    if (data != nullptr) {
+      // Pointers of one type make this a memcpy (char iterators would copy byte by byte).
+      const auto* begin = reinterpret_cast<const uint8_t*>(data);
+      tensor.bytes.assign(begin, begin + bytes);
+    } else {
+      tensor.bytes.resize(bytes);
+      absl::Status read = lifted->read(tensor.bytes.data());
+      if (!read.ok()) {
+        return absl::Status(read.code(),
+                            absl::StrCat("tensor \"", TensorName(proto), "\": ", read.message()));
+      }
+    }
     return tensor;
   }
 
@@ -220,10 +236,10 @@ absl::Status InlineExternalData(onnx::ModelProto* model, const std::string& base
       }
       count *= d;
     }
-    std::vector<uint8_t> bytes;
+    std::string bytes;
     RETURN_IF_ERROR(
         ReadExternal(*tensor, base_dir, static_cast<size_t>(count) * DataTypeSize(*dtype), &bytes));
-    tensor->set_raw_data(std::string(bytes.begin(), bytes.end()));
+    tensor->mutable_raw_data()->swap(bytes);
     tensor->clear_external_data();
     tensor->set_data_location(onnx::TensorProto::DEFAULT);
     return absl::OkStatus();

@@ -2,6 +2,8 @@
 #ifndef REPRISE_RUNTIME_ENGINE_TENSOR_PROTO_H_
 #define REPRISE_RUNTIME_ENGINE_TENSOR_PROTO_H_
 
+#include <cstdint>
+#include <functional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -10,13 +12,24 @@
 
 namespace reprise::runtime::engine {
 
+/// A raw_data payload that the protobuf parse left out: `size` bytes, in memory at `data`, or
+/// (when `data` is null) copied by `read` into a buffer of `size` bytes.
+struct LiftedRawData {
+  uint64_t size = 0;
+  const char* data = nullptr;
+  std::function<absl::Status(uint8_t* out)> read;
+};
+
 /// Converts `proto` to a host tensor: raw_data or the typed fields (float_data, int32_data,
 /// int64_data, double_data, uint64_data), every fixed-size element type. Tensors stored as
 /// external data are read from files relative to `base_dir`; when `base_dir` is empty (a model
 /// loaded from bytes) external data is an error. Strings are not supported (UNIMPLEMENTED).
-/// Errors name the tensor.
+/// Errors name the tensor. `lifted`, when not null, replaces `proto.raw_data()`: an
+/// initializer whose payload LiftInitializerData (onnx_wire.h) cut out of the serialised model.
+/// Its bytes are copied; it need only live for the call.
 absl::StatusOr<TensorValue> TensorFromProto(const onnx::TensorProto& proto,
-                                            const std::string& base_dir);
+                                            const std::string& base_dir,
+                                            const LiftedRawData* lifted = nullptr);
 
 /// Reads every external-data tensor of `model`'s main graph (initializers and tensor
 /// attributes) into its raw_data, from files relative to `base_dir`, so that the checker and

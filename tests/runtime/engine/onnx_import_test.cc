@@ -1,10 +1,16 @@
 #include "runtime/engine/onnx_import.h"
 
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <memory>
 #include <random>
 #include <string>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
@@ -155,6 +161,101 @@ TEST_F(OnnxImportTest, MissingExternalDataIsAnError) {
   ASSERT_TRUE(graph.ok()) << graph.status();
   EXPECT_EQ(testing::Floats(*graph->FindConstant(graph->FindValue("w"))),
             (std::vector<float>{4, 5, 6}));
+}
+
+// y = x · w + b with a weight large enough for the import to lift it out of the parse
+// (model > 1 MiB, payload > 64 KiB); b stays small.
+ModelBuilder LargeWeightModel(std::vector<float>* w_values) {
+  constexpr int64_t kIn = 512, kOut = 640;
+  *w_values = testing::RandomFloats(kIn * kOut, 7);
+  ModelBuilder b;
+  b.Input("x", onnx::TensorProto::FLOAT, {1, kIn}).Output("y", {1, kOut});
+  auto* w = b.proto().mutable_graph()->add_initializer();
+  w->set_name("w");
+  w->set_data_type(onnx::TensorProto::FLOAT);
+  w->add_dims(kIn);
+  w->add_dims(kOut);
+  w->set_raw_data(std::string(reinterpret_cast<const char*>(w_values->data()),
+                              w_values->size() * sizeof(float)));
+  b.FloatInit("b", {kOut}, std::vector<float>(kOut, 0.5f));
+  b.Node("MatMul", {"x", "w"}, {"xw"});
+  b.Node("Add", {"xw", "b"}, {"y"});
+  return b;
+}
+
+TEST_F(OnnxImportTest, LargeInitializersAreCopiedOutOfBytesAndFiles) {
+  std::vector<float> w_values;
+  ModelBuilder b = LargeWeightModel(&w_values);
+  auto bytes = std::make_unique<std::string>(b.Bytes());
+  ASSERT_GT(bytes->size(), 1u << 20);
+  auto from_bytes = ImportOnnxBytes(*bytes, registry_);
+  ASSERT_TRUE(from_bytes.ok()) << from_bytes.status();
+  const std::string path = ::testing::TempDir() + "/large_weight_model.onnx";
+  std::ofstream(path, std::ios::binary) << *bytes;
+  auto from_file = ImportOnnxFile(path, registry_);
+  std::remove(path.c_str());
+  ASSERT_TRUE(from_file.ok()) << from_file.status();
+  // The graphs own their weights: the serialised model is gone (and its memory overwritten).
+  std::fill(bytes->begin(), bytes->end(), '\xff');
+  bytes.reset();
+  for (const Graph* graph : {&*from_bytes, &*from_file}) {
+    const TensorValue* w = graph->FindConstant(graph->FindValue("w"));
+    ASSERT_NE(w, nullptr);
+    EXPECT_EQ(w->shape, (Shape{512, 640}));
+    EXPECT_EQ(testing::Floats(*w), w_values);
+    const TensorValue* bias = graph->FindConstant(graph->FindValue("b"));
+    ASSERT_NE(bias, nullptr);
+    EXPECT_EQ(testing::Floats(*bias), std::vector<float>(640, 0.5f));
+    // Shape inference ran on the stripped model and still typed the outputs.
+    const Value& y = graph->values[graph->outputs[0].value];
+    EXPECT_EQ(DimsToString(y.dims), "[1,640]");
+    const Value& xw = graph->values[graph->FindValue("xw")];
+    EXPECT_EQ(DimsToString(xw.dims), "[1,640]");
+  }
+}
+
+TEST_F(OnnxImportTest, ReadsModelsFromPipes) {
+  // A FIFO has no size: the file is read whole, in growing chunks, and lifted in memory.
+  std::vector<float> w_values;
+  const std::string bytes = LargeWeightModel(&w_values).Bytes();
+  const std::string path = ::testing::TempDir() + "/model_fifo.onnx";
+  std::remove(path.c_str());
+  ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0);
+  // Should the import stop reading early, the writer fails instead of killing the test.
+  std::signal(SIGPIPE, SIG_IGN);
+  std::thread writer([&] { std::ofstream(path, std::ios::binary) << bytes; });
+  auto graph = ImportOnnxFile(path, registry_);
+  writer.join();
+  std::remove(path.c_str());
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  EXPECT_EQ(testing::Floats(*graph->FindConstant(graph->FindValue("w"))), w_values);
+}
+
+TEST_F(OnnxImportTest, LargeInitializerOfTheWrongSizeIsAnError) {
+  std::vector<float> w_values;
+  ModelBuilder b = LargeWeightModel(&w_values);
+  b.proto().mutable_graph()->mutable_initializer(0)->set_dims(1, 641);
+  const std::string bytes = b.Bytes();
+  const std::string path = ::testing::TempDir() + "/large_weight_bad_size.onnx";
+  std::ofstream(path, std::ios::binary) << bytes;
+  auto from_file = ImportOnnxFile(path, registry_);
+  std::remove(path.c_str());
+  auto from_bytes = ImportOnnxBytes(bytes, registry_);
+  for (const absl::StatusOr<Graph>* graph : {&from_bytes, &from_file}) {
+    ASSERT_FALSE(graph->ok());
+    EXPECT_EQ(graph->status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(graph->status().message(),
+                HasSubstr("tensor \"w\": raw_data has 1310720 bytes, shape [512,641]"));
+  }
+}
+
+TEST_F(OnnxImportTest, LargeModelsStillReportUnsupportedOps) {
+  std::vector<float> w_values;
+  ModelBuilder b = LargeWeightModel(&w_values);
+  b.proto().mutable_graph()->mutable_node(1)->set_op_type("NoSuchOp");
+  auto ops = UnsupportedOps(b.Bytes(), registry_);
+  ASSERT_TRUE(ops.ok()) << ops.status();
+  EXPECT_EQ(*ops, (std::vector<std::string>{"NoSuchOp"}));
 }
 
 TEST_F(OnnxImportTest, MissingFileIsNotFound) {
