@@ -43,7 +43,30 @@ struct ConvPostOps {
   Storage x = Storage::kPlain;
   Storage y = Storage::kPlain;
   Storage r = Storage::kPlain;
+  // A depthwise 3x3 convolution (pads 1) applied to the result inside the same primitive
+  // (oneDNN's depthwise post-op): the 1x1 convolution's output never leaves the cache.
+  struct Depthwise {
+    int64_t stride = 1;
+    std::string activation;  // "", "Relu" or "Clip"
+    float clip_min = 0.0f;
+    float clip_max = 0.0f;
+    const TensorDesc* weights = nullptr;  // [C, 1, 3, 3], known at plan time
+    const TensorDesc* bias = nullptr;     // [C] known at plan time, or null
+  };
+  std::optional<Depthwise> depthwise;
 };
+
+// Appends `activation` ("", "Relu", "Clip") to `ops`; false for another name.
+bool AppendActivation(const std::string& activation, float lo, float hi, dnnl::post_ops* ops) {
+  if (activation == "Relu") {
+    ops->append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+  } else if (activation == "Clip") {
+    ops->append_eltwise(1.0f, dnnl::algorithm::eltwise_clip, lo, hi);
+  } else if (!activation.empty()) {
+    return false;
+  }
+  return true;
+}
 
 // Output pixels (batch x height x width) from which Winograd is tried.
 constexpr int64_t kWinogradMinPixels = 196;
@@ -76,6 +99,11 @@ class ConvKernel final : public PreparedKernel {
     // Set when R only broadcasts to Y: Y += R, then post.activation, after the primitive.
     std::optional<BroadcastPlan> epilogue;
     ConvPostOps post;
+    // The depthwise post-op's weights (packed) and bias (borrowed constant, or zeros).
+    std::shared_ptr<const memory> dw_weights;
+    memory::desc dw_bias_md;
+    const void* dw_bias = nullptr;
+    std::vector<float> dw_zero_bias;
   };
 
   ConvKernel(absl::string_view op, std::string label, std::vector<TensorDesc> outputs, Parts parts)
@@ -159,6 +187,13 @@ class ConvKernel final : public PreparedKernel {
                       memory(p_.pd.bias_desc(), engine, const_cast<void*>(args.inputs[2])));
       }
       bound.emplace(DNNL_ARG_DST, dst);
+      if (p_.dw_weights) {
+        bound.emplace(DNNL_ARG_ATTR_POST_OP_DW | DNNL_ARG_WEIGHTS, *p_.dw_weights);
+        bound.emplace(
+            DNNL_ARG_ATTR_POST_OP_DW | DNNL_ARG_BIAS,
+            memory(p_.dw_bias_md, engine,
+                   const_cast<void*>(p_.dw_bias != nullptr ? p_.dw_bias : p_.dw_zero_bias.data())));
+      }
       if (p_.pd.scratchpad_desc().get_size() > 0) {
         bound.emplace(DNNL_ARG_SCRATCHPAD,
                       memory(p_.pd.scratchpad_desc(), engine, ws + p_.workspace.scratch));
@@ -300,6 +335,15 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareConvWith(const PrepareCon
   }
   Shape y = {x[0], w[0]};
   y.insert(y.end(), win.output.begin(), win.output.end());
+  // With a depthwise post-op, Y is the depthwise convolution's output.
+  Shape y_out = y;
+  if (post.depthwise.has_value()) {
+    if (x.size() != 4 || post.residual) {
+      return InvalidArgument(context,
+                             "a depthwise post-op needs a 2-D convolution and no residual");
+    }
+    for (size_t i = 2; i < 4; ++i) y_out[i] = (y[i] - 1) / post.depthwise->stride + 1;
+  }
   Shape w_dims = w;
   if (group > 1) {
     w_dims[0] = w[0] / group;
@@ -307,7 +351,7 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareConvWith(const PrepareCon
   }
   const bool has_bias = HasInput(context, 2);
   const bool known_weights = weights.data != nullptr;
-  std::vector<TensorDesc> outputs = {Desc(DataType::kFloat32, y)};
+  std::vector<TensorDesc> outputs = {Desc(DataType::kFloat32, y_out)};
   if (runtime::NumElements(x) == 0 || runtime::NumElements(y) == 0) {
     return MakeKernel(context, std::move(outputs),
                       [](const KernelArgs&) { return absl::OkStatus(); });
@@ -343,7 +387,7 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareConvWith(const PrepareCon
     const bool two_d = x.size() == 4;
     const auto stored = &StoredDesc;
     parts.src_plain = stored(x, post.x);
-    parts.dst_plain = stored(y, post.y);
+    parts.dst_plain = stored(y_out, post.y);
     parts.residual_md = stored(y, post.r);
     parts.has_bias = has_bias;
     parts.residual = post.residual;
@@ -358,14 +402,17 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareConvWith(const PrepareCon
     } else if (post.residual) {
       ops.append_sum(1.0f);
     }
-    if (parts.epilogue.has_value()) {
-      // Applied after the residual, in Run.
-    } else if (post.activation == "Relu") {
-      ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
-    } else if (post.activation == "Clip") {
-      ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_clip, post.clip_min, post.clip_max);
-    } else if (!post.activation.empty()) {
+    if (!parts.epilogue.has_value() &&  // else applied after the residual, in Run
+        !AppendActivation(post.activation, post.clip_min, post.clip_max, &ops)) {
       return InvalidArgument(context, "activation \"", post.activation, "\" is not supported");
+    }
+    if (post.depthwise.has_value()) {
+      const ConvPostOps::Depthwise& dw = *post.depthwise;
+      ops.append_dw(memory::data_type::f32, memory::data_type::f32, memory::data_type::f32, 3,
+                    dw.stride, 1, 0, {});
+      if (!AppendActivation(dw.activation, dw.clip_min, dw.clip_max, &ops)) {
+        return InvalidArgument(context, "activation \"", dw.activation, "\" is not supported");
+      }
     }
     attr.set_post_ops(ops);
     // A primitive for the given layouts, or none when oneDNN has only its reference code
@@ -390,7 +437,9 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareConvWith(const PrepareCon
     const memory::desc src_md = nhwc                        ? stored(x, Storage::kNhwc)
                                 : post.x == Storage::kPlain ? any(parts.src_plain)
                                                             : parts.src_plain;
-    const memory::desc dst_md = nhwc                        ? stored(y, Storage::kNhwc)
+    // The fused depthwise convolution wants the blocked layout for the 1x1's output.
+    const memory::desc dst_md = post.depthwise.has_value()  ? stored(y, Storage::kBlocked)
+                                : nhwc                      ? stored(y, Storage::kNhwc)
                                 : post.y == Storage::kPlain ? any(parts.dst_plain)
                                                             : parts.dst_plain;
     // Winograd (F(2x3) / F(4x3) tiles: about half the multiplications of a direct 3x3
@@ -408,6 +457,10 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareConvWith(const PrepareCon
       chosen = make(dnnl::algorithm::convolution_winograd, src_md, dst_md);
     }
     if (!chosen.has_value()) chosen = make(dnnl::algorithm::convolution_direct, src_md, dst_md);
+    if (!chosen.has_value() && post.depthwise.has_value()) {
+      return Unimplemented(context, "onednn has no fused 1x1 and depthwise convolution of ",
+                           runtime::ShapeToString(x));
+    }
     if (!chosen.has_value()) {
       chosen =
           make(dnnl::algorithm::convolution_direct, any(parts.src_plain), any(parts.dst_plain));
@@ -422,6 +475,27 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareConvWith(const PrepareCon
     parts.pd = *chosen;
     const dnnl::convolution_forward::primitive_desc& pd = parts.pd;
     if (known_weights) parts.packed_weights = PackWeights(weights.data, w_plain, pd.weights_desc());
+    if (post.depthwise.has_value()) {
+      const ConvPostOps::Depthwise& dw = *post.depthwise;
+      if (pd.dst_desc().dims() != memory::dims(y_out.begin(), y_out.end())) {
+        return Unimplemented(context, "onednn's fused depthwise output is not ",
+                             runtime::ShapeToString(y_out));
+      }
+      const int64_t c = y[1];
+      parts.dw_weights = PackWeights(
+          dw.weights->data, PlainDesc({c, 1, 1, 3, 3}),
+          pd.query_md(dnnl::query::exec_arg_md, DNNL_ARG_ATTR_POST_OP_DW | DNNL_ARG_WEIGHTS));
+      parts.dw_bias_md =
+          pd.query_md(dnnl::query::exec_arg_md, DNNL_ARG_ATTR_POST_OP_DW | DNNL_ARG_BIAS);
+      if (parts.dw_bias_md != PlainDesc({c})) {
+        return Unimplemented(context, "onednn wants the depthwise bias in another layout");
+      }
+      if (dw.bias != nullptr) {
+        parts.dw_bias = dw.bias->data;
+      } else {
+        parts.dw_zero_bias.assign(static_cast<size_t>(c), 0.0f);
+      }
+    }
     ConvWorkspace& ws = parts.workspace;
     ws.scratch = 0;
     ws.src = AlignUp(pd.scratchpad_desc().get_size());
@@ -456,6 +530,125 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareFusedConv(const PrepareCo
     post.residual = true;
   }
   return PrepareConvWith(context, post);
+}
+
+// The intermediate size (bytes of the 1x1 convolution's output) from which the 1x1 and the
+// depthwise convolution run as one oneDNN primitive: below it the intermediate stays in the
+// cache anyway and two primitives are as fast or faster (MobileNetV2's 24->144 channels at 56x56:
+// 0.39 ms apart, 0.47 ms fused at batch 1; 4.1 ms apart, 3.5 ms fused at batch 8; 1 thread).
+constexpr int64_t kDepthwiseFuseMinBytes = int64_t{4} << 20;
+
+// Two prepared kernels in sequence, the first one's output in the workspace.
+class TwoStageKernel final : public PreparedKernel {
+ public:
+  TwoStageKernel(std::unique_ptr<PreparedKernel> first, std::unique_ptr<PreparedKernel> second,
+                 std::vector<int> second_inputs)
+      : first_(std::move(first)),
+        second_(std::move(second)),
+        second_inputs_(std::move(second_inputs)) {
+    mid_at_ = AlignUp(first_->workspace_bytes());
+    const size_t mid = std::max(
+        first_->output_storage_bytes(0),
+        static_cast<size_t>(runtime::NumElements(first_->outputs()[0].shape)) * sizeof(float));
+    second_ws_at_ = mid_at_ + AlignUp(mid);
+    total_ = second_ws_at_ + second_->workspace_bytes();
+  }
+
+  absl::string_view op() const override { return kFusedConvDwOp; }
+  const std::vector<TensorDesc>& outputs() const override { return second_->outputs(); }
+  size_t workspace_bytes() const override { return total_; }
+  size_t output_storage_bytes(size_t i) const override { return second_->output_storage_bytes(i); }
+
+  absl::Status Run(const KernelArgs& args) const override {
+    uint8_t* ws = static_cast<uint8_t*>(args.workspace);
+    void* mid = ws + mid_at_;
+    void* first_out[] = {mid};
+    RETURN_IF_ERROR(first_->Run(KernelArgs{args.inputs, first_out, ws}));
+    std::vector<const void*> inputs = {mid};
+    for (int i : second_inputs_) inputs.push_back(args.inputs[i]);
+    return second_->Run(KernelArgs{inputs.data(), args.outputs, ws + second_ws_at_});
+  }
+
+ private:
+  std::unique_ptr<PreparedKernel> first_, second_;
+  std::vector<int> second_inputs_;  // inputs of this kernel after the first stage's output
+  size_t mid_at_ = 0, second_ws_at_ = 0, total_ = 0;
+};
+
+// kFusedConvDwOp: inputs X, W, B (1x1 convolution), W_dw, B_dw (depthwise 3x3, pads 1).
+absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareFusedConvDw(const PrepareContext& context) {
+  RETURN_IF_ERROR(ExpectInputCount(context, 2, 5));
+  if (!HasInput(context, 3)) return InvalidArgument(context, "the depthwise weights are missing");
+  const Attributes& attrs = AttrsOf(context);
+  ConvPostOps post;
+  ASSIGN_OR_RETURN(post.activation, attrs.GetString("activation", ""));
+  ASSIGN_OR_RETURN(post.clip_min, attrs.GetFloat("clip_min", 0.0f));
+  ASSIGN_OR_RETURN(post.clip_max, attrs.GetFloat("clip_max", 0.0f));
+  ASSIGN_OR_RETURN(post.x, LayoutAttr(context, "x_layout"));
+  ASSIGN_OR_RETURN(post.y, LayoutAttr(context, "y_layout"));
+  ConvPostOps::Depthwise dw;
+  ASSIGN_OR_RETURN(dw.stride, attrs.GetInt("dw_stride", 1));
+  ASSIGN_OR_RETURN(dw.activation, attrs.GetString("dw_activation", ""));
+  ASSIGN_OR_RETURN(dw.clip_min, attrs.GetFloat("dw_clip_min", 0.0f));
+  ASSIGN_OR_RETURN(dw.clip_max, attrs.GetFloat("dw_clip_max", 0.0f));
+  const Shape& x = context.inputs[0].shape;
+  const TensorDesc& w = context.inputs[1];
+  const TensorDesc& w_dw = context.inputs[3];
+  if (x.size() != 4 || w.shape.size() != 4 || w.shape[2] != 1 || w.shape[3] != 1 ||
+      w_dw.data == nullptr || w_dw.shape != Shape{w.shape[0], 1, 3, 3} ||
+      (dw.stride != 1 && dw.stride != 2)) {
+    return InvalidArgument(context, "needs a 1x1 convolution of ", runtime::ShapeToString(x),
+                           " by ", runtime::ShapeToString(w.shape),
+                           " and constant depthwise weights [C,1,3,3] of stride 1 or 2, not ",
+                           runtime::ShapeToString(w_dw.shape), " stride ", dw.stride);
+  }
+  RETURN_IF_ERROR(ExpectType(context, 3, {DataType::kFloat32}));
+  if (HasInput(context, 4)) {
+    RETURN_IF_ERROR(ExpectType(context, 4, {DataType::kFloat32}));
+    if (context.inputs[4].data == nullptr ||
+        runtime::NumElements(context.inputs[4].shape) != w.shape[0]) {
+      return InvalidArgument(context, "the depthwise bias must be a constant of ", w.shape[0],
+                             " values");
+    }
+    dw.bias = &context.inputs[4];
+  }
+  dw.weights = &w_dw;
+  const std::span<const TensorDesc> conv_inputs = context.inputs.subspan(0, 3);
+  PrepareContext first = context;
+  first.inputs = conv_inputs;
+  const int64_t mid_bytes = x[0] * w.shape[0] * x[2] * x[3] * static_cast<int64_t>(sizeof(float));
+  if (mid_bytes >= kDepthwiseFuseMinBytes) {
+    ConvPostOps fused = post;
+    fused.depthwise = dw;
+    auto kernel = PrepareConvWith(first, fused);
+    if (kernel.ok() || kernel.status().code() != absl::StatusCode::kUnimplemented) return kernel;
+    // oneDNN has no fused form here: two primitives.
+  }
+  ConvPostOps one = post;
+  one.y = Storage::kBlocked;
+  ASSIGN_OR_RETURN(std::unique_ptr<PreparedKernel> pointwise, PrepareConvWith(first, one));
+  Attributes dw_attrs;
+  dw_attrs.Set("group", w.shape[0]);
+  dw_attrs.Set("kernel_shape", std::vector<int64_t>{3, 3});
+  dw_attrs.Set("strides", std::vector<int64_t>{dw.stride, dw.stride});
+  dw_attrs.Set("pads", std::vector<int64_t>{1, 1, 1, 1});
+  std::vector<TensorDesc> dw_inputs = {pointwise->outputs()[0], w_dw};
+  dw_inputs[0].data = nullptr;
+  if (dw.bias != nullptr) dw_inputs.push_back(*dw.bias);
+  PrepareContext second = context;
+  second.inputs = dw_inputs;
+  second.attributes = &dw_attrs;
+  ConvPostOps two;
+  two.activation = dw.activation;
+  two.clip_min = dw.clip_min;
+  two.clip_max = dw.clip_max;
+  two.x = Storage::kBlocked;
+  two.y = post.y;
+  ASSIGN_OR_RETURN(std::unique_ptr<PreparedKernel> depthwise, PrepareConvWith(second, two));
+  std::vector<int> rest = {3};
+  if (dw.bias != nullptr) rest.push_back(4);
+  return std::make_unique<TwoStageKernel>(std::move(pointwise), std::move(depthwise),
+                                          std::move(rest));
 }
 
 // Row-major sgemm through oneDNN's C API.
@@ -554,6 +747,7 @@ absl::Status RegisterConvKernels(runtime::KernelRegistry* registry) {
   RETURN_IF_ERROR(registry->Register("Conv", &PrepareConv));
   RETURN_IF_ERROR(registry->Register("ConvTranspose", &PrepareConvTranspose));
   RETURN_IF_ERROR(registry->Register(kFusedConvOp, &PrepareFusedConv));
+  RETURN_IF_ERROR(registry->Register(kFusedConvDwOp, &PrepareFusedConvDw));
   return absl::OkStatus();
 }
 

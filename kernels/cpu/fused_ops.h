@@ -19,6 +19,14 @@ inline constexpr char kFusedConvOp[] = "com.reprise.FusedConv";
 /// "Relu", "Tanh", "Sigmoid", "Clip" with "clip_min" / "clip_max"). Y = act(Gemm(A, B, C)).
 inline constexpr char kFusedGemmOp[] = "com.reprise.FusedGemm";
 
+/// A 1x1 convolution (Conv's attributes, one group, stride 1, no pads) and its activation
+/// ("activation", "clip_min", "clip_max"), followed by a depthwise 3x3 convolution (pads 1,
+/// "dw_stride" 1 or 2) and its activation ("dw_activation", "dw_clip_min", "dw_clip_max"):
+/// inputs X, W, B (optional), W_dw [C,1,3,3] (constant), B_dw (optional, constant).
+/// "x_layout" / "y_layout" as for kFusedConvOp. Large intermediates run as one oneDNN primitive
+/// (depthwise post-op), so the expanded tensor never leaves the cache (MobileNet's blocks).
+inline constexpr char kFusedConvDwOp[] = "com.reprise.FusedConvDw";
+
 /// MaxPool (2-D, one output, dilations 1) on oneDNN, inside a chain of convolutions: the
 /// attributes of MaxPool plus "x_layout" / "y_layout" ("nchw", "nhwc" or "blocked", as for
 /// kFusedConvOp), so that X and Y may stay in the convolutions' blocked layout.

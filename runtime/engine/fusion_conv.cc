@@ -15,6 +15,7 @@ namespace {
 using fusion::DropNodes;
 using fusion::IsGraphOutput;
 using fusion::SoleConsumer;
+using kernels::cpu::kFusedConvDwOp;
 using kernels::cpu::kFusedConvOp;
 using kernels::cpu::kFusedDomain;
 using kernels::cpu::kFusedMaxPoolOp;
@@ -37,7 +38,9 @@ std::vector<float> ToFloats(const TensorValue& t) {
 
 // A 2-D convolution: constant 4-D weights.
 bool IsConv2d(const Graph& graph, const Node& node) {
-  if (node.op != kFusedConvOp || node.inputs.size() < 2) return false;
+  if ((node.op != kFusedConvOp && node.op != kFusedConvDwOp) || node.inputs.size() < 2) {
+    return false;
+  }
   const TensorValue* w = graph.FindConstant(node.inputs[1]);
   return w != nullptr && w->shape.size() == 4;
 }
@@ -45,8 +48,38 @@ bool IsConv2d(const Graph& graph, const Node& node) {
 // A node that reads (input 0, and input 3 of a conv: the residual) and writes a 4-D value in
 // any of the layouts: a 2-D fused conv or a fused max pooling.
 bool IsLayoutAware(const Graph& graph, const Node& node, size_t input) {
-  if (node.op == kFusedMaxPoolOp) return input == 0;
+  if (node.op == kFusedMaxPoolOp || node.op == kFusedConvDwOp) return input == 0;
   return IsConv2d(graph, node) && (input == 0 || input == 3);
+}
+
+// `name` absent, or equal to `want` (ints attribute).
+bool IntsAre(const Node& node, const char* name, const std::vector<int64_t>& want) {
+  if (!node.attributes.Has(name)) return true;
+  auto got = node.attributes.GetInts(name, {});
+  return got.ok() && *got == want;
+}
+
+// A fused conv with constant weights [C_out, C_in / group, kh, kw] of the given kernel and
+// group, no residual, explicit pads (or none), dilations 1.
+bool IsPlainConv(const Graph& graph, const Node& node, int64_t kernel, bool depthwise) {
+  if (node.op != kFusedConvOp || node.inputs.size() < 2 || node.inputs.size() > 3) return false;
+  const TensorValue* w = graph.FindConstant(node.inputs[1]);
+  if (w == nullptr || w->dtype != DataType::kFloat32 || w->shape.size() != 4 ||
+      w->shape[2] != kernel || w->shape[3] != kernel) {
+    return false;
+  }
+  if (node.inputs.size() == 3 && node.inputs[2] != Graph::kNoValue &&
+      graph.FindConstant(node.inputs[2]) == nullptr) {
+    return false;
+  }
+  auto group = node.attributes.GetInt("group", 1);
+  auto auto_pad = node.attributes.GetString("auto_pad", "NOTSET");
+  if (!group.ok() || !auto_pad.ok() || *auto_pad != "NOTSET") return false;
+  if (depthwise ? (w->shape[1] != 1 || *group != w->shape[0]) : *group != 1) return false;
+  return IntsAre(node, "dilations", {1, 1}) && IntsAre(node, "kernel_shape", {kernel, kernel}) &&
+         IntsAre(node, "pads",
+                 depthwise ? std::vector<int64_t>{1, 1, 1, 1} : std::vector<int64_t>{0, 0, 0, 0}) &&
+         (!depthwise || node.attributes.Has("pads"));
 }
 
 }  // namespace
@@ -221,6 +254,51 @@ int FuseConvPostOps(Graph* graph, const KernelRegistry& registry) {
   }
   DropNodes(graph, drop);
   return absorbed;
+}
+
+int FuseDepthwiseIntoPointwise(Graph* graph, const KernelRegistry& registry) {
+  if (!registry.Has(kFusedConvDwOp)) return 0;
+  const std::vector<int> uses = graph->UseCounts();
+  std::vector<bool> drop(graph->nodes.size(), false);
+  std::vector<int> consumer(graph->values.size(), -1);
+  for (size_t i = 0; i < graph->nodes.size(); ++i) {
+    for (int in : graph->nodes[i].inputs) {
+      if (in != Graph::kNoValue) consumer[in] = static_cast<int>(i);
+    }
+  }
+  int fused = 0;
+  for (size_t i = 0; i < graph->nodes.size(); ++i) {
+    Node& pw = graph->nodes[i];
+    if (drop[i] || !IsPlainConv(*graph, pw, 1, false) || !IntsAre(pw, "strides", {1, 1})) continue;
+    const int mid = pw.outputs[0];
+    const int at = SoleConsumer(*graph, uses, mid);
+    if (at < 0 || consumer[mid] != at || drop[at]) continue;
+    const Node& dw = graph->nodes[at];
+    if (!IsPlainConv(*graph, dw, 3, true) || dw.inputs[0] != mid) continue;
+    const TensorValue* w = graph->FindConstant(pw.inputs[1]);
+    if (graph->FindConstant(dw.inputs[1])->shape[0] != w->shape[0]) continue;
+    int64_t stride = 0;
+    if (IntsAre(dw, "strides", {1, 1})) stride = 1;
+    if (dw.attributes.Has("strides") && IntsAre(dw, "strides", {2, 2})) stride = 2;
+    if (stride == 0) continue;
+    auto activation = dw.attributes.GetString("activation", "");
+    auto lo = dw.attributes.GetFloat("clip_min", 0.0f);
+    auto hi = dw.attributes.GetFloat("clip_max", 0.0f);
+    if (!activation.ok() || !lo.ok() || !hi.ok()) continue;
+    pw.op = kFusedConvDwOp;
+    pw.inputs.resize(3, Graph::kNoValue);
+    pw.inputs.push_back(dw.inputs[1]);
+    pw.inputs.push_back(dw.inputs.size() > 2 ? dw.inputs[2] : Graph::kNoValue);
+    pw.attributes.Set("dw_stride", stride);
+    pw.attributes.Set("dw_activation", *activation);
+    pw.attributes.Set("dw_clip_min", *lo);
+    pw.attributes.Set("dw_clip_max", *hi);
+    pw.outputs = dw.outputs;
+    drop[at] = true;
+    ++fused;
+  }
+  DropNodes(graph, drop);
+  return fused;
 }
 
 int FuseMaxPoolIntoConvChains(Graph* graph, const KernelRegistry& registry) {

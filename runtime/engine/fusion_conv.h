@@ -21,6 +21,12 @@ absl::StatusOr<int> FoldBatchNormIntoConv(Graph* graph);
 /// sees every 2-D convolution. Returns how many nodes were absorbed (Adds and activations).
 int FuseConvPostOps(Graph* graph, const KernelRegistry& registry);
 
+/// Rewrites a 1x1 fused conv (stride 1, no pads, one group, no residual, constant weights) whose
+/// output's only use is a depthwise 3x3 fused conv (pads 1, stride 1 or 2, constant weights, no
+/// residual) into one kernels::cpu::kFusedConvDwOp node (both activations kept), when
+/// `registry` has it: MobileNet's expand and depthwise convolutions. Returns how many pairs.
+int FuseDepthwiseIntoPointwise(Graph* graph, const KernelRegistry& registry);
+
 /// Rewrites a 2-D MaxPool whose input comes from a 2-D fused conv (Indices unused, dilations 1)
 /// into kernels::cpu::kFusedMaxPoolOp, which reads and writes the blocked layout, when
 /// `registry` has it. Returns how many were rewritten.

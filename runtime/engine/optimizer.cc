@@ -212,6 +212,7 @@ absl::Status OptimizeForInference(Graph* graph, const KernelRegistry& registry) 
   RETURN_IF_ERROR(FoldBatchNormIntoConv(graph).status());
   FuseConvPostOps(graph, registry);
   FuseGemmEpilogues(graph, registry);
+  FuseDepthwiseIntoPointwise(graph, registry);
   FuseMaxPoolIntoConvChains(graph, registry);
   KeepBlockedLayoutBetweenConvs(graph);
   for (const Node& node : graph->nodes) {

@@ -1,5 +1,6 @@
 // Conv and ConvTranspose against plain reference loops (tolerance 1e-4 absolute + 1e-4
 // relative), with weights known and unknown at Prepare, concurrent Runs, and error cases.
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <thread>
@@ -7,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "kernels/cpu/fused_ops.h"
 #include "tests/kernels/cpu/kernel_test_util.h"
 
 namespace reprise::kernels::cpu::testing {
@@ -204,6 +206,56 @@ TEST(ConvMiscTest, PackedWeightsAreSharedAndOutliveTheirFirstKernel) {
     ASSERT_TRUE(out.ok()) << out.status();
     ExpectNear((*out)[0].Values<float>(), ReferenceConv(p, x, w, {}));
   }
+}
+
+// kFusedConvDwOp (1x1 conv + Clip, then depthwise 3x3 + Relu) against the reference loops, for a
+// small intermediate (two primitives) and one of >= 4 MiB (one primitive with oneDNN's
+// depthwise post-op), strides 1 and 2, with and without the depthwise bias.
+TEST(ConvMiscTest, PointwiseThenDepthwiseMatchesReference) {
+  KernelHarness h;
+  struct Case {
+    int64_t n, c_in, c, size, stride;
+    bool dw_bias;
+  };
+  for (const Case& k : {Case{1, 8, 32, 10, 1, true}, Case{2, 8, 32, 9, 2, false},
+                        Case{2, 8, 64, 96, 2, true}, Case{1, 16, 96, 112, 1, false}}) {
+    SCOPED_TRACE(::testing::Message()
+                 << "n=" << k.n << " c=" << k.c << " size=" << k.size << " stride=" << k.stride);
+    const auto x = RandomFloats(k.n * k.c_in * k.size * k.size, 31);
+    const auto w = RandomFloats(k.c * k.c_in, 32);
+    const auto b = RandomFloats(k.c, 33);
+    const auto w_dw = RandomFloats(k.c * 9, 34);
+    const auto b_dw = RandomFloats(k.c, 35);
+    const ConvCase pw{k.n, k.c_in, k.size, k.size, k.c, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0};
+    std::vector<float> mid = ReferenceConv(pw, x, w, b);
+    for (float& v : mid) v = std::min(std::max(v, 0.0f), 6.0f);
+    const ConvCase dw{k.n,      k.c,      k.size, k.size, k.c, 3, 3, k.c,
+                      k.stride, k.stride, 1,      1,      1,   1, 1, 1};
+    std::vector<float> want = ReferenceConv(dw, mid, w_dw, k.dw_bias ? b_dw : std::vector<float>{});
+    for (float& v : want) v = std::max(v, 0.0f);
+    std::vector<Tensor> in = {Tensor::Of<float>({k.n, k.c_in, k.size, k.size}, x),
+                              Tensor::Of<float>({k.c, k.c_in, 1, 1}, w, true),
+                              Tensor::Of<float>({k.c}, b, true),
+                              Tensor::Of<float>({k.c, 1, 3, 3}, w_dw, true)};
+    if (k.dw_bias) in.push_back(Tensor::Of<float>({k.c}, b_dw, true));
+    auto out = h.Run(kFusedConvDwOp, in,
+                     Attrs({{"activation", std::string("Clip")},
+                            {"clip_min", 0.0f},
+                            {"clip_max", 6.0f},
+                            {"dw_stride", k.stride},
+                            {"dw_activation", std::string("Relu")}}));
+    ASSERT_TRUE(out.ok()) << out.status();
+    const int64_t o = (k.size - 1) / k.stride + 1;
+    EXPECT_EQ((*out)[0].shape, (Shape{k.n, k.c, o, o}));
+    ExpectNear((*out)[0].Values<float>(), want);
+  }
+  // Weights that are not 1x1 / depthwise 3x3 are refused with the shapes.
+  auto bad = h.Run(kFusedConvDwOp,
+                   {Tensor::Of<float>({1, 4, 5, 5}, RandomFloats(100, 1)),
+                    Tensor::Of<float>({4, 4, 3, 3}, RandomFloats(144, 2), true), Tensor::Absent(),
+                    Tensor::Of<float>({4, 1, 3, 3}, RandomFloats(36, 3), true)});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("[4,4,3,3]"), std::string::npos) << bad.status();
 }
 
 TEST(ConvMiscTest, ErrorsNameTheNodeAndShapes) {

@@ -218,6 +218,79 @@ TEST_F(FusionConvTest, MaxPoolNotFedByAConvOrWithIndicesIsLeftAlone) {
   EXPECT_EQ(FindOp(model->graph(), kernels::cpu::kFusedMaxPoolOp), nullptr);
 }
 
+// `name` = Conv(in) with constant weights [c_out, c_in / group, k, k], bias, the given stride
+// and pads, weights in ±1/sqrt(fan-in).
+void AddConvK(ModelBuilder& b, const std::string& name, const std::string& in,
+              const std::string& out, int64_t c_in, int64_t c_out, int64_t k, int64_t group,
+              int64_t stride, int64_t pad, uint32_t seed) {
+  const int64_t fan_in = c_in / group * k * k;
+  const float bound = 1.0f / std::sqrt(static_cast<float>(fan_in));
+  b.FloatInit(name + "_w", {c_out, c_in / group, k, k},
+              RandomFloats(c_out * fan_in, seed, -bound, bound));
+  b.FloatInit(name + "_b", {c_out}, RandomFloats(c_out, seed + 1));
+  auto& node = b.Node("Conv", {in, name + "_w", name + "_b"}, {out}, name);
+  auto ints = [&node](const char* attr, std::vector<int64_t> values) {
+    auto* a = node.add_attribute();
+    a->set_name(attr);
+    a->set_type(onnx::AttributeProto::INTS);
+    for (int64_t v : values) a->add_ints(v);
+  };
+  ints("pads", {pad, pad, pad, pad});
+  ints("strides", {stride, stride});
+  auto* g = node.add_attribute();
+  g->set_name("group");
+  g->set_type(onnx::AttributeProto::INT);
+  g->set_i(group);
+}
+
+// MobileNetV2's inverted residual: 1x1 expand → Clip(0, 6) → depthwise 3x3 → Clip(0, 6) → 1x1
+// project. The expand and the depthwise become one node (both activations kept), at stride 1
+// and 2, and at sizes where the kernel fuses them into one primitive or runs two.
+TEST_F(FusionConvTest, PointwiseThenDepthwiseBecomeOneNode) {
+  for (int64_t size : {8, 76}) {  // 2x96x76x76 floats: 4.4 MB, one primitive
+    for (int64_t stride : {1, 2}) {
+      SCOPED_TRACE(::testing::Message() << "size " << size << " stride " << stride);
+      const int64_t out = (size - 1) / stride + 1;
+      ModelBuilder b;
+      b.Input("x", onnx::TensorProto::FLOAT, {2, 16, size, size}).Output("y", {2, 24, out, out});
+      AddConvK(b, "expand", "x", "e", 16, 96, 1, 1, 1, 0, 61);
+      b.FloatInit("lo", {}, {0.0f}).FloatInit("hi", {}, {6.0f});
+      b.Node("Clip", {"e", "lo", "hi"}, {"e6"});
+      AddConvK(b, "dw", "e6", "d", 96, 96, 3, 96, stride, 1, 63);
+      b.Node("Clip", {"d", "lo", "hi"}, {"d6"});
+      AddConvK(b, "project", "d6", "y", 96, 24, 1, 1, 1, 0, 65);
+      const TensorValue x =
+          FloatTensor({2, 16, size, size}, RandomFloats(2 * 16 * size * size, 67));
+      auto model = LoadBoth(b.Bytes(), x);
+      ASSERT_NE(model, nullptr);
+      const Graph& g = model->graph();
+      ASSERT_EQ(g.nodes.size(), 2u);
+      EXPECT_EQ(g.nodes[0].op, kernels::cpu::kFusedConvDwOp);
+      EXPECT_EQ(StringAttr(g.nodes[0], "activation"), "Clip");
+      EXPECT_EQ(StringAttr(g.nodes[0], "dw_activation"), "Clip");
+      EXPECT_EQ(*g.nodes[0].attributes.GetInt("dw_stride", 0), stride);
+      EXPECT_EQ(StringAttr(g.nodes[0], "y_layout"), "blocked");
+      EXPECT_EQ(StringAttr(g.nodes[1], "x_layout"), "blocked");
+    }
+  }
+}
+
+TEST_F(FusionConvTest, PointwiseUsedTwiceOrOtherDepthwiseIsLeftAlone) {
+  ModelBuilder b;
+  b.Input("x", onnx::TensorProto::FLOAT, {1, 8, 6, 6})
+      .Output("y", {1, 16, 6, 6})
+      .Output("z", {1, 16, 4, 4});
+  // e feeds a depthwise conv and an Add: not fused. The second depthwise has pads 0: not fused.
+  AddConvK(b, "expand", "x", "e", 8, 16, 1, 1, 1, 0, 71);
+  AddConvK(b, "dw", "e", "d", 16, 16, 3, 16, 1, 1, 73);
+  b.Node("Add", {"d", "e"}, {"y"});
+  AddConvK(b, "expand2", "x", "e2", 8, 16, 1, 1, 1, 0, 75);
+  AddConvK(b, "dw2", "e2", "z", 16, 16, 3, 16, 1, 0, 77);
+  auto model = LoadBoth(b.Bytes(), FloatTensor({1, 8, 6, 6}, RandomFloats(288, 79)));
+  ASSERT_NE(model, nullptr);
+  EXPECT_EQ(FindOp(model->graph(), kernels::cpu::kFusedConvDwOp), nullptr);
+}
+
 TEST_F(FusionConvTest, ClipWithConstantBoundsIsFused) {
   ModelBuilder b;
   b.Input("x", onnx::TensorProto::FLOAT, {1, 4, 5, 5}).Output("y", {1, 4, 5, 5});
