@@ -35,6 +35,8 @@ absl::Status RegisterConvKernels(runtime::KernelRegistry* registry);
 absl::Status RegisterPoolKernels(runtime::KernelRegistry* registry);
 /// resize.cc: Resize.
 absl::Status RegisterResizeKernels(runtime::KernelRegistry* registry);
+/// gelu.cc: Gelu.
+absl::Status RegisterGeluKernels(runtime::KernelRegistry* registry);
 
 }  // namespace reprise::kernels::cpu
 

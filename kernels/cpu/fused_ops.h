@@ -18,6 +18,14 @@ inline constexpr char kFusedConvOp[] = "com.reprise.FusedConv";
 /// "Relu", "Tanh", "Sigmoid", "Clip" with "clip_min" / "clip_max"). Y = act(Gemm(A, B, C)).
 inline constexpr char kFusedGemmOp[] = "com.reprise.FusedGemm";
 
+/// MatMul with folded operand transposes and an epilogue: inputs A, B, C (optional constant
+/// bias, broadcast to Y), R (optional residual, broadcast to Y). Attributes: "perm_a" /
+/// "perm_b" (ints, optional: a Transpose applied to the operand before the product, whose
+/// last axis must stay one of the last two), "alpha" (float, default 1), "activation" as for
+/// kFusedGemmOp plus "Gelu" (with "approximate": "none" or "tanh").
+/// Y = act(alpha * MatMul(perm_a(A), perm_b(B)) + C) + R, with MatMul's broadcasting.
+inline constexpr char kFusedMatMulOp[] = "com.reprise.FusedMatMul";
+
 }  // namespace reprise::kernels::cpu
 
 #endif  // REPRISE_KERNELS_CPU_FUSED_OPS_H_

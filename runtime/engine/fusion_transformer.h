@@ -1,0 +1,38 @@
+// Load-time rewrites of the patterns transformer exporters emit (opset 13 and earlier have no
+// LayerNormalization or Gelu op, so exporters write them out as arithmetic):
+//  - ReduceMean / Sub / Pow / ReduceMean / Add(eps) / Sqrt / Div / Mul(gamma) / Add(beta) over
+//    the last axis → one LayerNormalization;
+//  - x * 0.5 * (1 + Erf(x / sqrt(2))) in its usual orderings → one Gelu;
+//  - MatMul [← Transpose of either operand] [→ Mul/Div by a scalar] [→ Add(constant bias)]
+//    [→ Relu | Tanh | Sigmoid | Clip | Gelu] [→ Add(residual)] → one kFusedMatMulOp.
+// Each rewrite needs the replacement op in the registry, and leaves a match alone when an
+// intermediate has another use or is a graph output, or a constant is not what the pattern
+// needs. All are exact rewrites up to float rounding.
+#ifndef REPRISE_RUNTIME_ENGINE_FUSION_TRANSFORMER_H_
+#define REPRISE_RUNTIME_ENGINE_FUSION_TRANSFORMER_H_
+
+#include "runtime/core/kernel.h"
+#include "runtime/engine/graph.h"
+
+namespace reprise::runtime::engine {
+
+/// Replaces each decomposed layer normalisation over the last axis by LayerNormalization
+/// (axis -1, epsilon from the Add). Accepted forms: the deviation x - mean computed once and
+/// used twice, or twice; the square as Pow(d, 2) or Mul(d, d); the division as Div(d, s) or
+/// Mul(d, Reciprocal(s)); the Add of beta optional. eps must be a float scalar constant, gamma
+/// and beta float constants of one non-unit dimension at most (the normalised size). Returns
+/// how many were replaced.
+int FuseLayerNorm(Graph* graph, const KernelRegistry& registry);
+
+/// Replaces each x * 0.5 * (1 + Erf(x / sqrt(2))) by Gelu(x) (approximate "none"): the
+/// division may be a Mul by 1/sqrt(2), and the two products may come in any of the orders
+/// (x * (1 + e)) * 0.5, x * ((1 + e) * 0.5), (x * 0.5) * (1 + e). Returns how many.
+int FuseGelu(Graph* graph, const KernelRegistry& registry);
+
+/// Runs FuseLayerNorm and FuseGelu, then the MatMul fusion (fusion_transformer.h's header
+/// comment). Returns how many nodes were removed in all.
+int FuseTransformerPatterns(Graph* graph, const KernelRegistry& registry);
+
+}  // namespace reprise::runtime::engine
+
+#endif  // REPRISE_RUNTIME_ENGINE_FUSION_TRANSFORMER_H_

@@ -1,0 +1,240 @@
+// The transformer rewrites (fusion_transformer.h): each pattern is loaded with and without the
+// replacement op registered, both give the same output on random inputs, and the node counts
+// show where the rewrite happened and where it must not.
+#include "runtime/engine/fusion_transformer.h"
+
+#include <cmath>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/fused_ops.h"
+#include "runtime/engine/model.h"
+#include "runtime/engine/session.h"
+#include "tests/runtime/engine/test_models.h"
+
+namespace reprise::runtime::engine {
+namespace {
+
+using testing::CountOps;
+using testing::Floats;
+using testing::FloatTensor;
+using testing::ModelBuilder;
+using testing::RandomFloats;
+
+void SetIntsAttr(onnx::NodeProto* node, const std::string& name,
+                 const std::vector<int64_t>& values) {
+  auto* attr = node->add_attribute();
+  attr->set_name(name);
+  attr->set_type(onnx::AttributeProto::INTS);
+  for (int64_t v : values) attr->add_ints(v);
+}
+
+class FusionTransformerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(kernels::cpu::RegisterCpuKernels(&registry_).ok());
+    const std::set<std::string> fused = {"LayerNormalization", "Gelu",
+                                         kernels::cpu::kFusedMatMulOp};
+    for (const std::string& op : registry_.Ops()) {
+      if (!fused.contains(op)) {
+        ASSERT_TRUE(unfused_.Register(op, registry_.Find(op)).ok());
+      }
+    }
+  }
+
+  std::vector<float> Run(const std::shared_ptr<const Model>& model, const TensorValue& x) {
+    Session session(model);
+    auto out = session.Run({{"x", x}});
+    EXPECT_TRUE(out.ok()) << out.status();
+    if (!out.ok() || out->empty()) return {};
+    return Floats((*out)[0].value);
+  }
+
+  // Loads `bytes` with and without the fused ops; both must give the same first output.
+  std::shared_ptr<const Model> LoadBoth(const std::string& bytes, const TensorValue& x,
+                                        float tolerance = 2e-5f) {
+    auto fused = Model::LoadBytes(bytes, registry_);
+    auto plain = Model::LoadBytes(bytes, unfused_);
+    EXPECT_TRUE(fused.ok()) << fused.status();
+    EXPECT_TRUE(plain.ok()) << plain.status();
+    if (!fused.ok() || !plain.ok()) return nullptr;
+    const std::vector<float> want = Run(*plain, x);
+    const std::vector<float> got = Run(*fused, x);
+    EXPECT_FALSE(want.empty());
+    EXPECT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < want.size() && i < got.size(); ++i) {
+      EXPECT_NEAR(got[i], want[i], tolerance * (1.0f + std::fabs(want[i]))) << "at " << i;
+    }
+    return *fused;
+  }
+
+  KernelRegistry registry_;
+  KernelRegistry unfused_;
+};
+
+// Options of the decomposed LayerNorm written by AddLayerNorm.
+struct NormForm {
+  bool two_subs = false;    // x - mean computed twice
+  bool mul_square = false;  // Mul(d, d) instead of Pow(d, 2)
+  bool reciprocal = false;  // Mul(d, Reciprocal(s)) instead of Div(d, s)
+  bool beta = true;
+  float exponent = 2.0f;
+  int64_t axis = -1;
+};
+
+// in [*, 8] → LayerNorm over the last axis → out; intermediates are named p + "_<step>".
+void AddLayerNorm(ModelBuilder& b, const std::string& p, const std::string& in,
+                  const std::string& out, const NormForm& form, uint32_t seed) {
+  b.FloatInit(p + "_eps", {}, {1e-5f}).FloatInit(p + "_two", {}, {form.exponent});
+  b.FloatInit(p + "_gamma", {8}, RandomFloats(8, seed));
+  b.FloatInit(p + "_beta", {8}, RandomFloats(8, seed + 1));
+  SetIntsAttr(&b.Node("ReduceMean", {in}, {p + "_mean"}), "axes", {form.axis});
+  b.Node("Sub", {in, p + "_mean"}, {p + "_d"});
+  std::string d2 = p + "_d";
+  if (form.two_subs) {
+    d2 = p + "_d2";
+    b.Node("Sub", {in, p + "_mean"}, {d2});
+  }
+  if (form.mul_square) {
+    b.Node("Mul", {p + "_d", p + "_d"}, {p + "_sq"});
+  } else {
+    b.Node("Pow", {p + "_d", p + "_two"}, {p + "_sq"});
+  }
+  SetIntsAttr(&b.Node("ReduceMean", {p + "_sq"}, {p + "_var"}), "axes", {form.axis});
+  b.Node("Add", {p + "_var", p + "_eps"}, {p + "_ve"});
+  b.Node("Sqrt", {p + "_ve"}, {p + "_std"});
+  if (form.reciprocal) {
+    b.Node("Reciprocal", {p + "_std"}, {p + "_rstd"});
+    b.Node("Mul", {d2, p + "_rstd"}, {p + "_n"});
+  } else {
+    b.Node("Div", {d2, p + "_std"}, {p + "_n"});
+  }
+  if (form.beta) {
+    b.Node("Mul", {p + "_gamma", p + "_n"}, {p + "_g"});
+    b.Node("Add", {p + "_g", p + "_beta"}, {out});
+  } else {
+    b.Node("Mul", {p + "_n", p + "_gamma"}, {out});
+  }
+}
+
+TEST_F(FusionTransformerTest, LayerNormFormsBecomeOneNode) {
+  ModelBuilder b(13);
+  b.Input("x", onnx::TensorProto::FLOAT, {2, 3, 8}).Output("y", {2, 3, 8});
+  AddLayerNorm(b, "ln1", "x", "h1", {}, 1);
+  AddLayerNorm(b, "ln2", "h1", "h2",
+               {.two_subs = true, .mul_square = true, .reciprocal = true, .beta = false}, 3);
+  AddLayerNorm(b, "ln3", "h2", "y", {.two_subs = true}, 5);
+  auto model = LoadBoth(b.Bytes(), FloatTensor({2, 3, 8}, RandomFloats(48, 7)));
+  ASSERT_NE(model, nullptr);
+  const Graph& g = model->graph();
+  EXPECT_EQ(g.nodes.size(), 3u);
+  EXPECT_EQ(CountOps(g, "LayerNormalization"), 3);
+  EXPECT_EQ(g.nodes[1].inputs.size(), 2u);  // no beta
+  EXPECT_FLOAT_EQ(*g.nodes[0].attributes.GetFloat("epsilon", 0.0f), 1e-5f);
+}
+
+TEST_F(FusionTransformerTest, LayerNormLeftAloneWhenThePatternDiffers) {
+  struct Case {
+    std::string what;
+    NormForm form;
+    bool std_is_output = false;
+  };
+  const std::vector<Case> cases = {
+      {"exponent 4", {.exponent = 4.0f}},
+      {"mean over axis 1", {.axis = 1}},
+      {"an intermediate is a graph output", {}, true},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    ModelBuilder b(13);
+    b.Input("x", onnx::TensorProto::FLOAT, {2, 8, 8}).Output("y", {2, 8, 8});
+    if (c.std_is_output) b.Output("ln_std", {2, 8, 1});
+    AddLayerNorm(b, "ln", "x", "y", c.form, 11);
+    auto model = LoadBoth(b.Bytes(), FloatTensor({2, 8, 8}, RandomFloats(128, 12)));
+    ASSERT_NE(model, nullptr);
+    EXPECT_EQ(CountOps(model->graph(), "LayerNormalization"), 0);
+    EXPECT_EQ(CountOps(model->graph(), "ReduceMean"), 2);
+  }
+}
+
+TEST_F(FusionTransformerTest, LayerNormNeedsConstantGamma) {
+  // gamma computed from the input (not a constant): left alone.
+  ModelBuilder b(13);
+  b.Input("x", onnx::TensorProto::FLOAT, {2, 8}).Output("y", {2, 8});
+  b.Node("Sigmoid", {"x"}, {"s"});
+  AddLayerNorm(b, "ln", "x", "y", {.beta = false}, 13);
+  // Rewire the Mul's gamma to the computed value.
+  for (auto& node : *b.proto().mutable_graph()->mutable_node()) {
+    if (node.op_type() == "Mul" && node.output(0) == "y") node.set_input(1, "s");
+  }
+  auto model = LoadBoth(b.Bytes(), FloatTensor({2, 8}, RandomFloats(16, 14)));
+  ASSERT_NE(model, nullptr);
+  EXPECT_EQ(CountOps(model->graph(), "LayerNormalization"), 0);
+}
+
+// Which of the usual orderings AddGelu writes.
+enum class GeluOrder { kTorch, kHalfLast, kHalfFirst };
+
+// out = GELU(in) written out with Erf; `root` is 1.41421 (Div) or 0.707107 (Mul).
+void AddGelu(ModelBuilder& b, const std::string& p, const std::string& in, const std::string& out,
+             GeluOrder order, bool multiply, float root) {
+  b.FloatInit(p + "_root", {}, {root}).FloatInit(p + "_one", {}, {1.0f});
+  b.FloatInit(p + "_half", {}, {0.5f});
+  b.Node(multiply ? "Mul" : "Div", {in, p + "_root"}, {p + "_u"});
+  b.Node("Erf", {p + "_u"}, {p + "_e"});
+  b.Node("Add", {p + "_one", p + "_e"}, {p + "_a"});
+  switch (order) {
+    case GeluOrder::kTorch:
+      b.Node("Mul", {in, p + "_a"}, {p + "_m"});
+      b.Node("Mul", {p + "_m", p + "_half"}, {out});
+      break;
+    case GeluOrder::kHalfLast:
+      b.Node("Mul", {p + "_a", p + "_half"}, {p + "_m"});
+      b.Node("Mul", {in, p + "_m"}, {out});
+      break;
+    case GeluOrder::kHalfFirst:
+      b.Node("Mul", {p + "_half", in}, {p + "_h"});
+      b.Node("Mul", {p + "_h", p + "_a"}, {out});
+      break;
+  }
+}
+
+TEST_F(FusionTransformerTest, GeluOrderingsBecomeOneNode) {
+  ModelBuilder b(13);
+  b.Input("x", onnx::TensorProto::FLOAT, {4, 16}).Output("y", {4, 16});
+  AddGelu(b, "g1", "x", "h1", GeluOrder::kTorch, false, 1.4142135f);
+  AddGelu(b, "g2", "h1", "h2", GeluOrder::kHalfLast, true, 0.70710677f);
+  AddGelu(b, "g3", "h2", "y", GeluOrder::kHalfFirst, false, 1.4142135f);
+  std::vector<float> x = RandomFloats(64, 21);
+  for (float& v : x) v *= 4.0f;
+  auto model = LoadBoth(b.Bytes(), FloatTensor({4, 16}, x));
+  ASSERT_NE(model, nullptr);
+  EXPECT_EQ(model->graph().nodes.size(), 3u);
+  EXPECT_EQ(CountOps(model->graph(), "Gelu"), 3);
+}
+
+TEST_F(FusionTransformerTest, GeluLeftAloneWhenThePatternDiffers) {
+  for (int variant = 0; variant < 3; ++variant) {
+    SCOPED_TRACE(variant);
+    ModelBuilder b(13);
+    b.Input("x", onnx::TensorProto::FLOAT, {4, 16}).Output("y", {4, 16});
+    // 0: divides by 2, not sqrt(2); 1: the Erf output is also a graph output; 2: it also
+    // feeds another node.
+    AddGelu(b, "g", "x", "y", GeluOrder::kTorch, false, variant == 0 ? 2.0f : 1.4142135f);
+    if (variant == 1) b.Output("g_e", {4, 16});
+    if (variant == 2) {
+      b.Node("Add", {"g_e", "y"}, {"z"});
+      b.Output("z", {4, 16});
+    }
+    auto model = LoadBoth(b.Bytes(), FloatTensor({4, 16}, RandomFloats(64, 22)));
+    ASSERT_NE(model, nullptr);
+    EXPECT_EQ(CountOps(model->graph(), "Gelu"), 0);
+    EXPECT_EQ(CountOps(model->graph(), "Erf"), 1);
+  }
+}
+
+}  // namespace
+}  // namespace reprise::runtime::engine
