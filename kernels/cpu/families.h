@@ -25,7 +25,7 @@ absl::Status RegisterReduceKernels(runtime::KernelRegistry* registry);
 absl::Status RegisterTopKKernels(runtime::KernelRegistry* registry);
 /// normalization.cc: Softmax, LogSoftmax, LayerNormalization, BatchNormalization.
 absl::Status RegisterNormalizationKernels(runtime::KernelRegistry* registry);
-/// gemm.cc: Gemm, MatMul.
+/// gemm.cc: Gemm, MatMul, FusedGemm, FusedMatMul.
 absl::Status RegisterGemmKernels(runtime::KernelRegistry* registry);
 /// einsum.cc: Einsum.
 absl::Status RegisterEinsumKernels(runtime::KernelRegistry* registry);

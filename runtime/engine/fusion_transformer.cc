@@ -1,9 +1,12 @@
 #include "runtime/engine/fusion_transformer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <string>
 #include <vector>
 
+#include "kernels/cpu/fused_ops.h"
 #include "runtime/engine/fusion_util.h"
 
 namespace reprise::runtime::engine {
@@ -56,6 +59,7 @@ class Matcher {
     return consumers_[value];
   }
   int Uses(int value) const { return uses_[value]; }
+  const std::vector<int>& UsesVector() const { return uses_; }
 
   // The node producing `value` when it computes `op` (default domain, not taken), else -1.
   int Producer(int value, absl::string_view op) const {
@@ -337,6 +341,128 @@ bool MatchGelu(Matcher& m, int e) {
   return true;
 }
 
+// A Transpose whose result the MatMul can read in place: a permutation (given explicitly)
+// that keeps the stored last axis among the last two.
+bool FoldableTranspose(const Node& t, std::vector<int64_t>* perm) {
+  if (t.inputs.size() != 1 || t.outputs.size() != 1 || !t.attributes.Has("perm")) return false;
+  auto p = t.attributes.GetInts("perm", {});
+  if (!p.ok() || p->size() < 2) return false;
+  const int64_t last = static_cast<int64_t>(p->size()) - 1;
+  if ((*p)[last] != last && (*p)[last - 1] != last) return false;
+  *perm = *p;
+  return true;
+}
+
+// Rank of a MatMul operand, through a folded Transpose; -1 when unknown.
+int OperandRank(const Graph& graph, int value, const std::vector<int64_t>& perm) {
+  return perm.empty() ? RankOf(graph, value) : static_cast<int>(perm.size());
+}
+
+// MatMul [← Transpose] [→ Mul/Div(scalar)] [→ Add(constant bias)] [→ activation]
+// [→ Add(residual)] around the MatMul node `i`.
+bool MatchMatMul(Matcher& m, int i) {
+  const Graph& g = m.graph();
+  const Node& mm = m.node(i);
+  if (mm.op != "MatMul" || !IsDefaultDomain(mm) || mm.inputs.size() != 2 ||
+      mm.outputs.size() != 1 || mm.inputs[0] == mm.inputs[1]) {
+    return false;
+  }
+  std::vector<int> taken = {i};
+  int operands[2] = {mm.inputs[0], mm.inputs[1]};
+  std::vector<int64_t> perms[2];
+  for (int o = 0; o < 2; ++o) {
+    const int t = m.Producer(operands[o], "Transpose");
+    if (t < 0 || m.Uses(operands[o]) != 1 || IsGraphOutput(g, operands[o]) ||
+        !FoldableTranspose(m.node(t), &perms[o])) {
+      perms[o].clear();
+      continue;
+    }
+    taken.push_back(t);
+    operands[o] = m.node(t).inputs[0];
+  }
+  int out = mm.outputs[0];
+  int last = i;
+  auto absorb = [&](int node) {
+    taken.push_back(node);
+    last = node;
+    out = m.node(node).outputs[0];
+  };
+  float alpha = 1.0f, v;
+  if (const int mul = m.Sole(out, "Mul");
+      mul >= 0 && m.Scalar(Matcher::Other(m.node(mul), out), &v)) {
+    alpha = v;
+    absorb(mul);
+  } else if (const int div = m.Sole(out, "Div"); div >= 0 && m.node(div).inputs[0] == out &&
+                                                 m.Scalar(m.node(div).inputs[1], &v) && v != 0.0f) {
+    alpha = 1.0f / v;
+    absorb(div);
+  }
+  // A constant bias must not widen the product's shape: its dims before the last are 1, and
+  // it has no more axes than the product (known from the operands' ranks).
+  int bias = Graph::kNoValue;
+  if (const int add = m.Sole(out, "Add"); add >= 0) {
+    const int other = Matcher::Other(m.node(add), out);
+    const TensorValue* c = other == Graph::kNoValue ? nullptr : g.FindConstant(other);
+    const int rank =
+        std::max(OperandRank(g, operands[0], perms[0]), OperandRank(g, operands[1], perms[1]));
+    bool fits = c != nullptr && c->dtype == DataType::kFloat32 &&
+                (c->shape.size() <= 1 || (OperandRank(g, operands[0], perms[0]) >= 0 &&
+                                          OperandRank(g, operands[1], perms[1]) >= 0 &&
+                                          static_cast<int>(c->shape.size()) <= rank));
+    for (size_t d = 0; fits && d + 2 < c->shape.size(); ++d) fits = c->shape[d] == 1;
+    if (fits) {
+      bias = other;
+      absorb(add);
+    }
+  }
+  std::string activation, approximate;
+  float lo = -INFINITY, hi = INFINITY;
+  if (const int act = fusion::SoleConsumer(g, m.UsesVector(), out);
+      act >= 0 && !m.dropped(act) && IsDefaultDomain(m.node(act)) &&
+      m.node(act).outputs.size() == 1 && m.node(act).inputs[0] == out) {
+    const Node& a = m.node(act);
+    if (a.op == "Relu" || a.op == "Tanh" || a.op == "Sigmoid") {
+      activation = a.op;
+    } else if (a.op == "Clip" && fusion::ClipBounds(g, a, &lo, &hi)) {
+      activation = "Clip";
+    } else if (a.op == "Gelu") {
+      auto form = a.attributes.GetString("approximate", "none");
+      if (form.ok() && (*form == "none" || *form == "tanh")) {
+        activation = "Gelu";
+        approximate = *form;
+      }
+    }
+    if (!activation.empty()) absorb(act);
+  }
+  int residual = Graph::kNoValue;
+  if (const int add = m.Sole(out, "Add"); add >= 0) {
+    const int other = Matcher::Other(m.node(add), out);
+    if (other != Graph::kNoValue && !g.IsConstant(other)) {
+      residual = other;
+      absorb(add);
+    }
+  }
+  if (taken.size() == 1) return false;
+  Node fused;
+  fused.op = kernels::cpu::kFusedMatMulOp;
+  fused.domain = kernels::cpu::kFusedDomain;
+  fused.name = mm.name;
+  fused.inputs = {operands[0], operands[1], bias};
+  if (residual != Graph::kNoValue) fused.inputs.push_back(residual);
+  if (!perms[0].empty()) fused.attributes.Set("perm_a", perms[0]);
+  if (!perms[1].empty()) fused.attributes.Set("perm_b", perms[1]);
+  if (alpha != 1.0f) fused.attributes.Set("alpha", alpha);
+  if (!activation.empty()) fused.attributes.Set("activation", activation);
+  if (activation == "Clip") {
+    fused.attributes.Set("clip_min", lo);
+    fused.attributes.Set("clip_max", hi);
+  }
+  if (activation == "Gelu") fused.attributes.Set("approximate", approximate);
+  fused.outputs = {out};
+  m.Replace(taken, last, std::move(fused));
+  return true;
+}
+
 template <typename Match>
 int RunPass(Graph* graph, Match match) {
   Matcher m(graph);
@@ -358,8 +484,15 @@ int FuseGelu(Graph* graph, const KernelRegistry& registry) {
   return RunPass(graph, MatchGelu);
 }
 
+int FuseMatMulEpilogues(Graph* graph, const KernelRegistry& registry) {
+  if (!registry.Has(kernels::cpu::kFusedMatMulOp)) return 0;
+  return RunPass(graph, MatchMatMul);
+}
+
 int FuseTransformerPatterns(Graph* graph, const KernelRegistry& registry) {
-  return FuseLayerNorm(graph, registry) + FuseGelu(graph, registry);
+  const int norms = FuseLayerNorm(graph, registry);
+  const int gelus = FuseGelu(graph, registry);
+  return norms + gelus + FuseMatMulEpilogues(graph, registry);
 }
 
 }  // namespace reprise::runtime::engine

@@ -4,7 +4,8 @@
 //    the last axis → one LayerNormalization;
 //  - x * 0.5 * (1 + Erf(x / sqrt(2))) in its usual orderings → one Gelu;
 //  - MatMul [← Transpose of either operand] [→ Mul/Div by a scalar] [→ Add(constant bias)]
-//    [→ Relu | Tanh | Sigmoid | Clip | Gelu] [→ Add(residual)] → one kFusedMatMulOp.
+//    [→ Relu | Tanh | Sigmoid | Clip | Gelu] [→ Add(residual)] → one kFusedMatMulOp
+//    (kernels/cpu/fused_ops.h).
 // Each rewrite needs the replacement op in the registry, and leaves a match alone when an
 // intermediate has another use or is a graph output, or a constant is not what the pattern
 // needs. All are exact rewrites up to float rounding.
@@ -29,8 +30,17 @@ int FuseLayerNorm(Graph* graph, const KernelRegistry& registry);
 /// (x * (1 + e)) * 0.5, x * ((1 + e) * 0.5), (x * 0.5) * (1 + e). Returns how many.
 int FuseGelu(Graph* graph, const KernelRegistry& registry);
 
-/// Runs FuseLayerNorm and FuseGelu, then the MatMul fusion (fusion_transformer.h's header
-/// comment). Returns how many nodes were removed in all.
+/// Fuses each MatMul with what surrounds it into one kernels::cpu::kFusedMatMulOp: a Transpose
+/// feeding either operand whose permutation keeps the stored last axis among the last two (the
+/// product reads it in place), then in this order a Mul or Div by a float scalar constant (the
+/// scale), an Add of a float constant whose dims before the last two are 1 (bias or attention
+/// mask; one that could widen the shape stays), Relu / Tanh / Sigmoid / Clip / Gelu, and an Add
+/// of a non-constant (residual). A MatMul with nothing to absorb stays. Returns how many nodes
+/// were absorbed.
+int FuseMatMulEpilogues(Graph* graph, const KernelRegistry& registry);
+
+/// Runs FuseLayerNorm, FuseGelu, then FuseMatMulEpilogues. Returns how many nodes were removed
+/// in all.
 int FuseTransformerPatterns(Graph* graph, const KernelRegistry& registry);
 
 }  // namespace reprise::runtime::engine

@@ -236,5 +236,107 @@ TEST_F(FusionTransformerTest, GeluLeftAloneWhenThePatternDiffers) {
   }
 }
 
+TEST_F(FusionTransformerTest, LinearBiasGeluResidualBecomesOneNode) {
+  // x [2,3,8]: x + GELU(x @ w + b) (the bias first in the Add, as torch exports it).
+  ModelBuilder b(13);
+  b.Input("x", onnx::TensorProto::FLOAT, {2, 3, 8}).Output("y", {2, 3, 8});
+  b.FloatInit("w", {8, 8}, RandomFloats(64, 31)).FloatInit("b", {8}, RandomFloats(8, 32));
+  b.Node("MatMul", {"x", "w"}, {"mm"});
+  b.Node("Add", {"b", "mm"}, {"lin"});
+  AddGelu(b, "g", "lin", "act", GeluOrder::kTorch, false, 1.4142135f);
+  b.Node("Add", {"x", "act"}, {"y"});
+  auto model = LoadBoth(b.Bytes(), FloatTensor({2, 3, 8}, RandomFloats(48, 33)));
+  ASSERT_NE(model, nullptr);
+  const Graph& g = model->graph();
+  ASSERT_EQ(g.nodes.size(), 1u);
+  EXPECT_EQ(g.nodes[0].op, kernels::cpu::kFusedMatMulOp);
+  EXPECT_EQ(g.nodes[0].inputs.size(), 4u);  // A, B, bias, residual
+  EXPECT_EQ(*g.nodes[0].attributes.GetString("activation", ""), "Gelu");
+}
+
+TEST_F(FusionTransformerTest, AttentionTransposesScaleAndMaskFoldIntoTheProducts) {
+  // x [2,4,8] as 2 heads of 4: scores = Q K^T / 2 + mask → Softmax → @ V → back to [2,4,2,4].
+  ModelBuilder b(13);
+  b.Input("x", onnx::TensorProto::FLOAT, {2, 4, 8}).Output("y", {2, 4, 2, 4});
+  b.Int64Init("heads", {4}, {2, 4, 2, 4});
+  b.FloatInit("kw", {8, 8}, RandomFloats(64, 41)).FloatInit("two", {}, {2.0f});
+  b.FloatInit("mask", {1, 1, 1, 4}, {0.0f, 0.0f, 0.0f, -10000.0f});
+  b.Node("Reshape", {"x", "heads"}, {"xh"});
+  b.Node("Tanh", {"x"}, {"xs"});
+  b.Node("MatMul", {"xs", "kw"}, {"k"});
+  b.Node("Reshape", {"k", "heads"}, {"kh"});
+  SetIntsAttr(&b.Node("Transpose", {"xh"}, {"q"}), "perm", {0, 2, 1, 3});
+  SetIntsAttr(&b.Node("Transpose", {"kh"}, {"kt"}), "perm", {0, 2, 3, 1});
+  b.Node("MatMul", {"q", "kt"}, {"s"});
+  b.Node("Div", {"s", "two"}, {"ss"});
+  b.Node("Add", {"ss", "mask"}, {"sm"});
+  testing::SetIntAttr(&b.Node("Softmax", {"sm"}, {"p"}), "axis", -1);
+  SetIntsAttr(&b.Node("Transpose", {"xh"}, {"v"}), "perm", {0, 2, 1, 3});
+  b.Node("MatMul", {"p", "v"}, {"c"});
+  SetIntsAttr(&b.Node("Transpose", {"c"}, {"y"}), "perm", {0, 2, 1, 3});
+  auto model = LoadBoth(b.Bytes(), FloatTensor({2, 4, 8}, RandomFloats(64, 42)));
+  ASSERT_NE(model, nullptr);
+  const Graph& g = model->graph();
+  // The first MatMul (k = xs @ kw) has nothing to absorb; the two attention products take
+  // their three input transposes, the scale and the mask; the output Transpose stays.
+  EXPECT_EQ(CountOps(g, "MatMul"), 1);
+  EXPECT_EQ(CountOps(g, kernels::cpu::kFusedMatMulOp), 2);
+  EXPECT_EQ(CountOps(g, "Transpose"), 1);
+  EXPECT_EQ(CountOps(g, "Div"), 0);
+  EXPECT_EQ(CountOps(g, "Add"), 0);
+}
+
+TEST_F(FusionTransformerTest, TransposedLeftOperandAndClip) {
+  // Transpose(x [2,8,3], perm [0,2,1]) @ w [8,4], clipped: A is read transposed in place.
+  ModelBuilder b(13);
+  b.Input("x", onnx::TensorProto::FLOAT, {2, 8, 3}).Output("y", {2, 3, 4});
+  b.FloatInit("w", {8, 4}, RandomFloats(32, 51));
+  b.FloatInit("lo", {}, {-0.3f}).FloatInit("hi", {}, {0.4f});
+  SetIntsAttr(&b.Node("Transpose", {"x"}, {"xt"}), "perm", {0, 2, 1});
+  b.Node("MatMul", {"xt", "w"}, {"mm"});
+  b.Node("Clip", {"mm", "lo", "hi"}, {"y"});
+  auto model = LoadBoth(b.Bytes(), FloatTensor({2, 8, 3}, RandomFloats(48, 52)));
+  ASSERT_NE(model, nullptr);
+  ASSERT_EQ(model->graph().nodes.size(), 1u);
+  EXPECT_EQ(model->graph().nodes[0].op, kernels::cpu::kFusedMatMulOp);
+}
+
+TEST_F(FusionTransformerTest, MatMulLeftAloneWhereItMustBe) {
+  // m1's output is also a graph output: its Relu stays (m1 stays a MatMul). m2 takes its
+  // Transpose. The [2,1,8] constant would widen the rank-2 product: its Add stays, and m3 with
+  // nothing to absorb stays a MatMul.
+  ModelBuilder b(13);
+  b.Input("x", onnx::TensorProto::FLOAT, {8, 8}).Output("y", {2, 8, 8}).Output("m1", {8, 8});
+  b.FloatInit("w", {8, 8}, RandomFloats(64, 61));
+  b.FloatInit("wide", {2, 1, 8}, RandomFloats(16, 62));
+  b.Node("MatMul", {"x", "w"}, {"m1"});
+  b.Node("Relu", {"m1"}, {"r"});
+  SetIntsAttr(&b.Node("Transpose", {"r"}, {"rt"}), "perm", {1, 0});
+  b.Node("MatMul", {"rt", "w"}, {"m2"});
+  b.Node("MatMul", {"m2", "w"}, {"m3"});
+  b.Node("Add", {"m3", "wide"}, {"y"});
+  auto model = LoadBoth(b.Bytes(), FloatTensor({8, 8}, RandomFloats(64, 63)));
+  ASSERT_NE(model, nullptr);
+  const Graph& g = model->graph();
+  EXPECT_EQ(CountOps(g, kernels::cpu::kFusedMatMulOp), 1);
+  EXPECT_EQ(CountOps(g, "Transpose"), 0);
+  EXPECT_EQ(CountOps(g, "Relu"), 1);
+  EXPECT_EQ(CountOps(g, "Add"), 1);
+  EXPECT_EQ(CountOps(g, "MatMul"), 2);
+}
+
+TEST_F(FusionTransformerTest, TransposeMovingTheLastAxisAwayStays) {
+  // perm [2,1,0] puts the stored last axis first: no stride trick reads it as a matrix.
+  ModelBuilder b(13);
+  b.Input("x", onnx::TensorProto::FLOAT, {2, 4, 8}).Output("y", {8, 4, 3});
+  b.FloatInit("w", {2, 3}, RandomFloats(6, 71));
+  SetIntsAttr(&b.Node("Transpose", {"x"}, {"xt"}), "perm", {2, 1, 0});
+  b.Node("MatMul", {"xt", "w"}, {"y"});
+  auto model = LoadBoth(b.Bytes(), FloatTensor({2, 4, 8}, RandomFloats(64, 72)));
+  ASSERT_NE(model, nullptr);
+  EXPECT_EQ(CountOps(model->graph(), "Transpose"), 1);
+  EXPECT_EQ(CountOps(model->graph(), "MatMul"), 1);
+}
+
 }  // namespace
 }  // namespace reprise::runtime::engine
