@@ -77,10 +77,11 @@ class Matcher {
     return n.inputs[1] == value ? n.inputs[0] : Graph::kNoValue;
   }
 
-  // The value of a float32 (or float64) constant with one element.
+  // The value of a float32 (or float64) constant with one element and rank 0 or 1 (a
+  // [1,1,1] constant would widen the rank of what it is applied to).
   bool Scalar(int value, float* out) const {
     const TensorValue* t = value == Graph::kNoValue ? nullptr : graph_.FindConstant(value);
-    if (t == nullptr || NumElements(t->shape) != 1) return false;
+    if (t == nullptr || NumElements(t->shape) != 1 || t->shape.size() > 1) return false;
     if (t->dtype == DataType::kFloat32 && t->bytes.size() == 4) {
       std::memcpy(out, t->bytes.data(), 4);
       return true;

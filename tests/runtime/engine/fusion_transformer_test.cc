@@ -286,6 +286,19 @@ TEST_F(FusionTransformerTest, AttentionTransposesScaleAndMaskFoldIntoTheProducts
   EXPECT_EQ(CountOps(g, "Add"), 0);
 }
 
+TEST_F(FusionTransformerTest, ScaleOfHigherRankIsNotAScalar) {
+  // x [4,8] @ w * k with k of shape [1,1,1]: the product becomes [1,4,8]; the Mul stays.
+  ModelBuilder b(13);
+  b.Input("x", onnx::TensorProto::FLOAT, {4, 8}).Output("y", {1, 4, 8});
+  b.FloatInit("w", {8, 8}, RandomFloats(64, 81)).FloatInit("k", {1, 1, 1}, {0.5f});
+  b.Node("MatMul", {"x", "w"}, {"mm"});
+  b.Node("Mul", {"mm", "k"}, {"y"});
+  auto model = LoadBoth(b.Bytes(), FloatTensor({4, 8}, RandomFloats(32, 82)));
+  ASSERT_NE(model, nullptr);
+  EXPECT_EQ(CountOps(model->graph(), "Mul"), 1);
+  EXPECT_EQ(CountOps(model->graph(), "MatMul"), 1);
+}
+
 TEST_F(FusionTransformerTest, TransposedLeftOperandAndClip) {
   // Transpose(x [2,8,3], perm [0,2,1]) @ w [8,4], clipped: A is read transposed in place.
   ModelBuilder b(13);
