@@ -371,10 +371,30 @@ bool MatchMatMul(Matcher& m, int i) {
   std::vector<int> taken = {i};
   int operands[2] = {mm.inputs[0], mm.inputs[1]};
   std::vector<int64_t> perms[2];
+  float alpha = 1.0f, v;
+  auto sole_use = [&](int value) { return m.Uses(value) == 1 && !IsGraphOutput(g, value); };
   for (int o = 0; o < 2; ++o) {
+    // A scale of the operand (Mul or Div by a scalar constant) moves into alpha.
+    if (const int mul = m.Producer(operands[o], "Mul");
+        mul >= 0 && sole_use(operands[o]) && m.node(mul).inputs.size() == 2) {
+      for (int k = 0; k < 2; ++k) {
+        if (m.Scalar(m.node(mul).inputs[1 - k], &v) && !g.IsConstant(m.node(mul).inputs[k])) {
+          alpha *= v;
+          taken.push_back(mul);
+          operands[o] = m.node(mul).inputs[k];
+          break;
+        }
+      }
+    } else if (const int div = m.Producer(operands[o], "Div");
+               div >= 0 && sole_use(operands[o]) && m.node(div).inputs.size() == 2 &&
+               m.Scalar(m.node(div).inputs[1], &v) && v != 0.0f &&
+               !g.IsConstant(m.node(div).inputs[0])) {
+      alpha /= v;
+      taken.push_back(div);
+      operands[o] = m.node(div).inputs[0];
+    }
     const int t = m.Producer(operands[o], "Transpose");
-    if (t < 0 || m.Uses(operands[o]) != 1 || IsGraphOutput(g, operands[o]) ||
-        !FoldableTranspose(m.node(t), &perms[o])) {
+    if (t < 0 || !sole_use(operands[o]) || !FoldableTranspose(m.node(t), &perms[o])) {
       perms[o].clear();
       continue;
     }
@@ -388,14 +408,13 @@ bool MatchMatMul(Matcher& m, int i) {
     last = node;
     out = m.node(node).outputs[0];
   };
-  float alpha = 1.0f, v;
   if (const int mul = m.Sole(out, "Mul");
       mul >= 0 && m.Scalar(Matcher::Other(m.node(mul), out), &v)) {
-    alpha = v;
+    alpha *= v;
     absorb(mul);
   } else if (const int div = m.Sole(out, "Div"); div >= 0 && m.node(div).inputs[0] == out &&
                                                  m.Scalar(m.node(div).inputs[1], &v) && v != 0.0f) {
-    alpha = 1.0f / v;
+    alpha /= v;
     absorb(div);
   }
   // A constant bias must not widen the product's shape: its dims before the last are 1, and

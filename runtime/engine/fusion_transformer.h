@@ -30,9 +30,10 @@ int FuseLayerNorm(Graph* graph, const KernelRegistry& registry);
 /// (x * (1 + e)) * 0.5, x * ((1 + e) * 0.5), (x * 0.5) * (1 + e). Returns how many.
 int FuseGelu(Graph* graph, const KernelRegistry& registry);
 
-/// Fuses each MatMul with what surrounds it into one kernels::cpu::kFusedMatMulOp: a Transpose
-/// feeding either operand whose permutation keeps the stored last axis among the last two (the
-/// product reads it in place), then in this order a Mul or Div by a float scalar constant (the
+/// Fuses each MatMul with what surrounds it into one kernels::cpu::kFusedMatMulOp: on either
+/// operand, a Mul or Div by a float scalar constant (into alpha) and, below it, a Transpose
+/// whose permutation keeps the stored last axis among the last two (the product reads it in
+/// place); then, after the product, in this order a Mul or Div by a float scalar constant (the
 /// scale), an Add of a float constant whose dims before the last two are 1 (bias or attention
 /// mask; one that could widen the shape stays), Relu / Tanh / Sigmoid / Clip / Gelu, and an Add
 /// of a non-constant (residual). A MatMul with nothing to absorb stays. Returns how many nodes

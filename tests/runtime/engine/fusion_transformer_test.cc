@@ -83,6 +83,7 @@ struct NormForm {
   bool beta = true;
   float exponent = 2.0f;
   int64_t axis = -1;
+  const char* gamma = "";  // the gamma value's name; empty: a constant
 };
 
 // in [*, 8] → LayerNorm over the last axis → out; intermediates are named p + "_<step>".
@@ -116,7 +117,7 @@ void AddLayerNorm(ModelBuilder& b, const std::string& p, const std::string& in,
     b.Node("Mul", {p + "_gamma", p + "_n"}, {p + "_g"});
     b.Node("Add", {p + "_g", p + "_beta"}, {out});
   } else {
-    b.Node("Mul", {p + "_n", p + "_gamma"}, {out});
+    b.Node("Mul", {p + "_n", *form.gamma == 0 ? p + "_gamma" : std::string(form.gamma)}, {out});
   }
 }
 
@@ -165,11 +166,7 @@ TEST_F(FusionTransformerTest, LayerNormNeedsConstantGamma) {
   ModelBuilder b(13);
   b.Input("x", onnx::TensorProto::FLOAT, {2, 8}).Output("y", {2, 8});
   b.Node("Sigmoid", {"x"}, {"s"});
-  AddLayerNorm(b, "ln", "x", "y", {.beta = false}, 13);
-  // Rewire the Mul's gamma to the computed value.
-  for (auto& node : *b.proto().mutable_graph()->mutable_node()) {
-    if (node.op_type() == "Mul" && node.output(0) == "y") node.set_input(1, "s");
-  }
+  AddLayerNorm(b, "ln", "x", "y", {.beta = false, .gamma = "s"}, 13);
   auto model = LoadBoth(b.Bytes(), FloatTensor({2, 8}, RandomFloats(16, 14)));
   ASSERT_NE(model, nullptr);
   EXPECT_EQ(CountOps(model->graph(), "LayerNormalization"), 0);
@@ -284,6 +281,25 @@ TEST_F(FusionTransformerTest, AttentionTransposesScaleAndMaskFoldIntoTheProducts
   EXPECT_EQ(CountOps(g, "Transpose"), 1);
   EXPECT_EQ(CountOps(g, "Div"), 0);
   EXPECT_EQ(CountOps(g, "Add"), 0);
+}
+
+TEST_F(FusionTransformerTest, ScaledTransposedOperandsFoldIntoAlpha) {
+  // torch's nn.MultiheadAttention: (Transpose(q) / 4) @ Transpose(k) * 0.5, on x [4,2,8].
+  ModelBuilder b(13);
+  b.Input("x", onnx::TensorProto::FLOAT, {4, 2, 8}).Output("y", {2, 4, 4});
+  b.FloatInit("four", {}, {4.0f}).FloatInit("half", {1}, {0.5f});
+  SetIntsAttr(&b.Node("Transpose", {"x"}, {"q"}), "perm", {1, 0, 2});
+  b.Node("Div", {"q", "four"}, {"qs"});
+  b.Node("Tanh", {"x"}, {"k"});
+  SetIntsAttr(&b.Node("Transpose", {"k"}, {"kt"}), "perm", {1, 2, 0});
+  b.Node("Mul", {"half", "kt"}, {"kts"});
+  b.Node("MatMul", {"qs", "kts"}, {"y"});
+  auto model = LoadBoth(b.Bytes(), FloatTensor({4, 2, 8}, RandomFloats(64, 91)));
+  ASSERT_NE(model, nullptr);
+  const Graph& g = model->graph();
+  ASSERT_EQ(g.nodes.size(), 2u);  // Tanh, FusedMatMul
+  EXPECT_EQ(g.nodes[1].op, kernels::cpu::kFusedMatMulOp);
+  EXPECT_FLOAT_EQ(*g.nodes[1].attributes.GetFloat("alpha", 1.0f), 0.125f);
 }
 
 TEST_F(FusionTransformerTest, ScaleOfHigherRankIsNotAScalar) {
