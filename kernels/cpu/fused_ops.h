@@ -22,9 +22,8 @@ inline constexpr char kFusedGemmOp[] = "com.reprise.FusedGemm";
 /// bias, broadcast to Y), R (optional residual, broadcast to Y). Attributes: "perm_a" /
 /// "perm_b" (ints, optional: a Transpose applied to the operand before the product, whose
 /// last axis must stay one of the last two), "alpha" (float, default 1), "activation" as for
-/// kFusedGemmOp plus "Gelu" (with "approximate": "none" or "tanh"), "perm_y" (ints, optional:
-/// the output is stored as Transpose(Y, perm_y), which must keep the last axis last; not with
-/// C or R). Y = act(alpha * MatMul(perm_a(A), perm_b(B)) + C) + R, with MatMul's broadcasting.
+/// kFusedGemmOp plus "Gelu" (with "approximate": "none" or "tanh").
+/// Y = act(alpha * MatMul(perm_a(A), perm_b(B)) + C) + R, with MatMul's broadcasting.
 inline constexpr char kFusedMatMulOp[] = "com.reprise.FusedMatMul";
 
 }  // namespace reprise::kernels::cpu

@@ -405,9 +405,8 @@ class FusedMatMulKernel final : public PreparedKernel {
     int64_t m = 0, n = 0, k = 0;
     bool trans_a = false, trans_b = false;
     int64_t lda = 0, ldb = 0;
-    int64_t ldy = 0;           // Y's row stride (n, or more when Y is stored transposed)
     int64_t batch = 1;         // products
-    BroadcastPlan batch_plan;  // over the batch dims: A's, B's and Y's element offsets
+    BroadcastPlan batch_plan;  // over the batch dims: A's and B's element offsets
     bool fold_rows = false;    // one product of batch * m rows (B has no batch)
     float alpha = 1.0f;
     std::optional<BroadcastPlan> bias, residual;
@@ -440,24 +439,22 @@ class FusedMatMulKernel final : public PreparedKernel {
     absl::Status status;
     auto product = [&](int64_t rows, const float* pa, const float* pb, float* py) {
       if (!p_.trans_a && !p_.trans_b && p_.alpha == 1.0f && UseSmallGemm(rows, p_.n, p_.k)) {
-        for (int64_t r = 0; r < rows && beta == 0.0f; ++r) {
-          std::fill(py + r * p_.ldy, py + r * p_.ldy + p_.n, 0.0f);
-        }
-        SmallGemmAccumulate(rows, p_.n, p_.k, pa, p_.lda, pb, p_.ldb, py, p_.ldy);
+        if (beta == 0.0f) std::fill(py, py + rows * p_.n, 0.0f);
+        SmallGemmAccumulate(rows, p_.n, p_.k, pa, p_.lda, pb, p_.ldb, py, p_.n);
         return absl::OkStatus();
       }
       return Sgemm(p_.trans_a, p_.trans_b, rows, p_.n, p_.k, p_.alpha, pa, p_.lda, pb, p_.ldb, beta,
-                   py, p_.ldy);
+                   py, p_.n);
     };
     if (p_.fold_rows) {
       status = product(p_.batch * p_.m, a, b, y);
     } else {
       const int64_t sa = p_.batch_plan.strides[0].back();
       const int64_t sb = p_.batch_plan.strides[1].back();
-      const int64_t sy = p_.batch_plan.strides[2].back();
-      ForEachRow(p_.batch_plan, [&](int64_t, const int64_t* offs, int64_t len) {
+      ForEachRow(p_.batch_plan, [&](int64_t at, const int64_t* offs, int64_t len) {
         for (int64_t i = 0; i < len && status.ok(); ++i) {
-          status = product(p_.m, a + offs[0] + i * sa, b + offs[1] + i * sb, y + offs[2] + i * sy);
+          status =
+              product(p_.m, a + offs[0] + i * sa, b + offs[1] + i * sb, y + (at + i) * p_.m * p_.n);
         }
       });
     }
@@ -487,7 +484,6 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareFusedMatMul(const Prepare
   const Attributes& attrs = AttrsOf(context);
   ASSIGN_OR_RETURN(std::vector<int64_t> perm_a, attrs.GetInts("perm_a", {}));
   ASSIGN_OR_RETURN(std::vector<int64_t> perm_b, attrs.GetInts("perm_b", {}));
-  ASSIGN_OR_RETURN(std::vector<int64_t> perm_y, attrs.GetInts("perm_y", {}));
   FusedMatMulKernel::Params p;
   ASSIGN_OR_RETURN(p.alpha, attrs.GetFloat("alpha", 1.0f));
   ASSIGN_OR_RETURN(p.lo, attrs.GetFloat("clip_min", -INFINITY));
@@ -544,31 +540,13 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareFusedMatMul(const Prepare
   Shape out = *batch;
   if (!a_vector) out.push_back(p.m);
   if (!b_vector) out.push_back(p.n);
-  // Where Y's logical axes lie in its storage: contiguous, or Transpose(Y, perm_y) with Y's
-  // last axis kept last (sgemm writes rows ldy apart).
-  std::vector<int64_t> y_strides = ContiguousStrides(out);
-  Shape stored = out;
-  if (!perm_y.empty()) {
-    const int64_t r = static_cast<int64_t>(out.size());
-    if (a_vector || b_vector || HasInput(context, 2) || HasInput(context, 3) ||
-        static_cast<int64_t>(perm_y.size()) != r || perm_y[r - 1] != r - 1) {
-      return InvalidArgument(context, "perm_y needs matrix operands, no bias or residual, and ",
-                             "the output's last axis kept last");
-    }
-    ASSIGN_OR_RETURN(MatOperand view, ViewOperand(context, out, perm_y, "Y"));
-    stored = view.shape;
-    const std::vector<int64_t> stored_strides = ContiguousStrides(stored);
-    for (int64_t i = 0; i < r; ++i) y_strides[perm_y[i]] = stored_strides[i];
-  }
-  p.ldy = out.size() >= 2 && !a_vector && !b_vector ? y_strides[out.size() - 2] : p.n;
-  p.fold_rows = perm_a.empty() && perm_y.empty() && !p.trans_a &&
-                runtime::NumElements(b_batch) == 1 && a_batch == *batch;
+  p.fold_rows =
+      perm_a.empty() && !p.trans_a && runtime::NumElements(b_batch) == 1 && a_batch == *batch;
   if (!p.fold_rows) {
-    // Per batch axis, each operand's element stride (0 where it broadcasts), and Y's.
+    // Per batch axis, each operand's element stride (0 where it broadcasts).
     Shape dims = *batch;
-    std::vector<std::vector<int64_t>> strides(3);
+    std::vector<std::vector<int64_t>> strides(2);
     for (size_t i = 0; i < dims.size(); ++i) {
-      strides[2].push_back(y_strides[i]);
       const size_t from_end = dims.size() - i;
       for (int o = 0; o < 2; ++o) {
         const MatOperand& op = o == 0 ? a : b;
@@ -579,7 +557,7 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareFusedMatMul(const Prepare
     }
     if (dims.empty()) {
       dims = {1};
-      strides = {{0}, {0}, {0}};
+      strides = {{0}, {0}};
     }
     p.batch_plan = MakeStridedPlan(dims, std::move(strides));
   }
@@ -598,7 +576,7 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareFusedMatMul(const Prepare
   if (HasInput(context, 3)) {
     ASSIGN_OR_RETURN(p.residual, epilogue(3, "residual"));
   }
-  return std::make_unique<FusedMatMulKernel>(std::move(p), std::move(stored));
+  return std::make_unique<FusedMatMulKernel>(std::move(p), std::move(out));
 }
 
 }  // namespace

@@ -462,24 +462,6 @@ bool MatchMatMul(Matcher& m, int i) {
       absorb(add);
     }
   }
-  // A Transpose of the result that keeps its last axis last: the product writes it so.
-  std::vector<int64_t> perm_y;
-  const int rank_a = OperandRank(g, operands[0], perms[0]);
-  const int rank_b = OperandRank(g, operands[1], perms[1]);
-  if (const int t = m.Sole(out, "Transpose");
-      t >= 0 && bias == Graph::kNoValue && residual == Graph::kNoValue && rank_a != 0 &&
-      rank_a != 1 && rank_b != 0 && rank_b != 1 && FoldableTranspose(m.node(t), &perm_y)) {
-    // The perm has the product's rank (the model is valid); an operand of that rank rules out
-    // a 1-D operand, whose product would have one axis less.
-    const int r = static_cast<int>(perm_y.size());
-    if ((rank_a == r || rank_b == r) && perm_y[r - 1] == r - 1) {
-      absorb(t);
-    } else {
-      perm_y.clear();
-    }
-  } else {
-    perm_y.clear();
-  }
   if (taken.size() == 1) return false;
   Node fused;
   fused.op = kernels::cpu::kFusedMatMulOp;
@@ -489,7 +471,6 @@ bool MatchMatMul(Matcher& m, int i) {
   if (residual != Graph::kNoValue) fused.inputs.push_back(residual);
   if (!perms[0].empty()) fused.attributes.Set("perm_a", perms[0]);
   if (!perms[1].empty()) fused.attributes.Set("perm_b", perms[1]);
-  if (!perm_y.empty()) fused.attributes.Set("perm_y", perm_y);
   if (alpha != 1.0f) fused.attributes.Set("alpha", alpha);
   if (!activation.empty()) fused.attributes.Set("activation", activation);
   if (activation == "Clip") {

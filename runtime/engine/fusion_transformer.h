@@ -36,9 +36,7 @@ int FuseGelu(Graph* graph, const KernelRegistry& registry);
 /// place); then, after the product, in this order a Mul or Div by a float scalar constant (the
 /// scale), an Add of a float constant whose dims before the last two are 1 (bias or attention
 /// mask; one that could widen the shape stays), Relu / Tanh / Sigmoid / Clip / Gelu, and an Add
-/// of a non-constant (residual); without bias or residual, a Transpose of the result that keeps
-/// its last axis last (attention's context back to [batch, seq, heads, dim]) when the operand
-/// ranks are known. A MatMul with nothing to absorb stays. Returns how many nodes
+/// of a non-constant (residual). A MatMul with nothing to absorb stays. Returns how many nodes
 /// were absorbed.
 int FuseMatMulEpilogues(Graph* graph, const KernelRegistry& registry);
 

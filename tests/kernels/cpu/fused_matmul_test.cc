@@ -24,7 +24,6 @@ struct Case {
   bool residual = false;
   std::string activation;
   float alpha = 1.0f;
-  std::vector<int64_t> perm_y;  // the output stored transposed (no bias or residual)
 };
 
 int64_t Count(const Shape& shape) { return runtime::NumElements(shape); }
@@ -39,25 +38,15 @@ Tensor Logical(const KernelHarness& h, const Tensor& stored, const std::vector<i
 
 TEST(FusedMatMulTest, MatchesTransposeMatMulAndEpilogue) {
   const std::vector<Case> cases = {
-      {{3}, {}, {3, 4}, {}, true, false, "Relu", 1.0f, {}},
-      {{2, 3, 5}, {}, {5}, {}, false, true, "", 0.5f, {}},
-      {{4, 5}, {}, {2, 5, 3}, {}, true, true, "Tanh", 1.0f, {}},
-      {{2, 1, 4, 5}, {}, {3, 5, 6}, {}, true, false, "Gelu", 2.0f, {}},
-      {{2, 5, 4}, {0, 2, 1}, {2, 6, 5}, {0, 2, 1}, true, true, "Sigmoid", 0.25f, {}},
-      {{2, 4, 3, 5}, {0, 2, 1, 3}, {2, 4, 3, 5}, {0, 2, 3, 1}, false, false, "", 0.125f, {}},
-      {{3, 2, 8}, {1, 0, 2}, {8, 6}, {}, true, false, "Clip", 1.0f, {}},
-      {{40, 16}, {}, {16, 24}, {}, true, true, "Relu", 1.0f, {}},
-      {{0, 5}, {}, {5, 3}, {}, true, true, "Relu", 1.0f, {}},
-      {{2, 4, 3, 5},
-       {0, 2, 1, 3},
-       {2, 4, 3, 5},
-       {0, 2, 3, 1},
-       false,
-       false,
-       "",
-       0.5f,
-       {0, 2, 1, 3}},
-      {{3, 4, 5}, {}, {5, 6}, {}, false, false, "Relu", 1.0f, {1, 0, 2}},
+      {{3}, {}, {3, 4}, {}, true, false, "Relu"},
+      {{2, 3, 5}, {}, {5}, {}, false, true, "", 0.5f},
+      {{4, 5}, {}, {2, 5, 3}, {}, true, true, "Tanh"},
+      {{2, 1, 4, 5}, {}, {3, 5, 6}, {}, true, false, "Gelu", 2.0f},
+      {{2, 5, 4}, {0, 2, 1}, {2, 6, 5}, {0, 2, 1}, true, true, "Sigmoid", 0.25f},
+      {{2, 4, 3, 5}, {0, 2, 1, 3}, {2, 4, 3, 5}, {0, 2, 3, 1}, false, false, "", 0.125f},
+      {{3, 2, 8}, {1, 0, 2}, {8, 6}, {}, true, false, "Clip"},
+      {{40, 16}, {}, {16, 24}, {}, true, true, "Relu"},
+      {{0, 5}, {}, {5, 3}, {}, true, true, "Relu"},
   };
   KernelHarness h;
   uint32_t seed = 100;
@@ -85,23 +74,15 @@ TEST(FusedMatMulTest, MatchesTransposeMatMulAndEpilogue) {
       if (c.activation == "Gelu") y = 0.5f * y * (1.0f + std::erf(y / std::sqrt(2.0f)));
       want[i] = y + (c.residual ? residual[i] : 0.0f);
     }
-    Shape stored = out;
-    if (!c.perm_y.empty()) {
-      auto t = h.Run("Transpose", {Tensor::Of<float>(out, want)}, Attrs({{"perm", c.perm_y}}));
-      ASSERT_TRUE(t.ok()) << t.status();
-      want = (*t)[0].Values<float>();
-      stored = (*t)[0].shape;
-    }
     runtime::Attributes attrs = Attrs({{"alpha", c.alpha},
                                        {"activation", c.activation},
                                        {"clip_min", -0.5f},
                                        {"clip_max", 0.25f}});
     if (!c.perm_a.empty()) attrs.Set("perm_a", c.perm_a);
     if (!c.perm_b.empty()) attrs.Set("perm_b", c.perm_b);
-    if (!c.perm_y.empty()) attrs.Set("perm_y", c.perm_y);
     auto got = h.Run(kFusedMatMulOp, inputs, attrs);
     ASSERT_TRUE(got.ok()) << got.status();
-    EXPECT_EQ((*got)[0].shape, stored);
+    EXPECT_EQ((*got)[0].shape, out);
     const std::vector<float> values = (*got)[0].Values<float>();
     ASSERT_EQ(values.size(), want.size());
     for (size_t i = 0; i < want.size(); ++i) {
@@ -125,12 +106,6 @@ TEST(FusedMatMulTest, RejectsLayoutsAndShapesItCannotRead) {
   auto wide = h.Run(kFusedMatMulOp, {a, b, Tensor::Of<float>({3, 1, 1, 5}, RandomFloats(15, 4))});
   ASSERT_FALSE(wide.ok());
   EXPECT_NE(wide.status().message().find("bias"), std::string::npos) << wide.status();
-  // perm_y moving the last axis, or with a bias.
-  EXPECT_FALSE(
-      h.Run(kFusedMatMulOp, {a, b}, Attrs({{"perm_y", std::vector<int64_t>{0, 2, 1}}})).ok());
-  EXPECT_FALSE(h.Run(kFusedMatMulOp, {a, b, Tensor::Of<float>({5}, RandomFloats(5, 5), true)},
-                     Attrs({{"perm_y", std::vector<int64_t>{1, 0, 2}}}))
-                   .ok());
   auto act = h.Run(kFusedMatMulOp, {a, b}, Attrs({{"activation", std::string("Swish")}}));
   EXPECT_FALSE(act.ok());
 }
