@@ -39,6 +39,7 @@ class Matcher {
   }
 
   Graph& graph() { return graph_; }
+  const Graph& graph() const { return graph_; }
   const Node& node(int i) const { return graph_.nodes[i]; }
   bool dropped(int i) const { return drop_[i]; }
 
@@ -275,36 +276,101 @@ bool MatchLayerNorm(Matcher& m, int r) {
   return true;
 }
 
-// Matches x * 0.5 * (1 + Erf(x / sqrt(2))) around the Erf node `e`.
+// For the Erf form: u = x / sqrt(2) or x * (1 / sqrt(2)). Sets x; appends the node to `taken`.
+bool MatchErfArgument(const Matcher& m, int u, int* x, std::vector<int>* taken) {
+  constexpr float kTolerance = 1e-4f;
+  if (m.Uses(u) != 1 || IsGraphOutput(m.graph(), u)) return false;
+  if (const int div = m.Producer(u, "Div"); div >= 0) {
+    const Node& n = m.node(div);
+    if (n.inputs.size() != 2 || !m.ScalarNear(n.inputs[1], std::sqrt(2.0f), kTolerance)) {
+      return false;
+    }
+    *x = n.inputs[0];
+    taken->push_back(div);
+    return true;
+  }
+  const int mul = m.Producer(u, "Mul");
+  if (mul < 0 || m.node(mul).inputs.size() != 2) return false;
+  for (int k = 0; k < 2; ++k) {
+    if (m.ScalarNear(m.node(mul).inputs[1 - k], std::sqrt(0.5f), kTolerance)) {
+      *x = m.node(mul).inputs[k];
+      taken->push_back(mul);
+      return true;
+    }
+  }
+  return false;
+}
+
+// For the tanh form: u = sqrt(2/pi) * (x + 0.044715 * x^3), the cube as Pow(x, 3) or
+// x * (x * x) in either order. Sets x; appends the nodes to `taken`.
+bool MatchTanhArgument(const Matcher& m, int u, int* x, std::vector<int>* taken) {
+  const Graph& g = m.graph();
+  auto sole_use = [&](int value) { return m.Uses(value) == 1 && !IsGraphOutput(g, value); };
+  // The operand of `node` (a binary node) other than a scalar constant near `want`.
+  auto scaled = [&](int node, float want, float tolerance) {
+    const Node& n = m.node(node);
+    if (n.inputs.size() != 2) return static_cast<int>(Graph::kNoValue);
+    for (int k = 0; k < 2; ++k) {
+      if (m.ScalarNear(n.inputs[1 - k], want, tolerance)) return n.inputs[k];
+    }
+    return static_cast<int>(Graph::kNoValue);
+  };
+  const int outer = m.Producer(u, "Mul");
+  if (outer < 0 || !sole_use(u)) return false;
+  const int inner = scaled(outer, 0.7978845608f, 1e-4f);
+  const int add = m.Producer(inner, "Add");
+  if (inner == Graph::kNoValue || add < 0 || !sole_use(inner) || m.node(add).inputs.size() != 2) {
+    return false;
+  }
+  for (int k = 0; k < 2; ++k) {
+    const int cand = m.node(add).inputs[k];
+    const int term = m.node(add).inputs[1 - k];
+    const int coef = m.Producer(term, "Mul");
+    if (coef < 0 || !sole_use(term)) continue;
+    const int cube = scaled(coef, 0.044715f, 1e-6f);
+    if (cube == Graph::kNoValue || !sole_use(cube)) continue;
+    std::vector<int> nodes = {outer, add, coef};
+    if (const int pow = m.Producer(cube, "Pow"); pow >= 0) {
+      if (m.node(pow).inputs.size() != 2 || m.node(pow).inputs[0] != cand ||
+          !m.ScalarNear(m.node(pow).inputs[1], 3.0f, 0.0f)) {
+        continue;
+      }
+      nodes.push_back(pow);
+    } else if (const int mul = m.Producer(cube, "Mul"); mul >= 0) {
+      const int sq = Matcher::Other(m.node(mul), cand);
+      const int sq_node = m.Producer(sq, "Mul");
+      if (sq == Graph::kNoValue || sq_node < 0 || !sole_use(sq) ||
+          m.node(sq_node).inputs.size() != 2 || m.node(sq_node).inputs[0] != cand ||
+          m.node(sq_node).inputs[1] != cand) {
+        continue;
+      }
+      nodes.push_back(mul);
+      nodes.push_back(sq_node);
+    } else {
+      continue;
+    }
+    *x = cand;
+    taken->insert(taken->end(), nodes.begin(), nodes.end());
+    return true;
+  }
+  return false;
+}
+
+// Matches x * 0.5 * (1 + Erf(x / sqrt(2))) around the Erf node `e`, or the tanh form
+// x * 0.5 * (1 + Tanh(sqrt(2/pi) * (x + 0.044715 x^3))) around the Tanh node `e`.
 bool MatchGelu(Matcher& m, int e) {
   const Node& erf = m.node(e);
-  if (erf.op != "Erf" || !IsDefaultDomain(erf) || erf.inputs.size() != 1 ||
+  if ((erf.op != "Erf" && erf.op != "Tanh") || !IsDefaultDomain(erf) || erf.inputs.size() != 1 ||
       erf.outputs.size() != 1) {
     return false;
   }
-  constexpr float kTolerance = 1e-4f;
-  const int u = erf.inputs[0];
-  int scale = m.Producer(u, "Div");
+  const bool tanh_form = erf.op == "Tanh";
   int x = Graph::kNoValue;
-  if (scale >= 0) {
-    const Node& div = m.node(scale);
-    if (div.inputs.size() != 2 || !m.ScalarNear(div.inputs[1], std::sqrt(2.0f), kTolerance)) {
-      return false;
-    }
-    x = div.inputs[0];
-  } else {
-    scale = m.Producer(u, "Mul");
-    if (scale < 0) return false;
-    const Node& mul = m.node(scale);
-    for (int k = 0; k < 2 && x == Graph::kNoValue; ++k) {
-      if (mul.inputs.size() == 2 && m.ScalarNear(mul.inputs[1 - k], std::sqrt(0.5f), kTolerance)) {
-        x = mul.inputs[k];
-      }
-    }
-    if (x == Graph::kNoValue) return false;
+  std::vector<int> taken = {e};
+  if (!(tanh_form ? MatchTanhArgument(m, erf.inputs[0], &x, &taken)
+                  : MatchErfArgument(m, erf.inputs[0], &x, &taken))) {
+    return false;
   }
-  if (m.Uses(u) != 1 || IsGraphOutput(m.graph(), u)) return false;
-  std::vector<int> taken = {scale, e};
   const int add = m.Sole(erf.outputs[0], "Add");
   if (add < 0 || !m.ScalarNear(Matcher::Other(m.node(add), erf.outputs[0]), 1.0f, 1e-6f)) {
     return false;
@@ -337,6 +403,7 @@ bool MatchGelu(Matcher& m, int e) {
   fused.op = "Gelu";
   fused.name = erf.name;
   fused.inputs = {x};
+  if (tanh_form) fused.attributes.Set("approximate", std::string("tanh"));
   fused.outputs = {m.node(last).outputs[0]};
   m.Replace(taken, last, std::move(fused));
   return true;

@@ -2,7 +2,7 @@
 // LayerNormalization or Gelu op, so exporters write them out as arithmetic):
 //  - ReduceMean / Sub / Pow / ReduceMean / Add(eps) / Sqrt / Div / Mul(gamma) / Add(beta) over
 //    the last axis → one LayerNormalization;
-//  - x * 0.5 * (1 + Erf(x / sqrt(2))) in its usual orderings → one Gelu;
+//  - x * 0.5 * (1 + Erf(x / sqrt(2))) in its usual orderings, and the tanh form → one Gelu;
 //  - MatMul [← Transpose of either operand] [→ Mul/Div by a scalar] [→ Add(constant bias)]
 //    [→ Relu | Tanh | Sigmoid | Clip | Gelu] [→ Add(residual)] → one kFusedMatMulOp
 //    (kernels/cpu/fused_ops.h).
@@ -22,12 +22,14 @@ namespace reprise::runtime::engine {
 /// used twice, or twice; the square as Pow(d, 2) or Mul(d, d); the division as Div(d, s) or
 /// Mul(d, Reciprocal(s)); the Add of beta optional. eps must be a float scalar constant, gamma
 /// and beta float constants of one non-unit dimension at most (the normalised size). Returns
-/// how many were replaced.
+/// how many nodes were removed.
 int FuseLayerNorm(Graph* graph, const KernelRegistry& registry);
 
 /// Replaces each x * 0.5 * (1 + Erf(x / sqrt(2))) by Gelu(x) (approximate "none"): the
 /// division may be a Mul by 1/sqrt(2), and the two products may come in any of the orders
-/// (x * (1 + e)) * 0.5, x * ((1 + e) * 0.5), (x * 0.5) * (1 + e). Returns how many.
+/// (x * (1 + e)) * 0.5, x * ((1 + e) * 0.5), (x * 0.5) * (1 + e). Likewise the tanh form
+/// x * 0.5 * (1 + Tanh(sqrt(2/pi) * (x + 0.044715 * x^3))) (the cube as Pow(x, 3) or
+/// x * (x * x)) becomes Gelu with approximate "tanh". Returns how many nodes were removed.
 int FuseGelu(Graph* graph, const KernelRegistry& registry);
 
 /// Fuses each MatMul with what surrounds it into one kernels::cpu::kFusedMatMulOp: on either

@@ -213,6 +213,44 @@ TEST_F(FusionTransformerTest, GeluOrderingsBecomeOneNode) {
   EXPECT_EQ(CountOps(model->graph(), "Gelu"), 3);
 }
 
+// out = 0.5 * x * (1 + Tanh(sqrt(2/pi) * (x + 0.044715 * x^3))) with the cube as Pow(x, 3)
+// or x * (x * x); `coefficient` replaces 0.044715 (to write a wrong one).
+void AddGeluTanh(ModelBuilder& b, const std::string& p, const std::string& in,
+                 const std::string& out, bool pow, float coefficient = 0.044715f) {
+  b.FloatInit(p + "_three", {}, {3.0f}).FloatInit(p + "_c", {}, {coefficient});
+  b.FloatInit(p + "_root", {}, {0.7978846f}).FloatInit(p + "_one", {}, {1.0f});
+  b.FloatInit(p + "_half", {}, {0.5f});
+  if (pow) {
+    b.Node("Pow", {in, p + "_three"}, {p + "_cube"});
+  } else {
+    b.Node("Mul", {in, in}, {p + "_sq"});
+    b.Node("Mul", {p + "_sq", in}, {p + "_cube"});
+  }
+  b.Node("Mul", {p + "_c", p + "_cube"}, {p + "_t"});
+  b.Node("Add", {in, p + "_t"}, {p + "_inner"});
+  b.Node("Mul", {p + "_inner", p + "_root"}, {p + "_u"});
+  b.Node("Tanh", {p + "_u"}, {p + "_e"});
+  b.Node("Add", {p + "_e", p + "_one"}, {p + "_a"});
+  b.Node("Mul", {p + "_half", in}, {p + "_h"});
+  b.Node("Mul", {p + "_h", p + "_a"}, {out});
+}
+
+TEST_F(FusionTransformerTest, TanhGeluBecomesGeluWithTanhApproximation) {
+  ModelBuilder b(13);
+  b.Input("x", onnx::TensorProto::FLOAT, {4, 16}).Output("y", {4, 16});
+  AddGeluTanh(b, "g1", "x", "h1", true);
+  AddGeluTanh(b, "g2", "h1", "h2", false);
+  AddGeluTanh(b, "g3", "h2", "y", true, 0.05f);  // not GELU's coefficient: stays
+  std::vector<float> x = RandomFloats(64, 23);
+  for (float& v : x) v *= 4.0f;
+  auto model = LoadBoth(b.Bytes(), FloatTensor({4, 16}, x));
+  ASSERT_NE(model, nullptr);
+  const Graph& g = model->graph();
+  EXPECT_EQ(CountOps(g, "Gelu"), 2);
+  EXPECT_EQ(CountOps(g, "Tanh"), 1);
+  EXPECT_EQ(*g.nodes[0].attributes.GetString("approximate", ""), "tanh");
+}
+
 TEST_F(FusionTransformerTest, GeluLeftAloneWhenThePatternDiffers) {
   for (int variant = 0; variant < 3; ++variant) {
     SCOPED_TRACE(variant);
