@@ -7,6 +7,7 @@ The benchmark does not run it by default; it is the measurement model of the tra
 rewrites (runtime/engine/fusion_transformer.h, docs/development.md).
 
     /usr/bin/python3 tools/models/export_bert_layer.py --out DIR [--layers 2] [--seq 32]
+        [--gelu none|tanh]
 
 Writes DIR/model.onnx (input "input" [batch, seq, hidden], dynamic batch; output "output")
 and input_b{1,8}.npy / output_b{1,8}.npy computed by PyTorch. Needs python3-torch.
@@ -17,7 +18,7 @@ import os
 import sys
 
 
-def build(torch, hidden, heads, ffn, layers, seq):
+def build(torch, hidden, heads, ffn, layers, seq, gelu):
     nn = torch.nn
 
     class Layer(nn.Module):
@@ -51,7 +52,7 @@ def build(torch, hidden, heads, ffn, layers, seq):
             ctx = torch.matmul(probs, v).transpose(1, 2)
             ctx = ctx.reshape(ctx.shape[0], ctx.shape[1], hidden)
             h = self.ln1(x + self.o(ctx))
-            f = self.down(nn.functional.gelu(self.up(h)))
+            f = self.down(nn.functional.gelu(self.up(h), approximate=gelu))
             return self.ln2(h + f)
 
     return nn.Sequential(*[Layer() for _ in range(layers)])
@@ -65,6 +66,8 @@ def main():
     parser.add_argument("--heads", type=int, default=4)
     parser.add_argument("--ffn", type=int, default=512)
     parser.add_argument("--seq", type=int, default=32)
+    parser.add_argument("--gelu", choices=["none", "tanh"], default="none",
+                        help="GELU form (tanh: the approximation GPT-2 uses)")
     args = parser.parse_args()
     try:
         import numpy as np
@@ -74,7 +77,8 @@ def main():
         return 1
     torch.manual_seed(4321)
     torch.set_num_threads(1)
-    model = build(torch, args.hidden, args.heads, args.ffn, args.layers, args.seq).eval()
+    model = build(torch, args.hidden, args.heads, args.ffn, args.layers, args.seq,
+                  args.gelu).eval()
     os.makedirs(args.out, exist_ok=True)
     example = torch.randn(2, args.seq, args.hidden)
     path = os.path.join(args.out, "model.onnx")
