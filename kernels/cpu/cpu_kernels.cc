@@ -22,6 +22,7 @@ absl::Status RegisterCpuKernels(runtime::KernelRegistry* registry) {
   RETURN_IF_ERROR(RegisterPoolKernels(registry));
   RETURN_IF_ERROR(RegisterOnednnPoolKernels(registry));
   RETURN_IF_ERROR(RegisterResizeKernels(registry));
+  RETURN_IF_ERROR(RegisterGeluKernels(registry));
   return absl::OkStatus();
 }
 

@@ -25,7 +25,7 @@ absl::Status RegisterReduceKernels(runtime::KernelRegistry* registry);
 absl::Status RegisterTopKKernels(runtime::KernelRegistry* registry);
 /// normalization.cc: Softmax, LogSoftmax, LayerNormalization, BatchNormalization.
 absl::Status RegisterNormalizationKernels(runtime::KernelRegistry* registry);
-/// gemm.cc: Gemm, MatMul.
+/// gemm.cc: Gemm, MatMul, FusedGemm, FusedMatMul.
 absl::Status RegisterGemmKernels(runtime::KernelRegistry* registry);
 /// einsum.cc: Einsum.
 absl::Status RegisterEinsumKernels(runtime::KernelRegistry* registry);
@@ -36,6 +36,8 @@ absl::Status RegisterPoolKernels(runtime::KernelRegistry* registry);
 absl::Status RegisterOnednnPoolKernels(runtime::KernelRegistry* registry);
 /// resize.cc: Resize.
 absl::Status RegisterResizeKernels(runtime::KernelRegistry* registry);
+/// gelu.cc: Gelu.
+absl::Status RegisterGeluKernels(runtime::KernelRegistry* registry);
 
 }  // namespace reprise::kernels::cpu
 

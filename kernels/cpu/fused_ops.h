@@ -32,6 +32,14 @@ inline constexpr char kFusedConvDwOp[] = "com.reprise.FusedConvDw";
 /// kFusedConvOp), so that X and Y may stay in the convolutions' blocked layout.
 inline constexpr char kFusedMaxPoolOp[] = "com.reprise.FusedMaxPool";
 
+/// MatMul with folded operand transposes and an epilogue: inputs A, B, C (optional constant
+/// bias, broadcast to Y), R (optional residual, broadcast to Y). Attributes: "perm_a" /
+/// "perm_b" (ints, optional: a Transpose applied to the operand before the product, whose
+/// last axis must stay one of the last two), "alpha" (float, default 1), "activation" as for
+/// kFusedGemmOp plus "Gelu" (with "approximate": "none" or "tanh").
+/// Y = act(alpha * MatMul(perm_a(A), perm_b(B)) + C) + R, with MatMul's broadcasting.
+inline constexpr char kFusedMatMulOp[] = "com.reprise.FusedMatMul";
+
 }  // namespace reprise::kernels::cpu
 
 #endif  // REPRISE_KERNELS_CPU_FUSED_OPS_H_

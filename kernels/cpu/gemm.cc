@@ -1,5 +1,5 @@
-// Gemm and MatMul (float32) on oneDNN's row-major sgemm. MatMul broadcasts batch dims and
-// accepts 1-D operands; when B has no batch, all of A's batch is one GEMM.
+// Gemm and MatMul (float32) on oneDNN's row-major sgemm, and their fused forms. MatMul broadcasts
+// batch dims and accepts 1-D operands; when B has no batch, all of A's batch is one GEMM.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -10,6 +10,7 @@
 #include "dnnl.h"
 #include "kernels/cpu/families.h"
 #include "kernels/cpu/fused_ops.h"
+#include "kernels/cpu/gelu.h"
 #include "kernels/cpu/kernel_util.h"
 #include "runtime/core/status_macros.h"
 
@@ -244,7 +245,7 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareMatMul(const PrepareConte
   });
 }
 
-enum class Activation { kNone, kRelu, kTanh, kSigmoid, kClip };
+enum class Activation { kNone, kRelu, kTanh, kSigmoid, kClip, kGelu, kGeluTanh };
 
 // Applies `act` in place to y[0, n).
 void Activate(Activation act, float lo, float hi, float* y, int64_t n) {
@@ -271,7 +272,33 @@ void Activate(Activation act, float lo, float hi, float* y, int64_t n) {
     case Activation::kClip:
       for (int64_t i = 0; i < n; ++i) y[i] = std::min(std::max(y[i], lo), hi);
       break;
+    case Activation::kGelu:
+    case Activation::kGeluTanh:
+      Gelu(y, y, n, act == Activation::kGeluTanh);
+      break;
   }
+}
+
+// The "activation" attribute of a fused node ("Gelu" only where `allow_gelu`, with its
+// "approximate" attribute).
+absl::StatusOr<Activation> ParseActivation(const PrepareContext& context, bool allow_gelu) {
+  const Attributes& attrs = AttrsOf(context);
+  const absl::StatusOr<std::string> name = attrs.GetString("activation", "");
+  if (!name.ok()) return name.status();
+  const absl::string_view n = *name;
+  if (n.empty()) return Activation::kNone;
+  if (n == "Relu") return Activation::kRelu;
+  if (n == "Tanh") return Activation::kTanh;
+  if (n == "Sigmoid") return Activation::kSigmoid;
+  if (n == "Clip") return Activation::kClip;
+  if (n == "Gelu" && allow_gelu) {
+    const absl::StatusOr<std::string> form = attrs.GetString("approximate", "none");
+    if (!form.ok()) return form.status();
+    if (*form == "none") return Activation::kGelu;
+    if (*form == "tanh") return Activation::kGeluTanh;
+    return InvalidArgument(context, "Gelu approximate \"", *form, "\" is not supported");
+  }
+  return InvalidArgument(context, "activation \"", n, "\" is not supported");
 }
 
 // Gemm, then the activation, then the residual add, in one step.
@@ -317,23 +344,9 @@ class FusedGemmKernel final : public PreparedKernel {
 absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareFusedGemm(const PrepareContext& context) {
   RETURN_IF_ERROR(ExpectInputCount(context, 2, 4));
   const Attributes& attrs = AttrsOf(context);
-  ASSIGN_OR_RETURN(std::string name, attrs.GetString("activation", ""));
   ASSIGN_OR_RETURN(float lo, attrs.GetFloat("clip_min", -INFINITY));
   ASSIGN_OR_RETURN(float hi, attrs.GetFloat("clip_max", INFINITY));
-  Activation act;
-  if (name.empty()) {
-    act = Activation::kNone;
-  } else if (name == "Relu") {
-    act = Activation::kRelu;
-  } else if (name == "Tanh") {
-    act = Activation::kTanh;
-  } else if (name == "Sigmoid") {
-    act = Activation::kSigmoid;
-  } else if (name == "Clip") {
-    act = Activation::kClip;
-  } else {
-    return InvalidArgument(context, "activation \"", name, "\" is not supported");
-  }
+  ASSIGN_OR_RETURN(Activation act, ParseActivation(context, /*allow_gelu=*/false));
   const bool residual = context.inputs.size() == 4;
   PrepareContext gemm = context;
   gemm.inputs = context.inputs.subspan(0, std::min<size_t>(context.inputs.size(), 3));
@@ -354,12 +367,225 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareFusedGemm(const PrepareCo
   return std::make_unique<FusedGemmKernel>(std::move(kernel), act, lo, hi, std::move(plan));
 }
 
+// One operand of kFusedMatMulOp as the product sees it: the logical shape (after the folded
+// Transpose) and each logical axis's element stride in the stored tensor.
+struct MatOperand {
+  Shape shape;
+  std::vector<int64_t> strides;
+};
+
+// `shape` viewed through `perm` (empty: none). Error unless perm is a permutation of the axes.
+absl::StatusOr<MatOperand> ViewOperand(const PrepareContext& context, const Shape& shape,
+                                       const std::vector<int64_t>& perm, const char* which) {
+  MatOperand op;
+  const std::vector<int64_t> strides = ContiguousStrides(shape);
+  if (perm.empty()) return MatOperand{shape, strides};
+  std::vector<bool> seen(shape.size(), false);
+  if (perm.size() != shape.size()) {
+    return InvalidArgument(context, which, " perm has ", perm.size(), " axes, the operand ",
+                           runtime::ShapeToString(shape));
+  }
+  for (int64_t p : perm) {
+    if (p < 0 || p >= static_cast<int64_t>(shape.size()) || seen[p]) {
+      return InvalidArgument(context, which, " perm is not a permutation of ", shape.size(),
+                             " axes");
+    }
+    seen[p] = true;
+    op.shape.push_back(shape[p]);
+    op.strides.push_back(strides[p]);
+  }
+  return op;
+}
+
+// Y = act(alpha * op(A) op(B) + C) + R over MatMul's batch broadcasting; each product is one
+// sgemm with A and B read in place through their strides (a folded Transpose costs nothing).
+class FusedMatMulKernel final : public PreparedKernel {
+ public:
+  struct Params {
+    int64_t m = 0, n = 0, k = 0;
+    bool trans_a = false, trans_b = false;
+    int64_t lda = 0, ldb = 0;
+    int64_t batch = 1;         // products
+    BroadcastPlan batch_plan;  // over the batch dims: A's and B's element offsets
+    bool fold_rows = false;    // one product of batch * m rows (B has no batch)
+    float alpha = 1.0f;
+    std::optional<BroadcastPlan> bias, residual;
+    Activation act = Activation::kNone;
+    float lo = -INFINITY, hi = INFINITY;
+    int threads = 1;
+  };
+
+  FusedMatMulKernel(Params p, Shape out) : p_(std::move(p)) {
+    outputs_.push_back(Desc(DataType::kFloat32, std::move(out)));
+  }
+
+  absl::string_view op() const override { return kFusedMatMulOp; }
+  const std::vector<TensorDesc>& outputs() const override { return outputs_; }
+
+  absl::Status Run(const KernelArgs& args) const override {
+    UseIntraOpThreads(p_.threads);
+    const float* a = static_cast<const float*>(args.inputs[0]);
+    const float* b = static_cast<const float*>(args.inputs[1]);
+    float* y = static_cast<float*>(args.outputs[0]);
+    const int64_t count = p_.batch * p_.m * p_.n;
+    if (p_.bias.has_value()) {
+      const float* c = static_cast<const float*>(args.inputs[2]);
+      const int64_t s = p_.bias->strides[0].back();
+      ForEachRow(*p_.bias, [&](int64_t at, const int64_t* offs, int64_t len) {
+        for (int64_t i = 0; i < len; ++i) y[at + i] = c[offs[0] + i * s];
+      });
+    }
+    const float beta = p_.bias.has_value() ? 1.0f : 0.0f;
+    absl::Status status;
+    auto product = [&](int64_t rows, const float* pa, const float* pb, float* py) {
+      if (!p_.trans_a && !p_.trans_b && p_.alpha == 1.0f && UseSmallGemm(rows, p_.n, p_.k)) {
+        if (beta == 0.0f) std::fill(py, py + rows * p_.n, 0.0f);
+        SmallGemmAccumulate(rows, p_.n, p_.k, pa, p_.lda, pb, p_.ldb, py, p_.n);
+        return absl::OkStatus();
+      }
+      return Sgemm(p_.trans_a, p_.trans_b, rows, p_.n, p_.k, p_.alpha, pa, p_.lda, pb, p_.ldb, beta,
+                   py, p_.n);
+    };
+    if (p_.fold_rows) {
+      status = product(p_.batch * p_.m, a, b, y);
+    } else {
+      const int64_t sa = p_.batch_plan.strides[0].back();
+      const int64_t sb = p_.batch_plan.strides[1].back();
+      ForEachRow(p_.batch_plan, [&](int64_t at, const int64_t* offs, int64_t len) {
+        for (int64_t i = 0; i < len && status.ok(); ++i) {
+          status =
+              product(p_.m, a + offs[0] + i * sa, b + offs[1] + i * sb, y + (at + i) * p_.m * p_.n);
+        }
+      });
+    }
+    RETURN_IF_ERROR(status);
+    Activate(p_.act, p_.lo, p_.hi, y, count);
+    if (p_.residual.has_value()) {
+      const float* r = static_cast<const float*>(args.inputs[3]);
+      const int64_t s = p_.residual->strides[0].back();
+      ForEachRow(*p_.residual, [&](int64_t at, const int64_t* offs, int64_t len) {
+        for (int64_t i = 0; i < len; ++i) y[at + i] += r[offs[0] + i * s];
+      });
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  Params p_;
+  std::vector<TensorDesc> outputs_;
+};
+
+// kFusedMatMulOp (fused_ops.h).
+absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareFusedMatMul(const PrepareContext& context) {
+  RETURN_IF_ERROR(ExpectInputCount(context, 2, 4));
+  for (size_t i = 0; i < context.inputs.size(); ++i) {
+    if (HasInput(context, i)) RETURN_IF_ERROR(ExpectType(context, i, {DataType::kFloat32}));
+  }
+  const Attributes& attrs = AttrsOf(context);
+  ASSIGN_OR_RETURN(std::vector<int64_t> perm_a, attrs.GetInts("perm_a", {}));
+  ASSIGN_OR_RETURN(std::vector<int64_t> perm_b, attrs.GetInts("perm_b", {}));
+  FusedMatMulKernel::Params p;
+  ASSIGN_OR_RETURN(p.alpha, attrs.GetFloat("alpha", 1.0f));
+  ASSIGN_OR_RETURN(p.lo, attrs.GetFloat("clip_min", -INFINITY));
+  ASSIGN_OR_RETURN(p.hi, attrs.GetFloat("clip_max", INFINITY));
+  ASSIGN_OR_RETURN(p.act, ParseActivation(context, /*allow_gelu=*/true));
+  p.threads = context.intra_op_threads;
+  ASSIGN_OR_RETURN(MatOperand a, ViewOperand(context, context.inputs[0].shape, perm_a, "A"));
+  ASSIGN_OR_RETURN(MatOperand b, ViewOperand(context, context.inputs[1].shape, perm_b, "B"));
+  if (a.shape.empty() || b.shape.empty()) {
+    return InvalidArgument(context, "operands must have rank >= 1");
+  }
+  const bool a_vector = a.shape.size() == 1;
+  const bool b_vector = b.shape.size() == 1;
+  if (a_vector) {
+    a.shape.insert(a.shape.begin(), 1);
+    a.strides.insert(a.strides.begin(), a.shape.back());
+  }
+  if (b_vector) {
+    b.shape.push_back(1);
+    b.strides.push_back(1);
+  }
+  const size_t ra = a.shape.size(), rb = b.shape.size();
+  p.m = a.shape[ra - 2];
+  p.k = a.shape[ra - 1];
+  p.n = b.shape[rb - 1];
+  if (b.shape[rb - 2] != p.k) {
+    return InvalidArgument(context, "operands ", runtime::ShapeToString(a.shape), " and ",
+                           runtime::ShapeToString(b.shape), " do not multiply");
+  }
+  // Row-major sgemm needs each matrix's last axis (or, transposed, its row axis) contiguous.
+  auto layout = [&](const MatOperand& op, size_t r, int64_t cols, bool* trans,
+                    int64_t* ld) -> absl::Status {
+    if (op.strides[r - 1] == 1 || op.shape[r - 1] == 1) {
+      *trans = false;
+      *ld = std::max<int64_t>({op.strides[r - 2], cols, 1});
+    } else if (op.strides[r - 2] == 1 || op.shape[r - 2] == 1) {
+      *trans = true;
+      *ld = std::max<int64_t>({op.strides[r - 1], op.shape[r - 2], 1});
+    } else {
+      return Unimplemented(context, "a transpose that moves the last axis out of the last two");
+    }
+    return absl::OkStatus();
+  };
+  RETURN_IF_ERROR(layout(a, ra, p.k, &p.trans_a, &p.lda));
+  RETURN_IF_ERROR(layout(b, rb, p.n, &p.trans_b, &p.ldb));
+  const Shape a_batch(a.shape.begin(), a.shape.end() - 2);
+  const Shape b_batch(b.shape.begin(), b.shape.end() - 2);
+  auto batch = BroadcastShapes(a_batch, b_batch);
+  if (!batch.ok()) {
+    return InvalidArgument(context, "batch dims of ", runtime::ShapeToString(a.shape), " and ",
+                           runtime::ShapeToString(b.shape), " do not broadcast");
+  }
+  p.batch = runtime::NumElements(*batch);
+  Shape out = *batch;
+  if (!a_vector) out.push_back(p.m);
+  if (!b_vector) out.push_back(p.n);
+  p.fold_rows =
+      perm_a.empty() && !p.trans_a && runtime::NumElements(b_batch) == 1 && a_batch == *batch;
+  if (!p.fold_rows) {
+    // Per batch axis, each operand's element stride (0 where it broadcasts).
+    Shape dims = *batch;
+    std::vector<std::vector<int64_t>> strides(2);
+    for (size_t i = 0; i < dims.size(); ++i) {
+      const size_t from_end = dims.size() - i;
+      for (int o = 0; o < 2; ++o) {
+        const MatOperand& op = o == 0 ? a : b;
+        const size_t rank = op.shape.size() - 2;
+        const bool has = from_end <= rank && op.shape[rank - from_end] != 1;
+        strides[o].push_back(has ? op.strides[rank - from_end] : 0);
+      }
+    }
+    if (dims.empty()) {
+      dims = {1};
+      strides = {{0}, {0}};
+    }
+    p.batch_plan = MakeStridedPlan(dims, std::move(strides));
+  }
+  auto epilogue = [&](size_t index, const char* what) -> absl::StatusOr<BroadcastPlan> {
+    auto shape = BroadcastShapes(context.inputs[index].shape, out);
+    if (!shape.ok() || *shape != out) {
+      return InvalidArgument(
+          context, what, " ", runtime::ShapeToString(context.inputs[index].shape),
+          " does not broadcast to the output's shape ", runtime::ShapeToString(out));
+    }
+    return MakeBroadcastPlan(out, {context.inputs[index].shape});
+  };
+  if (HasInput(context, 2)) {
+    ASSIGN_OR_RETURN(p.bias, epilogue(2, "bias"));
+  }
+  if (HasInput(context, 3)) {
+    ASSIGN_OR_RETURN(p.residual, epilogue(3, "residual"));
+  }
+  return std::make_unique<FusedMatMulKernel>(std::move(p), std::move(out));
+}
+
 }  // namespace
 
 absl::Status RegisterGemmKernels(runtime::KernelRegistry* registry) {
   RETURN_IF_ERROR(registry->Register("Gemm", &PrepareGemm));
   RETURN_IF_ERROR(registry->Register("MatMul", &PrepareMatMul));
   RETURN_IF_ERROR(registry->Register(kFusedGemmOp, &PrepareFusedGemm));
+  RETURN_IF_ERROR(registry->Register(kFusedMatMulOp, &PrepareFusedMatMul));
   return absl::OkStatus();
 }
 

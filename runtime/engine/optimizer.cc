@@ -7,6 +7,7 @@
 #include "runtime/engine/aligned_buffer.h"
 #include "runtime/engine/fusion_conv.h"
 #include "runtime/engine/fusion_gemm.h"
+#include "runtime/engine/fusion_transformer.h"
 #include "runtime/engine/onnx_import.h"
 
 namespace reprise::runtime::engine {
@@ -212,6 +213,8 @@ absl::Status OptimizeForInference(Graph* graph, const KernelRegistry& registry) 
   RETURN_IF_ERROR(FoldBatchNormIntoConv(graph).status());
   FuseConvPostOps(graph, registry);
   FuseGemmEpilogues(graph, registry);
+  // Transformer patterns: decomposed LayerNorm and GELU, MatMul epilogues.
+  FuseTransformerPatterns(graph, registry);
   FuseDepthwiseIntoPointwise(graph, registry);
   FuseMaxPoolIntoConvChains(graph, registry);
   KeepBlockedLayoutBetweenConvs(graph);

@@ -34,7 +34,8 @@ absl::StatusOr<int> FoldConstants(Graph* graph, const KernelRegistry& registry);
 
 /// The standard pipeline for inference: pass-through removal, dead nodes, folding, dead nodes,
 /// then the rewrites of fusion_conv.h (BatchNormalization folding, Conv post-op fusion,
-/// blocked layout between fused convolutions) and fusion_gemm.h (Gemm epilogues).
+/// blocked layout between fused convolutions), fusion_gemm.h (Gemm epilogues) and
+/// fusion_transformer.h (decomposed LayerNorm and GELU, MatMul epilogues).
 /// Error when an engine op (e.g. a Dropout in training mode) is left that no kernel runs.
 absl::Status OptimizeForInference(Graph* graph, const KernelRegistry& registry);
 
