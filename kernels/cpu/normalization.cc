@@ -2,6 +2,8 @@
 // LayerNormalization (opset 17, with the optional Mean and InvStdDev outputs),
 // BatchNormalization (inference) and InstanceNormalization. float32 only.
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <memory>
 
 #include "kernels/cpu/families.h"
@@ -30,6 +32,72 @@ float RowSum(const float* p, int64_t n, float center, bool squares) {
   return ((lanes[0] + lanes[4]) + (lanes[1] + lanes[5])) +
          ((lanes[2] + lanes[6]) + (lanes[3] + lanes[7])) + tail;
 }
+
+// e^x for x <= 0 (Softmax's shifted inputs) in arithmetic the compiler vectorises: x = n ln2 + r
+// with |r| <= ln2/2, e^r by its degree-6 Taylor polynomial (relative error < 2e-7 there), 2^n
+// built in the exponent bits. Below -87 (where e^x is under float's normal range) it gives 0.
+__attribute__((always_inline)) inline float ExpNonPositive(float x) {
+  constexpr float kLog2e = 1.44269504088896341f;
+  constexpr float kLn2Hi = 0.693145751953125f;  // ln 2 split in two for an exact n * ln2
+  constexpr float kLn2Lo = 1.42860682030941723e-06f;
+  const float clamped = x < -87.0f ? -87.0f : x;
+  const float n = std::floor(clamped * kLog2e + 0.5f);
+  const float r = (clamped - n * kLn2Hi) - n * kLn2Lo;
+  float p = 1.0f / 720.0f;
+  p = p * r + 1.0f / 120.0f;
+  p = p * r + 1.0f / 24.0f;
+  p = p * r + 1.0f / 6.0f;
+  p = p * r + 0.5f;
+  p = p * r + 1.0f;
+  p = p * r + 1.0f;
+  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
+  float scale;
+  std::memcpy(&scale, &bits, sizeof(scale));
+  return x < -87.0f ? 0.0f : p * scale;
+}
+
+// Softmax of `rows` contiguous rows of `dim` values each.
+__attribute__((always_inline)) inline void SoftmaxRowsBody(const float* x, float* y, int64_t rows,
+                                                           int64_t dim) {
+  for (int64_t o = 0; o < rows; ++o) {
+    const float* __restrict p = x + o * dim;
+    float* __restrict q = y + o * dim;
+    float max = -INFINITY;
+    for (int64_t k = 0; k < dim; ++k) max = p[k] > max ? p[k] : max;
+    if (std::isinf(max)) {
+      // All -inf (or +inf present): the plain formula, NaN where it is NaN.
+      for (int64_t k = 0; k < dim; ++k) q[k] = std::exp(p[k] - max);
+    } else {
+      for (int64_t k = 0; k < dim; ++k) q[k] = ExpNonPositive(p[k] - max);
+    }
+    const float scale = 1.0f / RowSum(q, dim, 0.0f, false);
+    for (int64_t k = 0; k < dim; ++k) q[k] *= scale;
+  }
+}
+
+#define REPRISE_SOFTMAX_ARGS const float *x, float *y, int64_t rows, int64_t dim
+__attribute__((target("avx512f"))) void SoftmaxRowsAvx512(REPRISE_SOFTMAX_ARGS) {
+  SoftmaxRowsBody(x, y, rows, dim);
+}
+__attribute__((target("avx2,fma"))) void SoftmaxRowsAvx2(REPRISE_SOFTMAX_ARGS) {
+  SoftmaxRowsBody(x, y, rows, dim);
+}
+void SoftmaxRowsBaseline(REPRISE_SOFTMAX_ARGS) { SoftmaxRowsBody(x, y, rows, dim); }
+
+// The copy for this CPU, picked on first use (not an ifunc: see gemm.cc).
+void SoftmaxRows(REPRISE_SOFTMAX_ARGS) {
+  using Fn = void (*)(REPRISE_SOFTMAX_ARGS);
+  static const Fn fn = [] {
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f")) return static_cast<Fn>(&SoftmaxRowsAvx512);
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+      return static_cast<Fn>(&SoftmaxRowsAvx2);
+    }
+    return static_cast<Fn>(&SoftmaxRowsBaseline);
+  }();
+  fn(x, y, rows, dim);
+}
+#undef REPRISE_SOFTMAX_ARGS
 
 template <bool kLog>
 absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareSoftmax(const PrepareContext& context) {
@@ -63,15 +131,7 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareSoftmax(const PrepareCont
     float* y = static_cast<float*>(args.outputs[0]);
     if (inner == 1 && !kLog) {
       // The usual case: rows are contiguous.
-      for (int64_t o = 0; o < outer; ++o) {
-        const float* p = x + o * dim;
-        float* q = y + o * dim;
-        float max = -INFINITY;
-        for (int64_t k = 0; k < dim; ++k) max = p[k] > max ? p[k] : max;
-        for (int64_t k = 0; k < dim; ++k) q[k] = std::exp(p[k] - max);
-        const float scale = 1.0f / RowSum(q, dim, 0.0f, false);
-        for (int64_t k = 0; k < dim; ++k) q[k] *= scale;
-      }
+      SoftmaxRows(x, y, outer, dim);
       return absl::OkStatus();
     }
     for (int64_t o = 0; o < outer; ++o) {

@@ -148,21 +148,25 @@ namespace {
 // Up to 4 rows with B known at prepare: the small kernel with B packed (alpha folded in).
 TEST(GemmTest, SmallProductsWithKnownWeightsMatchTheReference) {
   KernelHarness h;
-  for (int64_t m : {1, 3, 4, 5}) {
-    const int64_t k = 19, n = 21;
-    const auto a = RandomFloats(m * k, 41);
-    const auto b = RandomFloats(n * k, 42);
-    const auto c = RandomFloats(n, 43);
-    const auto ab = ReferenceMatMul(a, b, m, k, n, false, true);
-    std::vector<float> want(m * n);
-    for (int64_t i = 0; i < m * n; ++i) want[i] = 1.5f * ab[i] + 0.5f * c[i % n];
-    auto out = h.Run("Gemm",
-                     {Tensor::Of<float>({m, k}, a), Tensor::Of<float>({n, k}, b, /*known=*/true),
-                      Tensor::Of<float>({n}, c)},
-                     Attrs({{"transB", int64_t{1}}, {"alpha", 1.5f}, {"beta", 0.5f}}));
-    ASSERT_TRUE(out.ok()) << out.status();
-    ExpectNear((*out)[0].Values<float>(), want);
-  }
+  // Up to 16 rows take the small kernel: whole 4x16 register blocks, and their row and column
+  // edges (n = 21: one block and 5 columns; n = 48: three blocks; n = 7: edges only).
+  for (int64_t m : {1, 3, 4, 5, 8, 13, 16})
+    for (int64_t n : {int64_t{21}, int64_t{48}, int64_t{7}}) {
+      SCOPED_TRACE(::testing::Message() << "m=" << m << " n=" << n);
+      const int64_t k = 19;
+      const auto a = RandomFloats(m * k, 41);
+      const auto b = RandomFloats(n * k, 42);
+      const auto c = RandomFloats(n, 43);
+      const auto ab = ReferenceMatMul(a, b, m, k, n, false, true);
+      std::vector<float> want(m * n);
+      for (int64_t i = 0; i < m * n; ++i) want[i] = 1.5f * ab[i] + 0.5f * c[i % n];
+      auto out = h.Run("Gemm",
+                       {Tensor::Of<float>({m, k}, a), Tensor::Of<float>({n, k}, b, /*known=*/true),
+                        Tensor::Of<float>({n}, c)},
+                       Attrs({{"transB", int64_t{1}}, {"alpha", 1.5f}, {"beta", 0.5f}}));
+      ASSERT_TRUE(out.ok()) << out.status();
+      ExpectNear((*out)[0].Values<float>(), want);
+    }
 }
 
 TEST(GemmTest, FusedGemmAppliesTheActivationThenTheResidual) {

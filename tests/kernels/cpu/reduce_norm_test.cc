@@ -1,6 +1,7 @@
 // Reductions, ArgMax, CumSum, TopK (reduce.cc, topk.cc), Softmax/LayerNorm/BatchNorm
 // (normalization.cc) and Resize (resize.cc). Float tolerance 1e-5 absolute + 1e-5 relative
 // against reference loops, exact for hand-computed cases.
+#include <algorithm>
 #include <cmath>
 #include <numeric>
 #include <vector>
@@ -132,6 +133,43 @@ TEST(NormalizationTest, SoftmaxAxisSemanticsChangeAtOpset13) {
   ASSERT_TRUE(out.ok());
   for (float& w : want) w = std::log(w);
   ExpectNear((*out)[0].Values<float>(), want);
+}
+
+// The contiguous Softmax path (its own vectorised exp): relative error against double precision
+// over rows of 1, 3, 16 and 37 values spread over [-100, 20] (so some shifted inputs fall below
+// -87, where e^x is 0 in float), and rows holding -inf.
+TEST(NormalizationTest, SoftmaxMatchesDoublePrecisionOverWideRanges) {
+  KernelHarness h;
+  for (int64_t dim : {1, 3, 16, 37}) {
+    SCOPED_TRACE(dim);
+    const int64_t rows = 5;
+    std::vector<float> x = RandomFloats(rows * dim, 97, -100.0f, 20.0f);
+    if (dim > 1) {
+      x[dim + 1] = -INFINITY;                                        // one -inf in row 1
+      for (int64_t k = 0; k < dim; ++k) x[2 * dim + k] = -INFINITY;  // row 2: all -inf
+      x[2 * dim] = 0.5f;
+    }
+    auto out = h.Run("Softmax", {Tensor::Of<float>({rows, dim}, x)}, {}, 13);
+    ASSERT_TRUE(out.ok()) << out.status();
+    const std::vector<float> got = (*out)[0].Values<float>();
+    for (int64_t r = 0; r < rows; ++r) {
+      double max = -INFINITY, sum = 0;
+      for (int64_t k = 0; k < dim; ++k) max = std::max<double>(max, x[r * dim + k]);
+      for (int64_t k = 0; k < dim; ++k) sum += std::exp(x[r * dim + k] - max);
+      for (int64_t k = 0; k < dim; ++k) {
+        const double shift = x[r * dim + k] - max;
+        const double want = std::exp(shift) / sum;
+        // float's rounding of x - max alone moves e^(x - max) by |x - max| * 2^-24 relatively;
+        // below float's normal range (1.2e-38) the result may be 0.
+        if (std::isinf(shift)) {
+          EXPECT_EQ(got[r * dim + k], 0.0f) << "row " << r << " at " << k;
+          continue;
+        }
+        const double relative = 1e-6 + std::fabs(shift) * 1.2e-7;
+        EXPECT_NEAR(got[r * dim + k], want, relative * want + 2e-38) << "row " << r << " at " << k;
+      }
+    }
+  }
 }
 
 TEST(NormalizationTest, LayerAndBatchNormalization) {
