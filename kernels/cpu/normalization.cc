@@ -33,30 +33,42 @@ float RowSum(const float* p, int64_t n, float center, bool squares) {
          ((lanes[2] + lanes[6]) + (lanes[3] + lanes[7])) + tail;
 }
 
-// e^x for x <= 0 (Softmax's shifted inputs) in arithmetic the compiler vectorises: x = n ln2 + r
-// with |r| <= ln2/2, e^r by its degree-6 Taylor polynomial (relative error < 2e-7 there), 2^n
-// built in the exponent bits. Below -87 (where e^x is under float's normal range) it gives 0.
-__attribute__((always_inline)) inline float ExpNonPositive(float x) {
+// e^x for x <= 0 (Softmax's shifted inputs) in arithmetic only, for any float or vector type
+// T (GCC vector extension) with its int counterpart I: x = n ln2 + r with |r| <= ln2/2 (n
+// rounded by adding 1.5 * 2^23, whose low mantissa bits then hold n), e^r by its degree-6
+// Taylor polynomial (relative error < 2e-7 there), 2^n built in the exponent bits. Below -87
+// (e^x under float's normal range) it gives 0.
+// (By reference: a 64-byte vector passed by value would change the ABI between the copies.)
+template <typename T, typename I>
+__attribute__((always_inline)) inline void ExpNonPositive(const T& x, T* out) {
   constexpr float kLog2e = 1.44269504088896341f;
-  constexpr float kLn2Hi = 0.693145751953125f;  // ln 2 split in two for an exact n * ln2
+  constexpr float kLn2Hi = 0.693145751953125f;  // ln 2 in two parts: n * kLn2Hi is exact
   constexpr float kLn2Lo = 1.42860682030941723e-06f;
-  const float clamped = x < -87.0f ? -87.0f : x;
-  const float n = std::floor(clamped * kLog2e + 0.5f);
-  const float r = (clamped - n * kLn2Hi) - n * kLn2Lo;
-  float p = 1.0f / 720.0f;
-  p = p * r + 1.0f / 120.0f;
+  constexpr float kRound = 12582912.0f;  // 1.5 * 2^23
+  constexpr int32_t kRoundBits = 0x4B400000;
+  const T c = x < -87.0f ? T{} - 87.0f : x;
+  const T t = c * kLog2e + kRound;
+  const T n = t - kRound;
+  const T r = (c - n * kLn2Hi) - n * kLn2Lo;
+  T p = r * (1.0f / 720.0f) + 1.0f / 120.0f;
   p = p * r + 1.0f / 24.0f;
   p = p * r + 1.0f / 6.0f;
   p = p * r + 0.5f;
   p = p * r + 1.0f;
   p = p * r + 1.0f;
-  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
-  float scale;
+  I bits;
+  std::memcpy(&bits, &t, sizeof(bits));
+  bits = (bits - kRoundBits + 127) << 23;
+  T scale;
   std::memcpy(&scale, &bits, sizeof(scale));
-  return x < -87.0f ? 0.0f : p * scale;
+  *out = x < -87.0f ? T{} : p * scale;
 }
 
-// Softmax of `rows` contiguous rows of `dim` values each.
+// 16 floats / ints (one AVX-512 register, two AVX2 ones, four SSE ones).
+typedef float Floats16 __attribute__((vector_size(64)));
+typedef int32_t Ints16 __attribute__((vector_size(64)));
+
+// Softmax of `rows` contiguous rows of `dim` values each; 16 values at a time.
 __attribute__((always_inline)) inline void SoftmaxRowsBody(const float* x, float* y, int64_t rows,
                                                            int64_t dim) {
   for (int64_t o = 0; o < rows; ++o) {
@@ -68,7 +80,15 @@ __attribute__((always_inline)) inline void SoftmaxRowsBody(const float* x, float
       // All -inf (or +inf present): the plain formula, NaN where it is NaN.
       for (int64_t k = 0; k < dim; ++k) q[k] = std::exp(p[k] - max);
     } else {
-      for (int64_t k = 0; k < dim; ++k) q[k] = ExpNonPositive(p[k] - max);
+      int64_t k = 0;
+      for (; k + 16 <= dim; k += 16) {
+        Floats16 v;
+        std::memcpy(&v, p + k, sizeof(v));
+        const Floats16 shifted = v - max;
+        ExpNonPositive<Floats16, Ints16>(shifted, &v);
+        std::memcpy(q + k, &v, sizeof(v));
+      }
+      for (; k < dim; ++k) ExpNonPositive<float, int32_t>(p[k] - max, &q[k]);
     }
     const float scale = 1.0f / RowSum(q, dim, 0.0f, false);
     for (int64_t k = 0; k < dim; ++k) q[k] *= scale;
