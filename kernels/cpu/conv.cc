@@ -617,7 +617,12 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareFusedConvDw(const Prepare
   PrepareContext first = context;
   first.inputs = conv_inputs;
   const int64_t mid_bytes = x[0] * w.shape[0] * x[2] * x[3] * static_cast<int64_t>(sizeof(float));
-  if (mid_bytes >= kDepthwiseFuseMinBytes) {
+  // One primitive only in a channel-blocked layout: oneDNN 2.6's 1x1 convolution with the
+  // depthwise post-op on NHWC tensors computed wrong values (MobileNetV2 with
+  // REPRISE_CONV_CHAIN_LAYOUT=nhwc, against PyTorch's output).
+  const bool blocked = ChainTag() != memory::format_tag::nhwc && post.x != Storage::kNhwc &&
+                       post.y != Storage::kNhwc;
+  if (blocked && mid_bytes >= kDepthwiseFuseMinBytes) {
     ConvPostOps fused = post;
     fused.depthwise = dw;
     auto kernel = PrepareConvWith(first, fused);
