@@ -11,6 +11,7 @@
 #include "kernels/cpu/fused_ops.h"
 #include "runtime/engine/model.h"
 #include "runtime/engine/session.h"
+#include "tests/runtime/engine/fusion_test_util.h"
 #include "tests/runtime/engine/test_models.h"
 
 namespace reprise::runtime::engine {
@@ -35,47 +36,14 @@ std::string StringAttr(const Node& node, absl::string_view name) {
   return value.ok() ? *value : "error";
 }
 
-class FusionConvTest : public ::testing::Test {
+class FusionConvTest : public testing::FusionTest {
  protected:
-  void SetUp() override {
-    ASSERT_TRUE(kernels::cpu::RegisterCpuKernels(&registry_).ok());
-    // The same kernels without the fused conv: the rewrites that need it do not apply.
-    for (const std::string& op : registry_.Ops()) {
-      if (op != kFusedConvOp) {
-        ASSERT_TRUE(unfused_.Register(op, registry_.Find(op)).ok());
-      }
-    }
-  }
+  void SetUp() override { RegisterAllBut({kFusedConvOp}); }
 
-  std::vector<float> Run(const std::shared_ptr<const Model>& model, const TensorValue& x) {
-    Session session(model);
-    auto out = session.Run({{"x", x}});
-    EXPECT_TRUE(out.ok()) << out.status();
-    if (!out.ok() || out->empty()) return {};
-    return Floats((*out)[0].value);
-  }
-
-  // Loads `bytes` with and without the fused conv and checks both give the same output.
   std::shared_ptr<const Model> LoadBoth(const std::string& bytes, const TensorValue& x,
                                         std::shared_ptr<const Model>* unfused = nullptr) {
-    auto fused = Model::LoadBytes(bytes, registry_);
-    auto plain = Model::LoadBytes(bytes, unfused_);
-    EXPECT_TRUE(fused.ok()) << fused.status();
-    EXPECT_TRUE(plain.ok()) << plain.status();
-    if (!fused.ok() || !plain.ok()) return nullptr;
-    const std::vector<float> want = Run(*plain, x);
-    const std::vector<float> got = Run(*fused, x);
-    EXPECT_EQ(got.size(), want.size());
-    EXPECT_FALSE(want.empty());
-    for (size_t i = 0; i < want.size() && i < got.size(); ++i) {
-      EXPECT_NEAR(got[i], want[i], 1e-4f * (1.0f + std::fabs(want[i]))) << "at " << i;
-    }
-    if (unfused != nullptr) *unfused = *plain;
-    return *fused;
+    return LoadBothWithin(bytes, x, 1e-4f, unfused);
   }
-
-  KernelRegistry registry_;
-  KernelRegistry unfused_;
 };
 
 // x [1,C,H,W] → 3x3 conv (pads 1) with bias; weights named `name`_w / `name`_b. `scaled`

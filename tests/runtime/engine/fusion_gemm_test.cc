@@ -10,6 +10,7 @@
 #include "kernels/cpu/fused_ops.h"
 #include "runtime/engine/model.h"
 #include "runtime/engine/session.h"
+#include "tests/runtime/engine/fusion_test_util.h"
 #include "tests/runtime/engine/test_models.h"
 
 namespace reprise::runtime::engine {
@@ -22,45 +23,18 @@ using testing::FloatTensor;
 using testing::ModelBuilder;
 using testing::RandomFloats;
 
-class FusionGemmTest : public ::testing::Test {
+class FusionGemmTest : public testing::FusionTest {
  protected:
-  void SetUp() override {
-    ASSERT_TRUE(kernels::cpu::RegisterCpuKernels(&registry_).ok());
-    for (const std::string& op : registry_.Ops()) {
-      if (op != kFusedGemmOp) {
-        ASSERT_TRUE(unfused_.Register(op, registry_.Find(op)).ok());
-      }
-    }
-  }
+  void SetUp() override { RegisterAllBut({kFusedGemmOp}); }
 
-  std::vector<float> Run(const std::shared_ptr<const Model>& model, const TensorValue& x) {
-    Session session(model);
-    auto out = session.Run({{"x", x}});
-    EXPECT_TRUE(out.ok()) << out.status();
-    if (!out.ok() || out->empty()) return {};
-    return Floats((*out)[0].value);
-  }
-
-  // Loads `bytes` with and without the fused op; both must give the same output.
   std::shared_ptr<const Model> LoadBoth(const std::string& bytes, const TensorValue& x) {
-    auto fused = Model::LoadBytes(bytes, registry_);
-    auto plain = Model::LoadBytes(bytes, unfused_);
-    EXPECT_TRUE(fused.ok()) << fused.status();
-    EXPECT_TRUE(plain.ok()) << plain.status();
-    if (!fused.ok() || !plain.ok()) return nullptr;
-    EXPECT_EQ(CountOps((*plain)->graph(), kFusedGemmOp), 0);
-    const std::vector<float> want = Run(*plain, x);
-    const std::vector<float> got = Run(*fused, x);
-    EXPECT_FALSE(want.empty());
-    EXPECT_EQ(got.size(), want.size());
-    for (size_t i = 0; i < want.size() && i < got.size(); ++i) {
-      EXPECT_NEAR(got[i], want[i], 1e-5f * (1.0f + std::fabs(want[i]))) << "at " << i;
+    std::shared_ptr<const Model> plain;
+    auto fused = LoadBothWithin(bytes, x, 1e-5f, &plain);
+    if (plain != nullptr) {
+      EXPECT_EQ(CountOps(plain->graph(), kFusedGemmOp), 0);
     }
-    return *fused;
+    return fused;
   }
-
-  KernelRegistry registry_;
-  KernelRegistry unfused_;
 };
 
 // x [2,8] → Gemm(w [8,8] transposed, b) named `name`.

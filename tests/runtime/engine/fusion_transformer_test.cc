@@ -13,6 +13,7 @@
 #include "kernels/cpu/fused_ops.h"
 #include "runtime/engine/model.h"
 #include "runtime/engine/session.h"
+#include "tests/runtime/engine/fusion_test_util.h"
 #include "tests/runtime/engine/test_models.h"
 
 namespace reprise::runtime::engine {
@@ -32,47 +33,16 @@ void SetIntsAttr(onnx::NodeProto* node, const std::string& name,
   for (int64_t v : values) attr->add_ints(v);
 }
 
-class FusionTransformerTest : public ::testing::Test {
+class FusionTransformerTest : public testing::FusionTest {
  protected:
   void SetUp() override {
-    ASSERT_TRUE(kernels::cpu::RegisterCpuKernels(&registry_).ok());
-    const std::set<std::string> fused = {"LayerNormalization", "Gelu",
-                                         kernels::cpu::kFusedMatMulOp};
-    for (const std::string& op : registry_.Ops()) {
-      if (!fused.contains(op)) {
-        ASSERT_TRUE(unfused_.Register(op, registry_.Find(op)).ok());
-      }
-    }
+    RegisterAllBut({"LayerNormalization", "Gelu", kernels::cpu::kFusedMatMulOp});
   }
 
-  std::vector<float> Run(const std::shared_ptr<const Model>& model, const TensorValue& x) {
-    Session session(model);
-    auto out = session.Run({{"x", x}});
-    EXPECT_TRUE(out.ok()) << out.status();
-    if (!out.ok() || out->empty()) return {};
-    return Floats((*out)[0].value);
-  }
-
-  // Loads `bytes` with and without the fused ops; both must give the same first output.
   std::shared_ptr<const Model> LoadBoth(const std::string& bytes, const TensorValue& x,
                                         float tolerance = 2e-5f) {
-    auto fused = Model::LoadBytes(bytes, registry_);
-    auto plain = Model::LoadBytes(bytes, unfused_);
-    EXPECT_TRUE(fused.ok()) << fused.status();
-    EXPECT_TRUE(plain.ok()) << plain.status();
-    if (!fused.ok() || !plain.ok()) return nullptr;
-    const std::vector<float> want = Run(*plain, x);
-    const std::vector<float> got = Run(*fused, x);
-    EXPECT_FALSE(want.empty());
-    EXPECT_EQ(got.size(), want.size());
-    for (size_t i = 0; i < want.size() && i < got.size(); ++i) {
-      EXPECT_NEAR(got[i], want[i], tolerance * (1.0f + std::fabs(want[i]))) << "at " << i;
-    }
-    return *fused;
+    return LoadBothWithin(bytes, x, tolerance);
   }
-
-  KernelRegistry registry_;
-  KernelRegistry unfused_;
 };
 
 // Options of the decomposed LayerNorm written by AddLayerNorm.

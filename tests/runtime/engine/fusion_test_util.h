@@ -1,0 +1,70 @@
+// The fixture of the rewrite tests (fusion_*_test.cc): every CPU kernel, and the same kernels
+// less the ops a rewrite produces (so the rewrite does not apply), to compare a rewritten
+// graph's output with the plain graph's on the same input.
+#ifndef REPRISE_TESTS_RUNTIME_ENGINE_FUSION_TEST_UTIL_H_
+#define REPRISE_TESTS_RUNTIME_ENGINE_FUSION_TEST_UTIL_H_
+
+#include <cmath>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "runtime/engine/model.h"
+#include "runtime/engine/session.h"
+#include "tests/runtime/engine/test_models.h"
+
+namespace reprise::runtime::engine::testing {
+
+class FusionTest : public ::testing::Test {
+ protected:
+  /// Fills registry_ with every CPU kernel and unfused_ with all of them but `fused_ops`.
+  void RegisterAllBut(const std::set<std::string>& fused_ops) {
+    ASSERT_TRUE(kernels::cpu::RegisterCpuKernels(&registry_).ok());
+    for (const std::string& op : registry_.Ops()) {
+      if (!fused_ops.contains(op)) {
+        ASSERT_TRUE(unfused_.Register(op, registry_.Find(op)).ok());
+      }
+    }
+  }
+
+  /// The first output of `model` for the input "x" (empty, with a failure, on error).
+  static std::vector<float> Run(const std::shared_ptr<const Model>& model, const TensorValue& x) {
+    Session session(model);
+    auto out = session.Run({{"x", x}});
+    EXPECT_TRUE(out.ok()) << out.status();
+    if (!out.ok() || out->empty()) return {};
+    return Floats((*out)[0].value);
+  }
+
+  /// Loads `bytes` with both registries; the first outputs on `x` must agree within
+  /// tolerance * (1 + |plain|). Returns the rewritten model (null on a load error) and, when
+  /// asked, the plain one.
+  std::shared_ptr<const Model> LoadBothWithin(const std::string& bytes, const TensorValue& x,
+                                              float tolerance,
+                                              std::shared_ptr<const Model>* unfused = nullptr) {
+    auto fused = Model::LoadBytes(bytes, registry_);
+    auto plain = Model::LoadBytes(bytes, unfused_);
+    EXPECT_TRUE(fused.ok()) << fused.status();
+    EXPECT_TRUE(plain.ok()) << plain.status();
+    if (!fused.ok() || !plain.ok()) return nullptr;
+    const std::vector<float> want = Run(*plain, x);
+    const std::vector<float> got = Run(*fused, x);
+    EXPECT_FALSE(want.empty());
+    EXPECT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < want.size() && i < got.size(); ++i) {
+      EXPECT_NEAR(got[i], want[i], tolerance * (1.0f + std::fabs(want[i]))) << "at " << i;
+    }
+    if (unfused != nullptr) *unfused = *plain;
+    return *fused;
+  }
+
+  KernelRegistry registry_;
+  KernelRegistry unfused_;
+};
+
+}  // namespace reprise::runtime::engine::testing
+
+#endif  // REPRISE_TESTS_RUNTIME_ENGINE_FUSION_TEST_UTIL_H_
