@@ -101,17 +101,8 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareGelu(const PrepareContext
 
 }  // namespace
 
-// Not an ifunc: those resolve before the sanitizer runtimes start (see gemm.cc).
 void Gelu(REPRISE_GELU_ARGS) {
-  using Fn = void (*)(REPRISE_GELU_ARGS);
-  static const Fn fn = [] {
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f")) return static_cast<Fn>(&GeluAvx512);
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
-      return static_cast<Fn>(&GeluAvx2);
-    }
-    return static_cast<Fn>(&GeluBaseline);
-  }();
+  static const auto fn = PickForThisCpu(&GeluAvx512, &GeluAvx2, &GeluBaseline);
   fn(x, y, n, tanh_approx);
 }
 #undef REPRISE_GELU_ARGS

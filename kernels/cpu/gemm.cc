@@ -80,18 +80,9 @@ __attribute__((target("avx2,fma"))) void SmallGemmAvx2(REPRISE_SMALL_GEMM_ARGS) 
 }
 void SmallGemmBaseline(REPRISE_SMALL_GEMM_ARGS) { SmallGemmBody(m, n, k, a, lda, b, ldb, y, ldy); }
 
-// Picks the copy for this CPU on first use (not an ifunc: those resolve before the sanitizer
-// runtimes start, and crash under TSan).
+// The copy for this CPU, picked on first use.
 void SmallGemmAccumulate(REPRISE_SMALL_GEMM_ARGS) {
-  using Fn = void (*)(REPRISE_SMALL_GEMM_ARGS);
-  static const Fn fn = [] {
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f")) return static_cast<Fn>(&SmallGemmAvx512);
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
-      return static_cast<Fn>(&SmallGemmAvx2);
-    }
-    return static_cast<Fn>(&SmallGemmBaseline);
-  }();
+  static const auto fn = PickForThisCpu(&SmallGemmAvx512, &SmallGemmAvx2, &SmallGemmBaseline);
   fn(m, n, k, a, lda, b, ldb, y, ldy);
 }
 #undef REPRISE_SMALL_GEMM_ARGS

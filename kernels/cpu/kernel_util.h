@@ -223,6 +223,18 @@ void ForEachRow(const BroadcastPlan& plan, Row&& row) {
 /// streams x threads stay within the cores. Cheap when already set; other threads unaffected.
 void UseIntraOpThreads(int threads);
 
+/// Of three copies of one function compiled for AVX-512F, for AVX2 with FMA and for the
+/// baseline (`__attribute__((target(...)))`), the one this CPU runs. Call it once and keep the
+/// result (a function-local static); not an ifunc, whose resolver runs before the sanitizer
+/// runtimes start and crashes the process under TSan.
+template <typename Fn>
+Fn PickForThisCpu(Fn avx512, Fn avx2, Fn baseline) {
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f")) return avx512;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return avx2;
+  return baseline;
+}
+
 /// Output descriptor of type `dtype` and shape `shape`.
 inline TensorDesc Desc(DataType dtype, Shape shape) {
   TensorDesc desc;

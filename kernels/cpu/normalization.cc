@@ -104,17 +104,9 @@ __attribute__((target("avx2,fma"))) void SoftmaxRowsAvx2(REPRISE_SOFTMAX_ARGS) {
 }
 void SoftmaxRowsBaseline(REPRISE_SOFTMAX_ARGS) { SoftmaxRowsBody(x, y, rows, dim); }
 
-// The copy for this CPU, picked on first use (not an ifunc: see gemm.cc).
+// The copy for this CPU, picked on first use.
 void SoftmaxRows(REPRISE_SOFTMAX_ARGS) {
-  using Fn = void (*)(REPRISE_SOFTMAX_ARGS);
-  static const Fn fn = [] {
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f")) return static_cast<Fn>(&SoftmaxRowsAvx512);
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
-      return static_cast<Fn>(&SoftmaxRowsAvx2);
-    }
-    return static_cast<Fn>(&SoftmaxRowsBaseline);
-  }();
+  static const auto fn = PickForThisCpu(&SoftmaxRowsAvx512, &SoftmaxRowsAvx2, &SoftmaxRowsBaseline);
   fn(x, y, rows, dim);
 }
 #undef REPRISE_SOFTMAX_ARGS
