@@ -22,14 +22,7 @@
 #include "server/engine_backend.h"
 #include "server/server.h"
 #include "tests/server/temp_repo.h"
-
-// Debian's gRPC is not TSan-instrumented (see server_e2e_test.cc); the pool's concurrency runs
-// under TSan in stream_pool_test instead.
-#if defined(__SANITIZE_THREAD__)
-#define REPRISE_SKIP_UNDER_TSAN() GTEST_SKIP() << "gRPC from Debian is not TSan-instrumented"
-#else
-#define REPRISE_SKIP_UNDER_TSAN() static_cast<void>(0)
-#endif
+#include "tests/server/tsan_skip.h"
 
 namespace reprise::server {
 namespace {

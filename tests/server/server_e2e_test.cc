@@ -13,16 +13,7 @@
 #include "reprise_admin.grpc.pb.h"
 #include "tests/server/fake_backend.h"
 #include "tests/server/temp_repo.h"
-
-// Debian's gRPC (and the Abseil under it) is not built with ThreadSanitizer, so every hand-off
-// inside it reports as a data race; under TSan these tests are skipped and the lifecycle and
-// concurrency tests (model_repository_test) carry the TSan coverage.
-#if defined(__SANITIZE_THREAD__)
-#define REPRISE_SKIP_UNDER_TSAN() \
-  GTEST_SKIP() << "gRPC from Debian is not TSan-instrumented; see the comment above"
-#else
-#define REPRISE_SKIP_UNDER_TSAN() static_cast<void>(0)
-#endif
+#include "tests/server/tsan_skip.h"
 
 namespace reprise::server {
 namespace {
