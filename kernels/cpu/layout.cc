@@ -118,20 +118,28 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareSlice(const PrepareContex
     const int64_t dim = in[axis];
     const int64_t step = steps[i];
     if (step == 0) return InvalidArgument(context, "step 0 on axis ", axes[i]);
+    // ONNX's rules, without overflow: starts / ends / steps may be any int64 (INT64_MIN and
+    // INT64_MAX mean "from the far end"), and an empty axis (dim 0) has no valid index.
     int64_t start = starts[i] < 0 ? starts[i] + dim : starts[i];
     int64_t end = ends[i] < 0 ? ends[i] + dim : ends[i];
-    int64_t count;
+    int64_t count = 0;
     if (step > 0) {
-      start = std::clamp<int64_t>(start, 0, dim);
-      end = std::clamp<int64_t>(end, 0, dim);
-      count = end > start ? (end - start + step - 1) / step : 0;
+      start = std::min(std::max<int64_t>(start, 0), dim);
+      end = std::min(std::max<int64_t>(end, 0), dim);
+      count = end > start ? (end - start - 1) / step + 1 : 0;
     } else {
-      start = std::clamp<int64_t>(start, 0, dim - 1);
-      end = std::clamp<int64_t>(end, -1, dim - 1);
-      count = start > end ? (start - end + (-step) - 1) / (-step) : 0;
+      start = dim > 0 ? std::min(std::max<int64_t>(start, 0), dim - 1) : -1;
+      end = std::min(std::max<int64_t>(end, -1), dim - 1);
+      // The magnitude of step, computed so that INT64_MIN does not overflow.
+      const uint64_t magnitude = static_cast<uint64_t>(-(step + 1)) + 1;
+      count = start > end
+                  ? static_cast<int64_t>(static_cast<uint64_t>(start - end - 1) / magnitude) + 1
+                  : 0;
     }
     out[axis] = count;
-    in_strides[axis] = strides[axis] * step;
+    // A step that takes at most one element is any step of its sign (and keeps the stride
+    // product small).
+    in_strides[axis] = strides[axis] * (count > 1 ? step : (step > 0 ? 1 : -1));
     if (count > 0) offset += start * strides[axis];
   }
   return StridedCopy(context, out, out, std::move(in_strides), offset);

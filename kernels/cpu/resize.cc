@@ -54,6 +54,9 @@ absl::StatusOr<AxisTaps> MakeTaps(const PrepareContext& context, const ResizeOpt
                                   int64_t in_len, int64_t out_len, double scale, double roi_start,
                                   double roi_end) {
   AxisTaps taps;
+  if (in_len < 1 && out_len > 0) {
+    return InvalidArgument(context, "cannot resize an empty axis to ", out_len, " elements");
+  }
   taps.index.assign(out_len * kMaxTaps, 0);
   taps.weight.assign(out_len * kMaxTaps, 0.0f);
   taps.count.assign(out_len, 0);
@@ -64,6 +67,10 @@ absl::StatusOr<AxisTaps> MakeTaps(const PrepareContext& context, const ResizeOpt
     if (opt.coord_mode == "tf_crop_and_resize" && (x < 0 || x > in_len - 1)) {
       taps.outside[o] = true;
       continue;
+    }
+    if (!std::isfinite(x) || std::abs(x) > 1e15) {
+      return InvalidArgument(context, "output index ", o, " maps to source coordinate ", x,
+                             " (scales or roi out of range)");
     }
     const double fl = std::floor(x);
     const double ratio = x - fl;

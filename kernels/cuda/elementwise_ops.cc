@@ -232,7 +232,9 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareSlice(const PrepareContex
     const int64_t dim = in[axis];
     const int64_t step = steps[i];
     int64_t start = starts[i] < 0 ? starts[i] + dim : starts[i];
-    start = step > 0 ? std::clamp<int64_t>(start, 0, dim) : std::clamp<int64_t>(start, 0, dim - 1);
+    // Clamped without std::clamp, whose bounds cross for an empty axis (dim 0).
+    start = step > 0 ? std::min(std::max<int64_t>(start, 0), dim)
+                     : std::max<int64_t>(std::min(start, dim - 1), 0);
     offset += start * in_stride[axis];
     a_stride[axis] = in_stride[axis] * step;
   }
