@@ -8,6 +8,10 @@
 #include <memory>
 #include <new>
 
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+
 namespace reprise::runtime::engine {
 
 inline constexpr size_t kBufferAlignment = 64;
@@ -28,6 +32,26 @@ class AlignedBuffer {
         size_(size) {
     std::fill_n(data_.get(), AlignUp(size == 0 ? 1 : size), uint8_t{0});
   }
+  /// The same without throwing: RESOURCE_EXHAUSTED naming `bytes` when the memory cannot be
+  /// had. The request and load paths allocate through this, so that a failed allocation is an
+  /// error status and never an abort.
+  static absl::StatusOr<AlignedBuffer> Allocate(size_t size) {
+    const size_t bytes = AlignUp(size == 0 ? 1 : size);
+    if (bytes < size) {
+      return absl::ResourceExhaustedError(absl::StrCat("cannot allocate ", size, " bytes"));
+    }
+    void* p = ::operator new (bytes, std::align_val_t{kBufferAlignment}, std::nothrow);
+    if (p == nullptr) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("cannot allocate ", size, " bytes: out of memory"));
+    }
+    AlignedBuffer buffer;
+    buffer.data_.reset(static_cast<uint8_t*>(p));
+    buffer.size_ = size;
+    std::fill_n(buffer.data_.get(), bytes, uint8_t{0});
+    return buffer;
+  }
+
   uint8_t* data() const { return data_.get(); }
   size_t size() const { return size_; }
 

@@ -24,6 +24,10 @@ struct NamedTensor {
 
 struct PlanOptions {
   int intra_op_threads = 1;  // passed to every kernel's Prepare
+  /// Cap on the bytes one plan owns: input staging, output buffers, values computed at plan
+  /// time and the arena (intermediates and workspaces). Checked before each allocation; over it
+  /// Create fails with RESOURCE_EXHAUSTED naming the node. 0: no cap.
+  int64_t max_plan_bytes = 0;
 };
 
 /// One kernel call with every pointer bound. The pointers point into the plan's buffers (arena,
@@ -94,6 +98,9 @@ class ExecutionPlan {
   /// Sum of the sizes of all intermediates and workspaces (each rounded up to 64 bytes): what
   /// the arena would need without reuse.
   size_t intermediate_bytes() const { return intermediate_bytes_; }
+  /// Bytes the plan owns besides the arena: input staging, output buffers and the values
+  /// computed at plan time (what a memory budget counts along with the arena).
+  size_t owned_bytes() const { return owned_bytes_; }
   /// Number of nodes computed at plan time (shape subgraphs and the like).
   int folded_nodes() const { return folded_nodes_; }
   /// Number of Reshape-family nodes planned as views of their input (no step, no buffer).
@@ -143,6 +150,7 @@ class ExecutionPlan {
   std::vector<AlignedBuffer> output_buffers_;
   size_t arena_bytes_ = 0;
   size_t intermediate_bytes_ = 0;
+  size_t owned_bytes_ = 0;
   int folded_nodes_ = 0;
   int view_nodes_ = 0;
 };

@@ -120,6 +120,7 @@ absl::StatusOr<std::unique_ptr<ExecutionPlan>> Model::Plan(
     const std::vector<const TensorValue*>& fixed_inputs) const {
   PlanOptions options;
   options.intra_op_threads = options_.intra_op_threads;
+  options.max_plan_bytes = options_.max_plan_bytes;
   return ExecutionPlan::Create(graph_, registry_, input_shapes, options, fixed_inputs);
 }
 

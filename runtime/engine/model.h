@@ -15,7 +15,8 @@
 namespace reprise::runtime::engine {
 
 struct ModelOptions {
-  int intra_op_threads = 1;  // passed to kernels at Prepare
+  int intra_op_threads = 1;    // passed to kernels at Prepare
+  int64_t max_plan_bytes = 0;  // PlanOptions::max_plan_bytes of every plan; 0: no cap
 };
 
 /// Statistics of the load-time passes.

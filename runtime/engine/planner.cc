@@ -1,9 +1,12 @@
 // ExecutionPlan::Create: shape propagation, plan-time evaluation, memory plan, binding.
 #include <algorithm>
 #include <cstring>
+#include <new>
+#include <optional>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "runtime/core/checked_size.h"
 #include "runtime/core/status_macros.h"
 #include "runtime/engine/execution_plan.h"
 #include "runtime/engine/memory_plan.h"
@@ -25,6 +28,13 @@ struct Slot {
 
 size_t ByteSize(DataType dtype, const Shape& shape) {
   return static_cast<size_t>(NumElements(shape)) * DataTypeSize(dtype);
+}
+
+// ByteSize for a shape not yet known to be sane (a kernel's declared output, an input).
+std::optional<int64_t> CheckedBytes(DataType dtype, const Shape& shape) {
+  std::optional<int64_t> count = CheckedElementCount(shape);
+  if (!count.has_value()) return std::nullopt;
+  return CheckedByteSize(*count, static_cast<int64_t>(DataTypeSize(dtype)));
 }
 
 absl::Status CheckInputShape(const Value& value, const Shape& shape,
@@ -77,7 +87,10 @@ class PlanBuilder {
     MemoryPlan memory = PlanMemory(lifetimes_);
     plan_->arena_bytes_ = memory.arena_bytes;
     plan_->intermediate_bytes_ = memory.total_bytes;
-    plan_->arena_ = std::make_shared<AlignedBuffer>(memory.arena_bytes);
+    plan_->owned_bytes_ = static_cast<size_t>(owned_);
+    RETURN_IF_ERROR(Reserve(static_cast<int64_t>(memory.arena_bytes), "the arena"));
+    ASSIGN_OR_RETURN(AlignedBuffer arena, AlignedBuffer::Allocate(memory.arena_bytes));
+    plan_->arena_ = std::make_shared<AlignedBuffer>(std::move(arena));
     Bind(memory);
     return std::move(plan_);
   }
@@ -93,9 +106,17 @@ class PlanBuilder {
     for (size_t i = 0; i < graph_.inputs.size(); ++i) {
       const Value& value = graph_.values[graph_.inputs[i]];
       RETURN_IF_ERROR(CheckInputShape(value, input_shapes[i], &symbols));
-      PlanTensor tensor{value.name, value.dtype, input_shapes[i],
-                        ByteSize(value.dtype, input_shapes[i]), nullptr};
-      plan_->input_buffers_.emplace_back(tensor.bytes);
+      std::optional<int64_t> bytes = CheckedBytes(value.dtype, input_shapes[i]);
+      if (!bytes.has_value()) {
+        return absl::InvalidArgumentError(absl::StrCat("input \"", value.name, "\" shape ",
+                                                       ShapeToString(input_shapes[i]),
+                                                       " overflows a 64-bit byte count"));
+      }
+      RETURN_IF_ERROR(Reserve(*bytes, absl::StrCat("input \"", value.name, "\"")));
+      PlanTensor tensor{value.name, value.dtype, input_shapes[i], static_cast<size_t>(*bytes),
+                        nullptr};
+      ASSIGN_OR_RETURN(AlignedBuffer buffer, AlignedBuffer::Allocate(tensor.bytes));
+      plan_->input_buffers_.push_back(std::move(buffer));
       tensor.data = plan_->input_buffers_.back().data();
       plan_->inputs_.push_back(std::move(tensor));
       slots_[graph_.inputs[i]] =
@@ -162,6 +183,24 @@ class PlanBuilder {
                                    "the kernel declares an output of ", DataTypeName(out.dtype),
                                    " ", ShapeToString(out.shape), ", which cannot be allocated")));
       }
+      // Every output is allocated (in the arena, an output buffer or a plan-time value): refuse
+      // one that overflows or alone exceeds the cap before anything is sized from it.
+      std::optional<int64_t> bytes = CheckedBytes(out.dtype, out.shape);
+      if (!bytes.has_value()) {
+        return NodeError(node, absl::InvalidArgumentError(absl::StrCat(
+                                   "output of ", DataTypeName(out.dtype), " ",
+                                   ShapeToString(out.shape), " overflows a 64-bit byte count")));
+      }
+      if (options_.max_plan_bytes > 0 && *bytes > options_.max_plan_bytes - owned_) {
+        return NodeError(node,
+                         OverCap(*bytes, absl::StrCat("an output of ", DataTypeName(out.dtype), " ",
+                                                      ShapeToString(out.shape))));
+      }
+    }
+    if (options_.max_plan_bytes > 0 &&
+        kernel->workspace_bytes() > static_cast<size_t>(options_.max_plan_bytes)) {
+      return NodeError(node,
+                       OverCap(static_cast<int64_t>(kernel->workspace_bytes()), "its workspace"));
     }
     bool all_outputs_known = !IsNondeterministicOp(node.op);
     for (size_t i = 0; i < node.outputs.size(); ++i) {
@@ -178,6 +217,11 @@ class PlanBuilder {
       // Every input is known: compute the node now (e.g. Shape -> Gather -> Concat).
       std::vector<const void*> ptrs;
       for (const TensorDesc& d : descs) ptrs.push_back(d.data);
+      for (const TensorDesc& out : outs) {
+        absl::Status reserved = Reserve(static_cast<int64_t>(ByteSize(out.dtype, out.shape)),
+                                        "a value computed at plan time");
+        if (!reserved.ok()) return NodeError(node, reserved);
+      }
       auto values = EvaluateOnHost(*kernel, ptrs);
       if (!values.ok()) return NodeError(node, values.status());
       for (size_t i = 0; i < node.outputs.size(); ++i) {
@@ -190,6 +234,10 @@ class PlanBuilder {
       // Prepare already knows the values (e.g. Shape of a tensor of known shape).
       for (size_t i = 0; i < node.outputs.size(); ++i) {
         if (node.outputs[i] == Graph::kNoValue) continue;
+        absl::Status reserved =
+            Reserve(static_cast<int64_t>(ByteSize(outs[i].dtype, outs[i].shape)),
+                    "a value computed at plan time");
+        if (!reserved.ok()) return NodeError(node, reserved);
         TensorValue value{outs[i].dtype, outs[i].shape, {}};
         const auto* bytes = static_cast<const uint8_t*>(outs[i].data);
         value.bytes.assign(bytes, bytes + ByteSize(outs[i].dtype, outs[i].shape));
@@ -213,7 +261,12 @@ class PlanBuilder {
       const int out = i < node.outputs.size() ? node.outputs[i] : Graph::kNoValue;
       const size_t bytes = ByteSize(outs[i].dtype, outs[i].shape);
       if (out != Graph::kNoValue && IsGraphOutput(out)) {
-        plan_->output_buffers_.emplace_back(bytes);
+        absl::Status reserved = Reserve(static_cast<int64_t>(bytes),
+                                        absl::StrCat("output \"", graph_.values[out].name, "\""));
+        if (!reserved.ok()) return NodeError(node, reserved);
+        absl::StatusOr<AlignedBuffer> buffer = AlignedBuffer::Allocate(bytes);
+        if (!buffer.ok()) return NodeError(node, buffer.status());
+        plan_->output_buffers_.push_back(*std::move(buffer));
         slots_[out] = Slot{Where::kOutput, outs[i].dtype, outs[i].shape, nullptr,
                            static_cast<int>(plan_->output_buffers_.size() - 1)};
         io.outputs.push_back(slots_[out]);
@@ -286,6 +339,23 @@ class PlanBuilder {
     return absl::OkStatus();
   }
 
+  // Counts `bytes` more owned by the plan (`what` names them); RESOURCE_EXHAUSTED when that
+  // passes the cap.
+  absl::Status Reserve(int64_t bytes, absl::string_view what) {
+    if (options_.max_plan_bytes > 0 && bytes > options_.max_plan_bytes - owned_) {
+      return OverCap(bytes, what);
+    }
+    owned_ += bytes;
+    return absl::OkStatus();
+  }
+
+  absl::Status OverCap(int64_t bytes, absl::string_view what) const {
+    return absl::ResourceExhaustedError(
+        absl::StrCat(what, " needs ", bytes, " bytes; with the ", owned_,
+                     " bytes planned before it the plan would pass limits.max_plan_bytes (",
+                     options_.max_plan_bytes, ")"));
+  }
+
   void SetKnown(int value, TensorValue tensor) {
     plan_->known_.push_back(std::make_unique<TensorValue>(std::move(tensor)));
     const TensorValue& t = *plan_->known_.back();
@@ -355,13 +425,22 @@ class PlanBuilder {
   std::vector<Slot> slots_;
   std::vector<BufferLifetime> lifetimes_;
   std::vector<StepIo> step_io_;
+  int64_t owned_ = 0;  // bytes the plan owns so far (for the cap)
 };
 
 absl::StatusOr<std::unique_ptr<ExecutionPlan>> ExecutionPlan::Create(
     const Graph& graph, const KernelRegistry& registry, const std::vector<Shape>& input_shapes,
     const PlanOptions& options, const std::vector<const TensorValue*>& fixed_inputs) {
-  PlanBuilder builder(graph, registry, options);
-  return builder.Build(input_shapes, fixed_inputs);
+  // A last resort: the limits above are checked before each allocation, but a container
+  // growing inside a kernel's Prepare can still fail; that is an error status, never an abort.
+  try {
+    PlanBuilder builder(graph, registry, options);
+    return builder.Build(input_shapes, fixed_inputs);
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError("planning ran out of memory");
+  } catch (const std::length_error& e) {
+    return absl::ResourceExhaustedError(absl::StrCat("planning ran out of memory: ", e.what()));
+  }
 }
 
 }  // namespace reprise::runtime::engine

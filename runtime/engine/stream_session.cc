@@ -77,6 +77,34 @@ std::string ShapeSignature(const std::vector<NamedTensor>& inputs) {
   return signature;
 }
 
+// Bytes held in an InstanceBudget, given back when the hold goes. Move-only.
+class BudgetHold {
+ public:
+  BudgetHold() = default;
+  BudgetHold(InstanceBudget* budget, uint64_t bytes) : budget_(budget), bytes_(bytes) {}
+  BudgetHold(BudgetHold&& other) noexcept { *this = std::move(other); }
+  BudgetHold& operator=(BudgetHold&& other) noexcept {
+    Reset();
+    budget_ = std::exchange(other.budget_, nullptr);
+    bytes_ = std::exchange(other.bytes_, 0);
+    return *this;
+  }
+  ~BudgetHold() { Reset(); }
+  void Reset() {
+    if (budget_ != nullptr && bytes_ > 0) budget_->Release(bytes_);
+    budget_ = nullptr;
+    bytes_ = 0;
+  }
+
+ private:
+  InstanceBudget* budget_ = nullptr;
+  uint64_t bytes_ = 0;
+};
+
+// Evicted signatures whose statistics a session keeps beyond its live plans (their state
+// "evicted"); older ones are forgotten, so that clients sweeping shapes cannot grow the map.
+constexpr size_t kMinRememberedSignatures = 64;
+
 // One signature: its plan, its instance (null when it runs eagerly) and its statistics.
 // The plan and the instance are used by the one running thread only; the instance pointer and
 // the statistics are also read by ListInstances / DumpInstance, so they change under Impl::mu.
@@ -84,6 +112,7 @@ std::string ShapeSignature(const std::vector<NamedTensor>& inputs) {
 struct Entry {
   std::unique_ptr<ExecutionPlan> plan;  // declared before `ri`: outlives it
   std::unique_ptr<ModelRI> ri;
+  BudgetHold owned;  // the plan's owned bytes (ExecutionPlan::owned_bytes) in the budget
   StreamInstanceInfo info;
   uint64_t last_use = 0;        // Impl::use_seq at the last run (LRU order)
   bool capture_failed = false;  // never capture this signature again
@@ -118,10 +147,14 @@ struct StreamSession::Impl {
   // bound and the budget (reserving the bytes). False when the budget cannot be met.
   bool MakeRoom(uint64_t bytes, const Entry* keep, StreamRunInfo* info);
   bool EvictLru(const Entry* keep);
+  // Forgets the oldest evicted signatures beyond the bound (kMinRememberedSignatures, or four
+  // times max_instances when that is more).
+  void ForgetEvicted() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   // A new arena of `bytes` whose bytes (already reserved by MakeRoom) return to the budget
-  // when the last plan using it goes.
-  std::shared_ptr<AlignedBuffer> NewArena(uint64_t bytes) const;
-  // counters.live_bytes: the bytes of the distinct arenas of the cached plans.
+  // when the last plan using it goes (at once, when it cannot be allocated).
+  absl::StatusOr<std::shared_ptr<AlignedBuffer>> NewArena(uint64_t bytes) const;
+  // counters.arena_bytes / live_bytes: the bytes of the distinct arenas of the cached plans,
+  // and those plus the plans' own buffers.
   void RecountBytes() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   // Captures the plan's steps; on success stores the instance, else marks the entry eager.
   void Capture(Entry* entry, StreamRunInfo* info);
@@ -161,25 +194,48 @@ void StreamSession::Impl::MarkEager(Entry* entry, absl::string_view reason, Stre
   info->capture_error = std::string(reason);
 }
 
-std::shared_ptr<AlignedBuffer> StreamSession::Impl::NewArena(uint64_t bytes) const {
+absl::StatusOr<std::shared_ptr<AlignedBuffer>> StreamSession::Impl::NewArena(uint64_t bytes) const {
   InstanceBudget* budget = options.budget;
-  return std::shared_ptr<AlignedBuffer>(new AlignedBuffer(bytes), [budget](AlignedBuffer* a) {
-    if (budget != nullptr) budget->Release(a->size());
-    delete a;
-  });
+  absl::StatusOr<AlignedBuffer> buffer = AlignedBuffer::Allocate(bytes);
+  if (!buffer.ok()) {
+    if (budget != nullptr) budget->Release(bytes);
+    return buffer.status();
+  }
+  return std::shared_ptr<AlignedBuffer>(new AlignedBuffer(*std::move(buffer)),
+                                        [budget](AlignedBuffer* a) {
+                                          if (budget != nullptr) budget->Release(a->size());
+                                          delete a;
+                                        });
+}
+
+void StreamSession::Impl::ForgetEvicted() {
+  const size_t bound = std::max(kMinRememberedSignatures,
+                                4 * static_cast<size_t>(std::max(options.max_instances, 0)));
+  while (entries.size() > bound) {
+    auto oldest = entries.end();
+    for (auto it = entries.begin(); it != entries.end(); ++it) {
+      if (it->second->plan != nullptr) continue;
+      if (oldest == entries.end() || it->second->last_use < oldest->second->last_use) oldest = it;
+    }
+    if (oldest == entries.end()) return;  // every entry is live: the instance bound holds them
+    entries.erase(oldest);
+  }
 }
 
 void StreamSession::Impl::RecountBytes() {
   std::vector<const AlignedBuffer*> seen;
   uint64_t total = 0;
+  uint64_t owned = 0;
   for (const auto& [signature, entry] : entries) {
     if (entry->plan == nullptr) continue;
+    owned += entry->plan->owned_bytes();
     const AlignedBuffer* a = entry->plan->arena().get();
     if (std::find(seen.begin(), seen.end(), a) != seen.end()) continue;
     seen.push_back(a);
     total += a->size();
   }
-  counters.live_bytes = total;
+  counters.arena_bytes = total;
+  counters.live_bytes = total + owned;
 }
 
 bool StreamSession::Impl::EvictLru(const Entry* keep) {
@@ -192,6 +248,7 @@ bool StreamSession::Impl::EvictLru(const Entry* keep) {
   if (victim == nullptr) return false;
   victim->ri.reset();    // before the plan whose buffers it binds
   victim->plan.reset();  // frees its arena (and that arena's budget) if no other plan uses it
+  victim->owned.Reset();
   if (!victim->capture_failed) {
     victim->info.state = "evicted";
     victim->info.reason = "freed by the instance bound or the memory budget";
@@ -285,12 +342,23 @@ absl::StatusOr<Entry*> StreamSession::Impl::FindOrMake(
     if (it != entries.end()) return it->second.get();  // cannot happen: keys were all unkeyed
   }
   const uint64_t bytes = plan->arena_bytes();
+  const uint64_t owned = plan->owned_bytes();
+  if (options.budget != nullptr && options.budget->limit() > 0 &&
+      bytes + owned > options.budget->limit()) {
+    std::lock_guard<std::mutex> lock(mu);
+    counters.budget_refusals += 1;
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the plan for ", signature, " needs ", bytes + owned,
+        " bytes, more than the whole capture.memory_budget_bytes (", options.budget->limit(), ")"));
+  }
   // Share the stream's arena when it is large enough; otherwise this plan needs a new one (and
   // the stream lets go of the old one, so that evicting the plans using it frees it).
   const bool fits = arena != nullptr && arena->size() >= bytes;
   if (!fits) arena.reset();
-  if (!MakeRoom(fits ? 0 : bytes, existing, info)) {
-    // Over the budget even with this session's other plans gone: run once, cache nothing.
+  if (!MakeRoom((fits ? 0 : bytes) + owned, existing, info)) {
+    // Over the budget even with this session's other plans gone (other streams and models hold
+    // it): run once on the plan's own buffers and cache nothing. Such a plan lives only during
+    // this run and is bounded by limits.max_plan_bytes.
     *transient = std::make_unique<Entry>();
     (*transient)->plan = std::move(plan);
     (*transient)->info.shape_signature = signature;
@@ -299,7 +367,11 @@ absl::StatusOr<Entry*> StreamSession::Impl::FindOrMake(
     counters.budget_refusals += 1;
     return transient->get();
   }
-  if (!fits) arena = NewArena(bytes);
+  // MakeRoom reserved both: `owned` goes with the entry, `bytes` with the new arena.
+  BudgetHold owned_hold(options.budget, owned);
+  if (!fits) {
+    ASSIGN_OR_RETURN(arena, NewArena(bytes));
+  }
   RETURN_IF_ERROR(plan->UseArena(arena));
   Entry* raw = existing;
   {
@@ -314,6 +386,9 @@ absl::StatusOr<Entry*> StreamSession::Impl::FindOrMake(
       entries.emplace(signature, std::move(entry));
     }
     raw->plan = std::move(plan);
+    raw->owned = std::move(owned_hold);
+    raw->last_use = ++use_seq;  // newest: never the one forgotten
+    ForgetEvicted();
     raw->info.arena_bytes = bytes;
     counters.live_instances += 1;
     RecountBytes();

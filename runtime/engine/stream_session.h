@@ -64,7 +64,8 @@ struct StreamSessionCounters {
   uint64_t capture_failures = 0;  // signatures that fell back to eager
   uint64_t budget_refusals = 0;   // runs planned transiently because the budget was spent
   uint64_t live_instances = 0;    // plans held now
-  uint64_t live_bytes = 0;        // their arena bytes (what the budget counts)
+  uint64_t live_bytes = 0;        // their arenas and own buffers (what the budget counts)
+  uint64_t arena_bytes = 0;       // their distinct arenas alone
 };
 
 /// A memory budget for the arenas of the plans (instances) of many sessions, e.g. the whole
@@ -89,9 +90,11 @@ struct StreamSessionOptions {
   /// Plans (captured instances and eager plans) kept at once; the least recently used one is
   /// evicted to make room. 0: no bound.
   int max_instances = 0;
-  /// Shared budget for the plans' arena bytes; null: none. Borrowed. When a new plan does not
-  /// fit, this session's least recently used plans are evicted; if it still does not fit the
-  /// run uses a plan made for it alone (counted in budget_refusals).
+  /// Shared budget for the plans' bytes (arenas and the plans' own buffers); null: none.
+  /// Borrowed. When a new plan does not fit, this session's least recently used plans are
+  /// evicted; if it still does not fit the run uses a plan made for it alone (counted in
+  /// budget_refusals), and a plan larger than the whole budget is refused
+  /// (RESOURCE_EXHAUSTED).
   InstanceBudget* budget = nullptr;
 };
 

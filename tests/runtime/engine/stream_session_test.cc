@@ -254,7 +254,7 @@ TEST_F(StreamSessionTest, PlansOfAStreamShareOneArenaSizedForTheLargest) {
   ASSERT_NE(session, nullptr);
   // Largest first (as the warm-up does): every later, smaller plan shares its arena.
   ASSERT_TRUE(session->Run(Inputs(64, 0, 2)).ok());
-  const uint64_t large = session->counters().live_bytes;
+  const uint64_t large = session->counters().arena_bytes;
   ASSERT_GT(large, 0u);
   for (int64_t n : {1, 2, 16}) {
     auto out = session->Run(Inputs(n, 1, 3));
@@ -262,7 +262,7 @@ TEST_F(StreamSessionTest, PlansOfAStreamShareOneArenaSizedForTheLargest) {
     EXPECT_EQ(Floats((*out)[0].value), Expected(n, 1, 3));
   }
   EXPECT_EQ(session->counters().live_instances, 4u);
-  EXPECT_EQ(session->counters().live_bytes, large);  // one arena, not four
+  EXPECT_EQ(session->counters().arena_bytes, large);  // one arena, not four
   uint64_t sum = 0;
   for (const StreamInstanceInfo& i : session->ListInstances()) sum += i.arena_bytes;
   EXPECT_GT(sum, large);
@@ -282,12 +282,12 @@ TEST_F(StreamSessionTest, ALargerPlanBringsALargerArenaThatLaterPlansShare) {
   auto session = NewSession(model_, ExecMode::kReplay);
   ASSERT_NE(session, nullptr);
   ASSERT_TRUE(session->Run(Inputs(1, 0, 2)).ok());
-  const uint64_t small = session->counters().live_bytes;
+  const uint64_t small = session->counters().arena_bytes;
   ASSERT_TRUE(session->Run(Inputs(64, 0, 2)).ok());
-  const uint64_t both = session->counters().live_bytes;
+  const uint64_t both = session->counters().arena_bytes;
   EXPECT_GT(both, small);  // the first plan keeps its arena, the larger one has its own
   ASSERT_TRUE(session->Run(Inputs(2, 0, 2)).ok());
-  EXPECT_EQ(session->counters().live_bytes, both);  // the new plan shares the larger arena
+  EXPECT_EQ(session->counters().arena_bytes, both);  // the new plan shares the larger arena
   auto out = session->Run(Inputs(1, 5, 2));
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_EQ(Floats((*out)[0].value), Expected(1, 5, 2));
