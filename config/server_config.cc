@@ -1,5 +1,6 @@
 #include "config/server_config.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -75,10 +76,24 @@ absl::Status ParseInto(const YamlReader& r, const YAML::Node& root, ServerConfig
   RETURN_IF_ERROR(r.ReadBool(capture, "capture", "warmup", &c->capture_warmup));
 
   const YAML::Node limits = YamlReader::Child(root, "limits");
-  RETURN_IF_ERROR(r.CheckMap(limits, "limits",
-                             {"max_message_bytes", "max_queue_length", "request_timeout_ms"}));
   RETURN_IF_ERROR(
-      r.ReadInt(limits, "limits", "max_message_bytes", 1024, kMaxInt, &c->max_message_bytes));
+      r.CheckMap(limits, "limits",
+                 {"max_message_bytes", "max_queue_length", "request_timeout_ms", "max_tensor_rank",
+                  "max_tensor_elements", "max_request_bytes", "max_plan_bytes"}));
+  RETURN_IF_ERROR(
+      r.ReadInt(limits, "limits", "max_message_bytes", 0, kMaxInt, &c->max_message_bytes));
+  if (c->max_message_bytes > 0 && c->max_message_bytes < 1024) {
+    return r.Error(YamlReader::Child(limits, "max_message_bytes"), "limits.max_message_bytes",
+                   absl::StrCat("must be 0 (derived) or in [1024, ", kMaxInt, "], got ",
+                                c->max_message_bytes));
+  }
+  RETURN_IF_ERROR(ReadInt32(r, limits, "limits", "max_tensor_rank", 1, 64, &c->max_tensor_rank));
+  RETURN_IF_ERROR(r.ReadInt(limits, "limits", "max_tensor_elements", 1, int64_t{1} << 40,
+                            &c->max_tensor_elements));
+  RETURN_IF_ERROR(r.ReadInt(limits, "limits", "max_request_bytes", 1024, int64_t{1} << 40,
+                            &c->max_request_bytes));
+  RETURN_IF_ERROR(
+      r.ReadInt(limits, "limits", "max_plan_bytes", 1 << 20, int64_t{1} << 50, &c->max_plan_bytes));
   RETURN_IF_ERROR(
       ReadInt32(r, limits, "limits", "max_queue_length", 1, kMaxInt, &c->max_queue_length));
   RETURN_IF_ERROR(r.ReadInt(limits, "limits", "request_timeout_ms", 0,
@@ -98,6 +113,11 @@ absl::Status ParseInto(const YamlReader& r, const YAML::Node& root, ServerConfig
 }
 
 }  // namespace
+
+int64_t EffectiveMaxMessageBytes(const ServerConfig& config) {
+  if (config.max_message_bytes > 0) return config.max_message_bytes;
+  return std::min<int64_t>(config.max_request_bytes + (int64_t{1} << 20), kMaxInt);
+}
 
 absl::string_view ControlModeName(ControlMode mode) {
   return mode == ControlMode::kExplicit ? "explicit" : "none";

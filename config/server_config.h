@@ -39,15 +39,24 @@ struct ServerConfig {
   // Threads of one kernel on a stream (oneDNN); 0 = the cores shared out among a model's
   // streams. A model's streams x threads is kept within the cores.
   int intra_op_threads = 0;
-  // limits:
-  int64_t max_message_bytes = std::numeric_limits<int32_t>::max();  // gRPC send / receive
+  // limits: what one request may ask for (config/README.md, "Limits"). Checked before any
+  // allocation; a request over one gets RESOURCE_EXHAUSTED (INVALID_ARGUMENT for a shape that
+  // cannot exist) naming the limit.
+  int max_tensor_rank = 16;                        // dimensions of one input
+  int64_t max_tensor_elements = int64_t{1} << 28;  // per input, and per dimension
+  int64_t max_request_bytes = int64_t{256} << 20;  // all input data of one request
+  int64_t max_plan_bytes = int64_t{2} << 30;       // one plan: arena, workspaces, buffers
+  // gRPC send / receive; 0 = derived: max_request_bytes plus 1 MiB for the message's framing.
+  int64_t max_message_bytes = 0;
   int max_queue_length = 1024;     // inference requests in flight in the whole server
   int64_t request_timeout_ms = 0;  // 0 = no server-side timeout
   // batching: defaults for models whose dynamic_batching block leaves a key out
   int64_t batching_max_queue_delay_us = 0;
   int64_t batching_default_timeout_us = 0;  // 0 = none
   // capture:
-  int64_t capture_memory_budget_bytes = 0;    // arenas of all instances of the server; 0 = no limit
+  // Plans and instances of the whole server (arenas and plan buffers); a hard cap: a run whose
+  // plan cannot fit even after evicting gets RESOURCE_EXHAUSTED. 0 = no limit.
+  int64_t capture_memory_budget_bytes = 0;
   int capture_max_instances_per_stream = 16;  // per model and stream (LRU); 0 = no bound
   bool capture_warmup = false;                // capture every bucket at load, before READY
   // shutdown:
@@ -56,6 +65,10 @@ struct ServerConfig {
   std::string log_level = "info";   // trace, debug, info, warn, error, off
   std::string log_format = "text";  // text or json
 };
+
+/// limits.max_message_bytes as used: the configured value, or the one derived from
+/// max_request_bytes when it is 0.
+int64_t EffectiveMaxMessageBytes(const ServerConfig& config);
 
 /// Parses a server config from YAML text. `source` names it in messages (e.g. its path).
 /// Unknown keys, wrong types and out-of-range values are INVALID_ARGUMENT errors naming the

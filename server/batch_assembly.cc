@@ -1,9 +1,11 @@
 #include "server/batch_assembly.h"
 
 #include <cstring>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "runtime/core/checked_size.h"
 
 namespace reprise::server {
 
@@ -30,23 +32,49 @@ absl::StatusOr<std::vector<NamedTensor>> AssembleBatch(const std::vector<Request
       return absl::InternalError(
           absl::StrCat("input \"", model_input.name, "\" has no batch dimension to batch on"));
     }
-    size_t total = 0;
+    // The bytes of one row come from the shape (checked), never from the data: every request's
+    // data must then be exactly its rows, so that no buffer is sized or read past its end.
+    const runtime::Shape row_shape(model_input.shape.begin() + 1, model_input.shape.end());
+    std::optional<int64_t> row_elements = runtime::CheckedElementCount(row_shape);
+    std::optional<int64_t> row_bytes =
+        row_elements.has_value()
+            ? runtime::CheckedByteSize(
+                  *row_elements, static_cast<int64_t>(runtime::DataTypeSize(model_input.dtype)))
+            : std::nullopt;
+    if (!row_bytes.has_value() || model_input.dtype == runtime::DataType::kString) {
+      return absl::InvalidArgumentError(absl::StrCat("input \"", model_input.name, "\" of shape ",
+                                                     runtime::ShapeToString(model_input.shape),
+                                                     " cannot be batched"));
+    }
     int64_t rows = 0;
     for (const RequestInputs& r : requests) {
-      total += r[i].data.size();
-      rows += r[i].shape[0];
+      const InputTensor& in = r[i];
+      std::optional<int64_t> bytes = in.shape.empty() || in.shape[0] < 0
+                                         ? std::nullopt
+                                         : runtime::CheckedByteSize(in.shape[0], *row_bytes);
+      if (!bytes.has_value() || static_cast<int64_t>(in.data.size()) != *bytes ||
+          !runtime::CheckedAdd(rows, in.shape[0], &rows)) {
+        return absl::InternalError(absl::StrCat(
+            "input \"", in.name, "\" of shape ", runtime::ShapeToString(in.shape), " has ",
+            in.data.size(), " bytes, not a whole number of ", *row_bytes, "-byte rows"));
+      }
     }
     if (rows > padded_rows) {
       return absl::InternalError(absl::StrCat("batch of ", rows, " rows padded to ", padded_rows));
     }
-    const size_t row_bytes = rows > 0 ? total / static_cast<size_t>(rows) : 0;
+    std::optional<int64_t> total = runtime::CheckedByteSize(padded_rows, *row_bytes);
+    if (!total.has_value()) {
+      return absl::ResourceExhaustedError(absl::StrCat("input \"", model_input.name,
+                                                       "\": ", padded_rows, " rows of ", *row_bytes,
+                                                       " bytes overflow"));
+    }
     NamedTensor& t = tensors[i];
     t.name = model_input.name;
     t.value.dtype = model_input.dtype;
     t.value.shape = model_input.shape;
     t.value.shape[0] = padded_rows;
     // Zero-filled: the padding rows stay zero.
-    t.value.bytes.assign(row_bytes * static_cast<size_t>(padded_rows), 0);
+    t.value.bytes.assign(static_cast<size_t>(*total), 0);
     size_t offset = 0;
     for (const RequestInputs& r : requests) {
       if (!r[i].data.empty())

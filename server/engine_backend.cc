@@ -177,6 +177,7 @@ absl::StatusOr<std::unique_ptr<LoadedModel>> EngineBackend::Load(const LoadSpec&
   runtime::engine::ModelOptions model_options;
   model_options.intra_op_threads =
       IntraOpThreadsFor(options_.intra_op_threads, streams, cores, &clamped);
+  model_options.max_plan_bytes = options_.max_plan_bytes;
   if (clamped) {
     spdlog::warn("{}: intra_op_threads {} x {} streams exceeds the {} cores; using {} threads",
                  label, options_.intra_op_threads, streams, cores, model_options.intra_op_threads);

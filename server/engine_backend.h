@@ -28,7 +28,8 @@ struct EngineBackendOptions {
   int64_t default_timeout_us = 0;  // 0: none
   int max_instances_per_stream = 16;
   bool warmup = false;
-  int64_t memory_budget_bytes = 0;  // arenas of every instance of every model; 0: no limit
+  int64_t memory_budget_bytes = 0;  // plans and instances of every model (a cap); 0: no limit
+  int64_t max_plan_bytes = int64_t{2} << 30;  // one plan's buffers (limits.max_plan_bytes)
 };
 
 /// Loads ONNX model versions on the CPU device. Create makes the device and registers the CPU

@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <chrono>
 #include <limits>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "runtime/core/checked_size.h"
 #include "runtime/core/status_macros.h"
 #include "server/batch_assembly.h"
 #include "server/notification.h"
@@ -18,6 +20,9 @@ namespace {
 using runtime::engine::NamedTensor;
 using runtime::engine::StreamRunInfo;
 using runtime::engine::StreamSession;
+
+// Warm-up inputs are zeros of the model's own shapes at each bucket; larger ones are not made.
+constexpr int64_t kMaxWarmupElements = int64_t{1} << 28;
 
 int64_t NowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -129,9 +134,15 @@ void EngineModel::WarmUp() {
         t.value.dtype = in.dtype;
         t.value.shape = in.shape;
         if (!t.value.shape.empty()) t.value.shape[0] = *b;
-        t.value.bytes.assign(static_cast<size_t>(runtime::NumElements(t.value.shape)) *
-                                 runtime::DataTypeSize(in.dtype),
-                             0);
+        // The dims come from the model file: checked, and bounded like a request's.
+        std::optional<int64_t> count =
+            runtime::CheckedElementCount(t.value.shape, kMaxWarmupElements);
+        if (!count.has_value()) {
+          spdlog::warn("{}: no warm-up: input \"{}\" of shape {} is too large", label, in.name,
+                       runtime::ShapeToString(t.value.shape));
+          return;
+        }
+        t.value.bytes.assign(static_cast<size_t>(*count) * runtime::DataTypeSize(in.dtype), 0);
         tensors.push_back(std::move(t));
       }
       StreamRunInfo info;
@@ -168,8 +179,13 @@ void EngineModel::InferAsync(std::span<const InputTensor> inputs,
   constexpr int64_t kMaxUs = std::numeric_limits<int64_t>::max() / 1000;
   p->timeout_ns = std::min(options.timeout_us, kMaxUs) * 1000;
   if (options.deadline != absl::InfiniteFuture()) {
-    const int64_t left = absl::ToInt64Nanoseconds(options.deadline - absl::Now());
-    p->deadline_ns = NowNs() + std::max<int64_t>(left, 0);
+    // Saturating: a deadline centuries away must not wrap into the past.
+    const int64_t left =
+        std::max<int64_t>(absl::ToInt64Nanoseconds(options.deadline - absl::Now()), 0);
+    const int64_t now = NowNs();
+    p->deadline_ns = left > std::numeric_limits<int64_t>::max() - now
+                         ? std::numeric_limits<int64_t>::max()
+                         : now + left;
   }
   // Without batching a ready request runs on this thread when a stream is free (no hand-off).
   // With batching it always goes to the workers: this thread (the server's decoding pool) must
@@ -196,15 +212,41 @@ absl::StatusOr<std::vector<OutputTensor>> EngineModel::Infer(std::span<const Inp
   return result;
 }
 
-void EngineModel::RunBatch(int stream, std::vector<BatchItem*>& batch) {
-  const int64_t t0 = NowNs();
-  std::vector<Pending*> items;
-  items.reserve(batch.size());
-  int64_t rows = 0;
-  for (BatchItem* b : batch) {
-    items.push_back(static_cast<Pending*>(b));
-    rows += b->rows;
+absl::StatusOr<std::vector<NamedTensor>> EngineModel::RunOnStream(
+    int stream, const std::vector<Pending*>& items, int64_t rows, int64_t padded, bool capture,
+    StreamRunInfo* info, Phases* phases) {
+  // A last resort: limits are checked before allocation (codec, planner, budget), but a
+  // failed allocation on this worker thread must become the batch's error, never an abort.
+  const int64_t start = NowNs();
+  try {
+    absl::StatusOr<std::vector<NamedTensor>> tensors;
+    if (params_.max_batch_size <= 0 || (items.size() == 1 && padded == rows)) {
+      std::vector<NamedTensor> t;
+      for (const InputTensor& in : items[0]->inputs) t.push_back(ToNamedTensor(in));
+      tensors = std::move(t);
+    } else {
+      std::vector<RequestInputs> requests;
+      for (const Pending* p : items) requests.push_back(p->inputs);
+      tensors = AssembleBatch(requests, padded);
+    }
+    const int64_t assembled = NowNs();
+    phases->input_ns += assembled - start;
+    if (!tensors.ok()) return tensors.status();
+    absl::StatusOr<std::vector<NamedTensor>> results =
+        sessions_[static_cast<size_t>(stream)]->Run(*tensors, info, capture);
+    phases->infer_ns += NowNs() - assembled;
+    return results;
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError("out of memory running the batch");
+  } catch (const std::length_error&) {
+    return absl::ResourceExhaustedError("out of memory running the batch");
   }
+}
+
+std::vector<absl::StatusOr<std::vector<OutputTensor>>> EngineModel::RunItems(
+    int stream, const std::vector<Pending*>& items, bool isolate_failure, Phases* phases) {
+  int64_t rows = 0;
+  for (const Pending* p : items) rows += p->rows;
   const bool batch_dim = params_.max_batch_size > 0;
   int64_t padded = rows;
   bool capture = true;
@@ -216,22 +258,9 @@ void EngineModel::RunBatch(int stream, std::vector<BatchItem*>& batch) {
       padded = bucket;
     }
   }
-  absl::StatusOr<std::vector<NamedTensor>> tensors;
-  if (!batch_dim || (items.size() == 1 && padded == rows)) {
-    std::vector<NamedTensor> t;
-    for (const InputTensor& in : items[0]->inputs) t.push_back(ToNamedTensor(in));
-    tensors = std::move(t);
-  } else {
-    std::vector<RequestInputs> requests;
-    for (const Pending* p : items) requests.push_back(p->inputs);
-    tensors = AssembleBatch(requests, padded);
-  }
-  const int64_t t1 = NowNs();
   StreamRunInfo info;
   absl::StatusOr<std::vector<NamedTensor>> results =
-      tensors.ok() ? sessions_[static_cast<size_t>(stream)]->Run(*tensors, &info, capture)
-                   : tensors.status();
-  const int64_t t2 = NowNs();
+      RunOnStream(stream, items, rows, padded, capture, &info, phases);
   if (info.capture_failed) {
     // Once per shape and stream: the shape runs eagerly from now on.
     spdlog::warn("{}: capture on stream {} failed, the shape runs eagerly from now on: {}",
@@ -239,6 +268,20 @@ void EngineModel::RunBatch(int stream, std::vector<BatchItem*>& batch) {
   }
   std::vector<absl::StatusOr<std::vector<OutputTensor>>> answers;
   answers.reserve(items.size());
+  if (!results.ok() && isolate_failure && items.size() > 1) {
+    // One request may have failed the whole batch (e.g. a value that only the kernel can
+    // refuse): run each alone once, so that it gets its own error and its neighbours their
+    // results, and no client sees another's error text.
+    spdlog::warn("{}: a batch of {} requests failed on stream {}; running them one by one: {}",
+                 params_.label, items.size(), stream, std::string(results.status().message()));
+    for (Pending* p : items) {
+      std::vector<absl::StatusOr<std::vector<OutputTensor>>> alone =
+          RunItems(stream, {p}, false, phases);
+      answers.push_back(std::move(alone[0]));
+    }
+    return answers;
+  }
+  const int64_t slice_start = NowNs();
   int64_t offset = 0;
   for (const Pending* p : items) {
     if (!results.ok()) {
@@ -255,14 +298,29 @@ void EngineModel::RunBatch(int stream, std::vector<BatchItem*>& batch) {
     }
     offset += p->rows;
   }
-  const int64_t t3 = NowNs();
+  phases->output_ns += NowNs() - slice_start;
+  return answers;
+}
+
+void EngineModel::RunBatch(int stream, std::vector<BatchItem*>& batch) {
+  const int64_t t0 = NowNs();
+  std::vector<Pending*> items;
+  items.reserve(batch.size());
+  int64_t rows = 0;
+  for (BatchItem* b : batch) {
+    items.push_back(static_cast<Pending*>(b));
+    rows += b->rows;
+  }
+  Phases phases;
+  std::vector<absl::StatusOr<std::vector<OutputTensor>>> answers =
+      RunItems(stream, items, /*isolate_failure=*/true, &phases);
   batcher_.WorkerDone(stream);  // the stream is free before the clients hear back
   for (size_t i = 0; i < items.size(); ++i) {
     InferTimings& t = items[i]->timings_;
     t.queue_ns = t0 - items[i]->enqueue_ns;
-    t.compute_input_ns = t1 - t0;
-    t.compute_ns = t2 - t1;
-    t.compute_output_ns = t3 - t2;
+    t.compute_input_ns = phases.input_ns;
+    t.compute_ns = phases.infer_ns;
+    t.compute_output_ns = phases.output_ns;
     t.batch_size = rows;
     t.counts_execution = i == 0;
     items[i]->Finish(std::move(answers[i]));

@@ -74,6 +74,21 @@ class EngineModel final : public LoadedModel {
   void WarmUp();
   // A worker's step: runs `batch` on stream `stream` and answers each request.
   void RunBatch(int stream, std::vector<BatchItem*>& batch);
+  // Time spent assembling, running and slicing (InferTimings' compute phases).
+  struct Phases {
+    int64_t input_ns = 0;
+    int64_t infer_ns = 0;
+    int64_t output_ns = 0;
+  };
+  // Runs `items` as one batch (padded to its bucket) and returns each one's answer. When the
+  // batch fails and `isolate_failure` is set, each request is run alone once instead.
+  std::vector<absl::StatusOr<std::vector<OutputTensor>>> RunItems(
+      int stream, const std::vector<Pending*>& items, bool isolate_failure, Phases* phases);
+  // Assembles the batch's inputs and runs them on the stream's session; allocation failures
+  // become RESOURCE_EXHAUSTED.
+  absl::StatusOr<std::vector<runtime::engine::NamedTensor>> RunOnStream(
+      int stream, const std::vector<Pending*>& items, int64_t rows, int64_t padded, bool capture,
+      runtime::engine::StreamRunInfo* info, Phases* phases);
 
   const EngineModelParams params_;
   // Declared before the batcher: its workers use them until it stops (it is destroyed first).

@@ -4,12 +4,15 @@
 #include <array>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <type_traits>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "runtime/core/checked_size.h"
+#include "server/client_text.h"
 
 namespace reprise::server {
 namespace {
@@ -33,9 +36,6 @@ constexpr std::array<std::pair<DataType, absl::string_view>, 14> kNames = {{
     {DataType::kBFloat16, "BF16"},
 }};
 
-// Larger tensors than this are refused before any size arithmetic can overflow.
-constexpr int64_t kMaxElements = int64_t{1} << 40;
-
 std::string ShapeString(const google::protobuf::RepeatedField<int64_t>& shape) {
   return runtime::ShapeToString(runtime::Shape(shape.begin(), shape.end()));
 }
@@ -44,22 +44,32 @@ absl::Status Invalid(absl::string_view label, absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat(label, ": ", what));
 }
 
-// Element count of a request shape: dimensions must be >= 0 and the product bounded.
-absl::StatusOr<int64_t> ElementCount(const runtime::Shape& shape, absl::string_view label,
-                                     absl::string_view tensor) {
-  int64_t n = 1;
+// Element count of a request shape, checked against the limits before anything is sized
+// from it: dimensions must be >= 0, and each dimension and the product of the non-zero ones
+// within max_elements (so that [0, 2^61] is refused like [1, 2^61]).
+absl::StatusOr<int64_t> ElementCount(const runtime::Shape& shape, const RequestLimits& limits,
+                                     absl::string_view label, absl::string_view tensor) {
   for (int64_t d : shape) {
     if (d < 0) {
       return Invalid(label, absl::StrCat("input \"", tensor, "\" has negative dimension ", d,
                                          " in shape ", runtime::ShapeToString(shape)));
     }
-    if (d != 0 && n > kMaxElements / d) {
-      return Invalid(label, absl::StrCat("input \"", tensor, "\" shape ",
-                                         runtime::ShapeToString(shape), " is too large"));
-    }
-    n *= d;
   }
-  return n;
+  std::optional<int64_t> count = runtime::CheckedElementCount(shape, limits.max_elements);
+  if (!count.has_value()) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat(label, ": input \"", tensor, "\" shape ", runtime::ShapeToString(shape),
+                     " is over limits.max_tensor_elements (", limits.max_elements,
+                     " elements, for each dimension and for the product of the non-zero ones)"));
+  }
+  return *count;
+}
+
+absl::Status RequestTooLarge(absl::string_view label, absl::string_view tensor, int64_t bytes,
+                             const RequestLimits& limits) {
+  return absl::ResourceExhaustedError(
+      absl::StrCat(label, ": the request's input data reaches ", bytes, " bytes at input \"",
+                   tensor, "\", over limits.max_request_bytes (", limits.max_request_bytes, ")"));
 }
 
 // Counts the elements of KServe's serialized BYTES form; error if it is malformed.
@@ -270,7 +280,8 @@ absl::StatusOr<DataType> DataTypeFromKServe(absl::string_view name) {
 
 absl::StatusOr<DecodedRequest> DecodeInferRequest(const inference::ModelInferRequest& request,
                                                   const ModelSignature& signature,
-                                                  int max_batch_size, absl::string_view label) {
+                                                  int max_batch_size, absl::string_view label,
+                                                  const RequestLimits& limits) {
   if (absl::Status s = CheckRequestParameters(request.parameters(), label); !s.ok()) return s;
   const bool raw = request.raw_input_contents_size() > 0;
   if (raw && request.raw_input_contents_size() != request.inputs_size()) {
@@ -296,12 +307,13 @@ absl::StatusOr<DecodedRequest> DecodeInferRequest(const inference::ModelInferReq
   decoded.inputs.resize(signature.inputs.size());
   std::vector<bool> seen(signature.inputs.size(), false);
   int64_t batch = -1;
+  int64_t request_bytes = 0;  // all inputs' data so far
   for (int i = 0; i < request.inputs_size(); ++i) {
     const auto& in = request.inputs(i);
     auto it = by_name.find(in.name());
     if (it == by_name.end()) {
-      return Invalid(label, absl::StrCat("unexpected input \"", in.name(),
-                                         "\" (the model has no input of that name)"));
+      return Invalid(label, absl::StrCat("unexpected input ", QuotedName(in.name()),
+                                         " (the model has no input of that name)"));
     }
     const int index = it->second;
     if (seen[index]) return Invalid(label, absl::StrCat("input \"", in.name(), "\" given twice"));
@@ -322,6 +334,11 @@ absl::StatusOr<DecodedRequest> DecodeInferRequest(const inference::ModelInferReq
       return Invalid(label, absl::StrCat("input \"", in.name(), "\" has datatype ", in.datatype(),
                                          ", expected ", KServeDatatypeName(info.dtype)));
     }
+    if (in.shape_size() > limits.max_rank) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat(label, ": input \"", in.name(), "\" has rank ", in.shape_size(),
+                       ", over limits.max_tensor_rank (", limits.max_rank, ")"));
+    }
     const runtime::Shape shape(in.shape().begin(), in.shape().end());
     bool shape_ok = shape.size() == info.shape.size();
     for (size_t d = 0; shape_ok && d < shape.size(); ++d) {
@@ -332,9 +349,13 @@ absl::StatusOr<DecodedRequest> DecodeInferRequest(const inference::ModelInferReq
                      absl::StrCat("input \"", in.name(), "\" has shape ", ShapeString(in.shape()),
                                   ", expected ", runtime::ShapeToString(info.shape)));
     }
-    absl::StatusOr<int64_t> count = ElementCount(shape, label, in.name());
+    absl::StatusOr<int64_t> count = ElementCount(shape, limits, label, in.name());
     if (!count.ok()) return count.status();
     if (max_batch_size > 0 && !shape.empty()) {
+      if (shape[0] < 1) {
+        return Invalid(label, absl::StrCat("input \"", in.name(), "\" has batch size ", shape[0],
+                                           "; a request must have at least one row"));
+      }
       if (shape[0] > max_batch_size) {
         return Invalid(label, absl::StrCat("input \"", in.name(), "\" batch size ", shape[0],
                                            " exceeds max_batch_size ", max_batch_size));
@@ -357,6 +378,18 @@ absl::StatusOr<DecodedRequest> DecodeInferRequest(const inference::ModelInferReq
       }
       data = request.raw_input_contents(i);
     } else {
+      // Typed contents become raw bytes below: bound them first (at most 8 bytes a value, 4
+      // more for a BYTES length prefix).
+      int64_t typed_bytes = 0;
+      for (const auto& [name, size] : filled) typed_bytes += int64_t{size} * 8;
+      if (info.dtype == DataType::kString) {
+        for (const std::string& v : in.contents().bytes_contents()) {
+          typed_bytes += static_cast<int64_t>(v.size()) + 4;
+        }
+      }
+      if (typed_bytes > limits.max_request_bytes - request_bytes) {
+        return RequestTooLarge(label, in.name(), request_bytes + typed_bytes, limits);
+      }
       const char* field = TypedFieldName(info.dtype);
       for (const auto& [name, size] : filled) {
         if (field == nullptr || std::strcmp(name, field) != 0) {
@@ -387,6 +420,11 @@ absl::StatusOr<DecodedRequest> DecodeInferRequest(const inference::ModelInferReq
       data = converted;
     }
 
+    if (static_cast<int64_t>(data.size()) > limits.max_request_bytes - request_bytes) {
+      return RequestTooLarge(label, in.name(), request_bytes + static_cast<int64_t>(data.size()),
+                             limits);
+    }
+    request_bytes += static_cast<int64_t>(data.size());
     if (info.dtype == DataType::kString) {
       absl::StatusOr<int64_t> strings = CountSerializedStrings(data, label, in.name());
       if (!strings.ok()) return strings.status();
@@ -396,6 +434,7 @@ absl::StatusOr<DecodedRequest> DecodeInferRequest(const inference::ModelInferReq
                                            ShapeString(in.shape())));
       }
     } else {
+      // Cannot overflow: count <= max_elements <= 2^40, element size <= 8.
       const int64_t expected = *count * static_cast<int64_t>(runtime::DataTypeSize(info.dtype));
       if (static_cast<int64_t>(data.size()) != expected) {
         return Invalid(label, absl::StrCat("input \"", in.name(), "\" has ", data.size(),
@@ -428,8 +467,8 @@ absl::StatusOr<DecodedRequest> DecodeInferRequest(const inference::ModelInferReq
     absl::flat_hash_set<absl::string_view> wanted;
     for (const auto& out : request.outputs()) {
       if (!known.contains(out.name())) {
-        return Invalid(label, absl::StrCat("requested output \"", out.name(),
-                                           "\" is not an output of the model"));
+        return Invalid(label, absl::StrCat("requested output ", QuotedName(out.name()),
+                                           " is not an output of the model"));
       }
       if (!wanted.insert(out.name()).second) {
         return Invalid(label, absl::StrCat("output \"", out.name(), "\" requested twice"));

@@ -20,6 +20,16 @@ absl::string_view KServeDatatypeName(runtime::DataType type);
 /// The type a KServe datatype name denotes; INVALID_ARGUMENT for an unknown name.
 absl::StatusOr<runtime::DataType> DataTypeFromKServe(absl::string_view name);
 
+/// What one request may ask for (the server config's `limits`). Checked before anything is
+/// allocated for the request's tensors.
+struct RequestLimits {
+  int max_rank = 16;
+  /// Per input: every dimension, and the product of the non-zero dimensions (a zero dimension
+  /// does not exempt the others: padding and batching size buffers from them).
+  int64_t max_elements = int64_t{1} << 28;
+  int64_t max_request_bytes = int64_t{256} << 20;  // all inputs' data together
+};
+
 /// A checked ModelInfer request, ready for LoadedModel::Infer. Input data points into the
 /// request (raw contents) or into `storage` (converted typed contents): keep both the request
 /// and this object alive while the inputs are used. Move-only (inputs point into storage).
@@ -39,14 +49,17 @@ struct DecodedRequest {
 };
 
 /// Checks `request` against the model's `signature` and decodes it. `label` names the model in
-/// messages (e.g. `model "m" version 1`); `max_batch_size` > 0 bounds the first dimension.
-/// Every problem is INVALID_ARGUMENT naming the tensor and the values: raw and typed contents
-/// mixed, wrong raw count, unknown / missing / duplicate input, wrong datatype, wrong shape,
-/// byte size mismatch, malformed BYTES, BOOL not 0/1, values out of range, typed contents in
-/// the wrong field, unknown / duplicate requested output, unsupported parameters.
+/// messages (e.g. `model "m" version 1`); `max_batch_size` > 0 bounds the first dimension, which
+/// must then be at least 1. A shape over `limits` is RESOURCE_EXHAUSTED naming the limit. Every
+/// other problem is INVALID_ARGUMENT naming the tensor and the values: raw and typed contents
+/// mixed, wrong raw count, unknown / missing / duplicate input, wrong datatype, negative or
+/// overflowing dimensions, wrong shape, byte size mismatch, malformed BYTES, BOOL not 0/1,
+/// values out of range, typed contents in the wrong field, unknown / duplicate requested
+/// output, unsupported parameters. Names the client chose are cut short in messages.
 absl::StatusOr<DecodedRequest> DecodeInferRequest(const inference::ModelInferRequest& request,
                                                   const ModelSignature& signature,
-                                                  int max_batch_size, absl::string_view label);
+                                                  int max_batch_size, absl::string_view label,
+                                                  const RequestLimits& limits = {});
 
 /// Fills `response`: model name and version, the request's `id` and parameters echoed, each
 /// output (raw, in `decoded.outputs` order) with the requested output's parameters. INTERNAL

@@ -253,7 +253,7 @@ void InferenceService::InferAsync(const inference::ModelInferRequest& request,
   const ModelSignature& signature = call->lease->model().signature();
   const int max_batch = call->lease->settings().max_batch_size;
   absl::StatusOr<DecodedRequest> decoded =
-      DecodeInferRequest(request, signature, max_batch, call->label);
+      DecodeInferRequest(request, signature, max_batch, call->label, info_.limits);
   if (!decoded.ok()) return Complete(std::move(call), decoded.status());
   call->decoded = *std::move(decoded);
   if (max_batch > 0 && !call->decoded.inputs.empty() && !call->decoded.inputs[0].shape.empty()) {

@@ -12,6 +12,7 @@
 #include "grpc_service.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "server/executor.h"
+#include "server/infer_codec.h"
 #include "server/logging.h"
 #include "server/metrics.h"
 #include "server/model_repository.h"
@@ -27,6 +28,7 @@ struct ServiceInfo {
   std::string name = "reprise";
   std::string version;
   absl::Duration request_timeout = absl::ZeroDuration();  // zero: none
+  RequestLimits limits;        // what one request may ask for (config `limits`)
   Metrics* metrics = nullptr;  // borrowed, outlives the service; null: nothing recorded
 };
 

@@ -51,6 +51,7 @@ int main(int argc, char** argv) {
   engine_options.max_instances_per_stream = config.capture_max_instances_per_stream;
   engine_options.warmup = config.capture_warmup;
   engine_options.memory_budget_bytes = config.capture_memory_budget_bytes;
+  engine_options.max_plan_bytes = config.max_plan_bytes;
   absl::StatusOr<std::unique_ptr<reprise::server::EngineBackend>> backend =
       reprise::server::EngineBackend::Create(engine_options);
   if (!backend.ok()) {

@@ -12,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "config/server_config.h"
 #include "runtime/core/status_macros.h"
+#include "server/client_text.h"
 #include "spdlog/spdlog.h"
 
 namespace reprise::server {
@@ -91,8 +92,9 @@ namespace {
 // A failure logs a warning, anything else (unloads included) an info line.
 void LogState(absl::string_view model, int64_t version, VersionState state,
               absl::string_view reason = "", bool failure = false) {
-  const std::string what = version == 0 ? absl::StrCat("model \"", model, "\"")
-                                        : absl::StrCat("model \"", model, "\" version ", version);
+  const std::string what = version == 0
+                               ? absl::StrCat("model ", QuotedName(model))
+                               : absl::StrCat("model ", QuotedName(model), " version ", version);
   // fmt cannot format Debian's absl::string_view: std::string it is.
   const std::string name(VersionStateName(state));
   if (failure) {
@@ -175,7 +177,7 @@ std::vector<std::string> ModelRepository::ScanModelNames() const {
 
 absl::StatusOr<std::string> ModelRepository::FindModelDir(const std::string& name) const {
   if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos) {
-    return absl::InvalidArgumentError(absl::StrCat("invalid model name \"", name, "\""));
+    return absl::InvalidArgumentError(absl::StrCat("invalid model name ", QuotedName(name)));
   }
   std::vector<std::string> found;
   for (const std::string& path : options_.paths) {
@@ -184,7 +186,8 @@ absl::StatusOr<std::string> ModelRepository::FindModelDir(const std::string& nam
     if (fs::is_directory(dir, ec)) found.push_back(dir.string());
   }
   if (found.empty()) {
-    return absl::NotFoundError(absl::StrCat("model \"", name, "\" is not in the repository (",
+    return absl::NotFoundError(absl::StrCat("model ", QuotedName(name),
+                                            " is not in the repository (",
                                             absl::StrJoin(options_.paths, ", "), ")"));
   }
   if (found.size() > 1) {
@@ -209,26 +212,37 @@ void ModelRepository::Publish(std::shared_ptr<const ServingMap> map) {
   // `map` now holds the previous map; it is freed here, outside the lock.
 }
 
-void ModelRepository::Enqueue(const std::string& model, absl::AnyInvocable<void() &&> op) {
+absl::Status ModelRepository::Enqueue(const std::string& model, absl::AnyInvocable<void() &&> op,
+                                      bool bounded) {
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (bounded && pending_ops_ >= options_.max_pending_operations) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "model ", QuotedName(model), ": ", pending_ops_,
+          " load / unload operations are pending, the most the server queues; try again later"));
+    }
+    ++pending_ops_;
     OpQueue& q = ops_[model];
     if (q.busy) {
       q.waiting.push_back(std::move(op));
-      return;
+      return absl::OkStatus();
     }
     q.busy = true;
   }
   executor_->Schedule(std::move(op));
+  return absl::OkStatus();
 }
 
 void ModelRepository::OpFinished(const std::string& model) {
   absl::AnyInvocable<void() &&> next;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    OpQueue& q = ops_[model];
+    --pending_ops_;
+    auto it = ops_.find(model);
+    if (it == ops_.end()) return;
+    OpQueue& q = it->second;
     if (q.waiting.empty()) {
-      q.busy = false;
+      ops_.erase(it);  // idle models keep no queue: the map holds only models being worked on
       return;
     }
     next = std::move(q.waiting.front());
@@ -253,7 +267,8 @@ void ModelRepository::LoadAtStartup(const std::vector<std::string>& load_models,
   }
   auto join = std::make_shared<Join>(static_cast<int>(names.size()), std::move(done));
   for (const std::string& name : names) {
-    StartLoad(name, [join](absl::Status s) { join->Add(std::move(s)); });
+    StartLoad(
+        name, [join](absl::Status s) { join->Add(std::move(s)); }, /*bounded=*/false);
   }
 }
 
@@ -285,27 +300,50 @@ void ModelRepository::UnloadAll(Callback done) {
   }
   auto join = std::make_shared<Join>(static_cast<int>(map->size()), std::move(done));
   for (const auto& [name, model] : *map) {
-    StartUnload(name, [join](absl::Status s) { join->Add(std::move(s)); });
+    StartUnload(
+        name, [join](absl::Status s) { join->Add(std::move(s)); }, /*bounded=*/false);
   }
 }
 
-void ModelRepository::StartLoad(const std::string& name, Callback done) {
+void ModelRepository::StartLoad(const std::string& name, Callback done, bool bounded) {
+  // A name that is not a model of the repository is answered at once and remembered nowhere
+  // (no record, no queue, no metric label), so that clients cannot grow the server's state
+  // with made-up names. A model known before (e.g. since removed from disk) goes through.
+  if (absl::StatusOr<std::string> dir = FindModelDir(name); !dir.ok()) {
+    bool known;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      known = records_.contains(name);
+    }
+    if (!known) {
+      std::move(done)(dir.status());
+      return;
+    }
+  }
   auto shared_done = std::make_shared<Callback>(std::move(done));
-  Enqueue(name, [this, name, shared_done]() mutable {
-    absl::Status status = LoadNow(name);
-    std::move (*shared_done)(std::move(status));
-    OpFinished(name);
-  });
+  absl::Status queued = Enqueue(
+      name,
+      [this, name, shared_done]() mutable {
+        absl::Status status = LoadNow(name);
+        std::move (*shared_done)(std::move(status));
+        OpFinished(name);
+      },
+      bounded);
+  if (!queued.ok()) std::move (*shared_done)(std::move(queued));
 }
 
-void ModelRepository::StartUnload(const std::string& name, Callback done) {
+void ModelRepository::StartUnload(const std::string& name, Callback done, bool bounded) {
   auto shared_done = std::make_shared<Callback>(std::move(done));
-  Enqueue(name, [this, name, shared_done]() mutable {
-    UnloadNow(name, [this, name, shared_done](absl::Status status) {
-      std::move (*shared_done)(std::move(status));
-      OpFinished(name);
-    });
-  });
+  absl::Status queued = Enqueue(
+      name,
+      [this, name, shared_done]() mutable {
+        UnloadNow(name, [this, name, shared_done](absl::Status status) {
+          std::move (*shared_done)(std::move(status));
+          OpFinished(name);
+        });
+      },
+      bounded);
+  if (!queued.ok()) std::move (*shared_done)(std::move(queued));
 }
 
 absl::Status ModelRepository::LoadNow(const std::string& name) {
@@ -513,8 +551,9 @@ absl::StatusOr<VersionLease> ModelRepository::Acquire(absl::string_view model,
                                                       absl::string_view version) const {
   int64_t wanted = 0;
   if (!version.empty() && (!absl::SimpleAtoi(version, &wanted) || wanted <= 0)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("model \"", model, "\": version \"", version, "\" is not a positive integer"));
+    return absl::InvalidArgumentError(absl::StrCat("model ", QuotedName(model), ": version ",
+                                                   QuotedName(version),
+                                                   " is not a positive integer"));
   }
   // Two tries: a version that started draining after we read the map may have a successor in
   // the map published since (a reload).
@@ -528,7 +567,7 @@ absl::StatusOr<VersionLease> ModelRepository::Acquire(absl::string_view model,
     if (v->second->TryAcquire()) return VersionLease(v->second);
   }
   return absl::UnavailableError(absl::StrCat(
-      "model \"", model, "\" version ",
+      "model ", QuotedName(model), " version ",
       wanted == 0 ? std::string("(latest)") : std::to_string(wanted), " is being unloaded"));
 }
 
@@ -542,25 +581,26 @@ absl::Status ModelRepository::NotServing(absl::string_view model, int64_t versio
     if (m != records_.end()) {
       if (auto r = m->second.find(version); r != m->second.end()) {
         return absl::UnavailableError(absl::StrCat(
-            "model \"", model, "\" version ", version, " is not ready (",
+            "model ", QuotedName(model), " version ", version, " is not ready (",
             VersionStateName(r->second.state),
             r->second.reason.empty() ? "" : absl::StrCat(": ", r->second.reason), ")"));
       }
     }
-    return absl::NotFoundError(absl::StrCat("model \"", model, "\" has no version ", version));
+    return absl::NotFoundError(
+        absl::StrCat("model ", QuotedName(model), " has no version ", version));
   }
   if (m != records_.end()) {
     for (const auto& [v, r] : m->second) {
       const bool failed =
           r.state == VersionState::kUnavailable && !absl::StartsWith(r.reason, kUnloadedReason);
       if (r.state == VersionState::kLoading || failed) {
-        return absl::UnavailableError(absl::StrCat("model \"", model, "\" is not ready (",
+        return absl::UnavailableError(absl::StrCat("model ", QuotedName(model), " is not ready (",
                                                    VersionStateName(r.state),
                                                    r.reason.empty() ? "" : ": ", r.reason, ")"));
       }
     }
   }
-  return absl::NotFoundError(absl::StrCat("model \"", model, "\" is not loaded"));
+  return absl::NotFoundError(absl::StrCat("model ", QuotedName(model), " is not loaded"));
 }
 
 std::vector<IndexEntry> ModelRepository::Index(bool ready_only) const {

@@ -70,6 +70,9 @@ class ModelRepository {
     int default_streams = 1;      // streams of a model with no instance_group
     int max_queue_length = 1024;  // per model, unless its max_queue_size says (LoadSpec)
     Metrics* metrics = nullptr;   // borrowed, outlives the repository; null: none recorded
+    /// Load / unload operations queued or running at once (all models); one more is refused
+    /// with RESOURCE_EXHAUSTED. Shutdown's UnloadAll is never refused.
+    int max_pending_operations = 64;
   };
   /// Called once with the outcome, on an executor thread (or the caller's for early errors).
   using Callback = absl::AnyInvocable<void(absl::Status) &&>;
@@ -122,11 +125,13 @@ class ModelRepository {
   ModelRepository(Options options, ModelBackend* backend, Executor* executor);
 
   // Runs `op` on the executor once no other operation of `model` runs; `op` must call
-  // OpFinished(model) when it is done.
-  void Enqueue(const std::string& model, absl::AnyInvocable<void() &&> op);
+  // OpFinished(model) when it is done. RESOURCE_EXHAUSTED (and `op` dropped) when `bounded`
+  // and max_pending_operations are pending.
+  absl::Status Enqueue(const std::string& model, absl::AnyInvocable<void() &&> op,
+                       bool bounded = true);
   void OpFinished(const std::string& model);
-  void StartLoad(const std::string& name, Callback done);
-  void StartUnload(const std::string& name, Callback done);
+  void StartLoad(const std::string& name, Callback done, bool bounded = true);
+  void StartUnload(const std::string& name, Callback done, bool bounded = true);
   absl::Status LoadNow(const std::string& name);
   void UnloadNow(const std::string& name, Callback done);
   // Drains `retired` and destroys them; afterwards marks records still UNLOADING unavailable.
@@ -149,7 +154,8 @@ class ModelRepository {
 
   mutable std::mutex mu_;
   std::map<std::string, std::map<int64_t, Record>> records_ ABSL_GUARDED_BY(mu_);  // 0: model
-  absl::flat_hash_map<std::string, OpQueue> ops_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, OpQueue> ops_ ABSL_GUARDED_BY(mu_);  // busy models only
+  int pending_ops_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace reprise::server

@@ -46,6 +46,9 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const config::ServerConfig
   ServiceInfo info;
   info.version = REPRISE_VERSION;
   info.request_timeout = absl::Milliseconds(config.request_timeout_ms);
+  info.limits.max_rank = config.max_tensor_rank;
+  info.limits.max_elements = config.max_tensor_elements;
+  info.limits.max_request_bytes = config.max_request_bytes;
   info.metrics = s->metrics_.get();
   s->inference_service_ = std::make_unique<InferenceService>(
       s->repository_.get(), s->infer_pool_.get(), s->gate_.get(), &s->ready_, std::move(info));
@@ -67,8 +70,9 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const config::ServerConfig
   grpc::ServerBuilder builder;
   const std::string address = absl::StrCat(config.listen_address, ":", config.grpc_port);
   builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &s->port_);
-  builder.SetMaxReceiveMessageSize(static_cast<int>(config.max_message_bytes));
-  builder.SetMaxSendMessageSize(static_cast<int>(config.max_message_bytes));
+  const int message_bytes = static_cast<int>(config::EffectiveMaxMessageBytes(config));
+  builder.SetMaxReceiveMessageSize(message_bytes);
+  builder.SetMaxSendMessageSize(message_bytes);
   builder.RegisterService(s->inference_service_.get());
   builder.RegisterService(s->admin_service_.get());
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;

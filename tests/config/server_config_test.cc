@@ -19,7 +19,11 @@ TEST(ServerConfigTest, EmptyDocumentGivesDefaults) {
   EXPECT_EQ(c->model_repositories, std::vector<std::string>{"/models"});
   EXPECT_EQ(c->control_mode, ControlMode::kNone);
   EXPECT_TRUE(c->load_models.empty());
-  EXPECT_EQ(c->max_message_bytes, 2147483647);
+  EXPECT_EQ(c->max_message_bytes, 0);  // derived from max_request_bytes
+  EXPECT_EQ(EffectiveMaxMessageBytes(*c), (int64_t{256} << 20) + (1 << 20));
+  EXPECT_EQ(c->max_tensor_rank, 16);
+  EXPECT_EQ(c->max_tensor_elements, int64_t{1} << 28);
+  EXPECT_EQ(c->max_plan_bytes, int64_t{2} << 30);
   EXPECT_EQ(c->shutdown_timeout_s, 30);
   EXPECT_EQ(c->log_level, "info");
   EXPECT_EQ(c->log_format, "text");
@@ -40,6 +44,10 @@ TEST(ServerConfigTest, ShippedFileParsesToTheDefaults) {
   EXPECT_EQ(c->cpu_threads, d.cpu_threads);
   EXPECT_EQ(c->intra_op_threads, d.intra_op_threads);
   EXPECT_EQ(c->max_message_bytes, d.max_message_bytes);
+  EXPECT_EQ(c->max_tensor_rank, d.max_tensor_rank);
+  EXPECT_EQ(c->max_tensor_elements, d.max_tensor_elements);
+  EXPECT_EQ(c->max_request_bytes, d.max_request_bytes);
+  EXPECT_EQ(c->max_plan_bytes, d.max_plan_bytes);
   EXPECT_EQ(c->max_queue_length, d.max_queue_length);
   EXPECT_EQ(c->request_timeout_ms, d.request_timeout_ms);
   EXPECT_EQ(c->shutdown_timeout_s, d.shutdown_timeout_s);

@@ -233,6 +233,19 @@ TEST_F(EngineBatchingTest, MemoryBudgetIsNeverExceeded) {
   EXPECT_EQ(s.live_instances, 1u);
 }
 
+TEST_F(EngineBatchingTest, ADeadlineCenturiesAwayDoesNotWrapIntoThePast) {
+  // Past int64 nanoseconds from now: the queue's deadline must saturate, not overflow into a
+  // deadline that has already passed.
+  std::unique_ptr<LoadedModel> m = Load("", 1);
+  ASSERT_NE(m, nullptr);
+  std::unique_ptr<Request> r = MakeRequest(1, 1);
+  InferOptions o;
+  o.deadline = absl::Now() + absl::Hours(24 * 365 * 1000);
+  const std::vector<std::string> out = {"output"};
+  absl::StatusOr<std::vector<OutputTensor>> result = m->Infer(r->inputs, out, o, nullptr);
+  EXPECT_TRUE(result.ok()) << result.status();
+}
+
 TEST_F(EngineBatchingTest, PriorityOutOfRangeIsRefused) {
   std::unique_ptr<LoadedModel> m = Load("dynamic_batching: {priority_levels: 2}\n", 1);
   ASSERT_NE(m, nullptr);

@@ -413,3 +413,115 @@ TEST(InferCodecTest, EncodeRejectsBadBackendOutput) {
 
 }  // namespace
 }  // namespace reprise::server
+
+namespace reprise::server {
+namespace {
+
+void ExpectExhausted(const absl::Status& s, absl::string_view fragment) {
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+  EXPECT_THAT(s.message(), HasSubstr(fragment));
+}
+
+inference::ModelInferRequest OneInput(absl::string_view datatype, std::vector<int64_t> shape,
+                                      std::string raw) {
+  inference::ModelInferRequest r;
+  auto* in = r.add_inputs();
+  in->set_name("x");
+  in->set_datatype(std::string(datatype));
+  for (int64_t d : shape) in->add_shape(d);
+  r.add_raw_input_contents(std::move(raw));
+  return r;
+}
+
+ModelSignature OneInputSignature(DataType type) {
+  ModelSignature s;
+  s.inputs = {{"x", type, {-1, -1}}};
+  s.outputs = {{"y", type, {-1}}};
+  return s;
+}
+
+TEST(InferCodecLimitsTest, AZeroDimensionDoesNotExemptTheOthers) {
+  const ModelSignature sig = OneInputSignature(DataType::kFloat32);
+  ExpectExhausted(Decode(OneInput("FP32", {0, int64_t{1} << 39}, ""), sig),
+                  "limits.max_tensor_elements");
+  ExpectExhausted(Decode(OneInput("FP32", {int64_t{1} << 39, 0}, ""), sig),
+                  "limits.max_tensor_elements");
+  EXPECT_TRUE(Decode(OneInput("FP32", {0, 1024}, ""), sig).ok());
+}
+
+TEST(InferCodecLimitsTest, WrappingByteSizeIsRefused) {
+  // 2^61 int64 elements are 2^64 bytes, which wraps to 0 in plain arithmetic.
+  const ModelSignature sig = OneInputSignature(DataType::kInt64);
+  ExpectExhausted(Decode(OneInput("INT64", {0, int64_t{1} << 61}, ""), sig, 8),
+                  "limits.max_tensor_elements");
+  ExpectExhausted(Decode(OneInput("INT64", {1, int64_t{1} << 61}, ""), sig, 8),
+                  "limits.max_tensor_elements");
+}
+
+TEST(InferCodecLimitsTest, ZeroRowsOnABatchedModel) {
+  const ModelSignature sig = OneInputSignature(DataType::kFloat32);
+  ExpectInvalid(Decode(OneInput("FP32", {0, 4}, ""), sig, 8), "at least one row");
+}
+
+TEST(InferCodecLimitsTest, RankElementsAndBytesFollowTheLimits) {
+  const ModelSignature sig = OneInputSignature(DataType::kFloat32);
+  RequestLimits limits;
+  limits.max_rank = 1;
+  absl::Status s =
+      DecodeInferRequest(OneInput("FP32", {1, 2}, Floats({1, 2})), sig, 0, kLabel, limits).status();
+  ExpectExhausted(s, "has rank 2, over limits.max_tensor_rank (1)");
+
+  limits = RequestLimits{};
+  limits.max_elements = 4;
+  s = DecodeInferRequest(OneInput("FP32", {1, 5}, Floats({1, 2, 3, 4, 5})), sig, 0, kLabel, limits)
+          .status();
+  ExpectExhausted(s, "limits.max_tensor_elements (4");
+  EXPECT_TRUE(
+      DecodeInferRequest(OneInput("FP32", {2, 2}, Floats({1, 2, 3, 4})), sig, 0, kLabel, limits)
+          .ok());
+
+  limits = RequestLimits{};
+  limits.max_request_bytes = 8;
+  s = DecodeInferRequest(OneInput("FP32", {1, 3}, Floats({1, 2, 3})), sig, 0, kLabel, limits)
+          .status();
+  ExpectExhausted(s, "over limits.max_request_bytes (8)");
+  // Typed contents count too, before they are converted.
+  inference::ModelInferRequest typed;
+  auto* in = typed.add_inputs();
+  in->set_name("x");
+  in->set_datatype("FP32");
+  in->add_shape(1);
+  in->add_shape(3);
+  for (float v : {1.0f, 2.0f, 3.0f}) in->mutable_contents()->add_fp32_contents(v);
+  ExpectExhausted(DecodeInferRequest(typed, sig, 0, kLabel, limits).status(),
+                  "limits.max_request_bytes");
+}
+
+TEST(InferCodecLimitsTest, ClientNamesAreCutShortInMessages) {
+  inference::ModelInferRequest r = RawAddRequest();
+  r.mutable_inputs(1)->set_name(std::string(100000, 'n'));
+  absl::Status s = Decode(r, AddSignature());
+  ExpectInvalid(s, "(100000 bytes)");
+  EXPECT_LT(s.message().size(), 300u);
+  inference::ModelInferRequest out = RawAddRequest();
+  out.add_outputs()->set_name(std::string(100000, 'o'));
+  s = Decode(out, AddSignature());
+  ExpectInvalid(s, "(100000 bytes)");
+  EXPECT_LT(s.message().size(), 300u);
+}
+
+TEST(InferCodecLimitsTest, BytesLengthPrefixPastTheEnd) {
+  ModelSignature sig;
+  sig.inputs = {{"s", DataType::kString, {-1}}};
+  sig.outputs = {{"o", DataType::kString, {-1}}};
+  inference::ModelInferRequest r;
+  auto* in = r.add_inputs();
+  in->set_name("s");
+  in->set_datatype("BYTES");
+  in->add_shape(1);
+  r.add_raw_input_contents(std::string("\xff\xff\xff\xff", 4) + "abc");
+  ExpectInvalid(Decode(r, sig), "claims 4294967295 bytes but only 3 remain");
+}
+
+}  // namespace
+}  // namespace reprise::server
