@@ -15,7 +15,6 @@ This is a measurement, not a test: the numbers go in the hostile-input notes and
 import argparse
 import os
 import re
-import select
 import subprocess
 import sys
 import tempfile
@@ -64,30 +63,31 @@ def main():
     config = os.path.join(tmp.name, "server.yaml")
     with open(config, "w") as f:
         f.write(f"capture: {{memory_budget_bytes: {args.budget}}}\n")
-    proc = subprocess.Popen(
-        [args.server, "--config", config, "--model-repository", repo, "--grpc-address=127.0.0.1",
-         "--grpc-port=0", "--metrics-port=0", "--log-level", "warn"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    log_path = os.path.join(tmp.name, "server.log")
+    with open(log_path, "wb") as log_file:
+        proc = subprocess.Popen(
+            [args.server, "--config", config, "--model-repository", repo,
+             "--grpc-address=127.0.0.1", "--grpc-port=0", "--metrics-port=0"],
+            stdout=log_file, stderr=subprocess.STDOUT,
+            env=dict(os.environ, OMP_NUM_THREADS="1"))
     port = None
-    log = b""
     deadline = time.monotonic() + 60
-    while port is None and time.monotonic() < deadline:
-        ready, _, _ = select.select([proc.stdout], [], [], 1.0)
-        if ready:
-            line = proc.stdout.readline()
-            if not line:
-                break
-            log += line
-            m = STARTED.search(line)
-            if m:
-                port = int(m.group(1))
+    while port is None and time.monotonic() < deadline and proc.poll() is None:
+        with open(log_path, "rb") as f:
+            m = STARTED.search(f.read())
+        if m:
+            port = int(m.group(1))
+        else:
+            time.sleep(0.1)
     if port is None:
         proc.kill()
-        sys.exit("reprise-server did not start:\n" + log.decode(errors="replace"))
-    # The log level is warn: nothing more is printed per request, the pipe cannot fill.
+        with open(log_path, "rb") as f:
+            sys.exit("reprise-server did not start:\n" + f.read().decode(errors="replace"))
     channel = grpc.insecure_channel(f"127.0.0.1:{port}",
                                     options=[("grpc.max_receive_message_length", 64 << 20)])
     stub = pb_grpc.GRPCInferenceServiceStub(channel)
+    while not stub.ServerReady(pb.ServerReadyRequest(), timeout=30).ready:
+        time.sleep(0.1)
 
     def infer(n):
         r = pb.ModelInferRequest(model_name="add")
