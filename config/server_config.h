@@ -9,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "config/grpc_config.h"
 
 namespace reprise::config {
 
@@ -25,9 +26,12 @@ absl::string_view ControlModeName(ControlMode mode);
 struct ServerConfig {
   // server:
   std::string listen_address = "0.0.0.0";
-  int grpc_port = 8001;       // 0 picks a free port (tests)
-  int metrics_port = 8002;    // Prometheus /metrics on listen_address; 0 picks a free port
-  bool allow_metrics = true;  // false: no metrics port at all
+  int grpc_port = 8001;         // 0 picks a free port (tests)
+  int metrics_port = 8002;      // Prometheus /metrics on listen_address; 0 picks a free port
+  bool allow_metrics = true;    // false: no metrics port at all
+  std::string metrics_address;  // /metrics listen address; empty = listen_address
+  // grpc: TLS, access control, resource limits, keepalive
+  GrpcConfig grpc;
   // repository:
   std::vector<std::string> model_repositories = {"/models"};
   ControlMode control_mode = ControlMode::kNone;
