@@ -354,5 +354,50 @@ def http2_flood(port, streams):
         sock.close()
 
 
+class ToolsOverTlsTest(unittest.TestCase):
+    """The reprise CLI and reprise-bench against a mutual-TLS server with a restricted group."""
+
+    def setUp(self):
+        self.server = Server(tls_flags(mutual=True) + [
+            "--grpc-restricted-protocol=model-repository:x-reprise-key=s3cret"])
+        self.addCleanup(self.server.close)
+        self.assertIsNotNone(self.server.port, self.server.log.decode())
+        channel = grpc.secure_channel(self.server.addr, tls_credentials("client"))
+        self.addCleanup(channel.close)
+        self.server.wait_ready(channel)
+        self.tls = ["--root-certificates", cert_path("ca.pem"), "--private-key",
+                    cert_path("client.key"), "--certificate-chain", cert_path("client.pem")]
+
+    def run_tool(self, args):
+        return subprocess.run(args, capture_output=True, timeout=120, text=True)
+
+    def test_cli(self):
+        cli = [CLI, "--addr", self.server.addr, "--json"]
+        health = self.run_tool(cli + ["--ssl"] + self.tls + ["health"])
+        self.assertEqual(health.returncode, 0, health.stderr)
+        self.assertIn('"live": true', health.stdout.replace('"live":true', '"live": true'))
+        plain = self.run_tool(cli + ["health"])
+        self.assertEqual(plain.returncode, 1, plain.stdout)
+        refused = self.run_tool(cli + self.tls + ["models"])
+        self.assertEqual(refused.returncode, 1)
+        self.assertIn("UNAVAILABLE", refused.stderr)
+        models = self.run_tool(cli + self.tls + ["-H", "X-Reprise-Key=s3cret", "models"])
+        self.assertEqual(models.returncode, 0, models.stderr)
+        self.assertIn("mlp", models.stdout)
+
+    def test_bench(self):
+        out = tempfile.TemporaryDirectory()
+        self.addCleanup(out.cleanup)
+        report = os.path.join(out.name, "bench.json")
+        result = self.run_tool([BENCH, "--addr", self.server.addr, "--model", "mlp",
+                                "--ssl"] + self.tls + [
+                                "--measurement-request-count", "20", "--max-windows", "3",
+                                "--warmup-ms", "0", "--no-progress", "--json", report])
+        self.assertEqual(result.returncode, 0, result.stderr + result.stdout)
+        with open(report) as f:
+            text = f.read()
+        self.assertIn("mlp", text)
+
+
 if __name__ == "__main__":
     unittest.main(argv=sys.argv[:1], verbosity=2)
