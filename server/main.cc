@@ -78,7 +78,10 @@ int main(int argc, char** argv) {
       spdlog::info("SIGHUP: the certificate files are valid; new connections use them within {} s",
                    grpc.cert_refresh_seconds);
     } else {
-      spdlog::error("SIGHUP: {}; connections keep the certificates read before", files.ToString());
+      spdlog::error(
+          "SIGHUP: {}; gRPC re-reads the files every {} s and new handshakes may fail until "
+          "they are fixed (open connections stay)",
+          files.ToString(), grpc.cert_refresh_seconds);
     }
     sigwait(&signals, &signal);
   }

@@ -13,6 +13,7 @@ import os
 import re
 import select
 import shutil
+import signal
 import socket
 import struct
 import subprocess
@@ -127,6 +128,21 @@ class Server:
             time.sleep(0.05)
         return stub
 
+    def read_until(self, pattern, seconds=30):
+        """Reads the output until a line matches `pattern`; that line (None at the deadline)."""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([self.proc.stdout], [], [], 1.0)
+            if not ready:
+                continue
+            line = self.proc.stdout.readline()
+            if not line:
+                return None
+            self.log += line
+            if re.search(pattern, line):
+                return line.decode(errors="replace")
+        return None
+
     def exit_log(self):
         """Waits for the process to end; its exit code and whole output."""
         out, _ = self.proc.communicate(timeout=30)
@@ -173,6 +189,15 @@ class TlsTest(unittest.TestCase):
             pb_grpc.GRPCInferenceServiceStub(plain).ServerLive(pb.ServerLiveRequest(), timeout=5)
         self.assertIn(err.exception.code(),
                       (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED))
+
+    def test_sighup_checks_the_files_and_keeps_serving(self):
+        server = self.start(tls_flags())
+        stub = self.secure_stub(server)
+        server.proc.send_signal(signal.SIGHUP)
+        line = server.read_until(rb"SIGHUP:")
+        self.assertIsNotNone(line, server.log.decode(errors="replace"))
+        self.assertIn("the certificate files are valid", line)
+        self.assertTrue(stub.ServerLive(pb.ServerLiveRequest(), timeout=10).live)
 
     def test_mutual_tls_requires_a_client_certificate_of_the_ca(self):
         server = self.start(tls_flags(mutual=True))
@@ -255,6 +280,14 @@ class AccessTest(unittest.TestCase):
         self.stub.RepositoryModelUnload(unload, metadata=[self.HEADER])
         self.assertEqual(self.code_of(self.stub.ModelInfer, infer_request()),
                          grpc.StatusCode.NOT_FOUND)  # unloaded
+
+    def test_request_over_the_default_receive_limit_is_refused(self):
+        req = pb.ModelInferRequest(model_name="mlp")
+        req.inputs.add(name="input", datatype="FP32", shape=[65 << 12, 64])
+        req.raw_input_contents.append(bytes(65 << 20))  # 65 MiB, over the 64 MiB default
+        self.assertEqual(self.code_of(self.stub.ModelInfer, req),
+                         grpc.StatusCode.RESOURCE_EXHAUSTED)
+        self.assertTrue(self.stub.ServerLive(pb.ServerLiveRequest(), timeout=10).live)
 
     def test_stream_flood_over_the_connection_limit_is_refused(self):
         streams = 14
