@@ -301,6 +301,30 @@ class AccessTest(unittest.TestCase):
         self.assertTrue(self.stub.ServerLive(pb.ServerLiveRequest(), timeout=10).live)
 
 
+class AddressDumpTest(unittest.TestCase):
+    def verbose_dump(self, flags):
+        server = Server(flags)
+        self.addCleanup(server.close)
+        channel = grpc.insecure_channel(server.addr)
+        self.addCleanup(channel.close)
+        stub = server.wait_ready(channel)
+        stub.ModelInfer(infer_request(), timeout=30)
+        admin = admin_grpc.RuntimeInstancesStub(channel)
+        listed = admin.ListInstances(admin_pb.ListInstancesRequest(model="mlp"))
+        captured = [i for i in listed.instances if i.captures > 0]
+        self.assertTrue(captured, listed)
+        return admin.DumpInstance(admin_pb.DumpInstanceRequest(
+            model="mlp", stream=captured[0].stream, shape_signature=captured[0].shape_signature,
+            verbose=True)).json
+
+    def test_verbose_dump_hides_addresses_unless_allowed(self):
+        hidden = self.verbose_dump([])
+        self.assertIn('"redacted"', hidden)
+        self.assertIsNone(re.search(r'"0x[0-9a-f]+"', hidden))
+        shown = self.verbose_dump(["--allow-address-dump=true"])
+        self.assertIsNotNone(re.search(r'"0x[0-9a-f]+"', shown))
+
+
 class ServicesOffTest(unittest.TestCase):
     def test_admin_and_repository_services_can_be_turned_off(self):
         server = Server(["--admin-service=false", "--model-repository-service=false"])
