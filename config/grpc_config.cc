@@ -128,8 +128,8 @@ absl::Status ParseGrpcSection(const YamlReader& r, const YAML::Node& node, GrpcC
   for (const IntKey& k : kIntKeys) keys.push_back(YamlKey(k.flag));
   for (const BoolKey& k : kBoolKeys) keys.push_back(YamlKey(k.flag));
   for (const StringKey& k : kStringKeys) keys.push_back(YamlKey(k.flag));
-  keys.push_back("restricted_protocol");
-  keys.push_back("infer_response_compression_level");
+  keys.emplace_back("restricted_protocol");
+  keys.emplace_back("infer_response_compression_level");
   // CheckMap takes a fixed list; the keys come from the tables here.
   if (node.IsDefined() && !node.IsNull()) {
     if (!node.IsMap()) return r.Error(node, "grpc", "is not a mapping");

@@ -42,9 +42,7 @@ class AccessControl {
   /// value; UNAVAILABLE (as Triton) naming the header otherwise. The value is compared in
   /// constant time (SHA-256 of both sides, then CRYPTO_memcmp), so neither its bytes nor its
   /// length leak through timing.
-  grpc::Status Check(const grpc::ServerContextBase& ctx, ProtocolGroup group) const;
-
-  bool restricted(ProtocolGroup group) const { return rules_[static_cast<int>(group)].has_value(); }
+  [[nodiscard]] grpc::Status Check(const grpc::ServerContextBase& ctx, ProtocolGroup group) const;
 
  private:
   struct Rule {

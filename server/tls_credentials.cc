@@ -30,7 +30,7 @@ struct KeyFree {
 using Cert = std::unique_ptr<X509, X509Free>;
 
 std::string OpenSslError() {
-  const unsigned long code = ERR_get_error();  // NOLINT(runtime/int): OpenSSL's type
+  const auto code = ERR_get_error();
   ERR_clear_error();
   if (code == 0) return "no PEM data";
   char text[256];
