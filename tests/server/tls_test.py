@@ -325,6 +325,28 @@ class AddressDumpTest(unittest.TestCase):
         self.assertIsNotNone(re.search(r'"0x[0-9a-f]+"', shown))
 
 
+class MetricsAddressTest(unittest.TestCase):
+    def test_metrics_bind_their_own_address(self):
+        server = Server(["--metrics-address=127.0.0.2"])
+        self.addCleanup(server.close)
+        self.assertIsNotNone(server.port, server.log.decode())
+        m = re.search(rb"Started Metrics Service at ([0-9.]+):(\d+)", server.log)
+        self.assertIsNotNone(m, server.log.decode())
+        self.assertEqual(m.group(1), b"127.0.0.2")
+        port = int(m.group(2))
+        with socket.create_connection(("127.0.0.2", port), timeout=10) as sock:
+            sock.sendall(b"GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n")
+            reply = b""
+            while True:
+                chunk = sock.recv(65536)
+                if not chunk:
+                    break
+                reply += chunk
+        self.assertTrue(reply.startswith(b"HTTP/1.1 200"), reply[:200])
+        with self.assertRaises(ConnectionRefusedError):  # not on the gRPC address
+            socket.create_connection(("127.0.0.1", port), timeout=10).close()
+
+
 class ServicesOffTest(unittest.TestCase):
     def test_admin_and_repository_services_can_be_turned_off(self):
         server = Server(["--admin-service=false", "--model-repository-service=false"])
