@@ -25,13 +25,15 @@ absl::Status ReadInt32(const YamlReader& r, const YAML::Node& map, absl::string_
 }
 
 absl::Status ParseInto(const YamlReader& r, const YAML::Node& root, ServerConfig* c) {
-  RETURN_IF_ERROR(r.CheckMap(
-      root, "",
-      {"server", "repository", "runtime", "limits", "batching", "capture", "shutdown", "log"}));
+  RETURN_IF_ERROR(r.CheckMap(root, "",
+                             {"server", "repository", "runtime", "limits", "batching", "capture",
+                              "shutdown", "log", "grpc"}));
 
   const YAML::Node server = YamlReader::Child(root, "server");
-  RETURN_IF_ERROR(r.CheckMap(server, "server",
-                             {"listen_address", "grpc_port", "metrics_port", "allow_metrics"}));
+  RETURN_IF_ERROR(r.CheckMap(
+      server, "server",
+      {"listen_address", "grpc_port", "metrics_port", "allow_metrics", "metrics_address"}));
+  RETURN_IF_ERROR(r.ReadString(server, "server", "metrics_address", &c->metrics_address));
   RETURN_IF_ERROR(r.ReadString(server, "server", "listen_address", &c->listen_address));
   RETURN_IF_ERROR(ReadInt32(r, server, "server", "grpc_port", 0, 65535, &c->grpc_port));
   RETURN_IF_ERROR(ReadInt32(r, server, "server", "metrics_port", 0, 65535, &c->metrics_port));
@@ -109,7 +111,7 @@ absl::Status ParseInto(const YamlReader& r, const YAML::Node& root, ServerConfig
   RETURN_IF_ERROR(r.ReadEnum(log, "log", "level",
                              {"trace", "debug", "info", "warn", "error", "off"}, &c->log_level));
   RETURN_IF_ERROR(r.ReadEnum(log, "log", "format", {"text", "json"}, &c->log_format));
-  return absl::OkStatus();
+  return ParseGrpcSection(r, YamlReader::Child(root, "grpc"), &c->grpc);
 }
 
 }  // namespace

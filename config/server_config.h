@@ -9,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "config/grpc_config.h"
 
 namespace reprise::config {
 
@@ -25,9 +26,12 @@ absl::string_view ControlModeName(ControlMode mode);
 struct ServerConfig {
   // server:
   std::string listen_address = "0.0.0.0";
-  int grpc_port = 8001;       // 0 picks a free port (tests)
-  int metrics_port = 8002;    // Prometheus /metrics on listen_address; 0 picks a free port
-  bool allow_metrics = true;  // false: no metrics port at all
+  int grpc_port = 8001;         // 0 picks a free port (tests)
+  int metrics_port = 8002;      // Prometheus /metrics on listen_address; 0 picks a free port
+  bool allow_metrics = true;    // false: no metrics port at all
+  std::string metrics_address;  // /metrics listen address; empty = listen_address
+  // grpc: TLS, access control, resource limits, keepalive
+  GrpcConfig grpc;
   // repository:
   std::vector<std::string> model_repositories = {"/models"};
   ControlMode control_mode = ControlMode::kNone;
@@ -44,7 +48,7 @@ struct ServerConfig {
   // cannot exist) naming the limit.
   int max_tensor_rank = 16;                        // dimensions of one input
   int64_t max_tensor_elements = int64_t{1} << 28;  // per input, and per dimension
-  int64_t max_request_bytes = int64_t{256} << 20;  // all input data of one request
+  int64_t max_request_bytes = int64_t{64} << 20;   // all input data of one request
   int64_t max_plan_bytes = int64_t{2} << 30;       // one plan: arena, workspaces, buffers
   // gRPC send / receive; 0 = derived: max_request_bytes plus 1 MiB for the message's framing.
   int64_t max_message_bytes = 0;

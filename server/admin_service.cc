@@ -4,15 +4,54 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "server/inference_service.h"
 
 namespace reprise::server {
+
+std::string RedactAddresses(absl::string_view json) {
+  std::string out;
+  out.reserve(json.size());
+  size_t i = 0;
+  while (i < json.size()) {
+    if (json.substr(i, 3) == "\"0x") {
+      size_t j = i + 3;
+      while (j < json.size() && absl::ascii_isxdigit(static_cast<unsigned char>(json[j]))) ++j;
+      if (j > i + 3 && j < json.size() && json[j] == '"') {
+        out += "\"redacted\"";
+        i = j + 1;
+        continue;
+      }
+    }
+    out.push_back(json[i++]);
+  }
+  return out;
+}
+
+std::string RedactKeyValues(absl::string_view signature) {
+  std::string out;
+  for (absl::string_view part : absl::StrSplit(signature, ';')) {
+    if (!out.empty()) out.push_back(';');
+    const size_t eq = part.find("=(");
+    if (eq == absl::string_view::npos) {
+      absl::StrAppend(&out, part);
+    } else {
+      absl::StrAppend(&out, part.substr(0, eq), "=(redacted)");
+    }
+  }
+  return out;
+}
 
 grpc::ServerUnaryReactor* AdminService::ListInstances(
     grpc::CallbackServerContext* ctx, const reprise::v1::ListInstancesRequest* request,
     reprise::v1::ListInstancesResponse* response) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  if (grpc::Status s = access_->Check(*ctx, ProtocolGroup::kAdmin); !s.ok()) {
+    reactor->Finish(s);
+    return reactor;
+  }
   std::shared_ptr<const ServingMap> map = repository_->Snapshot();
   if (!request->model().empty() && !map->contains(request->model())) {
     reactor->Finish(ToGrpcStatus(
@@ -50,7 +89,8 @@ grpc::ServerUnaryReactor* AdminService::ListInstances(
         out->set_model(name);
         out->set_version(v);
         out->set_stream(ri.stream);
-        out->set_shape_signature(ri.shape_signature);
+        out->set_shape_signature(options_.allow_value_dump ? ri.shape_signature
+                                                           : RedactKeyValues(ri.shape_signature));
         out->set_bucket(ri.bucket);
         out->set_state(ri.state);
         out->set_captures(ri.captures);
@@ -69,6 +109,10 @@ grpc::ServerUnaryReactor* AdminService::DumpInstance(
     grpc::CallbackServerContext* ctx, const reprise::v1::DumpInstanceRequest* request,
     reprise::v1::DumpInstanceResponse* response) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  if (grpc::Status s = access_->Check(*ctx, ProtocolGroup::kAdmin); !s.ok()) {
+    reactor->Finish(s);
+    return reactor;
+  }
   absl::StatusOr<VersionLease> lease = repository_->Acquire(request->model(), request->version());
   if (!lease.ok()) {
     reactor->Finish(ToGrpcStatus(lease.status()));
@@ -82,7 +126,7 @@ grpc::ServerUnaryReactor* AdminService::DumpInstance(
                                            (*lease)->version(), ": ", json.status().message()))));
     return reactor;
   }
-  response->set_json(*std::move(json));
+  response->set_json(options_.allow_address_dump ? *std::move(json) : RedactAddresses(*json));
   reactor->Finish(grpc::Status::OK);
   return reactor;
 }

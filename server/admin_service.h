@@ -3,16 +3,35 @@
 #ifndef REPRISE_SERVER_ADMIN_SERVICE_H_
 #define REPRISE_SERVER_ADMIN_SERVICE_H_
 
+#include <string>
+
+#include "absl/strings/string_view.h"
 #include "grpcpp/grpcpp.h"
 #include "reprise_admin.grpc.pb.h"
+#include "server/access_control.h"
 #include "server/model_repository.h"
 
 namespace reprise::server {
 
-/// `repository` is borrowed and must outlive the gRPC server. Thread-safe.
+/// What the admin service may show (config::GrpcConfig's allow_* keys).
+struct AdminOptions {
+  bool allow_address_dump = false;  // verbose dumps keep host addresses
+  bool allow_value_dump = false;    // listings keep the values of value-keyed signatures
+};
+
+/// `json` with every pointer value the dumps write (a JSON string "0x<hex>") replaced by
+/// "redacted".
+std::string RedactAddresses(absl::string_view json);
+/// `signature` ("x:[1,4];k:[2]=(3,5)") with each value-key's values replaced by "redacted"
+/// ("x:[1,4];k:[2]=(redacted)"): the shape stays, the client's values go.
+std::string RedactKeyValues(absl::string_view signature);
+
+/// `repository` and `access` are borrowed and must outlive the gRPC server. Every call is
+/// checked against the "admin" protocol group. Thread-safe.
 class AdminService final : public reprise::v1::RuntimeInstances::CallbackService {
  public:
-  explicit AdminService(ModelRepository* repository) : repository_(repository) {}
+  AdminService(ModelRepository* repository, const AccessControl* access, AdminOptions options)
+      : repository_(repository), access_(access), options_(options) {}
 
   /// `model` empty: every loaded model; `version` empty: every loaded version.
   grpc::ServerUnaryReactor* ListInstances(grpc::CallbackServerContext* ctx,
@@ -24,6 +43,8 @@ class AdminService final : public reprise::v1::RuntimeInstances::CallbackService
 
  private:
   ModelRepository* const repository_;
+  const AccessControl* const access_;
+  const AdminOptions options_;
 };
 
 }  // namespace reprise::server

@@ -79,6 +79,8 @@ absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& arg
       c.load_models.push_back(f.value);
     } else if (f.name == "grpc-address") {
       c.listen_address = f.value;
+    } else if (f.name == "metrics-address") {
+      c.metrics_address = f.value;
     } else if (f.name == "grpc-port") {
       RETURN_IF_ERROR(ParseInt(f, 0, 65535, &c.grpc_port));
     } else if (f.name == "metrics-port") {
@@ -119,27 +121,31 @@ absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& arg
       }
       c.log_level = f.value;
     } else {
-      return absl::InvalidArgumentError(absl::StrCat("unknown flag --", f.name));
+      ASSIGN_OR_RETURN(bool grpc_flag, config::ApplyGrpcFlag(f.name, f.value, &c.grpc));
+      if (!grpc_flag) return absl::InvalidArgumentError(absl::StrCat("unknown flag --", f.name));
     }
   }
+  RETURN_IF_ERROR(config::ValidateGrpcConfig(c.grpc));
   return out;
 }
 
 std::string Usage() {
-  return R"(usage: reprise-server [flags]
+  return std::string(R"(usage: reprise-server [flags]
   --config FILE                 YAML config (config/README.md); defaults when absent
   --model-repository PATH       model repository; repeatable; replaces repository.paths
-  --grpc-address ADDR           listen address (server.listen_address)
+  --grpc-address ADDR           gRPC listen address (server.listen_address, default 0.0.0.0)
   --grpc-port N                 gRPC port (server.grpc_port, default 8001; 0 = any free port)
-  --metrics-port N              Prometheus /metrics port on the gRPC address
-                                (server.metrics_port, default 8002; 0 = any free port)
+  --metrics-port N              Prometheus /metrics port (server.metrics_port, default 8002;
+                                0 = any free port)
+  --metrics-address ADDR        /metrics listen address (server.metrics_address; default: the
+                                gRPC address)
   --allow-metrics true|false    serve /metrics at all (server.allow_metrics, default true)
   --model-control-mode MODE     none | explicit (repository.control_mode)
   --load-model NAME             explicit mode: load at start; repeatable; "*" = all
   --log-level LEVEL             trace | debug | info | warn | error | off
   --log-format FORMAT           text | json (one JSON object per line)
   --exit-timeout-secs N         in-flight requests' time to finish at shutdown (default 30)
-)";
+)") + std::string(config::GrpcFlagsUsage());
 }
 
 }  // namespace reprise::server

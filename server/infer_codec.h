@@ -27,7 +27,7 @@ struct RequestLimits {
   /// Per input: every dimension, and the product of the non-zero dimensions (a zero dimension
   /// does not exempt the others: padding and batching size buffers from them).
   int64_t max_elements = int64_t{1} << 28;
-  int64_t max_request_bytes = int64_t{256} << 20;  // all inputs' data together
+  int64_t max_request_bytes = int64_t{64} << 20;  // all inputs' data together
 };
 
 /// A checked ModelInfer request, ready for LoadedModel::Infer. Input data points into the

@@ -11,6 +11,7 @@
 #include "server/engine_backend.h"
 #include "server/logging.h"
 #include "server/server.h"
+#include "server/tls_credentials.h"
 #include "spdlog/spdlog.h"
 
 int main(int argc, char** argv) {
@@ -19,6 +20,7 @@ int main(int argc, char** argv) {
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   std::vector<std::string> args(argv + 1, argv + argc);
@@ -67,6 +69,23 @@ int main(int argc, char** argv) {
 
   int signal = 0;
   sigwait(&signals, &signal);
+  while (signal == SIGHUP) {
+    // gRPC's certificate provider re-reads the files by itself (grpc.cert_refresh_seconds);
+    // SIGHUP checks the files now, so that the operator learns at once whether they are good.
+    const reprise::config::GrpcConfig& grpc = config.grpc;
+    if (!grpc.use_ssl && !grpc.use_ssl_mutual) {
+      spdlog::info("SIGHUP: TLS is off, nothing to reload");
+    } else if (absl::Status files = reprise::server::CheckTlsFiles(grpc); files.ok()) {
+      spdlog::info("SIGHUP: the certificate files are valid; new connections use them within {} s",
+                   grpc.cert_refresh_seconds);
+    } else {
+      spdlog::error(
+          "SIGHUP: {}; gRPC re-reads the files every {} s and new handshakes may fail until "
+          "they are fixed (open connections stay)",
+          files.ToString(), grpc.cert_refresh_seconds);
+    }
+    sigwait(&signals, &signal);
+  }
   spdlog::info("received signal {}", signal);
   if (!(*server)->Shutdown()) {
     // Requests outlived the shutdown timeout and may be stuck in the backend: do not wait.

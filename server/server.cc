@@ -1,6 +1,9 @@
 #include "server/server.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <optional>
 #include <thread>
 #include <utility>
 
@@ -10,6 +13,7 @@
 #include "server/metrics_collector.h"
 #include "server/metrics_interceptor.h"
 #include "server/notification.h"
+#include "server/tls_credentials.h"
 #include "spdlog/spdlog.h"
 
 #ifndef REPRISE_VERSION
@@ -17,6 +21,51 @@
 #endif
 
 namespace reprise::server {
+namespace {
+
+// The config's gRPC limits and keepalive settings on `builder`.
+void ApplyGrpcLimits(const config::ServerConfig& config, grpc::ServerBuilder* builder) {
+  const config::GrpcConfig& g = config.grpc;
+  int64_t quota_bytes = g.memory_quota_bytes;
+  if (quota_bytes == 0) {
+    const int64_t pages = sysconf(_SC_PHYS_PAGES);
+    const int64_t page_size = sysconf(_SC_PAGESIZE);
+    quota_bytes = pages > 0 && page_size > 0 ? pages / 4 * page_size : int64_t{1} << 30;
+  }
+  const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  const int threads = g.max_threads > 0 ? g.max_threads : std::max(16, 4 * cores);
+  grpc::ResourceQuota quota("reprise-grpc");
+  quota.Resize(static_cast<size_t>(quota_bytes));
+  quota.SetMaxThreads(threads);
+  builder->SetResourceQuota(quota);
+  const int64_t message_bytes = config::EffectiveMaxMessageBytes(config);
+  const int64_t receive = config::EffectiveMaxReceiveMessageBytes(g, message_bytes);
+  builder->SetMaxReceiveMessageSize(static_cast<int>(receive));
+  builder->SetMaxSendMessageSize(static_cast<int>(message_bytes));
+  builder->AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, g.max_concurrent_streams);
+  builder->AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, static_cast<int>(g.keepalive_time));
+  builder->AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, static_cast<int>(g.keepalive_timeout));
+  builder->AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS,
+                              g.keepalive_permit_without_calls ? 1 : 0);
+  builder->AddChannelArgument(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA,
+                              g.http2_max_pings_without_data);
+  builder->AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
+                              static_cast<int>(g.http2_min_recv_ping_interval_without_data));
+  builder->AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, g.http2_max_ping_strikes);
+  spdlog::info(
+      "gRPC limits: memory quota {} bytes, {} threads, receive {} bytes, {} streams per "
+      "connection",
+      quota_bytes, threads, receive, g.max_concurrent_streams);
+}
+
+std::optional<grpc_compression_level> CompressionLevel(const std::string& name) {
+  if (name == "low") return GRPC_COMPRESS_LEVEL_LOW;
+  if (name == "medium") return GRPC_COMPRESS_LEVEL_MED;
+  if (name == "high") return GRPC_COMPRESS_LEVEL_HIGH;
+  return std::nullopt;
+}
+
+}  // namespace
 
 Server::Server(const config::ServerConfig& config, ModelBackend* backend)
     : config_(config), backend_(backend) {}
@@ -52,29 +101,44 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const config::ServerConfig
   info.metrics = s->metrics_.get();
   s->inference_service_ = std::make_unique<InferenceService>(
       s->repository_.get(), s->infer_pool_.get(), s->gate_.get(), &s->ready_, std::move(info));
-  s->admin_service_ = std::make_unique<AdminService>(s->repository_.get());
+  absl::StatusOr<std::unique_ptr<AccessControl>> access =
+      AccessControl::Create(config.grpc.restricted_protocols);
+  if (!access.ok()) return access.status();
+  s->access_ = *std::move(access);
+  GuardOptions guard;
+  guard.model_repository_service = config.grpc.model_repository_service;
+  guard.infer_compression = CompressionLevel(config.grpc.infer_response_compression_level);
+  s->guarded_inference_service_ = std::make_unique<GuardedInferenceService>(
+      s->inference_service_.get(), s->access_.get(), guard);
+  if (config.grpc.admin_service) {
+    s->admin_service_ = std::make_unique<AdminService>(
+        s->repository_.get(), s->access_.get(),
+        AdminOptions{config.grpc.allow_address_dump, config.grpc.allow_value_dump});
+  }
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
+      MakeServerCredentials(config.grpc);
+  if (!credentials.ok()) return credentials.status();
 
   if (config.allow_metrics) {
     s->metrics_->AddCollectable(
         std::make_shared<MetricsCollector>(s->repository_.get(), backend, &s->grpc_inflight_));
+    const std::string& metrics_address =
+        config.metrics_address.empty() ? config.listen_address : config.metrics_address;
     absl::StatusOr<std::unique_ptr<MetricsEndpoint>> endpoint =
-        MetricsEndpoint::Start(config.listen_address, config.metrics_port, s->metrics_.get());
+        MetricsEndpoint::Start(metrics_address, config.metrics_port, s->metrics_.get());
     if (!endpoint.ok()) return endpoint.status();
     s->metrics_endpoint_ = *std::move(endpoint);
-    spdlog::info("Started Metrics Service at {}:{}", config.listen_address,
-                 s->metrics_endpoint_->port());
+    spdlog::info("Started Metrics Service at {}:{}", metrics_address, s->metrics_endpoint_->port());
   }
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   const std::string address = absl::StrCat(config.listen_address, ":", config.grpc_port);
-  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &s->port_);
-  const int message_bytes = static_cast<int>(config::EffectiveMaxMessageBytes(config));
-  builder.SetMaxReceiveMessageSize(message_bytes);
-  builder.SetMaxSendMessageSize(message_bytes);
-  builder.RegisterService(s->inference_service_.get());
-  builder.RegisterService(s->admin_service_.get());
+  builder.AddListeningPort(address, *credentials, &s->port_);
+  ApplyGrpcLimits(config, &builder);
+  builder.RegisterService(s->guarded_inference_service_.get());
+  if (s->admin_service_ != nullptr) builder.RegisterService(s->admin_service_.get());
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
   interceptors.push_back(std::make_unique<InflightCallsInterceptorFactory>(&s->grpc_inflight_));
   builder.experimental().SetInterceptorCreators(std::move(interceptors));
@@ -82,7 +146,10 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const config::ServerConfig
   if (s->grpc_server_ == nullptr || s->port_ == 0) {
     return absl::UnavailableError(absl::StrCat("cannot listen on ", address));
   }
-  spdlog::info("Started GRPCInferenceService at {}:{}", config.listen_address, s->port_);
+  spdlog::info("Started GRPCInferenceService at {}:{}{}", config.listen_address, s->port_,
+               config.grpc.use_ssl_mutual ? " (mutual TLS)"
+               : config.grpc.use_ssl      ? " (TLS)"
+                                          : "");
   if (auto* health = s->grpc_server_->GetHealthCheckService()) {
     health->SetServingStatus(false);
   }

@@ -13,8 +13,10 @@
 #include "absl/status/statusor.h"
 #include "config/server_config.h"
 #include "grpcpp/grpcpp.h"
+#include "server/access_control.h"
 #include "server/admin_service.h"
 #include "server/executor.h"
+#include "server/guarded_inference_service.h"
 #include "server/inference_service.h"
 #include "server/metrics.h"
 #include "server/metrics_endpoint.h"
@@ -68,7 +70,9 @@ class Server {
   std::unique_ptr<ThreadPool> infer_pool_;
   std::unique_ptr<ModelRepository> repository_;
   std::unique_ptr<RequestGate> gate_;
+  std::unique_ptr<AccessControl> access_;
   std::unique_ptr<InferenceService> inference_service_;
+  std::unique_ptr<GuardedInferenceService> guarded_inference_service_;  // the one registered
   std::unique_ptr<AdminService> admin_service_;
   std::unique_ptr<grpc::Server> grpc_server_;
 

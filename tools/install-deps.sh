@@ -8,7 +8,7 @@ packages=(
   # build
   g++ cmake ninja-build ccache pkg-config clang-format clang-tidy
   # C++ libraries
-  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev libssl-dev
   libyaml-cpp-dev prometheus-cpp-dev libdnnl-dev libopenblas-dev libgtest-dev
   libbenchmark-dev libonnx-dev libonnx-testdata libspdlog-dev
   # Python used by tests and tools (always /usr/bin/python3)

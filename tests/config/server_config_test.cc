@@ -20,7 +20,7 @@ TEST(ServerConfigTest, EmptyDocumentGivesDefaults) {
   EXPECT_EQ(c->control_mode, ControlMode::kNone);
   EXPECT_TRUE(c->load_models.empty());
   EXPECT_EQ(c->max_message_bytes, 0);  // derived from max_request_bytes
-  EXPECT_EQ(EffectiveMaxMessageBytes(*c), (int64_t{256} << 20) + (1 << 20));
+  EXPECT_EQ(EffectiveMaxMessageBytes(*c), (int64_t{64} << 20) + (1 << 20));
   EXPECT_EQ(c->max_tensor_rank, 16);
   EXPECT_EQ(c->max_tensor_elements, int64_t{1} << 28);
   EXPECT_EQ(c->max_plan_bytes, int64_t{2} << 30);
@@ -175,6 +175,46 @@ TEST(ServerConfigTest, MissingFileIsNotFound) {
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(c.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(c.status().message(), HasSubstr("/nonexistent/reprise.yaml"));
+}
+
+TEST(ServerConfigTest, GrpcSection) {
+  absl::StatusOr<ServerConfig> c = ParseServerConfig(
+      "server: {metrics_address: 127.0.0.1}\n"
+      "grpc:\n  use_ssl: true\n  server_cert: /c.pem\n  server_key: /k.pem\n"
+      "  restricted_protocol: [\"model-repository,admin:x-key=v=1\"]\n"
+      "  admin_service: false\n  max_concurrent_streams: 8\n  keepalive_time: 1000\n"
+      "  infer_response_compression_level: high\n",
+      "g.yaml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->metrics_address, "127.0.0.1");
+  EXPECT_TRUE(c->grpc.use_ssl);
+  EXPECT_EQ(c->grpc.server_cert, "/c.pem");
+  ASSERT_EQ(c->grpc.restricted_protocols.size(), 1u);
+  EXPECT_EQ(c->grpc.restricted_protocols[0].groups,
+            (std::vector<std::string>{"model-repository", "admin"}));
+  EXPECT_EQ(c->grpc.restricted_protocols[0].header, "x-key");
+  EXPECT_EQ(c->grpc.restricted_protocols[0].value, "v=1");
+  EXPECT_FALSE(c->grpc.admin_service);
+  EXPECT_EQ(c->grpc.max_concurrent_streams, 8);
+  EXPECT_EQ(c->grpc.keepalive_time, 1000);
+  EXPECT_EQ(c->grpc.infer_response_compression_level, "high");
+  // The receive limit is the message limit (derived from limits.max_request_bytes) by default,
+  // and never above it.
+  EXPECT_EQ(EffectiveMaxReceiveMessageBytes(c->grpc, EffectiveMaxMessageBytes(*c)),
+            (int64_t{64} << 20) + (1 << 20));
+  EXPECT_EQ(EffectiveMaxReceiveMessageBytes(c->grpc, 4096), 4096);
+}
+
+TEST(ServerConfigTest, GrpcSectionErrors) {
+  absl::StatusOr<ServerConfig> c = ParseServerConfig("grpc:\n  use_tls: true\n", "g.yaml");
+  EXPECT_THAT(c.status().message(), HasSubstr("unknown key \"grpc.use_tls\""));
+  c = ParseServerConfig("grpc: {restricted_protocol: \"inferenc:k=v\"}", "g.yaml");
+  EXPECT_THAT(c.status().message(), HasSubstr("unknown group \"inferenc\""));
+  c = ParseServerConfig("grpc: {restricted_protocol: \"inference\"}", "g.yaml");
+  EXPECT_THAT(c.status().message(), HasSubstr("<groups>:<header>=<value>"));
+  c = ParseServerConfig("grpc: {use_ssl: true}", "g.yaml");
+  ASSERT_TRUE(c.ok());
+  EXPECT_THAT(ValidateGrpcConfig(c->grpc).message(), HasSubstr("grpc-server-cert"));
 }
 
 }  // namespace

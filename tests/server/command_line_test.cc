@@ -1,4 +1,5 @@
 #include "server/command_line.h"
+#include "server/admin_service.h"
 
 #include <fstream>
 
@@ -50,6 +51,45 @@ TEST(CommandLineTest, Errors) {
   absl::StatusOr<CommandLine> help = ParseCommandLine({"--help"});
   ASSERT_TRUE(help.ok());
   EXPECT_TRUE(help->help);
+}
+
+TEST(CommandLineTest, GrpcSecurityFlags) {
+  absl::StatusOr<CommandLine> c = ParseCommandLine(
+      {"--grpc-use-ssl=true", "--grpc-use-ssl-mutual=true", "--grpc-server-cert=/s.pem",
+       "--grpc-server-key=/s.key", "--grpc-root-cert=/ca.pem",
+       "--grpc-restricted-protocol=admin:X-Key=secret", "--model-repository-service=off",
+       "--allow-address-dump=true", "--grpc-keepalive-permit-without-calls=true",
+       "--grpc-http2-max-ping-strikes=0", "--metrics-address=127.0.0.1"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  const config::GrpcConfig& g = c->config.grpc;
+  EXPECT_TRUE(g.use_ssl_mutual);
+  EXPECT_EQ(g.root_cert, "/ca.pem");
+  ASSERT_EQ(g.restricted_protocols.size(), 1u);
+  EXPECT_EQ(g.restricted_protocols[0].header, "x-key");  // gRPC metadata keys are lower case
+  EXPECT_FALSE(g.model_repository_service);
+  EXPECT_TRUE(g.allow_address_dump);
+  EXPECT_TRUE(g.keepalive_permit_without_calls);
+  EXPECT_EQ(g.http2_max_ping_strikes, 0);
+  EXPECT_EQ(c->config.metrics_address, "127.0.0.1");
+  // Mutual TLS without the CA of the client certificates is refused at parse time.
+  EXPECT_THAT(ParseCommandLine({"--grpc-use-ssl-mutual=true", "--grpc-server-cert=/s.pem",
+                                "--grpc-server-key=/s.key"})
+                  .status()
+                  .message(),
+              HasSubstr("grpc-root-cert"));
+  EXPECT_THAT(ParseCommandLine({"--grpc-infer-response-compression-level=max"}).status().message(),
+              HasSubstr("\"max\""));
+  EXPECT_THAT(ParseCommandLine({"--admin-service=maybe"}).status().message(),
+              HasSubstr("--admin-service"));
+  EXPECT_THAT(ParseCommandLine({"--use-ssl=true"}).status().message(),
+              HasSubstr("unknown flag --use-ssl"));
+}
+
+TEST(AdminRedactionTest, AddressesAndKeyValues) {
+  EXPECT_EQ(RedactAddresses(R"({"address": "0x7f12ab", "name": "0xnode", "n": "0x"})"),
+            R"({"address": "redacted", "name": "0xnode", "n": "0x"})");
+  EXPECT_EQ(RedactKeyValues("x:[1,4];k:[2]=(3,5)"), "x:[1,4];k:[2]=(redacted)");
+  EXPECT_EQ(RedactKeyValues("x:[1,4]"), "x:[1,4]");
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 // ModelInfer latency and throughput over gRPC: a timing loop, not a test.
 //
 //   infer_latency [--addr 127.0.0.1:8001] [--model mlp] [--input NAME=FILE.npy]
-//                 [-n 2000] [--warmup 200] [-c 1]
+//                 [-n 2000] [--warmup 200] [-c 1] [--ssl] [--root-certificates FILE]
+//                 [--private-key FILE --certificate-chain FILE] [-H NAME=VALUE]
 //
 // `-c` clients (threads, each with its own channel) each send the same request n times after
 // `warmup` unmeasured ones, one at a time, and the tool prints min / p50 / p90 / p99 / max /
@@ -20,13 +21,28 @@
 #include "grpcpp/grpcpp.h"
 #include "runtime/engine/npy.h"
 #include "server/infer_codec.h"
+#include "tools/common/client_channel.h"
 
 int main(int argc, char** argv) {
   std::string addr = "127.0.0.1:8001", model = "mlp",
               input = "input=tools/models/zoo/mlp/input_b1.npy";
   int n = 2000, warmup = 200, clients = 1;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string flag = argv[i], value = argv[i + 1];
+  reprise::tools::ClientConnectionOptions connection;  // --ssl, certificates, -H
+  const std::vector<std::string> args(argv, argv + argc);
+  for (size_t i = 1; i < args.size(); ++i) {
+    absl::StatusOr<bool> connection_flag =
+        reprise::tools::ParseConnectionFlag(args, &i, &connection);
+    if (!connection_flag.ok()) {
+      std::fprintf(stderr, "%s\n", std::string(connection_flag.status().message()).c_str());
+      return 2;
+    }
+    if (*connection_flag) continue;
+    if (i + 1 >= args.size()) {
+      std::fprintf(stderr, "flag %s needs a value\n", args[i].c_str());
+      return 2;
+    }
+    const std::string& flag = args[i];
+    const std::string& value = args[++i];
     if (flag == "--addr")
       addr = value;
     else if (flag == "--model")
@@ -74,8 +90,15 @@ int main(int argc, char** argv) {
     // Own channel per client: one HTTP/2 connection each, as separate clients would have.
     grpc::ChannelArguments args;
     args.SetInt("client_index", index);  // keeps gRPC from sharing one subchannel
-    auto stub = inference::GRPCInferenceService::NewStub(
-        grpc::CreateCustomChannel(addr, grpc::InsecureChannelCredentials(), args));
+    absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
+        reprise::tools::MakeClientChannel(addr, connection, args);
+    if (!channel.ok()) {
+      std::lock_guard<std::mutex> lock(mu);
+      std::fprintf(stderr, "%s\n", channel.status().ToString().c_str());
+      failed = true;
+      return;
+    }
+    auto stub = inference::GRPCInferenceService::NewStub(*channel);
     std::vector<double> mine;
     mine.reserve(static_cast<size_t>(n));
     Clock::time_point my_first = Clock::time_point::max(), my_last{};

@@ -1,6 +1,7 @@
 // reprise: the command-line client of reprise-server (KServe v2 gRPC and the admin service).
 //
-//   reprise [--addr HOST:PORT] [--json] COMMAND [ARGS]
+//   reprise [--addr HOST:PORT] [--json] [--ssl] [--root-certificates FILE]
+//           [--private-key FILE --certificate-chain FILE] [-H NAME=VALUE] COMMAND [ARGS]
 //
 // Commands: health, models, load M, unload M, metadata M, infer M --input NAME=FILE.npy|random
 // [--output-dir DIR], stats [M], instances M, dump M --stream S --shape SIG [--verbose].
@@ -32,6 +33,7 @@
 #include "runtime/core/status_macros.h"
 #include "runtime/engine/npy.h"
 #include "server/infer_codec.h"
+#include "tools/common/client_channel.h"
 
 namespace reprise::cli {
 namespace {
@@ -40,7 +42,7 @@ using google::protobuf::Message;
 using runtime::TensorValue;
 
 constexpr char kUsage[] =
-    "usage: reprise [--addr HOST:PORT] [--json] COMMAND [ARGS]\n"
+    "usage: reprise [--addr HOST:PORT] [--json] [--ssl ...] [-H NAME=VALUE] COMMAND [ARGS]\n"
     "  health                          liveness, readiness and gRPC health of the server\n"
     "  healthcheck                     exit 0 only if gRPC health is SERVING (5 s deadline;\n"
     "                                  container HEALTHCHECK and probes)\n"
@@ -52,7 +54,9 @@ constexpr char kUsage[] =
     "  stats [MODEL]                   per-model statistics\n"
     "  instances MODEL                 the model's runtime instances (stream, shape, replays)\n"
     "  dump MODEL --stream S --shape SIG [--verbose]   one runtime instance as JSON\n"
-    "options: --addr (default 127.0.0.1:8001), --json (machine-readable output)\n";
+    "options: --addr (default 127.0.0.1:8001), --json (machine-readable output)\n"
+    "  TLS and headers: --ssl, --root-certificates FILE, --private-key FILE,\n"
+    "  --certificate-chain FILE, -H NAME=VALUE (see --help)\n";
 
 struct Options {
   std::string addr = "127.0.0.1:8001";
@@ -64,6 +68,7 @@ struct Options {
   int stream = -1;
   std::string shape;
   bool verbose = false;
+  tools::ClientConnectionOptions connection;  // --ssl, certificates, -H
 };
 
 // A gRPC error, printed as "<CODE>: <message>".
@@ -92,9 +97,14 @@ absl::StatusOr<Options> ParseArgs(int argc, char** argv) {
   auto is = [](const std::string& arg, absl::string_view flag) {
     return arg == flag || absl::StartsWith(arg, absl::StrCat(flag, "="));
   };
+  const std::vector<std::string> args(argv, argv + argc);
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
-    if (is(arg, "--addr")) {
+    size_t next = static_cast<size_t>(i);
+    ASSIGN_OR_RETURN(bool connection_flag, tools::ParseConnectionFlag(args, &next, &o.connection));
+    if (connection_flag) {
+      i = static_cast<int>(next);
+    } else if (is(arg, "--addr")) {
       ASSIGN_OR_RETURN(o.addr, value(i, "--addr"));
     } else if (arg == "--json") {
       o.json = true;
@@ -128,9 +138,9 @@ absl::StatusOr<Options> ParseArgs(int argc, char** argv) {
 
 class Client {
  public:
-  explicit Client(const Options& options)
+  Client(const Options& options, std::shared_ptr<grpc::Channel> channel)
       : options_(options),
-        channel_(grpc::CreateChannel(options.addr, grpc::InsecureChannelCredentials())),
+        channel_(std::move(channel)),
         stub_(inference::GRPCInferenceService::NewStub(channel_)),
         admin_(reprise::v1::RuntimeInstances::NewStub(channel_)) {}
 
@@ -489,7 +499,7 @@ int Run(int argc, char** argv) {
   }
   const Options& o = *options;
   if (o.command == "help") {
-    std::cout << kUsage;
+    std::cout << kUsage << tools::ConnectionFlagsUsage();
     return 0;
   }
   const bool needs_model = o.command == "load" || o.command == "unload" ||
@@ -501,7 +511,13 @@ int Run(int argc, char** argv) {
     return 2;
   }
   const std::string model = o.positional.empty() ? "" : o.positional[0];
-  Client client(o);
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
+      tools::MakeClientChannel(o.addr, o.connection);
+  if (!channel.ok()) {
+    std::cerr << "reprise: " << channel.status().message() << "\n";
+    return 2;
+  }
+  Client client(o, *std::move(channel));
   absl::Status status;
   if (o.command == "health") {
     status = client.Health();

@@ -96,6 +96,8 @@ absl::StatusOr<BenchOptions> ParseBenchArgs(const std::vector<std::string>& args
   BenchOptions o;
   bool have_concurrency = false, have_rate = false;
   for (size_t i = 0; i < args.size(); ++i) {
+    ASSIGN_OR_RETURN(bool connection_flag, ParseConnectionFlag(args, &i, &o.connection));
+    if (connection_flag) continue;
     std::string flag = args[i], value;
     const size_t eq = flag.find('=');
     if (flag.rfind("--", 0) == 0 && eq != std::string::npos) {
@@ -208,7 +210,7 @@ absl::StatusOr<BenchOptions> ParseBenchArgs(const std::vector<std::string>& args
 }
 
 std::string BenchUsage() {
-  return R"(usage: reprise-bench --model M [options]
+  return std::string(R"(usage: reprise-bench --model M [options]
   --addr HOST:PORT             server (loopback only; default 127.0.0.1:8001)
   --model-version V            model version (default: the server's)
   --input NAME=FILE.npy|random|zeros   data of one input (repeatable)
@@ -229,7 +231,7 @@ std::string BenchUsage() {
   --csv FILE, --json FILE      write the results
   --no-progress                no progress line on stderr
   --no-server-stats            do not ask the server for ModelStatistics
-)";
+)") + std::string(ConnectionFlagsUsage());
 }
 
 }  // namespace reprise::tools::bench

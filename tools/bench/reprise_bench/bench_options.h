@@ -9,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "tools/common/client_channel.h"
 
 namespace reprise::tools::bench {
 
@@ -23,6 +24,7 @@ struct BenchOptions {
   std::string model;
   std::string version;                  // empty: the server's choice
   std::string addr = "127.0.0.1:8001";  // loopback only (checked by ParseBenchArgs)
+  ClientConnectionOptions connection;   // --ssl, certificates, -H
   /// --input NAME=FILE.npy | NAME=random | NAME=zeros; inputs not named use `input_data`.
   std::vector<std::pair<std::string, std::string>> inputs;
   std::string input_data = "random";  // random | zeros, for inputs without --input

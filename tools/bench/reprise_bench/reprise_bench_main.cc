@@ -280,8 +280,8 @@ absl::Status Run(const BenchOptions& o) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(-1);
   args.SetMaxSendMessageSize(-1);
-  std::shared_ptr<grpc::Channel> channel =
-      grpc::CreateCustomChannel(o.addr, grpc::InsecureChannelCredentials(), args);
+  ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel,
+                   MakeClientChannel(o.addr, o.connection, args));
   if (!channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(10))) {
     return absl::UnavailableError(absl::StrCat("cannot connect to ", o.addr, " within 10 s"));
   }
