@@ -15,7 +15,6 @@ flag exits 2, and every CLI subcommand in --json mode.
 import json
 import os
 import re
-import select
 import shutil
 import signal
 import subprocess
@@ -38,7 +37,9 @@ import health_pb2_grpc  # noqa: E402
 import reprise_admin_pb2 as admin_pb  # noqa: E402
 import reprise_admin_pb2_grpc as admin_grpc  # noqa: E402
 
-STARTED = re.compile(rb"Started GRPCInferenceService at [^:]+:(\d+)")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from server_log import read_until_started  # noqa: E402
+
 REPO = os.path.join(SOURCE, "tools", "models", "repository")
 ZOO = os.path.join(SOURCE, "tools", "models", "zoo", "mlp")
 
@@ -104,20 +105,8 @@ class Daemon:
         self.proc = subprocess.Popen(
             [SERVER, "--config", config, "--model-repository", self.repo.name, "--grpc-address=127.0.0.1",
              "--grpc-port=0", "--metrics-port=0", "--exit-timeout-secs", "30"] + extra,
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, bufsize=0)  # see select()
-        self.log = b""
-        self.port = None
-        deadline = time.monotonic() + 30
-        while self.port is None and time.monotonic() < deadline:
-            ready, _, _ = select.select([self.proc.stdout], [], [], 1.0)
-            if ready:
-                line = self.proc.stdout.readline()
-                if not line:
-                    break
-                self.log += line
-                m = STARTED.search(line)
-                if m:
-                    self.port = int(m.group(1))
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, bufsize=0)  # see server_log.py
+        self.log, self.port, _ = read_until_started(self.proc, 30)
         test.assertIsNotNone(self.port, "server did not start: " + self.log.decode(errors="replace"))
         self.addr = "127.0.0.1:%d" % self.port
         self.channel = grpc.insecure_channel(self.addr)

@@ -15,8 +15,6 @@ The repository is made here:
 - outer: x[n] float -> the outer product x x^T [n, n] (a small request whose plan is large).
 """
 import os
-import re
-import select
 import subprocess
 import sys
 import tempfile
@@ -34,8 +32,9 @@ sys.path.insert(0, STUBS)
 import grpc_service_pb2 as pb  # noqa: E402
 import grpc_service_pb2_grpc as pb_grpc  # noqa: E402
 
-STARTED = re.compile(rb"Started GRPCInferenceService at [^:]+:(\d+)")
-METRICS = re.compile(rb"Started Metrics Service at [^:]+:(\d+)")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from server_log import read_until_started  # noqa: E402
+
 TABLE = np.arange(40, dtype=np.float32).reshape(10, 4)
 # Small limits so that the cases stay cheap; the defaults are documented in config/README.md.
 MAX_REQUEST_BYTES = 1 << 20
@@ -98,22 +97,7 @@ class Daemon:
              "--grpc-address=127.0.0.1", "--grpc-port=0", "--metrics-port=0",
              "--exit-timeout-secs", "10"] + list(extra),
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, bufsize=0)
-        self.log = b""
-        self.port = self.metrics_port = None
-        deadline = time.monotonic() + 60
-        while self.port is None and time.monotonic() < deadline:
-            ready, _, _ = select.select([self.proc.stdout], [], [], 1.0)
-            if ready:
-                line = self.proc.stdout.readline()
-                if not line:
-                    break
-                self.log += line
-                m = METRICS.search(line)
-                if m:
-                    self.metrics_port = int(m.group(1))
-                m = STARTED.search(line)
-                if m:
-                    self.port = int(m.group(1))
+        self.log, self.port, self.metrics_port = read_until_started(self.proc, 60)
         if self.port is None:
             self.proc.kill()
             raise RuntimeError("reprise-server did not start:\n" + self.log.decode(errors="replace"))

@@ -32,7 +32,9 @@ import grpc_service_pb2_grpc as pb_grpc  # noqa: E402
 import reprise_admin_pb2 as admin_pb  # noqa: E402
 import reprise_admin_pb2_grpc as admin_grpc  # noqa: E402
 
-STARTED = re.compile(rb"Started GRPCInferenceService at [^:]+:(\d+)")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from server_log import read_until_started  # noqa: E402
+
 REPO = os.path.join(SOURCE, "tools", "models", "repository")
 CERTS = tempfile.TemporaryDirectory()
 
@@ -105,19 +107,7 @@ class Server:
             [SERVER, "--model-repository", self.repo.name, "--grpc-address=127.0.0.1",
              "--grpc-port=0", "--metrics-port=0"] + flags,
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, bufsize=0)
-        self.log, self.port = b"", None
-        deadline = time.monotonic() + 30
-        while self.port is None and time.monotonic() < deadline:
-            ready, _, _ = select.select([self.proc.stdout], [], [], 1.0)
-            if not ready:
-                continue
-            line = self.proc.stdout.readline()
-            if not line:
-                break
-            self.log += line
-            m = STARTED.search(line)
-            if m:
-                self.port = int(m.group(1))
+        self.log, self.port, _ = read_until_started(self.proc, 30)
         self.addr = "127.0.0.1:%d" % (self.port or 0)
 
     def wait_ready(self, channel):
