@@ -316,6 +316,12 @@ class ModelFile {
     size_t size = 0;
     while (true) {
       if (size == capacity) {  // the file grew, or its size was unknown
+        if (capacity > static_cast<size_t>(INT32_MAX)) {
+          // Parse refuses more than protobuf's 2 GiB anyway; a device could be read forever.
+          return absl::InvalidArgumentError(
+              absl::StrCat("model file \"", path_, "\" is larger than ", INT32_MAX,
+                           " bytes (protobuf's limit) and was not scanned for large initializers"));
+        }
         auto bigger = std::make_unique_for_overwrite<char[]>(capacity * 2);
         std::memcpy(bigger.get(), buffer.get(), size);
         buffer = std::move(bigger);
