@@ -67,7 +67,7 @@ failed=()
 for t in "${targets[@]}"; do
   corpus=$work/$t/corpus
   artifacts=$work/$t/artifacts
-  rm -rf "$corpus"
+  rm -rf "${work:?}/$t"
   mkdir -p "$corpus" "$artifacts"
   cp -r tests/fuzz/corpus/"$t"/. "$corpus"/
   seeds=()

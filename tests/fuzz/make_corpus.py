@@ -69,10 +69,11 @@ inputs { name: "text" datatype: "BYTES" shape: 0 }
 raw_input_contents: "" raw_input_contents: "" raw_input_contents: ""
 """,
     "bad_bytes_prefix": """
-inputs { name: "dense" datatype: "FP32" shape: 1 shape: 4
-         contents { fp32_contents: 1 fp32_contents: 2 fp32_contents: 3 fp32_contents: 4 } }
-inputs { name: "ids" datatype: "INT64" shape: 1 shape: 1 contents { int64_contents: 1 } }
+inputs { name: "dense" datatype: "FP32" shape: 1 shape: 4 }
+inputs { name: "ids" datatype: "INT64" shape: 1 shape: 1 }
 inputs { name: "text" datatype: "BYTES" shape: 1 }
+raw_input_contents: "\\000\\000\\200?\\000\\000\\000@\\000\\000@@\\000\\000\\200@"
+raw_input_contents: "\\001\\000\\000\\000\\000\\000\\000\\000"
 raw_input_contents: "\\377\\377\\377\\177ab"
 """,
 }
