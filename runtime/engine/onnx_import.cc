@@ -20,6 +20,7 @@
 #include "onnx/checker.h"
 #include "onnx/onnx_pb.h"
 #include "onnx/shape_inference/implementation.h"
+#include "runtime/core/checked_size.h"
 #include "runtime/core/status_macros.h"
 #include "runtime/engine/onnx_wire.h"
 #include "runtime/engine/tensor_proto.h"
@@ -74,7 +75,28 @@ std::vector<std::string> FindUnsupported(const onnx::GraphProto& graph,
   return {missing.begin(), missing.end()};
 }
 
+// Attributes that crash libonnx's shape inference itself (it divides by a product that
+// overflows to 0, a SIGFPE no catch can stop) are refused before it runs.
+absl::Status CheckBeforeInference(const onnx::GraphProto& graph) {
+  for (const auto& node : graph.node()) {
+    if (!IsDefaultDomain(node.domain()) ||
+        (node.op_type() != "DepthToSpace" && node.op_type() != "SpaceToDepth")) {
+      continue;
+    }
+    for (const auto& attr : node.attribute()) {
+      int64_t square = 0;
+      if (attr.name() == "blocksize" && !CheckedMul(attr.i(), attr.i(), &square)) {
+        return absl::InvalidArgumentError(absl::StrCat("node \"", node.name(), "\" (",
+                                                       node.op_type(), "): blocksize ", attr.i(),
+                                                       " is negative or too large"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckAndInfer(onnx::ModelProto* model) {
+  RETURN_IF_ERROR(CheckBeforeInference(model->graph()));
   // libonnx reports problems by throwing; nothing may escape this boundary.
   try {
     onnx::checker::check_model(*model);
