@@ -3,12 +3,14 @@
 // size.
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <numeric>
 #include <string>
 
 #include "kernels/cpu/families.h"
 #include "kernels/cpu/kernel_util.h"
+#include "runtime/core/checked_size.h"
 #include "runtime/core/status_macros.h"
 
 namespace reprise::kernels::cpu {
@@ -20,6 +22,11 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> StridedCopy(const PrepareContext
                                                             Shape out, const Shape& view,
                                                             std::vector<int64_t> in_strides,
                                                             int64_t offset) {
+  // Shapes here can come from a model's constants (Tile's repeats, Expand's shape).
+  if (!runtime::CheckedElementCount(out).has_value() ||
+      !runtime::CheckedElementCount(view).has_value()) {
+    return InvalidArgument(context, "output shape ", runtime::ShapeToString(out), " overflows");
+  }
   const DataType dtype = context.inputs[0].dtype;
   BroadcastPlan plan = MakeStridedPlan(view, {std::move(in_strides)});
   FunctionKernel::RunFn run;
@@ -122,24 +129,25 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareSlice(const PrepareContex
     // INT64_MAX mean "from the far end"), and an empty axis (dim 0) has no valid index.
     int64_t start = starts[i] < 0 ? starts[i] + dim : starts[i];
     int64_t end = ends[i] < 0 ? ends[i] + dim : ends[i];
-    int64_t count = 0;
-    if (step > 0) {
-      start = std::min(std::max<int64_t>(start, 0), dim);
-      end = std::min(std::max<int64_t>(end, 0), dim);
+    int64_t count;
+    // Clamped first, so that the differences below stay within [0, dim]; a step of any size
+    // (INT64_MIN included) then cannot overflow.
+    if (dim == 0) {
+      count = 0;
+    } else if (step > 0) {
+      start = std::clamp<int64_t>(start, 0, dim);
+      end = std::clamp<int64_t>(end, 0, dim);
       count = end > start ? (end - start - 1) / step + 1 : 0;
     } else {
-      start = dim > 0 ? std::min(std::max<int64_t>(start, 0), dim - 1) : -1;
-      end = std::min(std::max<int64_t>(end, -1), dim - 1);
-      // The magnitude of step, computed so that INT64_MIN does not overflow.
-      const uint64_t magnitude = static_cast<uint64_t>(-(step + 1)) + 1;
-      count = start > end
-                  ? static_cast<int64_t>(static_cast<uint64_t>(start - end - 1) / magnitude) + 1
-                  : 0;
+      start = std::clamp<int64_t>(start, 0, dim - 1);
+      end = std::clamp<int64_t>(end, -1, dim - 1);
+      const int64_t back =
+          step == std::numeric_limits<int64_t>::min() ? std::numeric_limits<int64_t>::max() : -step;
+      count = start > end ? (start - end - 1) / back + 1 : 0;
     }
     out[axis] = count;
-    // A step that takes at most one element is any step of its sign (and keeps the stride
-    // product small).
-    in_strides[axis] = strides[axis] * (count > 1 ? step : (step > 0 ? 1 : -1));
+    // With two or more elements |step| < dim, so the stride stays within the tensor.
+    in_strides[axis] = count > 1 ? strides[axis] * step : 0;
     if (count > 0) offset += start * strides[axis];
   }
   return StridedCopy(context, out, out, std::move(in_strides), offset);
@@ -178,11 +186,16 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareTile(const PrepareContext
       return InvalidArgument(context, "repeats ", runtime::ShapeToString(repeats),
                              " has a negative value");
     }
+    int64_t tiled = 0;
+    if (!runtime::CheckedMul(repeats[i], in[i], &tiled)) {
+      return InvalidArgument(context, "repeats ", runtime::ShapeToString(repeats), " of shape ",
+                             runtime::ShapeToString(in), " overflow");
+    }
     view.push_back(repeats[i]);
     view.push_back(in[i]);
     in_strides.push_back(0);
     in_strides.push_back(strides[i]);
-    out.push_back(repeats[i] * in[i]);
+    out.push_back(tiled);
   }
   return StridedCopy(context, std::move(out), view, std::move(in_strides), 0);
 }
@@ -250,8 +263,9 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareSplit(const PrepareContex
     }
   }
   int64_t total = 0;
-  for (int64_t s : split) total += s < 0 ? -1'000'000'000'000 : s;
-  if (static_cast<int>(split.size()) != context.num_outputs || total != in.shape[axis]) {
+  bool fits = true;
+  for (int64_t s : split) fits = fits && runtime::CheckedAdd(total, s, &total);
+  if (static_cast<int>(split.size()) != context.num_outputs || !fits || total != in.shape[axis]) {
     return InvalidArgument(context, "split ", runtime::ShapeToString(split), " into ",
                            context.num_outputs, " outputs does not fit axis ", axis, " of ",
                            runtime::ShapeToString(in.shape));
@@ -338,7 +352,11 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PreparePad(const PrepareContext&
   Shape out(rank);
   std::vector<std::vector<int64_t>> source(rank);  // per axis, per output index
   for (size_t a = 0; a < rank; ++a) {
-    out[a] = in.shape[a] + pads[a] + pads[a + rank];
+    if (__builtin_add_overflow(in.shape[a], pads[a], &out[a]) ||
+        __builtin_add_overflow(out[a], pads[a + rank], &out[a])) {
+      return InvalidArgument(context, "pads ", runtime::ShapeToString(pads), " of shape ",
+                             runtime::ShapeToString(in.shape), " overflow");
+    }
     if (out[a] < 0) {
       return InvalidArgument(context, "pads ", runtime::ShapeToString(pads), " crop shape ",
                              runtime::ShapeToString(in.shape), " below zero");

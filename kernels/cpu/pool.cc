@@ -10,6 +10,7 @@
 #include "kernels/cpu/families.h"
 #include "kernels/cpu/kernel_util.h"
 #include "kernels/cpu/window.h"
+#include "runtime/core/checked_size.h"
 #include "runtime/core/status_macros.h"
 
 namespace reprise::kernels::cpu {
@@ -26,14 +27,19 @@ AxisTaps MakeAxisTaps(const Window& g, int axis) {
   AxisTaps t;
   const int64_t k = g.kernel[axis], s = g.strides[axis], d = g.dilations[axis];
   const int64_t in = g.input[axis], pb = g.pads_begin[axis], pe = g.pads_end[axis];
+  // The number of taps t in [0, k) with origin + t * d < limit, i.e. ceil((limit - origin) / d)
+  // clamped to [0, k]: computed, not counted (a model may declare a kernel of 2^40 taps).
+  auto taps_below = [k, d](int64_t origin, int64_t limit) -> int64_t {
+    if (limit <= origin) return 0;
+    const uint64_t span = static_cast<uint64_t>(limit) - static_cast<uint64_t>(origin);
+    const uint64_t n = span / static_cast<uint64_t>(d) + (span % static_cast<uint64_t>(d) != 0);
+    return n >= static_cast<uint64_t>(k) ? k : static_cast<int64_t>(n);
+  };
   for (int64_t o = 0; o < g.output[axis]; ++o) {
     const int64_t origin = o * s - pb;
-    int64_t first = 0;
-    while (first < k && origin + first * d < 0) ++first;
-    int64_t last = first;
-    while (last < k && origin + last * d < in) ++last;
-    int64_t padded = 0;
-    while (padded < k && origin + padded * d < in + pe) ++padded;
+    const int64_t first = taps_below(origin, 0);
+    const int64_t last = std::max(first, taps_below(origin, in));
+    const int64_t padded = taps_below(origin, in + pe);
     t.origin.push_back(origin);
     t.first.push_back(first);
     t.last.push_back(std::max(first, last));
@@ -65,6 +71,10 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PreparePool(const PrepareContext
   ASSIGN_OR_RETURN(Window win, ForwardWindow(context, spatial, {}, ceil_mode != 0));
   Shape y = {x[0], x[1]};
   y.insert(y.end(), win.output.begin(), win.output.end());
+  // The taps below take a few words per output position along each axis.
+  if (!runtime::CheckedElementCount(y, std::numeric_limits<int64_t>::max() / 64).has_value()) {
+    return InvalidArgument(context, "output shape ", runtime::ShapeToString(y), " is too large");
+  }
   const Window g = To3d(win);
   const int64_t planes = x[0] * x[1];
   const int64_t in_size = g.input[0] * g.input[1] * g.input[2];

@@ -5,11 +5,13 @@
 // so n-linear and n-cubic interpolation come out separable as in ONNX's reference.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <memory>
 #include <string>
 
 #include "kernels/cpu/families.h"
 #include "kernels/cpu/kernel_util.h"
+#include "runtime/core/checked_size.h"
 #include "runtime/core/status_macros.h"
 
 namespace reprise::kernels::cpu {
@@ -203,8 +205,17 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareResize(const PrepareConte
       if (!(scales[i] > 0)) {
         return InvalidArgument(context, "scale ", scales[i], " on axis ", i, " is not positive");
       }
-      out[i] = static_cast<int64_t>(scales[i] * static_cast<double>(x[i]));
+      const double size = scales[i] * static_cast<double>(x[i]);
+      if (!(size < 9.0e18)) {  // also NaN and infinity; an int64 cast of more is undefined
+        return InvalidArgument(context, "scale ", scales[i], " on axis ", i, " of input ",
+                               runtime::ShapeToString(x), " gives an output too large");
+      }
+      out[i] = static_cast<int64_t>(size);
     }
+  }
+  // The taps below take a few words per output position along each axis.
+  if (!runtime::CheckedElementCount(out, std::numeric_limits<int64_t>::max() / 64).has_value()) {
+    return InvalidArgument(context, "output shape ", runtime::ShapeToString(out), " is too large");
   }
   std::vector<double> roi(2 * rank, 0.0);
   for (size_t i = 0; i < rank; ++i) roi[rank + i] = 1.0;

@@ -7,6 +7,7 @@
 
 #include "kernels/cpu/families.h"
 #include "kernels/cpu/kernel_util.h"
+#include "runtime/core/checked_size.h"
 #include "runtime/core/status_macros.h"
 
 namespace reprise::kernels::cpu {
@@ -84,7 +85,9 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareReshape(const PrepareCont
                              " has a negative dim");
     }
     out[i] = d;
-    known *= d;
+    if (!runtime::CheckedMul(known, d, &known)) {
+      return InvalidArgument(context, "shape ", runtime::ShapeToString(spec), " overflows");
+    }
   }
   if (infer_at >= 0) {
     const int64_t total = runtime::NumElements(in);

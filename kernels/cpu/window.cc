@@ -1,8 +1,10 @@
 #include "kernels/cpu/window.h"
 
 #include <algorithm>
+#include <optional>
 #include <string>
 
+#include "runtime/core/checked_size.h"
 #include "runtime/core/status_macros.h"
 
 namespace reprise::kernels::cpu {
@@ -43,6 +45,14 @@ absl::StatusOr<Window> ReadCommon(const PrepareContext& context, const std::vect
   return w;
 }
 
+// a * b + c for window sizes (operands from the model's attributes and the input's shape), or
+// nullopt when an operand is negative or the result overflows int64.
+std::optional<int64_t> MulAdd(int64_t a, int64_t b, int64_t c) {
+  int64_t r = 0;
+  if (!runtime::CheckedMul(a, b, &r) || !runtime::CheckedAdd(r, c, &r)) return std::nullopt;
+  return r;
+}
+
 }  // namespace
 
 absl::StatusOr<Window> ForwardWindow(const PrepareContext& context,
@@ -53,11 +63,21 @@ absl::StatusOr<Window> ForwardWindow(const PrepareContext& context,
   const size_t n = input.size();
   w.output.resize(n);
   for (size_t i = 0; i < n; ++i) {
-    const int64_t extent = (w.kernel[i] - 1) * w.dilations[i] + 1;
+    auto overflow = [&] {
+      return InvalidArgument(context, "window on spatial axis ", i, " (input ", input[i],
+                             ", kernel ", w.kernel[i], ", stride ", w.strides[i], ", dilation ",
+                             w.dilations[i], ", pads ", w.pads_begin[i], "/", w.pads_end[i],
+                             ") overflows");
+    };
+    const std::optional<int64_t> extent_or = MulAdd(w.kernel[i] - 1, w.dilations[i], 1);
+    if (!extent_or.has_value() || input[i] < 0) return overflow();
+    const int64_t extent = *extent_or;
     const int64_t s = w.strides[i];
     if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
-      w.output[i] = (input[i] + s - 1) / s;
-      const int64_t total = std::max<int64_t>(0, (w.output[i] - 1) * s + extent - input[i]);
+      w.output[i] = input[i] / s + (input[i] % s != 0 ? 1 : 0);
+      const std::optional<int64_t> reach = MulAdd(std::max<int64_t>(w.output[i] - 1, 0), s, extent);
+      if (!reach.has_value()) return overflow();
+      const int64_t total = std::max<int64_t>(0, *reach - input[i]);
       w.pads_begin[i] = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
       w.pads_end[i] = total - w.pads_begin[i];
       continue;
@@ -68,14 +88,23 @@ absl::StatusOr<Window> ForwardWindow(const PrepareContext& context,
     } else if (auto_pad != "NOTSET") {
       return InvalidArgument(context, "auto_pad \"", auto_pad, "\" is not known");
     }
-    const int64_t span = input[i] + w.pads_begin[i] + w.pads_end[i] - extent;
-    if (span < 0) {
-      return InvalidArgument(context, "window extent ", extent, " exceeds padded input ",
-                             input[i] + w.pads_begin[i] + w.pads_end[i], " on spatial axis ", i);
+    int64_t padded = 0;
+    if (!runtime::CheckedAdd(input[i], w.pads_begin[i], &padded) ||
+        !runtime::CheckedAdd(padded, w.pads_end[i], &padded)) {
+      return overflow();
     }
-    w.output[i] = (ceil_mode ? (span + s - 1) / s : span / s) + 1;
+    const int64_t span = padded - extent;
+    if (span < 0) {
+      return InvalidArgument(context, "window extent ", extent, " exceeds padded input ", padded,
+                             " on spatial axis ", i);
+    }
+    w.output[i] = span / s + (ceil_mode && span % s != 0 ? 1 : 0) + 1;
     // A last window that would start in the end padding is dropped.
-    if (ceil_mode && (w.output[i] - 1) * s >= input[i] + w.pads_begin[i]) --w.output[i];
+    int64_t last_start = 0;
+    if (ceil_mode && runtime::CheckedMul(w.output[i] - 1, s, &last_start) &&
+        last_start >= input[i] + w.pads_begin[i]) {
+      --w.output[i];
+    }
   }
   return w;
 }
@@ -100,14 +129,28 @@ absl::StatusOr<Window> TransposedWindow(const PrepareContext& context,
   }
   w.output.resize(n);
   for (size_t i = 0; i < n; ++i) {
-    const int64_t extent = (w.kernel[i] - 1) * w.dilations[i] + 1;
-    const int64_t full = w.strides[i] * (input[i] - 1) + output_padding[i] + extent;
+    const std::optional<int64_t> extent = MulAdd(w.kernel[i] - 1, w.dilations[i], 1);
+    std::optional<int64_t> full;
+    if (extent.has_value() && input[i] >= 1) {
+      full = MulAdd(w.strides[i], input[i] - 1, *extent);
+      if (full.has_value()) full = MulAdd(1, *full, output_padding[i]);
+    } else if (extent.has_value() && input[i] == 0) {
+      full = MulAdd(1, *extent, output_padding[i]);
+      if (full.has_value()) *full -= w.strides[i];
+    }
+    int64_t same_size = 0;
+    if (!full.has_value() || !runtime::CheckedMul(input[i], w.strides[i], &same_size)) {
+      return InvalidArgument(context, "transposed window on spatial axis ", i, " (input ", input[i],
+                             ", kernel ", w.kernel[i], ", stride ", w.strides[i], ", dilation ",
+                             w.dilations[i], ", output_padding ", output_padding[i],
+                             ") overflows or has a negative output_padding");
+    }
     const bool same = auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER";
     if (!output_shape.empty() || same) {
-      w.output[i] = !output_shape.empty() ? output_shape[i] : input[i] * w.strides[i];
+      w.output[i] = !output_shape.empty() ? output_shape[i] : same_size;
       // An output_shape beyond the natural size needs no padding: the extra positions at the
       // end hold only the bias (ONNX Runtime's rule, which the node test data follows).
-      const int64_t total = std::max<int64_t>(0, full - w.output[i]);
+      const int64_t total = std::max<int64_t>(0, *full - std::max<int64_t>(w.output[i], 0));
       if (auto_pad == "SAME_UPPER") {
         w.pads_begin[i] = total / 2;
         w.pads_end[i] = total - total / 2;
@@ -122,7 +165,7 @@ absl::StatusOr<Window> TransposedWindow(const PrepareContext& context,
       } else if (auto_pad != "NOTSET") {
         return InvalidArgument(context, "auto_pad \"", auto_pad, "\" is not known");
       }
-      w.output[i] = full - w.pads_begin[i] - w.pads_end[i];
+      w.output[i] = *full - w.pads_begin[i] - w.pads_end[i];
     }
     if (w.output[i] < 0) {
       return InvalidArgument(context, "negative output size ", w.output[i], " on spatial axis ", i);

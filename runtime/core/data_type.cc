@@ -90,9 +90,17 @@ absl::StatusOr<DataType> DataTypeFromCode(int32_t code) {
   }
 }
 
+// Never undefined behaviour: 0 when a dimension is 0, -1 when the product overflows int64.
+// Sizes from outside data are checked with runtime/core/checked_size.h before anything relies
+// on this.
 int64_t NumElements(const Shape& shape) {
+  for (int64_t d : shape) {
+    if (d == 0) return 0;
+  }
   int64_t n = 1;
-  for (int64_t d : shape) n *= d;
+  for (int64_t d : shape) {
+    if (__builtin_mul_overflow(n, d, &n)) return -1;
+  }
   return n;
 }
 

@@ -1,6 +1,9 @@
 #include "runtime/engine/model.h"
 
 #include <algorithm>
+#include <exception>
+#include <new>
+#include <stdexcept>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
@@ -11,30 +14,61 @@
 
 namespace reprise::runtime::engine {
 
+namespace {
+
+// The load boundary: nothing a model file provokes escapes as an exception. The importer and
+// the passes return statuses; this catches what slips through (an allocation that fails, a
+// library that throws) and turns it into the load's error.
+template <typename Fn>
+absl::StatusOr<std::shared_ptr<const Model>> Guarded(absl::string_view what, Fn&& load) {
+  try {
+    return load();
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat(what, ": out of memory while loading the model"));
+  } catch (const std::length_error& e) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat(what, ": a size is too large while loading the model (", e.what(), ")"));
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat(what, ": loading the model failed: ", e.what()));
+  } catch (...) {
+    return absl::InternalError(absl::StrCat(what, ": loading the model failed"));
+  }
+}
+
+}  // namespace
+
 absl::StatusOr<std::shared_ptr<const Model>> Model::FromGraph(Graph graph,
                                                               const KernelRegistry& registry,
                                                               const ModelOptions& options) {
-  LoadStats stats;
-  stats.imported_nodes = static_cast<int>(graph.nodes.size());
-  RETURN_IF_ERROR(graph.Validate());
-  RETURN_IF_ERROR(OptimizeForInference(&graph, registry));
-  stats.nodes = static_cast<int>(graph.nodes.size());
-  stats.constants = static_cast<int>(graph.constants.size());
-  return std::shared_ptr<const Model>(new Model(std::move(graph), registry, options, stats));
+  return Guarded("model", [&]() -> absl::StatusOr<std::shared_ptr<const Model>> {
+    LoadStats stats;
+    stats.imported_nodes = static_cast<int>(graph.nodes.size());
+    RETURN_IF_ERROR(graph.Validate());
+    RETURN_IF_ERROR(OptimizeForInference(&graph, registry, options.max_folded_bytes));
+    stats.nodes = static_cast<int>(graph.nodes.size());
+    stats.constants = static_cast<int>(graph.constants.size());
+    return std::shared_ptr<const Model>(new Model(std::move(graph), registry, options, stats));
+  });
 }
 
 absl::StatusOr<std::shared_ptr<const Model>> Model::LoadFile(const std::string& path,
                                                              const KernelRegistry& registry,
                                                              const ModelOptions& options) {
-  ASSIGN_OR_RETURN(Graph graph, ImportOnnxFile(path, registry));
-  return FromGraph(std::move(graph), registry, options);
+  return Guarded(absl::StrCat("\"", path, "\""),
+                 [&]() -> absl::StatusOr<std::shared_ptr<const Model>> {
+                   ASSIGN_OR_RETURN(Graph graph, ImportOnnxFile(path, registry));
+                   return FromGraph(std::move(graph), registry, options);
+                 });
 }
 
 absl::StatusOr<std::shared_ptr<const Model>> Model::LoadBytes(absl::string_view bytes,
                                                               const KernelRegistry& registry,
                                                               const ModelOptions& options) {
-  ASSIGN_OR_RETURN(Graph graph, ImportOnnxBytes(bytes, registry));
-  return FromGraph(std::move(graph), registry, options);
+  return Guarded("onnx model", [&]() -> absl::StatusOr<std::shared_ptr<const Model>> {
+    ASSIGN_OR_RETURN(Graph graph, ImportOnnxBytes(bytes, registry));
+    return FromGraph(std::move(graph), registry, options);
+  });
 }
 
 std::vector<Value> Model::inputs() const {

@@ -2,6 +2,7 @@
 #ifndef REPRISE_RUNTIME_ENGINE_MODEL_H_
 #define REPRISE_RUNTIME_ENGINE_MODEL_H_
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -11,12 +12,16 @@
 #include "runtime/core/kernel.h"
 #include "runtime/engine/execution_plan.h"
 #include "runtime/engine/graph.h"
+#include "runtime/engine/optimizer.h"
 
 namespace reprise::runtime::engine {
 
 struct ModelOptions {
   int intra_op_threads = 1;    // passed to kernels at Prepare
   int64_t max_plan_bytes = 0;  // PlanOptions::max_plan_bytes of every plan; 0: no cap
+  /// Constant folding at load computes a node only when its outputs and workspace take at
+  /// most this many bytes (a model file can declare any size); larger ones run with the plan.
+  int64_t max_folded_bytes = kDefaultMaxFoldedBytes;
 };
 
 /// Statistics of the load-time passes.
@@ -32,7 +37,9 @@ struct LoadStats {
 /// Lifetime: the model borrows `registry`, which must outlive it; plans borrow the model.
 class Model {
  public:
-  /// Imports (see onnx_import.h) and optimises (see optimizer.h) an ONNX file.
+  /// Imports (see onnx_import.h) and optimises (see optimizer.h) an ONNX file. A model file is
+  /// outside data: whatever it holds, a load returns a status (an allocation failure on the
+  /// way is RESOURCE_EXHAUSTED, any other exception INTERNAL) and touches nothing else.
   static absl::StatusOr<std::shared_ptr<const Model>> LoadFile(const std::string& path,
                                                                const KernelRegistry& registry,
                                                                const ModelOptions& options = {});

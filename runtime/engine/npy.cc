@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "absl/strings/ascii.h"
@@ -10,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "runtime/core/checked_size.h"
 #include "runtime/core/status_macros.h"
 
 namespace reprise::runtime::engine {
@@ -76,7 +78,7 @@ absl::StatusOr<TensorValue> ParseNpy(absl::string_view bytes, absl::string_view 
     return absl::InvalidArgumentError(
         absl::StrCat(what, ": npy version ", major, " is not supported"));
   }
-  if (bytes.size() < header_start + header_len) {
+  if (header_len > bytes.size() - header_start) {
     return absl::InvalidArgumentError(absl::StrCat(what, ": truncated npy header"));
   }
   absl::string_view header = bytes.substr(header_start, header_len);
@@ -104,13 +106,20 @@ absl::StatusOr<TensorValue> ParseNpy(absl::string_view bytes, absl::string_view 
     }
     tensor.shape.push_back(d);
   }
-  const size_t data_bytes =
-      static_cast<size_t>(NumElements(tensor.shape)) * DataTypeSize(tensor.dtype);
+  const std::optional<int64_t> count = CheckedElementCount(tensor.shape);
+  const std::optional<int64_t> data_bytes =
+      count.has_value() ? CheckedByteSize(*count, static_cast<int64_t>(DataTypeSize(tensor.dtype)))
+                        : std::nullopt;
+  if (!data_bytes.has_value()) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": npy shape ", shape_text, " of ",
+                                                   DataTypeName(tensor.dtype),
+                                                   " is too large (its byte size overflows)"));
+  }
   absl::string_view data = bytes.substr(header_start + header_len);
-  if (data.size() != data_bytes) {
+  if (static_cast<int64_t>(data.size()) != *data_bytes) {
     return absl::InvalidArgumentError(absl::StrCat(
         what, ": npy data has ", data.size(), " bytes, shape ", ShapeToString(tensor.shape), " of ",
-        DataTypeName(tensor.dtype), " needs ", data_bytes));
+        DataTypeName(tensor.dtype), " needs ", *data_bytes));
   }
   tensor.bytes.assign(data.begin(), data.end());
   return tensor;

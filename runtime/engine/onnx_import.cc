@@ -20,6 +20,7 @@
 #include "onnx/checker.h"
 #include "onnx/onnx_pb.h"
 #include "onnx/shape_inference/implementation.h"
+#include "runtime/core/checked_size.h"
 #include "runtime/core/status_macros.h"
 #include "runtime/engine/onnx_wire.h"
 #include "runtime/engine/tensor_proto.h"
@@ -74,7 +75,28 @@ std::vector<std::string> FindUnsupported(const onnx::GraphProto& graph,
   return {missing.begin(), missing.end()};
 }
 
+// Attributes that crash libonnx's shape inference itself (it divides by a product that
+// overflows to 0, a SIGFPE no catch can stop) are refused before it runs.
+absl::Status CheckBeforeInference(const onnx::GraphProto& graph) {
+  for (const auto& node : graph.node()) {
+    if (!IsDefaultDomain(node.domain()) ||
+        (node.op_type() != "DepthToSpace" && node.op_type() != "SpaceToDepth")) {
+      continue;
+    }
+    for (const auto& attr : node.attribute()) {
+      int64_t square = 0;
+      if (attr.name() == "blocksize" && !CheckedMul(attr.i(), attr.i(), &square)) {
+        return absl::InvalidArgumentError(absl::StrCat("node \"", node.name(), "\" (",
+                                                       node.op_type(), "): blocksize ", attr.i(),
+                                                       " is negative or too large"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckAndInfer(onnx::ModelProto* model) {
+  RETURN_IF_ERROR(CheckBeforeInference(model->graph()));
   // libonnx reports problems by throwing; nothing may escape this boundary.
   try {
     onnx::checker::check_model(*model);
@@ -316,6 +338,12 @@ class ModelFile {
     size_t size = 0;
     while (true) {
       if (size == capacity) {  // the file grew, or its size was unknown
+        if (capacity > static_cast<size_t>(INT32_MAX)) {
+          // Parse refuses more than protobuf's 2 GiB anyway; a device could be read forever.
+          return absl::InvalidArgumentError(
+              absl::StrCat("model file \"", path_, "\" is larger than ", INT32_MAX,
+                           " bytes (protobuf's limit) and was not scanned for large initializers"));
+        }
         auto bigger = std::make_unique_for_overwrite<char[]>(capacity * 2);
         std::memcpy(bigger.get(), buffer.get(), size);
         buffer = std::move(bigger);

@@ -1,8 +1,11 @@
 #include "runtime/engine/optimizer.h"
 
 #include <cstring>
+#include <limits>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "runtime/core/checked_size.h"
 #include "runtime/core/status_macros.h"
 #include "runtime/engine/aligned_buffer.h"
 #include "runtime/engine/fusion_conv.h"
@@ -125,18 +128,35 @@ absl::Status NodeError(const Node& node, const absl::Status& status) {
                       absl::StrCat("node \"", node.name, "\" (", node.op, "): ", status.message()));
 }
 
+absl::StatusOr<int64_t> HostBytes(const PreparedKernel& kernel) {
+  int64_t total = 0;
+  for (const TensorDesc& desc : kernel.outputs()) {
+    const std::optional<int64_t> count = CheckedElementCount(desc.shape);
+    const std::optional<int64_t> bytes =
+        count.has_value() ? CheckedByteSize(*count, static_cast<int64_t>(DataTypeSize(desc.dtype)))
+                          : std::nullopt;
+    if (!bytes.has_value() || !CheckedAdd(total, *bytes, &total)) {
+      return absl::InvalidArgumentError(absl::StrCat(kernel.op(), ": output shape ",
+                                                     ShapeToString(desc.shape),
+                                                     " is not concrete or too large"));
+    }
+  }
+  if (kernel.workspace_bytes() > static_cast<size_t>(std::numeric_limits<int64_t>::max()) ||
+      !CheckedAdd(total, static_cast<int64_t>(kernel.workspace_bytes()), &total)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(kernel.op(), ": workspace of ", kernel.workspace_bytes(), " bytes"));
+  }
+  return total;
+}
+
 absl::StatusOr<std::vector<TensorValue>> EvaluateOnHost(const PreparedKernel& kernel,
                                                         const std::vector<const void*>& inputs) {
+  RETURN_IF_ERROR(HostBytes(kernel).status());
   std::vector<TensorValue> outputs;
   std::vector<AlignedBuffer> buffers;
   std::vector<void*> out_ptrs;
   for (const TensorDesc& desc : kernel.outputs()) {
-    const int64_t count = NumElements(desc.shape);
-    if (count < 0) {
-      return absl::InternalError(absl::StrCat(kernel.op(), ": output shape ",
-                                              ShapeToString(desc.shape), " is not concrete"));
-    }
-    buffers.emplace_back(static_cast<size_t>(count) * DataTypeSize(desc.dtype));
+    buffers.emplace_back(static_cast<size_t>(NumElements(desc.shape)) * DataTypeSize(desc.dtype));
     out_ptrs.push_back(buffers.back().data());
   }
   AlignedBuffer workspace(kernel.workspace_bytes());
@@ -156,7 +176,8 @@ absl::StatusOr<std::vector<TensorValue>> EvaluateOnHost(const PreparedKernel& ke
   return outputs;
 }
 
-absl::StatusOr<int> FoldConstants(Graph* graph, const KernelRegistry& registry) {
+absl::StatusOr<int> FoldConstants(Graph* graph, const KernelRegistry& registry,
+                                  int64_t max_folded_bytes) {
   int folded = 0;
   std::vector<Node> kept;
   for (Node& node : graph->nodes) {
@@ -186,6 +207,14 @@ absl::StatusOr<int> FoldConstants(Graph* graph, const KernelRegistry& registry) 
     }
     auto kernel = registry.Prepare(MakePrepareContext(node, graph->opset, descs, 1));
     if (!kernel.ok()) return NodeError(node, kernel.status());
+    auto host_bytes = HostBytes(**kernel);
+    if (!host_bytes.ok()) return NodeError(node, host_bytes.status());
+    if (*host_bytes > max_folded_bytes) {
+      // Too large to compute at load time (a model file can declare any size): the node stays
+      // and runs with the plan, whose arena limits apply.
+      kept.push_back(std::move(node));
+      continue;
+    }
     auto outputs = EvaluateOnHost(**kernel, ptrs);
     if (!outputs.ok()) return NodeError(node, outputs.status());
     for (size_t i = 0; i < node.outputs.size(); ++i) {
@@ -205,10 +234,11 @@ absl::StatusOr<int> FoldConstants(Graph* graph, const KernelRegistry& registry) 
   return folded;
 }
 
-absl::Status OptimizeForInference(Graph* graph, const KernelRegistry& registry) {
+absl::Status OptimizeForInference(Graph* graph, const KernelRegistry& registry,
+                                  int64_t max_folded_bytes) {
   RemovePassThroughNodes(graph);
   RemoveDeadNodes(graph);
-  RETURN_IF_ERROR(FoldConstants(graph, registry).status());
+  RETURN_IF_ERROR(FoldConstants(graph, registry, max_folded_bytes).status());
   RemoveDeadNodes(graph);
   RETURN_IF_ERROR(FoldBatchNormIntoConv(graph).status());
   FuseConvPostOps(graph, registry);

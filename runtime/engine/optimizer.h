@@ -2,6 +2,7 @@
 #ifndef REPRISE_RUNTIME_ENGINE_OPTIMIZER_H_
 #define REPRISE_RUNTIME_ENGINE_OPTIMIZER_H_
 
+#include <cstdint>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -24,25 +25,35 @@ bool IsInferenceDropout(const Graph& graph, const Node& node);
 /// many were removed.
 int RemoveDeadNodes(Graph* graph);
 
+/// The most bytes (outputs and workspace) that folding one node may allocate by default.
+inline constexpr int64_t kDefaultMaxFoldedBytes = int64_t{1} << 30;
+
 /// True for ops whose result must not be computed ahead of time (random generators).
 bool IsNondeterministicOp(absl::string_view op);
 
 /// Runs every deterministic node whose inputs are all constants, on host memory with the
 /// kernels of `registry`, and turns its outputs into constants. A node whose kernel refuses the
-/// constant inputs is an error naming the node. Returns how many nodes were folded.
-absl::StatusOr<int> FoldConstants(Graph* graph, const KernelRegistry& registry);
+/// constant inputs is an error naming the node. A node whose outputs and workspace would take
+/// more than `max_folded_bytes` is left to run with the plan. Returns how many nodes were folded.
+absl::StatusOr<int> FoldConstants(Graph* graph, const KernelRegistry& registry,
+                                  int64_t max_folded_bytes = kDefaultMaxFoldedBytes);
 
 /// The standard pipeline for inference: pass-through removal, dead nodes, folding, dead nodes,
 /// then the rewrites of fusion_conv.h (BatchNormalization folding, Conv post-op fusion,
 /// blocked layout between fused convolutions), fusion_gemm.h (Gemm epilogues) and
 /// fusion_transformer.h (decomposed LayerNorm and GELU, MatMul epilogues).
 /// Error when an engine op (e.g. a Dropout in training mode) is left that no kernel runs.
-absl::Status OptimizeForInference(Graph* graph, const KernelRegistry& registry);
+absl::Status OptimizeForInference(Graph* graph, const KernelRegistry& registry,
+                                  int64_t max_folded_bytes = kDefaultMaxFoldedBytes);
 
 /// Prepares `node`'s kernel for `inputs` and runs it at once into freshly allocated outputs
-/// (one per kernel output). For folding at load time and at plan time.
+/// (one per kernel output). For folding at load time and at plan time. INVALID_ARGUMENT when an
+/// output's shape is not concrete or the sizes overflow.
 absl::StatusOr<std::vector<TensorValue>> EvaluateOnHost(const PreparedKernel& kernel,
                                                         const std::vector<const void*>& inputs);
+
+/// The bytes EvaluateOnHost would allocate for `kernel` (outputs and workspace), checked.
+absl::StatusOr<int64_t> HostBytes(const PreparedKernel& kernel);
 
 /// Prepare context for `node` over `inputs` (which the context borrows).
 PrepareContext MakePrepareContext(const Node& node, int opset,

@@ -1,12 +1,26 @@
 #include "runtime/engine/tensor_proto.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <memory>
+#include <optional>
 #include <sstream>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "runtime/core/checked_size.h"
 #include "runtime/core/status_macros.h"
 
 namespace reprise::runtime::engine {
@@ -25,11 +39,52 @@ void CopyField(const Field& field, uint8_t* out) {
   }
 }
 
+// A file descriptor, closed on destruction.
+class Fd {
+ public:
+  explicit Fd(int fd) : fd_(fd) {}
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  ~Fd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+// The canonical absolute path of `path` (symlinks resolved); nullopt when it does not exist.
+std::optional<std::string> RealPath(const std::string& path) {
+  std::unique_ptr<char, decltype(&std::free)> real(::realpath(path.c_str(), nullptr), &std::free);
+  if (real == nullptr) return std::nullopt;
+  return std::string(real.get());
+}
+
+// Checks an external data location: a relative path of plain components (no absolute path, no
+// ".." component, no NUL byte).
+absl::Status CheckLocation(const std::string& tensor, const std::string& location) {
+  auto refuse = [&](absl::string_view why) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "tensor \"", tensor, "\": external data location \"", absl::CHexEscape(location),
+        "\" must be a relative path inside the model's directory (", why, ")"));
+  };
+  if (location.find('\0') != std::string::npos) return refuse("it holds a NUL byte");
+  if (location.front() == '/') return refuse("it is absolute");
+  for (absl::string_view part : absl::StrSplit(location, '/')) {
+    if (part == "..") return refuse("it has a \"..\" component");
+  }
+  return absl::OkStatus();
+}
+
 // Reads the external data of `proto` into `out` (a std::vector<uint8_t> or a std::string, so
-// that the bytes land where they are used without another copy).
+// that the bytes land where they are used without another copy). The file must resolve (after
+// symlinks) to a regular file inside `base_dir`, and hold offset + length bytes: both are
+// checked before anything is allocated or read, so a declared size is never trusted.
 template <typename Buffer>
 absl::Status ReadExternal(const onnx::TensorProto& proto, const std::string& base_dir,
-                          size_t expected_bytes, Buffer* out) {
+                          int64_t expected_bytes, Buffer* out) {
+  const std::string name = TensorName(proto);
   std::string location;
   int64_t offset = 0;
   int64_t length = -1;
@@ -38,50 +93,98 @@ absl::Status ReadExternal(const onnx::TensorProto& proto, const std::string& bas
       location = entry.value();
     } else if (entry.key() == "offset" || entry.key() == "length") {
       int64_t v = 0;
-      std::istringstream in(entry.value());
-      if (!(in >> v) || v < 0) {
-        return absl::InvalidArgumentError(absl::StrCat("tensor \"", TensorName(proto),
-                                                       "\": bad external data ", entry.key(), " \"",
-                                                       entry.value(), "\""));
+      if (!absl::SimpleAtoi(entry.value(), &v) || v < 0) {
+        return absl::InvalidArgumentError(absl::StrCat("tensor \"", name, "\": bad external data ",
+                                                       entry.key(), " \"",
+                                                       absl::CHexEscape(entry.value()), "\""));
       }
       (entry.key() == "offset" ? offset : length) = v;
     }
   }
   if (location.empty()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("tensor \"", TensorName(proto), "\": external data without a location"));
+        absl::StrCat("tensor \"", name, "\": external data without a location"));
   }
   if (base_dir.empty()) {
-    return absl::FailedPreconditionError(absl::StrCat("tensor \"", TensorName(proto),
-                                                      "\" needs external data file \"", location,
-                                                      "\" but the model was loaded from bytes"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("tensor \"", name, "\" needs external data file \"",
+                     absl::CHexEscape(location), "\" but the model was loaded from bytes"));
   }
-  if (location.find("..") != std::string::npos || location.front() == '/') {
-    return absl::InvalidArgumentError(
-        absl::StrCat("tensor \"", TensorName(proto), "\": external data location \"", location,
-                     "\" must be a relative path inside the model's directory"));
+  RETURN_IF_ERROR(CheckLocation(name, location));
+  if (length < 0) length = expected_bytes;
+  if (length != expected_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat("tensor \"", name, "\": external data length ",
+                                                   length, ", expected ", expected_bytes,
+                                                   " bytes"));
   }
   const std::string path = absl::StrCat(base_dir, "/", location);
-  std::ifstream file(path, std::ios::binary);
-  if (!file) {
-    return absl::NotFoundError(absl::StrCat("tensor \"", TensorName(proto),
-                                            "\": external data file \"", path, "\" is missing"));
+  const std::optional<std::string> dir = RealPath(base_dir);
+  const std::optional<std::string> real = RealPath(path);
+  if (!dir.has_value() || !real.has_value()) {
+    return absl::NotFoundError(
+        absl::StrCat("tensor \"", name, "\": external data file \"", path, "\" is missing"));
   }
-  if (length < 0) length = static_cast<int64_t>(expected_bytes);
-  if (static_cast<size_t>(length) != expected_bytes) {
-    return absl::InvalidArgumentError(absl::StrCat("tensor \"", TensorName(proto),
-                                                   "\": external data length ", length,
-                                                   ", expected ", expected_bytes, " bytes"));
+  const std::string inside = *dir == "/" ? *dir : absl::StrCat(*dir, "/");
+  if (!absl::StartsWith(*real, inside)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tensor \"", name, "\": external data file \"", path, "\" resolves to \"",
+                     *real, "\", outside the model's directory \"", *dir, "\""));
   }
-  out->resize(expected_bytes);
-  file.seekg(offset);
-  file.read(reinterpret_cast<char*>(out->data()), static_cast<std::streamsize>(expected_bytes));
-  if (!file || file.gcount() != static_cast<std::streamsize>(expected_bytes)) {
-    return absl::DataLossError(
-        absl::StrCat("tensor \"", TensorName(proto), "\": external data file \"", path,
-                     "\" is shorter than ", offset, " + ", expected_bytes, " bytes"));
+  // Checked before opening: opening a FIFO would block, a device could be read forever.
+  struct stat info = {};
+  if (::stat(real->c_str(), &info) != 0 || !S_ISREG(info.st_mode)) {
+    return absl::InvalidArgumentError(absl::StrCat("tensor \"", name, "\": external data file \"",
+                                                   path, "\" is not a regular file"));
+  }
+  Fd fd(::open(real->c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
+  if (fd.get() < 0 || ::fstat(fd.get(), &info) != 0 || !S_ISREG(info.st_mode)) {
+    return absl::NotFoundError(absl::StrCat("tensor \"", name, "\": external data file \"", path,
+                                            "\" cannot be opened as a regular file"));
+  }
+  int64_t end = 0;
+  if (!CheckedAdd(offset, length, &end) || end > static_cast<int64_t>(info.st_size)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tensor \"", name, "\": external data file \"", path, "\" has ", info.st_size,
+                     " bytes, offset ", offset, " + length ", length, " lies past its end"));
+  }
+  out->resize(static_cast<size_t>(length));
+  int64_t done = 0;
+  while (done < length) {
+    const ssize_t n = ::pread(fd.get(), out->data() + done, static_cast<size_t>(length - done),
+                              static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      return absl::DataLossError(absl::StrCat("tensor \"", name, "\": external data file \"", path,
+                                              "\" is shorter than ", offset, " + ", length,
+                                              " bytes (it changed while loading?)"));
+    }
+    done += n;
   }
   return absl::OkStatus();
+}
+
+// The byte size of `proto`'s dense data as its dims and element type declare it: error naming
+// the tensor when a dim is negative or the size overflows. Nothing is allocated here; callers
+// compare the result with the bytes actually present first.
+absl::StatusOr<int64_t> DeclaredBytes(const onnx::TensorProto& proto, DataType dtype,
+                                      Shape* shape) {
+  for (int64_t d : proto.dims()) {
+    if (d < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("tensor \"", TensorName(proto), "\" has a negative dimension ", d));
+    }
+    if (shape != nullptr) shape->push_back(d);
+  }
+  const std::optional<int64_t> count = CheckedElementCount(proto.dims());
+  const std::optional<int64_t> bytes =
+      count.has_value() ? CheckedByteSize(*count, static_cast<int64_t>(DataTypeSize(dtype)))
+                        : std::nullopt;
+  if (!bytes.has_value()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "tensor \"", TensorName(proto), "\": shape [", absl::StrJoin(proto.dims(), ","), "] of ",
+        DataTypeName(dtype), " is too large (its element count or byte size overflows)"));
+  }
+  return *bytes;
 }
 
 }  // namespace
@@ -101,23 +204,13 @@ absl::StatusOr<TensorValue> TensorFromProto(const onnx::TensorProto& proto,
     return absl::UnimplementedError(
         absl::StrCat("tensor \"", TensorName(proto), "\": string tensors are not supported"));
   }
-  for (int64_t d : proto.dims()) {
-    if (d < 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("tensor \"", TensorName(proto), "\" has a negative dimension ", d));
-    }
-    tensor.shape.push_back(d);
-  }
-  const int64_t count = NumElements(tensor.shape);
-  const size_t elem = DataTypeSize(tensor.dtype);
-  const size_t bytes = static_cast<size_t>(count) * elem;
-  if (count > 0 && bytes / static_cast<size_t>(count) != elem) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("tensor \"", TensorName(proto), "\" is too large"));
-  }
+  ASSIGN_OR_RETURN(const int64_t declared, DeclaredBytes(proto, tensor.dtype, &tensor.shape));
+  // In range: the element count is at most the byte size, which fits int64.
+  const int64_t count = declared / static_cast<int64_t>(DataTypeSize(tensor.dtype));
+  const size_t bytes = static_cast<size_t>(declared);
 
   if (proto.data_location() == onnx::TensorProto::EXTERNAL) {
-    RETURN_IF_ERROR(ReadExternal(proto, base_dir, bytes, &tensor.bytes));
+    RETURN_IF_ERROR(ReadExternal(proto, base_dir, declared, &tensor.bytes));
     return tensor;
   }
   if (proto.has_raw_data()) {
@@ -228,17 +321,9 @@ absl::Status InlineExternalData(onnx::ModelProto* model, const std::string& base
                                                    "\": external data of element type code ",
                                                    tensor->data_type(), " is not supported"));
     }
-    int64_t count = 1;
-    for (int64_t d : tensor->dims()) {
-      if (d < 0) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("tensor \"", TensorName(*tensor), "\" has a negative dimension ", d));
-      }
-      count *= d;
-    }
+    ASSIGN_OR_RETURN(const int64_t declared, DeclaredBytes(*tensor, *dtype, nullptr));
     std::string bytes;
-    RETURN_IF_ERROR(
-        ReadExternal(*tensor, base_dir, static_cast<size_t>(count) * DataTypeSize(*dtype), &bytes));
+    RETURN_IF_ERROR(ReadExternal(*tensor, base_dir, declared, &bytes));
     tensor->mutable_raw_data()->swap(bytes);
     tensor->clear_external_data();
     tensor->set_data_location(onnx::TensorProto::DEFAULT);

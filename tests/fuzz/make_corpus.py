@@ -1,0 +1,223 @@
+#!/usr/bin/python3
+"""Writes the seed corpora of the fuzz targets into tests/fuzz/corpus/<target>/.
+
+Run from anywhere: /usr/bin/python3 tests/fuzz/make_corpus.py. Needs protoc (the request seeds
+are encoded from text format), onnx and numpy. The seeds are small valid inputs that reach
+deep into each parser; libFuzzer mutates from there. The output is deterministic.
+"""
+import io
+import os
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CORPUS = os.path.join(ROOT, "tests", "fuzz", "corpus")
+
+
+def write(target, name, data):
+    d = os.path.join(CORPUS, target)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(data)
+
+
+# --- fuzz_infer_request: ModelInferRequest in protobuf wire format -------------------------
+REQUESTS = {
+    "raw_all": """
+model_name: "fuzz" id: "r1"
+inputs { name: "dense" datatype: "FP32" shape: 2 shape: 4 }
+inputs { name: "ids" datatype: "INT64" shape: 2 shape: 1 }
+inputs { name: "text" datatype: "BYTES" shape: 2 }
+raw_input_contents: "\\000\\000\\200?\\000\\000\\000@\\000\\000@@\\000\\000\\200@\\000\\000\\240@\\000\\000\\300@\\000\\000\\340@\\000\\000\\000A"
+raw_input_contents: "\\001\\000\\000\\000\\000\\000\\000\\000\\002\\000\\000\\000\\000\\000\\000\\000"
+raw_input_contents: "\\002\\000\\000\\000hi\\000\\000\\000\\000"
+""",
+    "typed_all": """
+model_name: "fuzz"
+inputs { name: "dense" datatype: "FP32" shape: 1 shape: 4
+         contents { fp32_contents: 1 fp32_contents: 2 fp32_contents: 3 fp32_contents: 4 } }
+inputs { name: "ids" datatype: "INT64" shape: 1 shape: 3
+         contents { int64_contents: 7 int64_contents: 8 int64_contents: 9 } }
+inputs { name: "text" datatype: "BYTES" shape: 1 contents { bytes_contents: "hello" } }
+outputs { name: "scores" }
+""",
+    "params": """
+model_name: "fuzz" id: "p"
+parameters { key: "priority" value { int64_param: 1 } }
+parameters { key: "timeout" value { int64_param: 1000 } }
+inputs { name: "dense" datatype: "FP32" shape: 1 shape: 4
+         contents { fp32_contents: 1 fp32_contents: 2 fp32_contents: 3 fp32_contents: 4 } }
+inputs { name: "ids" datatype: "INT64" shape: 1 shape: 0 }
+inputs { name: "text" datatype: "BYTES" shape: 1 contents { bytes_contents: "" } }
+outputs { name: "echo" parameters { key: "binary_data" value { bool_param: true } } }
+outputs { name: "scores" }
+""",
+    "zero_rows": """
+inputs { name: "dense" datatype: "FP32" shape: 0 shape: 4 }
+inputs { name: "ids" datatype: "INT64" shape: 0 shape: 5 }
+inputs { name: "text" datatype: "BYTES" shape: 0 }
+raw_input_contents: "" raw_input_contents: "" raw_input_contents: ""
+""",
+    "huge_dims": """
+inputs { name: "dense" datatype: "FP32" shape: 0 shape: 4 }
+inputs { name: "ids" datatype: "INT64" shape: 0 shape: 2305843009213693952 }
+inputs { name: "text" datatype: "BYTES" shape: 0 }
+raw_input_contents: "" raw_input_contents: "" raw_input_contents: ""
+""",
+    "bad_bytes_prefix": """
+inputs { name: "dense" datatype: "FP32" shape: 1 shape: 4 }
+inputs { name: "ids" datatype: "INT64" shape: 1 shape: 1 }
+inputs { name: "text" datatype: "BYTES" shape: 1 }
+raw_input_contents: "\\000\\000\\200?\\000\\000\\000@\\000\\000@@\\000\\000\\200@"
+raw_input_contents: "\\001\\000\\000\\000\\000\\000\\000\\000"
+raw_input_contents: "\\377\\377\\377\\177ab"
+""",
+}
+
+
+def request_seeds():
+    proto_dir = os.path.join(ROOT, "proto")
+    for name, text in REQUESTS.items():
+        out = subprocess.run(
+            ["protoc", "--proto_path=" + proto_dir, "--encode=inference.ModelInferRequest",
+             "grpc_service.proto"], input=text.encode(), capture_output=True, check=True)
+        write("fuzz_infer_request", name, out.stdout)
+
+
+# --- fuzz_onnx_model: small ONNX models ----------------------------------------------------
+def model(nodes, inputs, outputs, inits=(), opset=17):
+    graph = helper.make_graph(nodes, "g", inputs, outputs, initializer=list(inits))
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)],
+                          producer_name="fuzz")
+    m.ir_version = 8
+    return m.SerializeToString()
+
+
+def vi(name, elem=TensorProto.FLOAT, shape=("N", 4)):
+    return helper.make_tensor_value_info(name, elem, list(shape))
+
+
+def onnx_seeds():
+    f = TensorProto.FLOAT
+    i64 = TensorProto.INT64
+    w = numpy_helper.from_array(np.arange(16, dtype=np.float32).reshape(4, 4), "w")
+    b = helper.make_tensor("b", f, [4], [0.5, -0.5, 1.0, 0.0])  # float_data
+    write("fuzz_onnx_model", "add", model(
+        [helper.make_node("Add", ["x", "y"], ["z"])], [vi("x"), vi("y")], [vi("z")]))
+    write("fuzz_onnx_model", "gemm_relu", model(
+        [helper.make_node("Gemm", ["x", "w", "b"], ["h"], transB=1),
+         helper.make_node("Relu", ["h"], ["z"])], [vi("x")], [vi("z")], [w, b]))
+    shape = numpy_helper.from_array(np.array([-1, 2, 2], dtype=np.int64), "shape")
+    write("fuzz_onnx_model", "reshape_softmax", model(
+        [helper.make_node("Reshape", ["x", "shape"], ["r"]),
+         helper.make_node("Softmax", ["r"], ["z"], axis=-1)],
+        [vi("x")], [vi("z", shape=("N", 2, 2))], [shape]))
+    write("fuzz_onnx_model", "constant_fold", model(
+        [helper.make_node("Constant", [], ["c"], value=helper.make_tensor(
+            "cv", f, [2, 2], [1.0, 2.0, 3.0, 4.0])),
+         helper.make_node("Mul", ["c", "c"], ["c2"]),
+         helper.make_node("Reshape", ["c2", "s"], ["c3"]),
+         helper.make_node("Add", ["x", "c3"], ["z"])],
+        [vi("x")], [vi("z")],
+        [numpy_helper.from_array(np.array([4], dtype=np.int64), "s")]))
+    idx = helper.make_tensor("idx", i64, [2], [0, 3])  # int64_data
+    table = numpy_helper.from_array(np.ones((10, 4), dtype=np.float32), "table")
+    write("fuzz_onnx_model", "gather_concat", model(
+        [helper.make_node("Gather", ["table", "ids"], ["g"], axis=0),
+         helper.make_node("Gather", ["x", "idx"], ["g2"], axis=1),
+         helper.make_node("Concat", ["g2", "g2"], ["z"], axis=1)],
+        [vi("x"), vi("ids", i64, ("N", 3))], [vi("z"), vi("g", shape=("N", 3, 4))],
+        [idx, table]))
+    starts = numpy_helper.from_array(np.array([1], dtype=np.int64), "starts")
+    ends = numpy_helper.from_array(np.array([3], dtype=np.int64), "ends")
+    axes = numpy_helper.from_array(np.array([1], dtype=np.int64), "axes")
+    write("fuzz_onnx_model", "slice_reduce_transpose", model(
+        [helper.make_node("Slice", ["x", "starts", "ends", "axes"], ["s"]),
+         helper.make_node("Transpose", ["s"], ["t"], perm=[1, 0]),
+         helper.make_node("ReduceSum", ["t", "axes0"], ["z"], keepdims=1)],
+        [vi("x")], [vi("z", shape=(1, "N"))],
+        [starts, ends, axes, numpy_helper.from_array(np.array([0], dtype=np.int64), "axes0")]))
+    cw = numpy_helper.from_array(np.ones((2, 1, 3, 3), dtype=np.float32), "cw")
+    write("fuzz_onnx_model", "conv_pool", model(
+        [helper.make_node("Conv", ["x", "cw"], ["c"], pads=[1, 1, 1, 1], strides=[1, 1]),
+         helper.make_node("MaxPool", ["c"], ["z"], kernel_shape=[2, 2], strides=[2, 2])],
+        [vi("x", shape=("N", 1, 4, 4))], [vi("z", shape=("N", 2, 2, 2))], [cw]))
+    half = helper.make_tensor("h", TensorProto.FLOAT16, [2], [1.0, 2.0])
+    i32 = helper.make_tensor("i", TensorProto.INT32, [2], [1, 2])
+    write("fuzz_onnx_model", "cast_types", model(
+        [helper.make_node("Cast", ["h"], ["hf"], to=f),
+         helper.make_node("Cast", ["i"], ["if"], to=f),
+         helper.make_node("Add", ["hf", "if"], ["z"])],
+        [], [vi("z", shape=(2,))], [half, i32]))
+    ext = TensorProto(name="e", data_type=f, dims=[4])
+    ext.data_location = TensorProto.EXTERNAL
+    for k, v in (("location", "weights.bin"), ("offset", "0"), ("length", "16")):
+        e = ext.external_data.add()
+        e.key, e.value = k, v
+    write("fuzz_onnx_model", "external_data", model(
+        [helper.make_node("Add", ["x", "e"], ["z"])], [vi("x")], [vi("z")], [ext]))
+    write("fuzz_onnx_model", "constant_of_shape", model(
+        [helper.make_node("Shape", ["x"], ["s"]),
+         helper.make_node("ConstantOfShape", ["s"], ["c"], value=helper.make_tensor(
+             "v", f, [1], [1.0])),
+         helper.make_node("Add", ["x", "c"], ["z"])],
+        [vi("x")], [vi("z")]))
+    repo = os.path.join(ROOT, "tools", "models", "repository", "add_sub", "1", "model.onnx")
+    with open(repo, "rb") as fh:
+        write("fuzz_onnx_model", "repository_add_sub", fh.read())
+
+
+# --- fuzz_yaml_config: first byte '0' server config, '1' model settings --------------------
+def yaml_seeds():
+    with open(os.path.join(ROOT, "config", "reprise.yaml"), "rb") as fh:
+        write("fuzz_yaml_config", "server_default", b"0" + fh.read())
+    for name in ("mlp", "add_sub"):
+        path = os.path.join(ROOT, "tools", "models", "repository", name, "config.yaml")
+        with open(path, "rb") as fh:
+            text = fh.read().replace(("name: " + name).encode(), b"name: m")
+        write("fuzz_yaml_config", "model_" + name, b"1" + text)
+    write("fuzz_yaml_config", "model_dynamic", b"1" + b"""name: m
+max_batch_size: 4
+input:
+  - {name: x, data_type: TYPE_FP32, dims: [-1, 3]}
+  - {name: s, data_type: TYPE_STRING, dims: [1]}
+output:
+  - {name: y, data_type: TYPE_FP32, dims: [-1]}
+dynamic_batching: {max_queue_delay_microseconds: 100, preferred_batch_size: [2, 4]}
+""")
+
+
+# --- fuzz_npy: NumPy files ------------------------------------------------------------------
+def npy_seeds():
+    arrays = {
+        "f32_2x3": np.arange(6, dtype=np.float32).reshape(2, 3),
+        "i64_scalar": np.array(7, dtype=np.int64),
+        "bool_4": np.array([True, False, True, True]),
+        "f16_empty": np.zeros((0, 3), dtype=np.float16),
+        "u8_3d": np.arange(8, dtype=np.uint8).reshape(2, 2, 2),
+        "f64_fortran": np.asfortranarray(np.ones((2, 2), dtype=np.float64)),
+        "big_endian": np.arange(3, dtype=">i4"),
+    }
+    for name, a in arrays.items():
+        buf = io.BytesIO()
+        np.save(buf, a)
+        write("fuzz_npy", name, buf.getvalue())
+    buf = io.BytesIO()
+    np.lib.format.write_array(buf, np.arange(4, dtype=np.int32), version=(2, 0))
+    write("fuzz_npy", "v2_i32", buf.getvalue())
+
+
+def main():
+    request_seeds()
+    onnx_seeds()
+    yaml_seeds()
+    npy_seeds()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
