@@ -22,7 +22,7 @@ enum class WindowMode { kTime, kCount };
 struct BenchOptions {
   std::string model;
   std::string version;                  // empty: the server's choice
-  std::string addr = "127.0.0.1:8001";  // loopback only (checked by ParseBenchArgs)
+  std::string addr = "127.0.0.1:8001";  // any gRPC target (HOST:PORT, unix:PATH, dns:///...)
   /// --input NAME=FILE.npy | NAME=random | NAME=zeros; inputs not named use `input_data`.
   std::vector<std::pair<std::string, std::string>> inputs;
   std::string input_data = "random";  // random | zeros, for inputs without --input
@@ -53,9 +53,6 @@ absl::StatusOr<std::vector<double>> ParseSweep(absl::string_view text, absl::str
 
 /// Parses "1x3x224x224" (or commas) into dimensions, each >= 0.
 absl::StatusOr<std::vector<int64_t>> ParseDims(absl::string_view text);
-
-/// True for 127.0.0.0/8, localhost, [::1] and unix: addresses (host:port form).
-bool IsLoopbackAddress(absl::string_view addr);
 
 /// Parses argv[1..]. `--flag value` and `--flag=value` both work. INVALID_ARGUMENT names the
 /// flag and the value on any error; `help` is set (and nothing checked) for --help.
