@@ -28,6 +28,9 @@ struct ServerConfig {
   int grpc_port = 8001;       // 0 picks a free port (tests)
   int metrics_port = 8002;    // Prometheus /metrics on listen_address; 0 picks a free port
   bool allow_metrics = true;  // false: no metrics port at all
+  // Ready (ServerReady, gRPC health "") only while every model asked for at startup loaded;
+  // false: ready once the startup loads finished, whatever their outcome.
+  bool strict_readiness = true;
   // repository:
   std::vector<std::string> model_repositories = {"/models"};
   ControlMode control_mode = ControlMode::kNone;

@@ -89,6 +89,12 @@ absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& arg
             absl::StrCat("flag --allow-metrics: \"", f.value, "\" is not one of true, false"));
       }
       c.allow_metrics = f.value == "true";
+    } else if (f.name == "strict-readiness") {
+      if (f.value != "true" && f.value != "false") {
+        return absl::InvalidArgumentError(
+            absl::StrCat("flag --strict-readiness: \"", f.value, "\" is not one of true, false"));
+      }
+      c.strict_readiness = f.value == "true";
     } else if (f.name == "log-format") {
       if (f.value != "text" && f.value != "json") {
         return absl::InvalidArgumentError(
@@ -134,6 +140,8 @@ std::string Usage() {
   --metrics-port N              Prometheus /metrics port on the gRPC address
                                 (server.metrics_port, default 8002; 0 = any free port)
   --allow-metrics true|false    serve /metrics at all (server.allow_metrics, default true)
+  --strict-readiness true|false not ready while a startup model failed to load
+                                (server.strict_readiness, default true)
   --model-control-mode MODE     none | explicit (repository.control_mode)
   --load-model NAME             explicit mode: load at start; repeatable; "*" = all
   --log-level LEVEL             trace | debug | info | warn | error | off

@@ -253,8 +253,14 @@ void ModelRepository::LoadAtStartup(const std::vector<std::string>& load_models,
   }
   auto join = std::make_shared<Join>(static_cast<int>(names.size()), std::move(done));
   for (const std::string& name : names) {
-    StartLoad(name, [join](absl::Status s) { join->Add(std::move(s)); });
+    StartLoad(
+        name, [join](absl::Status s) { join->Add(std::move(s)); }, /*at_startup=*/true);
   }
+}
+
+std::vector<std::string> ModelRepository::StartupFailures() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return {startup_failures_.begin(), startup_failures_.end()};
 }
 
 void ModelRepository::LoadModel(const std::string& name, Callback done) {
@@ -289,10 +295,19 @@ void ModelRepository::UnloadAll(Callback done) {
   }
 }
 
-void ModelRepository::StartLoad(const std::string& name, Callback done) {
+void ModelRepository::StartLoad(const std::string& name, Callback done, bool at_startup) {
   auto shared_done = std::make_shared<Callback>(std::move(done));
-  Enqueue(name, [this, name, shared_done]() mutable {
+  Enqueue(name, [this, name, shared_done, at_startup]() mutable {
     absl::Status status = LoadNow(name);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (status.ok()) {
+        startup_failures_.erase(name);
+      } else if (at_startup) {
+        startup_failures_.insert(name);
+      }
+    }
+    if (options_.on_load_finished) options_.on_load_finished();
     std::move (*shared_done)(std::move(status));
     OpFinished(name);
   });

@@ -6,8 +6,10 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -70,6 +72,9 @@ class ModelRepository {
     int default_streams = 1;      // streams of a model with no instance_group
     int max_queue_length = 1024;  // per model, unless its max_queue_size says (LoadSpec)
     Metrics* metrics = nullptr;   // borrowed, outlives the repository; null: none recorded
+    // Called on an executor thread after every load (startup or RPC) finished, whatever its
+    // outcome; may call StartupFailures. Null: none.
+    std::function<void()> on_load_finished;
   };
   /// Called once with the outcome, on an executor thread (or the caller's for early errors).
   using Callback = absl::AnyInvocable<void(absl::Status) &&>;
@@ -82,7 +87,10 @@ class ModelRepository {
 
   /// Loads what the control mode loads at start: every model (none), or `load_models`
   /// ("*" = every model; explicit). `done` gets OK or the first failure once all finished.
+  /// A model that fails here is a startup failure until a later load of it succeeds.
   void LoadAtStartup(const std::vector<std::string>& load_models, Callback done);
+  /// The models asked for at startup whose load failed and that no later load fixed, sorted.
+  std::vector<std::string> StartupFailures() const;
   /// RepositoryModelLoad: (re)loads `name`. A failed load leaves the versions already serving
   /// in place. FAILED_PRECONDITION in control mode none.
   void LoadModel(const std::string& name, Callback done);
@@ -125,7 +133,7 @@ class ModelRepository {
   // OpFinished(model) when it is done.
   void Enqueue(const std::string& model, absl::AnyInvocable<void() &&> op);
   void OpFinished(const std::string& model);
-  void StartLoad(const std::string& name, Callback done);
+  void StartLoad(const std::string& name, Callback done, bool at_startup = false);
   void StartUnload(const std::string& name, Callback done);
   absl::Status LoadNow(const std::string& name);
   void UnloadNow(const std::string& name, Callback done);
@@ -150,6 +158,7 @@ class ModelRepository {
   mutable std::mutex mu_;
   std::map<std::string, std::map<int64_t, Record>> records_ ABSL_GUARDED_BY(mu_);  // 0: model
   absl::flat_hash_map<std::string, OpQueue> ops_ ABSL_GUARDED_BY(mu_);
+  std::set<std::string> startup_failures_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace reprise::server

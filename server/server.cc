@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "server/metrics_collector.h"
@@ -37,6 +38,9 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const config::ServerConfig
   options.default_streams = config.streams_per_device;
   options.max_queue_length = config.max_queue_length;
   options.metrics = s->metrics_.get();
+  Server* self = s.get();
+  // A load by RPC can fix a failed startup load (strict readiness).
+  options.on_load_finished = [self] { self->UpdateReadiness(); };
   absl::StatusOr<std::unique_ptr<ModelRepository>> repository =
       ModelRepository::Create(std::move(options), backend, s->load_pool_.get());
   if (!repository.ok()) return repository.status();
@@ -80,26 +84,41 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const config::ServerConfig
   }
   spdlog::info("Started GRPCInferenceService at {}:{}", config.listen_address, s->port_);
   if (auto* health = s->grpc_server_->GetHealthCheckService()) {
-    health->SetServingStatus(false);
+    health->SetServingStatus(kReadinessService, false);
+    health->SetServingStatus(kLivenessService, true);
   }
 
-  Server* self = s.get();
   s->repository_->LoadAtStartup(config.load_models, [self](absl::Status status) {
     if (!status.ok()) spdlog::warn("startup load: {}", status.ToString());
-    self->ready_.store(true);
     {
       std::lock_guard<std::mutex> lock(self->mu_);
       self->startup_done_ = true;
       self->startup_status_ = status;
       self->startup_cv_.notify_all();
-      if (self->shut_down_) return;
     }
-    if (auto* health = self->grpc_server_->GetHealthCheckService()) {
-      health->SetServingStatus(true);
-    }
-    spdlog::info("server ready");
+    self->UpdateReadiness();
   });
   return s;
+}
+
+void Server::UpdateReadiness() {
+  std::lock_guard<std::mutex> lock(mu_);
+  // Before the startup loads finished nothing is ready, and grpc_server_ may still be being set.
+  if (!startup_done_) return;
+  std::vector<std::string> failed;
+  if (config_.strict_readiness) failed = repository_->StartupFailures();
+  const bool ready = !shut_down_ && failed.empty();
+  ready_.store(ready);
+  if (auto* health = grpc_server_->GetHealthCheckService()) {
+    health->SetServingStatus(kReadinessService, ready);
+  }
+  if (ready && !reported_ready_) {
+    spdlog::info("server ready");
+  } else if (!ready && !shut_down_) {
+    spdlog::warn("server not ready (strict readiness): startup models not loaded: {}",
+                 absl::StrJoin(failed, ", "));
+  }
+  reported_ready_ = ready;
 }
 
 Server::~Server() {
@@ -128,9 +147,12 @@ bool Server::Shutdown() {
     if (load_pool_) load_pool_->Stop();
     return true;
   }
-  spdlog::info("shutting down: refusing new requests, {} in flight", gate_->in_flight());
+  spdlog::info("shutting down: not ready, refusing new requests, {} in flight", gate_->in_flight());
+  // Readiness goes first, while the listeners still answer (liveness stays SERVING).
   ready_.store(false);
-  if (auto* health = grpc_server_->GetHealthCheckService()) health->SetServingStatus(false);
+  if (auto* health = grpc_server_->GetHealthCheckService()) {
+    health->SetServingStatus(kReadinessService, false);
+  }
   gate_->Close();
   const absl::Time deadline = absl::Now() + absl::Seconds(config_.shutdown_timeout_s);
   const bool drained = gate_->WaitIdle(deadline);
