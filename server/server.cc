@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "server/cpu_budget.h"
 #include "server/metrics_collector.h"
 #include "server/metrics_interceptor.h"
 #include "server/notification.h"
@@ -27,9 +28,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const config::ServerConfig
   std::unique_ptr<Server> s(new Server(config, backend));
   s->metrics_ = std::make_unique<Metrics>();
   s->load_pool_ = std::make_unique<ThreadPool>(config.load_threads, "load");
-  const int infer_threads =
-      config.cpu_threads > 0 ? config.cpu_threads
-                             : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  const int infer_threads = config.cpu_threads > 0 ? config.cpu_threads : DetectCpuBudget().cpus;
   s->infer_pool_ = std::make_unique<ThreadPool>(infer_threads, "infer");
 
   ModelRepository::Options options;
