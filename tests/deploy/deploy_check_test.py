@@ -18,6 +18,9 @@ import unittest
 
 import yaml
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import dockerignore  # noqa: E402
+
 SOURCE = os.path.abspath(sys.argv[1])
 DEPLOY = os.path.join(SOURCE, "deploy")
 
@@ -180,13 +183,49 @@ class Dockerfile(unittest.TestCase):
                       if l.strip() and not l.strip().startswith("#")]
 
     def test_builds_with_the_project_recipe(self):
+        # tools/start-server.sh on a fresh tree: install --serve, configure without tests,
+        # build the two binaries. The image runs the same commands.
         script = read("tools", "start-server.sh")
-        recipe = [l.split(">")[0].strip() for l in script.splitlines()
-                  if l.startswith(("tools/install-deps.sh", "cmake "))]
-        self.assertEqual(len(recipe), 3, recipe)
-        runs = [l for l in self.lines if l.startswith("RUN ")]
-        build = [c.strip() for c in runs[0][len("RUN "):].split("&&")]
-        self.assertEqual(build, recipe)
+        install = [l.strip() for l in script.splitlines() if l.startswith("tools/install-deps.sh")]
+        self.assertEqual(install, ["tools/install-deps.sh --serve"])
+        configure = re.findall(r"^\s*(cmake --preset release -DREPRISE_BUILD_TESTS=OFF)", script,
+                               re.M)
+        self.assertEqual(len(configure), 1, script)
+        build = [l.strip() for l in script.splitlines() if l.startswith("cmake --build")]
+        self.assertEqual(len(build), 1)
+        runs = [l[len("RUN "):].strip() for l in self.lines if l.startswith("RUN ")]
+        self.assertEqual(runs[0], install[0])
+        self.assertEqual([c.strip() for c in runs[1].split("&&")], configure + build)
+
+    def test_packages_come_before_the_sources(self):
+        # Only the install script is copied before the packages are installed, so a source
+        # edit reuses the cached package layer.
+        build_stage = self.lines[: [l.startswith("FROM ") for l in self.lines].index(True, 1)]
+        copy_all = build_stage.index("COPY . .")
+        install = [i for i, l in enumerate(build_stage) if "install-deps.sh --serve" in l
+                   and l.startswith("RUN ")]
+        self.assertEqual(len(install), 1)
+        self.assertLess(install[0], copy_all)
+        for l in build_stage[: install[0]]:
+            if l.startswith("COPY "):
+                self.assertEqual(l.split()[1:], ["tools/install-deps.sh"] * 2)
+
+    def test_serve_packages_pull_no_test_or_bench_tools(self):
+        r = subprocess.run(["bash", os.path.join(SOURCE, "tools", "install-deps.sh"), "--serve",
+                            "--list"], capture_output=True, text=True, timeout=30)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        serve = set(r.stdout.split())
+        self.assertIn("libdnnl-dev", serve)
+        self.assertIn("ocl-icd-opencl-dev", serve)  # libdnnl-dev's CMake config needs OpenCL
+        for p in serve:
+            self.assertNotRegex(p, r"torch|^npm$|^nodejs$|^prometheus$|gtest|gmock|benchmark|"
+                                   r"^python3", p)
+        r = subprocess.run(["bash", os.path.join(SOURCE, "tools", "install-deps.sh"), "--test",
+                            "--list"], capture_output=True, text=True, timeout=30)
+        test = set(r.stdout.split())
+        self.assertTrue(serve < test)
+        self.assertTrue({"libgtest-dev", "libgmock-dev", "prometheus", "docker-compose",
+                         "clang-14", "libfuzzer-14-dev", "openssl"} <= test, test)
 
     def test_runtime_stage(self):
         froms = [l for l in self.lines if l.startswith("FROM ")]
@@ -197,18 +236,72 @@ class Dockerfile(unittest.TestCase):
         users = [l for l in runtime if l.startswith("USER ")]
         self.assertEqual(len(users), 1)
         self.assertNotIn(users[0].split()[1], ("root", "0"))
-        health = [l for l in runtime if l.startswith("HEALTHCHECK ")]
-        self.assertEqual(len(health), 1)
-        self.assertRegex(health[0], r'"reprise".*"healthcheck"')
         copies = [l for l in runtime if l.startswith("COPY ")]
         sources = sorted(l.split()[-2] for l in copies)
         self.assertEqual(sources, ["/out/bin/", "/out/lib/", "config/reprise.yaml",
                                    "tools/models/repository"])
 
-    def test_dockerignore_keeps_build_trees_out(self):
-        ignore = read("deploy", "Dockerfile.dockerignore").split()
-        self.assertIn("build", ignore)
-        self.assertIn(".git", ignore)
+    def test_healthcheck_follows_the_configured_port(self):
+        runtime = self.lines[[l.startswith("FROM ") for l in self.lines].index(True, 1):]
+        (health,) = [l for l in runtime if l.startswith("HEALTHCHECK ")]
+        (entry,) = [l for l in runtime if l.startswith("ENTRYPOINT ")]
+        (env,) = [l for l in runtime if l.startswith("ENV ")]
+        self.assertIn("REPRISE_GRPC_PORT=8001", env.split())
+        # The server listens on $REPRISE_GRPC_PORT and the check asks that port.
+        self.assertIn('--grpc-port \\"$REPRISE_GRPC_PORT\\"', entry)
+        self.assertIn('reprise --addr "127.0.0.1:${REPRISE_GRPC_PORT}" healthcheck', health)
+        self.assertIn('exec reprise-server', entry)  # PID 1 gets SIGTERM
+
+
+class DockerIgnore(unittest.TestCase):
+    """The build context, computed from the root .dockerignore as docker's legacy builder does
+    (tests/deploy/dockerignore.py)."""
+
+    def setUp(self):
+        self.assertFalse(os.path.exists(os.path.join(DEPLOY, "Dockerfile.dockerignore")),
+                         "BuildKit would prefer it to the root .dockerignore; keep one file")
+        self.matcher = dockerignore.Matcher(read(".dockerignore"))
+
+    def test_matcher_follows_the_legacy_rules(self):
+        m = dockerignore.Matcher("# c\n/build\n**/__pycache__\n*.log\n!keep.log\na/*/c\n")
+        self.assertTrue(m.excluded("build"))
+        self.assertTrue(m.excluded("build/release/CMakeCache.txt"))  # below an excluded dir
+        self.assertFalse(m.excluded("tools/build/x"))  # patterns are anchored at the root
+        self.assertTrue(m.excluded("__pycache__"))  # `**/` matches zero directories
+        self.assertTrue(m.excluded("a/b/__pycache__"))
+        # A file below a directory that matched is skipped with the directory.
+        self.assertEqual(m.context(["a/b/__pycache__/x.pyc", "a/b/y.py"]), ["a/b/y.py"])
+        self.assertTrue(m.excluded("x.log"))
+        self.assertFalse(m.excluded("keep.log"))  # the last match decides
+        self.assertFalse(m.excluded("d/x.log"))  # `*` does not cross `/`
+        self.assertTrue(m.excluded("a/b/c/d"))
+        self.assertFalse(m.excluded("a/c"))
+
+    def test_context_excludes_git_and_build_trees(self):
+        tracked = subprocess.run(["git", "ls-files"], cwd=SOURCE, capture_output=True,
+                                 text=True).stdout.split() or self.walk()
+        host = [".git/HEAD", ".git/objects/ab/cdef", "build/release/CMakeCache.txt",
+                "build/release/server/reprise-server", "build/asan/build.ninja",
+                "tools/models/__pycache__/export_zoo.cpython-311.pyc"]
+        context = set(self.matcher.context(tracked + host))
+        for path in host:
+            self.assertNotIn(path, context)
+        for path in ("CMakeLists.txt", "CMakePresets.json", "tools/install-deps.sh",
+                     "server/main.cc", "proto/grpc_service.proto", "config/reprise.yaml",
+                     "tools/models/repository/mlp/1/model.onnx"):
+            self.assertIn(path, tracked)
+            self.assertIn(path, context)
+        # Every CMakeLists.txt is in: the configure sees the whole tree.
+        for path in tracked:
+            if path.endswith("CMakeLists.txt") or path.endswith(".cmake"):
+                self.assertIn(path, context)
+
+    def walk(self):
+        out = []
+        for root, dirs, files in os.walk(SOURCE):
+            dirs[:] = [d for d in dirs if d not in (".git", "build")]
+            out += [os.path.relpath(os.path.join(root, f), SOURCE) for f in files]
+        return out
 
 
 if __name__ == "__main__":
