@@ -141,6 +141,7 @@ void EngineModel::WarmUp() {
                      std::string(out.status().message()));
       } else if (info.captured) {
         ++warmup_instances_;
+        ObserveCapture(info.capture_ns);
       } else if (info.capture_failed) {
         spdlog::warn(
             "{}: warm-up: capture of batch size {} on stream {} failed, it runs "
@@ -232,6 +233,7 @@ void EngineModel::RunBatch(int stream, std::vector<BatchItem*>& batch) {
       tensors.ok() ? sessions_[static_cast<size_t>(stream)]->Run(*tensors, &info, capture)
                    : tensors.status();
   const int64_t t2 = NowNs();
+  if (info.captured) ObserveCapture(info.capture_ns);
   if (info.capture_failed) {
     // Once per shape and stream: the shape runs eagerly from now on.
     spdlog::warn("{}: capture on stream {} failed, the shape runs eagerly from now on: {}",
@@ -302,8 +304,17 @@ absl::StatusOr<std::string> EngineModel::DumpRuntimeInstance(int stream,
   return sessions_[static_cast<size_t>(stream)]->DumpInstance(shape_signature, verbose);
 }
 
+void EngineModel::ObserveCapture(int64_t ns) {
+  std::lock_guard<std::mutex> lock(capture_time_mu_);
+  capture_time_.Observe(static_cast<double>(ns) * 1e-9);
+}
+
 CaptureStats EngineModel::capture_stats() const {
   CaptureStats c;
+  {
+    std::lock_guard<std::mutex> lock(capture_time_mu_);
+    c.capture_time = capture_time_;
+  }
   for (const auto& session : sessions_) {
     const runtime::engine::StreamSessionCounters s = session->counters();
     c.captures += s.captures;

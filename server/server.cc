@@ -55,8 +55,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const config::ServerConfig
   s->admin_service_ = std::make_unique<AdminService>(s->repository_.get());
 
   if (config.allow_metrics) {
-    s->metrics_->AddCollectable(
-        std::make_shared<MetricsCollector>(s->repository_.get(), backend, &s->grpc_inflight_));
+    s->metrics_->AddCollectable(std::make_shared<MetricsCollector>(
+        s->repository_.get(), backend, &s->grpc_inflight_, config.capture_memory_budget_bytes));
     absl::StatusOr<std::unique_ptr<MetricsEndpoint>> endpoint =
         MetricsEndpoint::Start(config.listen_address, config.metrics_port, s->metrics_.get());
     if (!endpoint.ok()) return endpoint.status();
