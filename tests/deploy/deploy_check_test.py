@@ -14,6 +14,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import unittest
 
 import yaml
@@ -58,20 +59,77 @@ def base_name(series):
     return series
 
 
+def compose_config(env_password=True):
+    compose = shutil.which("docker-compose")
+    env = dict(os.environ)
+    env.pop("GRAFANA_ADMIN_PASSWORD", None)
+    if env_password:
+        env["GRAFANA_ADMIN_PASSWORD"] = "test-only"
+    return subprocess.run([compose, "-f", os.path.join(DEPLOY, "docker-compose.yml"), "config"],
+                          capture_output=True, timeout=60, cwd=DEPLOY, env=env)
+
+
+def seconds(duration):
+    """Seconds of a compose duration such as "40s", "1m30s"."""
+    parts = re.findall(r"(\d+(?:\.\d+)?)(h|m|s|ms|us)", str(duration))
+    scale = {"h": 3600, "m": 60, "s": 1, "ms": 1e-3, "us": 1e-6}
+    return sum(float(n) * scale[u] for n, u in parts)
+
+
 class ComposeAndPrometheusConfig(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        if shutil.which("docker-compose") is None:
+            raise AssertionError("docker-compose is missing (tools/install-deps.sh --test)")
+        r = compose_config()
+        if r.returncode != 0:
+            raise AssertionError("docker-compose config failed: " + r.stderr.decode())
+        cls.config = yaml.safe_load(r.stdout)
+        cls.services = cls.config["services"]
+
     def test_docker_compose_config(self):
-        compose = shutil.which("docker-compose")
-        self.assertIsNotNone(compose, "docker-compose is missing (tools/install-deps.sh)")
-        r = subprocess.run([compose, "-f", os.path.join(DEPLOY, "docker-compose.yml"), "config"],
-                           capture_output=True, timeout=60, cwd=DEPLOY)
-        self.assertEqual(r.returncode, 0, r.stderr.decode())
-        config = yaml.safe_load(r.stdout)
-        services = config["services"]
+        services = self.services
         self.assertEqual(set(services), {"reprise", "prometheus", "grafana"})
         ports = {str(p.get("target", p) if isinstance(p, dict) else p).split(":")[-1]
                  for p in services["reprise"]["ports"]}
         self.assertTrue({"8001", "8002"} <= ports, ports)
         self.assertTrue(any("/models" in str(v) for v in services["reprise"]["volumes"]))
+        self.assertNotRegex(services["reprise"]["image"], r":latest$|^[^:]*$")  # a pinned tag
+
+    def test_stop_grace_period_outlasts_the_drain(self):
+        reprise = self.services["reprise"]
+        shipped = yaml.safe_load(read("config", "reprise.yaml"))
+        drain = shipped["shutdown"]["timeout_seconds"]
+        command = reprise.get("command", [])
+        if "--exit-timeout-secs" in command:
+            drain = int(command[command.index("--exit-timeout-secs") + 1])
+        self.assertGreater(seconds(reprise["stop_grace_period"]), drain)
+
+    def test_limits_and_data_volumes(self):
+        for name, service in self.services.items():
+            self.assertIn("cpus", service, name)
+            self.assertIn("mem_limit", service, name)
+        def named_volume_at(service, target):
+            return any(isinstance(v, dict) and v.get("type") == "volume" and
+                       v.get("target") == target or
+                       isinstance(v, str) and v.split(":")[1:2] == [target] and
+                       not v.startswith(("/", "."))
+                       for v in self.services[service]["volumes"])
+        self.assertTrue(named_volume_at("prometheus", "/prometheus"),
+                        self.services["prometheus"]["volumes"])
+        self.assertTrue(named_volume_at("grafana", "/var/lib/grafana"),
+                        self.services["grafana"]["volumes"])
+        self.assertTrue({"models", "prometheus-data", "grafana-data"} <= set(self.config["volumes"]))
+
+    def test_grafana_needs_a_login(self):
+        env = self.services["grafana"]["environment"]
+        self.assertEqual(str(env.get("GF_AUTH_ANONYMOUS_ENABLED")).lower(), "false")
+        self.assertNotIn("GF_AUTH_ANONYMOUS_ORG_ROLE", env)
+        self.assertEqual(env["GF_SECURITY_ADMIN_PASSWORD"], "test-only")  # from the environment
+        # Without the password the stack does not start with a default one.
+        r = compose_config(env_password=False)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("GRAFANA_ADMIN_PASSWORD", r.stderr.decode())
 
     def test_promtool_check_config(self):
         promtool = shutil.which("promtool")
@@ -79,9 +137,52 @@ class ComposeAndPrometheusConfig(unittest.TestCase):
         r = subprocess.run([promtool, "check", "config", os.path.join(DEPLOY, "prometheus.yml")],
                            capture_output=True, timeout=60)
         self.assertEqual(r.returncode, 0, (r.stdout + r.stderr).decode())
-        targets = [t for job in yaml.safe_load(read("deploy", "prometheus.yml"))["scrape_configs"]
+        prometheus = yaml.safe_load(read("deploy", "prometheus.yml"))
+        targets = [t for job in prometheus["scrape_configs"]
                    for sc in job.get("static_configs", []) for t in sc["targets"]]
         self.assertIn("reprise:8002", targets)
+        # The rules file is mounted next to the config in the container.
+        self.assertEqual(prometheus["rule_files"], ["prometheus-alerts.yml"])
+        mounts = self.services["prometheus"]["volumes"]
+        self.assertTrue(any(str(m).endswith("/prometheus-alerts.yml:/etc/prometheus/"
+                                            "prometheus-alerts.yml:ro") or
+                            isinstance(m, dict) and m.get("target") ==
+                            "/etc/prometheus/prometheus-alerts.yml" for m in mounts), mounts)
+
+
+class AlertRules(unittest.TestCase):
+    """deploy/prometheus-alerts.yml: promtool's check, the four alerts the stack promises, and
+    promtool's unit tests (tests/deploy/prometheus_alerts_test.yml: each fires, none on a
+    healthy series set)."""
+
+    def setUp(self):
+        self.promtool = shutil.which("promtool")
+        self.assertIsNotNone(self.promtool, "promtool (package prometheus) is missing")
+
+    def test_promtool_check_rules(self):
+        r = subprocess.run([self.promtool, "check", "rules",
+                            os.path.join(DEPLOY, "prometheus-alerts.yml")],
+                           capture_output=True, timeout=60)
+        self.assertEqual(r.returncode, 0, (r.stdout + r.stderr).decode())
+        self.assertIn(b"SUCCESS: 4 rules found", r.stdout)
+
+    def test_alerts_name_only_exported_metrics(self):
+        documented = documented_metrics() | {"up"}
+        rules = [rule for group in load_all(os.path.join(DEPLOY, "prometheus-alerts.yml"))[0][
+            "groups"] for rule in group["rules"]]
+        self.assertEqual({r["alert"] for r in rules},
+                         {"RepriseDown", "RepriseHighErrorRate", "RepriseQueueTimeHigh",
+                          "RepriseMemoryNearBudget"})
+        for rule in rules:
+            names = {base_name(n) for n in promql_metric_names(rule["expr"])}
+            self.assertEqual(sorted(names - documented), [], rule["alert"])
+
+    def test_promtool_test_rules(self):
+        r = subprocess.run([self.promtool, "test", "rules",
+                            os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                         "prometheus_alerts_test.yml")],
+                           capture_output=True, timeout=60)
+        self.assertEqual(r.returncode, 0, (r.stdout + r.stderr).decode())
 
 
 class GrafanaDashboard(unittest.TestCase):
@@ -112,6 +213,47 @@ class GrafanaDashboard(unittest.TestCase):
         self.assertIn("histogram_quantile(0.99", text)
         self.assertIn("histogram_quantile(0.5", text)
         self.assertIn('outcome=\\"failure\\"', text)
+
+    def test_every_panel_honours_the_model_variable(self):
+        for p in self.panels:
+            for t in p.get("targets", []):
+                self.assertIn('model=~"$model"', t["expr"], p["title"])
+
+    def test_no_hard_coded_job(self):
+        # The scrape job differs per setup (compose, kubernetes-pods, KServe).
+        for p in self.panels:
+            for t in p.get("targets", []):
+                self.assertNotRegex(t["expr"], r"\bjob\s*(=|!=|=~|!~)", p["title"])
+
+    def test_rates_only_over_series_that_never_go_down(self):
+        # rate / irate / increase assume a counter: a counter, or a histogram's buckets, sum and
+        # count (every histogram here only grows; the capture-duration one counts every
+        # capture, docs/metrics.md). A gauge under rate() reads a drop as a reset.
+        types = dict(re.findall(r"^\| `([a-z_]+)` \| ([a-z]+) \|", read("docs", "metrics.md"),
+                                re.M))
+        self.assertEqual(types["reprise_capture_duration_seconds"], "histogram")
+        for p in self.panels:
+            for t in p.get("targets", []):
+                for arg in re.findall(r"\b(?:rate|irate|increase)\(\s*([a-zA-Z_:]+)", t["expr"]):
+                    self.assertIn(types.get(base_name(arg)), ("counter", "histogram"),
+                                  f"{p['title']}: {arg}")
+
+    def test_queries_parse(self):
+        # Each query as a recording rule, Grafana's variables filled in: promtool parses them.
+        promtool = shutil.which("promtool")
+        self.assertIsNotNone(promtool, "promtool (package prometheus) is missing")
+        rules = []
+        for i, p in enumerate(self.panels):
+            for t in p.get("targets", []):
+                expr = (t["expr"].replace("$model", ".*").replace("$__rate_interval", "1m")
+                        .replace("$__range", "1h"))
+                rules.append({"record": f"panel_{i}_{t['refId']}", "expr": expr})
+        with tempfile.NamedTemporaryFile("w", suffix=".yml") as f:
+            yaml.safe_dump({"groups": [{"name": "dashboard", "rules": rules}]}, f)
+            f.flush()
+            r = subprocess.run([promtool, "check", "rules", f.name], capture_output=True,
+                               timeout=60)
+        self.assertEqual(r.returncode, 0, (r.stdout + r.stderr).decode())
 
     def test_provisioning_points_at_the_dashboard(self):
         datasources = load_all(os.path.join(DEPLOY, "grafana", "provisioning", "datasources",
@@ -145,15 +287,71 @@ class Kubernetes(unittest.TestCase):
         container = pod["spec"]["containers"][0]
         for probe in ("livenessProbe", "readinessProbe", "startupProbe"):
             self.assertEqual(container[probe]["grpc"]["port"], 8001, probe)
-        self.assertIn("cpu", container["resources"]["requests"])
-        self.assertIn("memory", container["resources"]["requests"])
-        self.assertEqual(pod["spec"]["securityContext"]["runAsNonRoot"], True)
         ports = {p["containerPort"] for p in container["ports"]}
         self.assertEqual(ports, {8001, 8002})
         service_ports = {p["port"] for p in docs["Service"]["spec"]["ports"]}
         self.assertEqual(service_ports, {8001, 8002})
         self.assertEqual(docs["Service"]["spec"]["selector"],
                          docs["Deployment"]["spec"]["selector"]["matchLabels"])
+        self.assertRegex(container["image"], r":[0-9][\w.-]*$")  # a pinned version tag
+
+    def test_probes_differ_and_liveness_survives_a_drain(self):
+        container = self.docs()["Deployment"]["spec"]["template"]["spec"]["containers"][0]
+        live, ready = container["livenessProbe"], container["readinessProbe"]
+        # Readiness is the health service "" (NOT_SERVING while draining); liveness asks the
+        # service that stays SERVING until exit (server/server.h kLivenessService).
+        self.assertEqual(live["grpc"]["service"], "liveness")
+        self.assertEqual(container["startupProbe"]["grpc"]["service"], "liveness")
+        self.assertIn(ready["grpc"].get("service", ""), ("",))
+        self.assertIn('kLivenessService = "liveness"', read("server", "server.h"))
+        self.assertGreaterEqual(live["failureThreshold"], 3)
+        self.assertLessEqual(ready["periodSeconds"], live["periodSeconds"])
+
+    def test_prestop_and_grace_period_cover_the_drain(self):
+        docs = self.docs()
+        spec = docs["Deployment"]["spec"]["template"]["spec"]
+        container = spec["containers"][0]
+        command = container["lifecycle"]["preStop"]["exec"]["command"]
+        self.assertEqual(command[0], "/bin/sleep")
+        pre_stop = int(command[1])
+        self.assertGreaterEqual(pre_stop, 5)
+        config = yaml.safe_load(docs["ConfigMap"]["data"]["reprise.yaml"])
+        drain = config["shutdown"]["timeout_seconds"]
+        self.assertGreater(spec["terminationGracePeriodSeconds"], pre_stop + drain)
+
+    def test_restricted_pod_security(self):
+        spec = self.docs()["Deployment"]["spec"]["template"]["spec"]
+        self.assertTrue(spec["securityContext"]["runAsNonRoot"])
+        self.assertNotEqual(spec["securityContext"].get("runAsUser"), 0)
+        self.assertEqual(spec["securityContext"]["seccompProfile"]["type"], "RuntimeDefault")
+        (runtime,) = load_all(os.path.join(DEPLOY, "kserve", "serving-runtime.yaml"))
+        for name, c in (("deployment", spec["containers"][0]),
+                        ("serving runtime", runtime["spec"]["containers"][0])):
+            sc = c["securityContext"]
+            self.assertIs(sc["allowPrivilegeEscalation"], False, name)
+            self.assertEqual(sc["capabilities"]["drop"], ["ALL"], name)
+            self.assertNotIn("add", sc["capabilities"], name)
+            self.assertIs(sc["readOnlyRootFilesystem"], True, name)
+            self.assertEqual(sc["seccompProfile"]["type"], "RuntimeDefault", name)
+            self.assertFalse(sc.get("privileged", False), name)
+        # Scratch space on the read-only root: an emptyDir at /tmp.
+        mounts = {m["mountPath"]: m["name"] for m in spec["containers"][0]["volumeMounts"]}
+        volumes = {v["name"]: v for v in spec["volumes"]}
+        self.assertIn("emptyDir", volumes[mounts["/tmp"]])
+
+    def test_resources_match_the_thread_defaults(self):
+        # The thread defaults follow the CPU limit (cgroup cpu.max): a limit must be set, the
+        # request equal to it, and the config must not pin more threads than it.
+        docs = self.docs()
+        (runtime,) = load_all(os.path.join(DEPLOY, "kserve", "serving-runtime.yaml"))
+        config = yaml.safe_load(docs["ConfigMap"]["data"]["reprise.yaml"])
+        for name, c in (("deployment", docs["Deployment"]["spec"]["template"]["spec"]
+                         ["containers"][0]), ("serving runtime", runtime["spec"]["containers"][0])):
+            res = c["resources"]
+            cpus = float(res["limits"]["cpu"])
+            self.assertEqual(float(res["requests"]["cpu"]), cpus, name)
+            self.assertIn("memory", res["limits"], name)
+            self.assertLessEqual(config.get("runtime", {}).get("cpu_threads", 0), cpus, name)
 
     def test_configmap_holds_a_config_with_known_keys(self):
         config = yaml.safe_load(self.docs()["ConfigMap"]["data"]["reprise.yaml"])
@@ -173,6 +371,12 @@ class Kubernetes(unittest.TestCase):
         container = spec["containers"][0]
         self.assertEqual(container["ports"][0]["containerPort"], 8001)
         self.assertEqual(container["ports"][0]["name"], "h2c")  # KServe's name for gRPC
+        self.assertRegex(container["image"], r":[0-9][\w.-]*$")  # a pinned version tag
+        (service,) = load_all(os.path.join(DEPLOY, "kserve", "inference-service.yaml"))
+        self.assertEqual(
+            service["metadata"]["annotations"]["serving.kserve.io/enable-prometheus-scraping"],
+            "true")
+        self.assertEqual(spec["annotations"]["prometheus.kserve.io/port"], "8002")
 
 
 class Dockerfile(unittest.TestCase):
