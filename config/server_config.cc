@@ -30,14 +30,15 @@ absl::Status ParseInto(const YamlReader& r, const YAML::Node& root, ServerConfig
                               "shutdown", "log", "grpc"}));
 
   const YAML::Node server = YamlReader::Child(root, "server");
-  RETURN_IF_ERROR(r.CheckMap(
-      server, "server",
-      {"listen_address", "grpc_port", "metrics_port", "allow_metrics", "metrics_address"}));
+  RETURN_IF_ERROR(r.CheckMap(server, "server",
+                             {"listen_address", "grpc_port", "metrics_port", "allow_metrics",
+                              "metrics_address", "strict_readiness"}));
   RETURN_IF_ERROR(r.ReadString(server, "server", "metrics_address", &c->metrics_address));
   RETURN_IF_ERROR(r.ReadString(server, "server", "listen_address", &c->listen_address));
   RETURN_IF_ERROR(ReadInt32(r, server, "server", "grpc_port", 0, 65535, &c->grpc_port));
   RETURN_IF_ERROR(ReadInt32(r, server, "server", "metrics_port", 0, 65535, &c->metrics_port));
   RETURN_IF_ERROR(r.ReadBool(server, "server", "allow_metrics", &c->allow_metrics));
+  RETURN_IF_ERROR(r.ReadBool(server, "server", "strict_readiness", &c->strict_readiness));
 
   const YAML::Node repo = YamlReader::Child(root, "repository");
   RETURN_IF_ERROR(

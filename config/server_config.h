@@ -32,6 +32,9 @@ struct ServerConfig {
   std::string metrics_address;  // /metrics listen address; empty = listen_address
   // grpc: TLS, access control, resource limits, keepalive
   GrpcConfig grpc;
+  // Ready (ServerReady, gRPC health "") only while every model asked for at startup loaded;
+  // false: ready once the startup loads finished, whatever their outcome.
+  bool strict_readiness = true;
   // repository:
   std::vector<std::string> model_repositories = {"/models"};
   ControlMode control_mode = ControlMode::kNone;
@@ -39,7 +42,7 @@ struct ServerConfig {
   int load_threads = 4;                  // models loaded at the same time
   // runtime:
   int streams_per_device = 2;  // default stream count for a model without instance_group
-  int cpu_threads = 0;         // threads for CPU kernels and inference; 0 = one per core
+  int cpu_threads = 0;         // threads for inference; 0 = the CPUs (server/cpu_budget.h)
   // Threads of one kernel on a stream (oneDNN); 0 = the cores shared out among a model's
   // streams. A model's streams x threads is kept within the cores.
   int intra_op_threads = 0;

@@ -91,6 +91,12 @@ absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& arg
             absl::StrCat("flag --allow-metrics: \"", f.value, "\" is not one of true, false"));
       }
       c.allow_metrics = f.value == "true";
+    } else if (f.name == "strict-readiness") {
+      if (f.value != "true" && f.value != "false") {
+        return absl::InvalidArgumentError(
+            absl::StrCat("flag --strict-readiness: \"", f.value, "\" is not one of true, false"));
+      }
+      c.strict_readiness = f.value == "true";
     } else if (f.name == "log-format") {
       if (f.value != "text" && f.value != "json") {
         return absl::InvalidArgumentError(
@@ -140,6 +146,8 @@ std::string Usage() {
   --metrics-address ADDR        /metrics listen address (server.metrics_address; default: the
                                 gRPC address)
   --allow-metrics true|false    serve /metrics at all (server.allow_metrics, default true)
+  --strict-readiness true|false not ready while a startup model failed to load
+                                (server.strict_readiness, default true)
   --model-control-mode MODE     none | explicit (repository.control_mode)
   --load-model NAME             explicit mode: load at start; repeatable; "*" = all
   --log-level LEVEL             trace | debug | info | warn | error | off

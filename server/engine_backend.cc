@@ -14,6 +14,7 @@
 #include "kernels/cpu/cpu_kernels.h"
 #include "runtime/core/status_macros.h"
 #include "runtime/engine/stream_session.h"
+#include "server/cpu_budget.h"
 #include "server/engine_model.h"
 #include "server/infer_codec.h"
 #include "spdlog/spdlog.h"
@@ -170,9 +171,7 @@ absl::StatusOr<std::unique_ptr<LoadedModel>> EngineBackend::Load(const LoadSpec&
   config::ModelSettings defaults;
   const config::ModelSettings& settings = spec.settings != nullptr ? *spec.settings : defaults;
   const int streams = std::max(spec.streams, 1);
-  const int cores = options_.cores > 0
-                        ? options_.cores
-                        : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  const int cores = options_.cores > 0 ? options_.cores : DetectCpuBudget().cpus;
   bool clamped = false;
   runtime::engine::ModelOptions model_options;
   model_options.intra_op_threads =

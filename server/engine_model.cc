@@ -152,6 +152,7 @@ void EngineModel::WarmUp() {
                      std::string(out.status().message()));
       } else if (info.captured) {
         ++warmup_instances_;
+        ObserveCapture(info.capture_ns);
       } else if (info.capture_failed) {
         spdlog::warn(
             "{}: warm-up: capture of batch size {} on stream {} failed, it runs "
@@ -261,6 +262,7 @@ std::vector<absl::StatusOr<std::vector<OutputTensor>>> EngineModel::RunItems(
   StreamRunInfo info;
   absl::StatusOr<std::vector<NamedTensor>> results =
       RunOnStream(stream, items, rows, padded, capture, &info, phases);
+  if (info.captured) ObserveCapture(info.capture_ns);
   if (info.capture_failed) {
     // Once per shape and stream: the shape runs eagerly from now on.
     spdlog::warn("{}: capture on stream {} failed, the shape runs eagerly from now on: {}",
@@ -360,8 +362,17 @@ absl::StatusOr<std::string> EngineModel::DumpRuntimeInstance(int stream,
   return sessions_[static_cast<size_t>(stream)]->DumpInstance(shape_signature, verbose);
 }
 
+void EngineModel::ObserveCapture(int64_t ns) {
+  std::lock_guard<std::mutex> lock(capture_time_mu_);
+  capture_time_.Observe(static_cast<double>(ns) * 1e-9);
+}
+
 CaptureStats EngineModel::capture_stats() const {
   CaptureStats c;
+  {
+    std::lock_guard<std::mutex> lock(capture_time_mu_);
+    c.capture_time = capture_time_;
+  }
   for (const auto& session : sessions_) {
     const runtime::engine::StreamSessionCounters s = session->counters();
     c.captures += s.captures;

@@ -4,10 +4,12 @@
 #define REPRISE_SERVER_ENGINE_MODEL_H_
 
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "runtime/core/device.h"
 #include "runtime/engine/model.h"
@@ -93,6 +95,11 @@ class EngineModel final : public LoadedModel {
   const EngineModelParams params_;
   // Declared before the batcher: its workers use them until it stops (it is destroyed first).
   const std::vector<std::unique_ptr<runtime::engine::StreamSession>> sessions_;
+  // Records a capture's time into capture_time_.
+  void ObserveCapture(int64_t ns);
+
+  mutable std::mutex capture_time_mu_;
+  CaptureTimeHistogram capture_time_ ABSL_GUARDED_BY(capture_time_mu_);
   uint64_t warmup_instances_ = 0;
   int64_t warmup_ns_ = 0;
   int64_t load_ns_ = 0;

@@ -48,6 +48,7 @@ std::string DescribeConfig(const config::ServerConfig& c) {
   return absl::StrCat("effective config: server.listen_address=", c.listen_address,
                       " server.grpc_port=", c.grpc_port, " server.metrics_port=", c.metrics_port,
                       " server.allow_metrics=", c.allow_metrics ? "true" : "false",
+                      " server.strict_readiness=", c.strict_readiness ? "true" : "false",
                       " repository.paths=[", absl::StrJoin(c.model_repositories, ","), "]",
                       " repository.control_mode=", config::ControlModeName(c.control_mode),
                       " repository.load_models=[", absl::StrJoin(c.load_models, ","), "]",

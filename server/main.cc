@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "server/command_line.h"
+#include "server/cpu_budget.h"
 #include "server/engine_backend.h"
 #include "server/logging.h"
 #include "server/server.h"
@@ -46,7 +47,13 @@ int main(int argc, char** argv) {
 
   // The graph engine on the CPU device, made once for the process.
   const reprise::config::ServerConfig& config = command_line->config;
+  // Thread defaults follow the CPUs this process may use (affinity, then the cgroup quota).
+  const reprise::server::CpuBudget cpus = reprise::server::DetectCpuBudget();
+  spdlog::info("cpus: {}; inference threads {}{}", cpus.Describe(),
+               config.cpu_threads > 0 ? config.cpu_threads : cpus.cpus,
+               config.cpu_threads > 0 ? " (runtime.cpu_threads)" : " (the CPUs)");
   reprise::server::EngineBackendOptions engine_options;
+  engine_options.cores = cpus.cpus;
   engine_options.intra_op_threads = config.intra_op_threads;
   engine_options.max_queue_delay_us = config.batching_max_queue_delay_us;
   engine_options.default_timeout_us = config.batching_default_timeout_us;

@@ -42,19 +42,19 @@ void AddValue(MetricFamily* f, LabelList labels, double value) {
 }
 
 // Capture durations from 10 us to 10 s.
-constexpr double kCaptureBuckets[] = {0.00001, 0.0001, 0.001, 0.01, 0.1, 1.0, 10.0};
-
-void AddCaptureHistogram(MetricFamily* f, LabelList labels, const std::vector<double>& seconds) {
+// A cumulative Prometheus histogram from the per-bucket counts of every capture so far.
+void AddCaptureHistogram(MetricFamily* f, LabelList labels, const CaptureTimeHistogram& h) {
   ClientMetric m;
   m.label = std::move(labels);
-  m.histogram.sample_count = seconds.size();
-  for (double s : seconds) m.histogram.sample_sum += s;
-  for (double bound : kCaptureBuckets) {
-    uint64_t n = 0;
-    for (double s : seconds) n += s <= bound ? 1 : 0;
-    m.histogram.bucket.push_back({n, bound});
+  uint64_t cumulative = 0;
+  for (size_t i = 0; i < kCaptureTimeBounds.size(); ++i) {
+    cumulative += h.counts[i];
+    m.histogram.bucket.push_back({cumulative, kCaptureTimeBounds[i]});
   }
-  m.histogram.bucket.push_back({seconds.size(), std::numeric_limits<double>::infinity()});
+  cumulative += h.counts.back();
+  m.histogram.bucket.push_back({cumulative, std::numeric_limits<double>::infinity()});
+  m.histogram.sample_count = cumulative;
+  m.histogram.sample_sum = h.sum_seconds;
   f->metric.push_back(std::move(m));
 }
 
@@ -99,8 +99,12 @@ ProcessStats ReadProcessStats() {
 }
 
 MetricsCollector::MetricsCollector(const ModelRepository* repository, const ModelBackend* backend,
-                                   const std::atomic<int64_t>* grpc_inflight)
-    : repository_(repository), backend_(backend), grpc_inflight_(grpc_inflight) {}
+                                   const std::atomic<int64_t>* grpc_inflight,
+                                   int64_t memory_budget_bytes)
+    : repository_(repository),
+      backend_(backend),
+      grpc_inflight_(grpc_inflight),
+      memory_budget_bytes_(memory_budget_bytes) {}
 
 void MetricsCollector::CollectVersions(std::vector<MetricFamily>* out) const {
   MetricFamily pending =
@@ -125,10 +129,9 @@ void MetricsCollector::CollectVersions(std::vector<MetricFamily>* out) const {
   MetricFamily failures = NewFamily(
       "reprise_capture_failures_total",
       "Input shapes whose capture failed (they run eagerly from then on)", MetricType::Counter);
-  MetricFamily capture_time =
-      NewFamily("reprise_capture_duration_seconds",
-                "Time to capture a runtime instance, one observation per resident instance",
-                MetricType::Histogram);
+  MetricFamily capture_time = NewFamily(
+      "reprise_capture_duration_seconds",
+      "Time to capture a runtime instance, every capture since the load", MetricType::Histogram);
   MetricFamily arena =
       NewFamily("reprise_runtime_instance_arena_bytes",
                 "Arena memory of the resident runtime instances", MetricType::Gauge);
@@ -144,7 +147,6 @@ void MetricsCollector::CollectVersions(std::vector<MetricFamily>* out) const {
       // This scrape's own lease is not a request.
       AddValue(&pending, labels, static_cast<double>(version->leases() - 1));
       uint64_t n_captured = 0, n_eager = 0;
-      std::vector<double> seconds;
       for (const RuntimeInstanceInfo& ri : lease->model().ListRuntimeInstances()) {
         if (ri.state == "EVICTED") continue;  // listed for the record, not resident
         if (ri.state == "EAGER") {
@@ -153,7 +155,6 @@ void MetricsCollector::CollectVersions(std::vector<MetricFamily>* out) const {
                                             ri.stream, " shape ", ri.shape_signature));
         } else {
           ++n_captured;
-          if (ri.captures > 0) seconds.push_back(static_cast<double>(ri.capture_time_ns) * 1e-9);
         }
       }
       // Totals over the version's life (evicted instances included).
@@ -168,7 +169,7 @@ void MetricsCollector::CollectVersions(std::vector<MetricFamily>* out) const {
       AddValue(&evictions, labels, static_cast<double>(totals.evictions));
       AddValue(&failures, labels, static_cast<double>(totals.capture_failures));
       AddValue(&arena, labels, static_cast<double>(totals.live_bytes));
-      AddCaptureHistogram(&capture_time, labels, seconds);
+      AddCaptureHistogram(&capture_time, labels, totals.capture_time);
     }
   }
   {
@@ -223,6 +224,12 @@ std::vector<MetricFamily> MetricsCollector::Collect() const {
   }
   out.push_back(std::move(used));
   out.push_back(std::move(peak));
+  MetricFamily budget =
+      NewFamily("reprise_capture_memory_budget_bytes",
+                "capture.memory_budget_bytes: arena bytes all instances may hold; 0 = no limit",
+                MetricType::Gauge);
+  AddValue(&budget, {}, static_cast<double>(memory_budget_bytes_));
+  out.push_back(std::move(budget));
 
   if (grpc_inflight_ != nullptr) {
     MetricFamily calls = NewFamily("reprise_grpc_server_inflight_calls",

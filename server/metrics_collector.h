@@ -38,6 +38,7 @@ ProcessStats ReadProcessStats();
 ///   from ModelRepository::Index;
 /// - reprise_device_memory_{used,peak}_bytes{device,pool} from ModelBackend::MemoryUsage;
 /// - reprise_grpc_server_inflight_calls from `grpc_inflight` (may be null);
+/// - reprise_capture_memory_budget_bytes, `memory_budget_bytes` (0: no budget);
 /// - process_cpu_seconds_total, process_resident_memory_bytes, process_virtual_memory_bytes,
 ///   process_start_time_seconds, process_open_fds.
 /// It also logs one warning per runtime instance whose capture failed, the first time a scrape
@@ -46,7 +47,7 @@ ProcessStats ReadProcessStats();
 class MetricsCollector final : public prometheus::Collectable {
  public:
   MetricsCollector(const ModelRepository* repository, const ModelBackend* backend,
-                   const std::atomic<int64_t>* grpc_inflight);
+                   const std::atomic<int64_t>* grpc_inflight, int64_t memory_budget_bytes = 0);
 
   std::vector<prometheus::MetricFamily> Collect() const override;
 
@@ -56,6 +57,7 @@ class MetricsCollector final : public prometheus::Collectable {
   const ModelRepository* const repository_;
   const ModelBackend* const backend_;
   const std::atomic<int64_t>* const grpc_inflight_;
+  const int64_t memory_budget_bytes_;
   mutable std::mutex mu_;
   // Instances whose failed capture was logged: "model/version/stream/shape".
   mutable absl::flat_hash_set<std::string> logged_failures_ ABSL_GUARDED_BY(mu_);

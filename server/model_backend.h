@@ -4,6 +4,7 @@
 #ifndef REPRISE_SERVER_MODEL_BACKEND_H_
 #define REPRISE_SERVER_MODEL_BACKEND_H_
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -86,6 +87,24 @@ struct InferOptions {
 };
 
 /// Capture and instance-cache totals of a loaded version (for statistics and metrics).
+/// Upper bounds, in seconds, of the capture-time histogram (reprise_capture_duration_seconds).
+inline constexpr std::array<double, 7> kCaptureTimeBounds = {0.00001, 0.0001, 0.001, 0.01,
+                                                             0.1,     1.0,    10.0};
+
+/// Every capture's time since the load (evicted instances included), so it only grows.
+struct CaptureTimeHistogram {
+  // counts[i]: captures that took at most kCaptureTimeBounds[i] and more than the bound
+  // before; counts.back(): above the largest bound.
+  std::array<uint64_t, kCaptureTimeBounds.size() + 1> counts{};
+  double sum_seconds = 0;
+  void Observe(double seconds) {
+    size_t i = 0;
+    while (i < kCaptureTimeBounds.size() && seconds > kCaptureTimeBounds[i]) ++i;
+    ++counts[i];
+    sum_seconds += seconds;
+  }
+};
+
 struct CaptureStats {
   uint64_t captures = 0;
   uint64_t replays = 0;
@@ -95,9 +114,10 @@ struct CaptureStats {
   uint64_t budget_refusals = 0;
   uint64_t live_instances = 0;
   uint64_t live_bytes = 0;
-  uint64_t warmup_instances = 0;  // instances captured by the warm-up at load
-  int64_t warmup_ns = 0;          // the warm-up's time (part of the load time)
-  int64_t load_ns = 0;            // the whole load, warm-up included
+  uint64_t warmup_instances = 0;      // instances captured by the warm-up at load
+  int64_t warmup_ns = 0;              // the warm-up's time (part of the load time)
+  int64_t load_ns = 0;                // the whole load, warm-up included
+  CaptureTimeHistogram capture_time;  // every capture, warm-up included
 };
 
 /// One loaded model version. Made by ModelBackend::Load; destroyed by the repository once no

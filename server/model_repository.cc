@@ -268,8 +268,13 @@ void ModelRepository::LoadAtStartup(const std::vector<std::string>& load_models,
   auto join = std::make_shared<Join>(static_cast<int>(names.size()), std::move(done));
   for (const std::string& name : names) {
     StartLoad(
-        name, [join](absl::Status s) { join->Add(std::move(s)); }, /*bounded=*/false);
+        name, [join](absl::Status s) { join->Add(std::move(s)); }, /*at_startup=*/true);
   }
+}
+
+std::vector<std::string> ModelRepository::StartupFailures() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return {startup_failures_.begin(), startup_failures_.end()};
 }
 
 void ModelRepository::LoadModel(const std::string& name, Callback done) {
@@ -305,10 +310,24 @@ void ModelRepository::UnloadAll(Callback done) {
   }
 }
 
-void ModelRepository::StartLoad(const std::string& name, Callback done, bool bounded) {
+void ModelRepository::StartLoad(const std::string& name, Callback done, bool at_startup) {
+  // Records the outcome for strict readiness, then answers.
+  auto finish = [this, name, at_startup](Callback callback, absl::Status status) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (status.ok()) {
+        startup_failures_.erase(name);
+      } else if (at_startup) {
+        startup_failures_.insert(name);
+      }
+    }
+    if (options_.on_load_finished) options_.on_load_finished();
+    std::move(callback)(std::move(status));
+  };
   // A name that is not a model of the repository is answered at once and remembered nowhere
   // (no record, no queue, no metric label), so that clients cannot grow the server's state
-  // with made-up names. A model known before (e.g. since removed from disk) goes through.
+  // with made-up names. A model known before (e.g. since removed from disk) goes through. A
+  // startup load of such a name is a startup failure (the operator asked for it).
   if (absl::StatusOr<std::string> dir = FindModelDir(name); !dir.ok()) {
     bool known;
     {
@@ -316,20 +335,20 @@ void ModelRepository::StartLoad(const std::string& name, Callback done, bool bou
       known = records_.contains(name);
     }
     if (!known) {
-      std::move(done)(dir.status());
+      finish(std::move(done), dir.status());
       return;
     }
   }
   auto shared_done = std::make_shared<Callback>(std::move(done));
   absl::Status queued = Enqueue(
       name,
-      [this, name, shared_done]() mutable {
+      [this, name, shared_done, finish]() mutable {
         absl::Status status = LoadNow(name);
-        std::move (*shared_done)(std::move(status));
+        finish(std::move(*shared_done), std::move(status));
         OpFinished(name);
       },
-      bounded);
-  if (!queued.ok()) std::move (*shared_done)(std::move(queued));
+      /*bounded=*/!at_startup);
+  if (!queued.ok()) finish(std::move(*shared_done), std::move(queued));
 }
 
 void ModelRepository::StartUnload(const std::string& name, Callback done, bool bounded) {

@@ -6,8 +6,10 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -73,6 +75,9 @@ class ModelRepository {
     /// Load / unload operations queued or running at once (all models); one more is refused
     /// with RESOURCE_EXHAUSTED. Shutdown's UnloadAll is never refused.
     int max_pending_operations = 64;
+    // Called on an executor thread after every load (startup or RPC) finished, whatever its
+    // outcome; may call StartupFailures. Null: none.
+    std::function<void()> on_load_finished;
   };
   /// Called once with the outcome, on an executor thread (or the caller's for early errors).
   using Callback = absl::AnyInvocable<void(absl::Status) &&>;
@@ -85,7 +90,10 @@ class ModelRepository {
 
   /// Loads what the control mode loads at start: every model (none), or `load_models`
   /// ("*" = every model; explicit). `done` gets OK or the first failure once all finished.
+  /// A model that fails here is a startup failure until a later load of it succeeds.
   void LoadAtStartup(const std::vector<std::string>& load_models, Callback done);
+  /// The models asked for at startup whose load failed and that no later load fixed, sorted.
+  std::vector<std::string> StartupFailures() const;
   /// RepositoryModelLoad: (re)loads `name`. A failed load leaves the versions already serving
   /// in place. FAILED_PRECONDITION in control mode none.
   void LoadModel(const std::string& name, Callback done);
@@ -130,7 +138,7 @@ class ModelRepository {
   absl::Status Enqueue(const std::string& model, absl::AnyInvocable<void() &&> op,
                        bool bounded = true);
   void OpFinished(const std::string& model);
-  void StartLoad(const std::string& name, Callback done, bool bounded = true);
+  void StartLoad(const std::string& name, Callback done, bool at_startup = false);
   void StartUnload(const std::string& name, Callback done, bool bounded = true);
   absl::Status LoadNow(const std::string& name);
   void UnloadNow(const std::string& name, Callback done);
@@ -156,6 +164,7 @@ class ModelRepository {
   std::map<std::string, std::map<int64_t, Record>> records_ ABSL_GUARDED_BY(mu_);  // 0: model
   absl::flat_hash_map<std::string, OpQueue> ops_ ABSL_GUARDED_BY(mu_);  // busy models only
   int pending_ops_ ABSL_GUARDED_BY(mu_) = 0;
+  std::set<std::string> startup_failures_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace reprise::server

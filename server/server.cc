@@ -8,8 +8,10 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "server/cpu_budget.h"
 #include "server/metrics_collector.h"
 #include "server/metrics_interceptor.h"
 #include "server/notification.h"
@@ -75,9 +77,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const config::ServerConfig
   std::unique_ptr<Server> s(new Server(config, backend));
   s->metrics_ = std::make_unique<Metrics>();
   s->load_pool_ = std::make_unique<ThreadPool>(config.load_threads, "load");
-  const int infer_threads =
-      config.cpu_threads > 0 ? config.cpu_threads
-                             : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  const int infer_threads = config.cpu_threads > 0 ? config.cpu_threads : DetectCpuBudget().cpus;
   s->infer_pool_ = std::make_unique<ThreadPool>(infer_threads, "infer");
 
   ModelRepository::Options options;
@@ -86,6 +86,9 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const config::ServerConfig
   options.default_streams = config.streams_per_device;
   options.max_queue_length = config.max_queue_length;
   options.metrics = s->metrics_.get();
+  Server* self = s.get();
+  // A load by RPC can fix a failed startup load (strict readiness).
+  options.on_load_finished = [self] { self->UpdateReadiness(); };
   absl::StatusOr<std::unique_ptr<ModelRepository>> repository =
       ModelRepository::Create(std::move(options), backend, s->load_pool_.get());
   if (!repository.ok()) return repository.status();
@@ -120,8 +123,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const config::ServerConfig
   if (!credentials.ok()) return credentials.status();
 
   if (config.allow_metrics) {
-    s->metrics_->AddCollectable(
-        std::make_shared<MetricsCollector>(s->repository_.get(), backend, &s->grpc_inflight_));
+    s->metrics_->AddCollectable(std::make_shared<MetricsCollector>(
+        s->repository_.get(), backend, &s->grpc_inflight_, config.capture_memory_budget_bytes));
     const std::string& metrics_address =
         config.metrics_address.empty() ? config.listen_address : config.metrics_address;
     absl::StatusOr<std::unique_ptr<MetricsEndpoint>> endpoint =
@@ -151,26 +154,41 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const config::ServerConfig
                : config.grpc.use_ssl      ? " (TLS)"
                                           : "");
   if (auto* health = s->grpc_server_->GetHealthCheckService()) {
-    health->SetServingStatus(false);
+    health->SetServingStatus(kReadinessService, false);
+    health->SetServingStatus(kLivenessService, true);
   }
 
-  Server* self = s.get();
   s->repository_->LoadAtStartup(config.load_models, [self](absl::Status status) {
     if (!status.ok()) spdlog::warn("startup load: {}", status.ToString());
-    self->ready_.store(true);
     {
       std::lock_guard<std::mutex> lock(self->mu_);
       self->startup_done_ = true;
       self->startup_status_ = status;
       self->startup_cv_.notify_all();
-      if (self->shut_down_) return;
     }
-    if (auto* health = self->grpc_server_->GetHealthCheckService()) {
-      health->SetServingStatus(true);
-    }
-    spdlog::info("server ready");
+    self->UpdateReadiness();
   });
   return s;
+}
+
+void Server::UpdateReadiness() {
+  std::lock_guard<std::mutex> lock(mu_);
+  // Before the startup loads finished nothing is ready, and grpc_server_ may still be being set.
+  if (!startup_done_) return;
+  std::vector<std::string> failed;
+  if (config_.strict_readiness) failed = repository_->StartupFailures();
+  const bool ready = !shut_down_ && failed.empty();
+  ready_.store(ready);
+  if (auto* health = grpc_server_->GetHealthCheckService()) {
+    health->SetServingStatus(kReadinessService, ready);
+  }
+  if (ready && !reported_ready_) {
+    spdlog::info("server ready");
+  } else if (!ready && !shut_down_) {
+    spdlog::warn("server not ready (strict readiness): startup models not loaded: {}",
+                 absl::StrJoin(failed, ", "));
+  }
+  reported_ready_ = ready;
 }
 
 Server::~Server() {
@@ -199,9 +217,12 @@ bool Server::Shutdown() {
     if (load_pool_) load_pool_->Stop();
     return true;
   }
-  spdlog::info("shutting down: refusing new requests, {} in flight", gate_->in_flight());
+  spdlog::info("shutting down: not ready, refusing new requests, {} in flight", gate_->in_flight());
+  // Readiness goes first, while the listeners still answer (liveness stays SERVING).
   ready_.store(false);
-  if (auto* health = grpc_server_->GetHealthCheckService()) health->SetServingStatus(false);
+  if (auto* health = grpc_server_->GetHealthCheckService()) {
+    health->SetServingStatus(kReadinessService, false);
+  }
   gate_->Close();
   const absl::Time deadline = absl::Now() + absl::Seconds(config_.shutdown_timeout_s);
   const bool drained = gate_->WaitIdle(deadline);

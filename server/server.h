@@ -27,12 +27,19 @@
 namespace reprise::server {
 
 /// A running server. Start binds the port and begins the startup loads (asynchronously: the
-/// server answers at once, ServerReady turns true and health SERVING once they finished).
-/// Shutdown is graceful: health NOT_SERVING, new requests UNAVAILABLE, in-flight requests get
-/// up to `shutdown_timeout_s` to finish, then the models are unloaded.
+/// server answers at once, ServerReady turns true and health SERVING once they finished; with
+/// `strict_readiness`, only while every model asked for at startup is loaded).
+/// Readiness is ServerReady and the gRPC health of the service "" (`kReadinessService`);
+/// liveness is ServerLive and the health of `kLivenessService`, SERVING until the process ends.
+/// Shutdown is graceful: readiness false first, then new requests UNAVAILABLE, in-flight
+/// requests get up to `shutdown_timeout_s` to finish, then the listeners close and the models
+/// are unloaded.
 /// `backend` is borrowed and must outlive the server. Thread-safe.
 class Server {
  public:
+  static constexpr const char* kReadinessService = "";
+  static constexpr const char* kLivenessService = "liveness";
+
   static absl::StatusOr<std::unique_ptr<Server>> Start(const config::ServerConfig& config,
                                                        ModelBackend* backend);
   ~Server();
@@ -57,6 +64,8 @@ class Server {
 
  private:
   Server(const config::ServerConfig& config, ModelBackend* backend);
+  // Sets ready_ and the readiness health status from the startup loads and the shutdown.
+  void UpdateReadiness();
 
   const config::ServerConfig config_;
   ModelBackend* const backend_;
@@ -81,6 +90,7 @@ class Server {
   bool startup_done_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status startup_status_ ABSL_GUARDED_BY(mu_);
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
+  bool reported_ready_ ABSL_GUARDED_BY(mu_) = false;
 
   // Destroyed first: no scrape reads the repository or the backend once they go.
   std::unique_ptr<MetricsEndpoint> metrics_endpoint_;

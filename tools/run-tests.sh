@@ -7,7 +7,8 @@ preset=${1:-release}
 # ccache hits across checkouts in other folders (CI clones afresh each run).
 export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
 
-tools/install-deps.sh
-cmake --preset "$preset" >/dev/null
+tools/install-deps.sh --test
+# ON: a tree first configured by tools/start-server.sh (no tests) gets them.
+cmake --preset "$preset" -DREPRISE_BUILD_TESTS=ON >/dev/null
 cmake --build --preset "$preset"
 ctest --preset "$preset"

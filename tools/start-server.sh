@@ -13,8 +13,14 @@ export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 # ccache hits across checkouts in other folders (as tools/run-tests.sh).
 export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
 
-tools/install-deps.sh
-cmake --preset release >/dev/null
+tools/install-deps.sh --serve
+# A first configure builds no tests (REPRISE_BUILD_TESTS=OFF: no GoogleTest needed); a build
+# tree that tools/run-tests.sh configured keeps its tests.
+if [[ -f build/release/CMakeCache.txt ]]; then
+  cmake --preset release >/dev/null
+else
+  cmake --preset release -DREPRISE_BUILD_TESTS=OFF >/dev/null
+fi
 cmake --build --preset release --target reprise-server reprise
 exec build/release/server/reprise-server --config config/reprise.yaml \
   --model-repository tools/models/repository "$@"

@@ -46,7 +46,8 @@ TEST_P(CudaZooPlanTest, EveryStepIsACudaKernel) {
   PlanWithCudaKernels(SourceDir() + "/tools/models/zoo/" + GetParam());
 }
 
-INSTANTIATE_TEST_SUITE_P(Zoo, CudaZooPlanTest, ::testing::Values("mlp", "transformer"));
+INSTANTIATE_TEST_SUITE_P(Zoo, CudaZooPlanTest, ::testing::Values("mlp", "transformer"),
+                         [](const auto& info) { return std::string(info.param); });
 
 // Larger models exported into the build tree (the engine_zoo_export test, or REPRISE_ZOO_DIRS):
 // planned the same way; skipped when they were not exported.

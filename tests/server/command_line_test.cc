@@ -16,7 +16,21 @@ TEST(CommandLineTest, DefaultsWithoutFlags) {
   absl::StatusOr<CommandLine> c = ParseCommandLine({});
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->config.grpc_port, 8001);
+  EXPECT_TRUE(c->config.strict_readiness);
   EXPECT_FALSE(c->help);
+}
+
+TEST(CommandLineTest, StrictReadinessFromTheFileAndTheFlag) {
+  const std::string path = ::testing::TempDir() + "/cli_strict.yaml";
+  std::ofstream(path) << "server: {strict_readiness: false}\n";
+  absl::StatusOr<CommandLine> c = ParseCommandLine({"--config", path});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_FALSE(c->config.strict_readiness);
+  c = ParseCommandLine({"--config", path, "--strict-readiness=true"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(c->config.strict_readiness);
+  EXPECT_THAT(ParseCommandLine({"--strict-readiness=yes"}).status().message(),
+              HasSubstr("--strict-readiness: \"yes\""));
 }
 
 TEST(CommandLineTest, FlagsOverrideTheFile) {

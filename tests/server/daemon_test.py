@@ -10,7 +10,9 @@ slow ones made here (slow_q: one stream, max_queue_size 1). Checks: every RPC of
 and the admin service, results equal to the zoo's reference outputs, status codes of bad
 requests, the broken model UNAVAILABLE with the engine's reason, a full model queue
 RESOURCE_EXHAUSTED, reflection, SIGTERM with requests in flight (all complete, exit 0), a bad
-flag exits 2, and every CLI subcommand in --json mode.
+flag exits 2, every CLI subcommand in --json mode, and strict readiness: with the broken model
+asked for at startup the daemon stays unready (health "" NOT_SERVING, `reprise healthcheck`
+fails) while liveness holds; the other tests run with --strict-readiness=false.
 """
 import json
 import os
@@ -86,7 +88,7 @@ def output_array(response, i):
 class Daemon:
     """reprise-server on 127.0.0.1 with a free port, over a temporary repository."""
 
-    def __init__(self, test, extra):
+    def __init__(self, test, extra, wait_ready=True):
         self.repo = tempfile.TemporaryDirectory()
         shutil.copytree(REPO, self.repo.name, dirs_exist_ok=True)
         os.makedirs(os.path.join(self.repo.name, "broken", "1"))
@@ -114,9 +116,23 @@ class Daemon:
         self.stub = pb_grpc.GRPCInferenceServiceStub(self.channel)
         self.admin = admin_grpc.RuntimeInstancesStub(self.channel)
         deadline = time.monotonic() + 60
-        while not self.stub.ServerReady(pb.ServerReadyRequest()).ready:
+        while wait_ready and not self.stub.ServerReady(pb.ServerReadyRequest()).ready:
             test.assertLess(time.monotonic(), deadline, "server never became ready")
             time.sleep(0.05)
+
+    def wait_for_log(self, test, needle, seconds=60):
+        """Reads the daemon's log until a line holds `needle`; that line."""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([self.proc.stdout], [], [], 1.0)
+            if ready:
+                line = self.proc.stdout.readline()
+                if not line:
+                    break
+                self.log += line
+                if needle.encode() in line:
+                    return line.decode(errors="replace")
+        test.fail("no log line with %r:\n%s" % (needle, self.log.decode(errors="replace")))
 
     def close(self):
         self.channel.close()
@@ -129,7 +145,9 @@ class Daemon:
 
 class DaemonTest(unittest.TestCase):
     def setUp(self):
-        self.d = Daemon(self, [])  # control mode none: every model loads at start
+        # Control mode none: every model loads at start, the broken one fails; the server serves
+        # the others and, without strict readiness, says ready.
+        self.d = Daemon(self, ["--strict-readiness=false"])
         self.stub = self.d.stub
 
     def tearDown(self):
@@ -286,6 +304,28 @@ class DaemonTest(unittest.TestCase):
         self.assertEqual(self.d.proc.wait(timeout=60), 0)
         self.d.log += self.d.proc.stdout.read()
         self.assertIn(b"shutdown complete", self.d.log)
+
+
+class StrictReadinessTest(unittest.TestCase):
+    def test_failed_startup_model_keeps_the_daemon_unready(self):
+        d = Daemon(self, [], wait_ready=False)  # strict readiness is the default
+        try:
+            line = d.wait_for_log(self, "server not ready (strict readiness)")
+            self.assertIn("broken", line)
+            self.assertFalse(d.stub.ServerReady(pb.ServerReadyRequest()).ready)
+            self.assertTrue(d.stub.ServerLive(pb.ServerLiveRequest()).live)
+            health = health_pb2_grpc.HealthStub(d.channel)
+            self.assertEqual(health.Check(health_pb2.HealthCheckRequest()).status,
+                             health_pb2.HealthCheckResponse.NOT_SERVING)
+            self.assertEqual(health.Check(health_pb2.HealthCheckRequest(service="liveness")).status,
+                             health_pb2.HealthCheckResponse.SERVING)
+            # The models that loaded serve all the same.
+            self.assertTrue(d.stub.ModelReady(pb.ModelReadyRequest(name="mlp")).ready)
+            r = subprocess.run([CLI, "--addr", d.addr, "healthcheck"], capture_output=True,
+                               timeout=60)
+            self.assertNotEqual(r.returncode, 0)
+        finally:
+            d.close()
 
 
 class CliTest(unittest.TestCase):

@@ -130,6 +130,9 @@ class InstanceModel final : public LoadedModel {
     s.capture_failures = 1;
     s.live_instances = 2;
     s.live_bytes = 1536;
+    s.capture_time.Observe(0.002);   // 2 ms, resident
+    s.capture_time.Observe(0.0005);  // the evicted instance's first capture
+    s.capture_time.Observe(0.003);   // its recapture
     return s;
   }
   std::vector<RuntimeInstanceInfo> ListRuntimeInstances() const override {
@@ -185,7 +188,7 @@ TEST(MetricsCollectorTest, ReadsInstancesStatesMemoryAndProcess) {
   ASSERT_TRUE(loaded.ok()) << loaded;
 
   std::atomic<int64_t> calls{7};
-  MetricsCollector collector(repository->get(), &backend, &calls);
+  MetricsCollector collector(repository->get(), &backend, &calls, /*memory_budget_bytes=*/4096);
   Metrics metrics;
   metrics.AddCollectable(std::shared_ptr<prometheus::Collectable>(
       &collector, [](prometheus::Collectable*) {}));  // borrowed: lives on this stack
@@ -209,16 +212,20 @@ TEST(MetricsCollectorTest, ReadsInstancesStatesMemoryAndProcess) {
   EXPECT_EQ(Value(text, "reprise_runtime_instances", {{"model", "m"}, {"state", "CAPTURED"}}), 1);
   EXPECT_EQ(Value(text, "reprise_runtime_instances", {{"model", "m"}, {"state", "EAGER"}}), 1);
   EXPECT_EQ(Value(text, "reprise_runtime_instance_arena_bytes", mv), 1536);
-  EXPECT_EQ(Value(text, "reprise_capture_duration_seconds_count", mv), 1);
-  EXPECT_EQ(Value(text, "reprise_capture_duration_seconds_bucket", {{"le", "0.001"}}), 0);
-  EXPECT_EQ(Value(text, "reprise_capture_duration_seconds_bucket", {{"le", "0.01"}}), 1);
-  EXPECT_EQ(Value(text, "reprise_capture_duration_seconds_bucket", {{"le", "+Inf"}}), 1);
+  // Every capture of the version's life, evicted instances included: cumulative buckets.
+  EXPECT_EQ(Value(text, "reprise_capture_duration_seconds_count", mv), 3);
+  EXPECT_EQ(Value(text, "reprise_capture_duration_seconds_bucket", {{"le", "0.0001"}}), 0);
+  EXPECT_EQ(Value(text, "reprise_capture_duration_seconds_bucket", {{"le", "0.001"}}), 1);
+  EXPECT_EQ(Value(text, "reprise_capture_duration_seconds_bucket", {{"le", "0.01"}}), 3);
+  EXPECT_EQ(Value(text, "reprise_capture_duration_seconds_bucket", {{"le", "+Inf"}}), 3);
+  EXPECT_NEAR(*Value(text, "reprise_capture_duration_seconds_sum", mv), 0.0055, 1e-12);
   EXPECT_EQ(Value(text, "reprise_pending_requests", mv), 0);
   EXPECT_EQ(Value(text, "reprise_model_state", {{"model", "m"}, {"state", "READY"}}), 1);
   EXPECT_EQ(Value(text, "reprise_model_state", {{"model", "m"}, {"state", "LOADING"}}), 0);
   EXPECT_EQ(Value(text, "reprise_device_memory_used_bytes", {{"pool", "device"}}), 4096);
   EXPECT_EQ(Value(text, "reprise_device_memory_peak_bytes", {{"pool", "pinned_host"}}), 32);
   EXPECT_EQ(Value(text, "reprise_grpc_server_inflight_calls"), 7);
+  EXPECT_EQ(Value(text, "reprise_capture_memory_budget_bytes"), 4096);
   EXPECT_GT(*Value(text, "process_resident_memory_bytes"), 0);
   EXPECT_GT(*Value(text, "process_start_time_seconds"), 1.6e9);
   EXPECT_GT(*Value(text, "process_open_fds"), 0);

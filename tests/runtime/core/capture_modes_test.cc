@@ -29,11 +29,15 @@ struct ModeCase {
   bool refused;
 };
 
+// "<capture mode>_<same|other thread>_<that thread's mode>", short: ctest pads every line of
+// its output to the longest test name.
 std::string CaseName(const ::testing::TestParamInfo<ModeCase>& info) {
   const ModeCase& c = info.param;
-  return absl::StrCat("capture_", CaptureModeName(c.capture_mode), "_",
-                      c.from_capturing_thread ? "same" : "other", "_thread_",
-                      CaptureModeName(c.thread_mode));
+  auto name = [](CaptureMode m) {
+    return m == CaptureMode::kThreadLocal ? std::string("local") : std::string(CaptureModeName(m));
+  };
+  return absl::StrCat(name(c.capture_mode), c.from_capturing_thread ? "_same_" : "_other_",
+                      name(c.thread_mode));
 }
 
 class ModeTableTest : public CoreTest, public ::testing::WithParamInterface<ModeCase> {};
@@ -81,7 +85,7 @@ constexpr CaptureMode kT = CaptureMode::kThreadLocal;
 constexpr CaptureMode kR = CaptureMode::kRelaxed;
 
 INSTANTIATE_TEST_SUITE_P(
-    AllRules, ModeTableTest,
+    Modes, ModeTableTest,
     ::testing::Values(
         // GLOBAL: every thread is refused unless its own mode is RELAXED.
         ModeCase{kG, true, kG, true}, ModeCase{kG, true, kR, false}, ModeCase{kG, false, kG, true},

@@ -76,7 +76,8 @@ TEST_P(DevicePlanTest, EagerAndReplayMatchThePlan) {
   EXPECT_FALSE((*device_plan)->StageInput(0, wrong).ok());
 }
 
-INSTANTIATE_TEST_SUITE_P(Zoo, DevicePlanTest, ::testing::Values("mlp", "transformer"));
+INSTANTIATE_TEST_SUITE_P(Zoo, DevicePlanTest, ::testing::Values("mlp", "transformer"),
+                         [](const auto& info) { return std::string(info.param); });
 
 }  // namespace
 }  // namespace reprise::runtime::engine

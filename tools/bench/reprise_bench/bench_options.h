@@ -23,7 +23,7 @@ enum class WindowMode { kTime, kCount };
 struct BenchOptions {
   std::string model;
   std::string version;                  // empty: the server's choice
-  std::string addr = "127.0.0.1:8001";  // loopback only (checked by ParseBenchArgs)
+  std::string addr = "127.0.0.1:8001";  // any gRPC target (HOST:PORT, unix:PATH, dns:///...)
   ClientConnectionOptions connection;   // --ssl, certificates, -H
   /// --input NAME=FILE.npy | NAME=random | NAME=zeros; inputs not named use `input_data`.
   std::vector<std::pair<std::string, std::string>> inputs;
@@ -55,9 +55,6 @@ absl::StatusOr<std::vector<double>> ParseSweep(absl::string_view text, absl::str
 
 /// Parses "1x3x224x224" (or commas) into dimensions, each >= 0.
 absl::StatusOr<std::vector<int64_t>> ParseDims(absl::string_view text);
-
-/// True for 127.0.0.0/8, localhost, [::1] and unix: addresses (host:port form).
-bool IsLoopbackAddress(absl::string_view addr);
 
 /// Parses argv[1..]. `--flag value` and `--flag=value` both work. INVALID_ARGUMENT names the
 /// flag and the value on any error; `help` is set (and nothing checked) for --help.

@@ -3,7 +3,7 @@
 //
 // For each load level (a concurrency or a request rate): unmeasured warm-up, then measurement
 // windows until the last three agree within the stability threshold or --max-windows ran;
-// the last three windows are reported. Every wait is bounded; loopback addresses only.
+// the last three windows are reported. Every wait is bounded; --addr is any gRPC target.
 // Exit status: 0 when every level ran (failed requests are counted, not fatal), 1 when the
 // server cannot be reached or a level did not drain, 2 on a usage error.
 #include <cstdio>
