@@ -17,6 +17,7 @@ fails) while liveness holds; the other tests run with --strict-readiness=false.
 import json
 import os
 import re
+import select
 import shutil
 import signal
 import subprocess
