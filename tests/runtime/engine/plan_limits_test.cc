@@ -32,7 +32,23 @@ class PlanLimitsTest : public ::testing::Test {
     return model.ok() ? *model : nullptr;
   }
 
+  // A replaying session of `model` on the CPU device (kept alive by the fixture).
+  std::unique_ptr<StreamSession> Session(std::shared_ptr<const Model> model,
+                                         StreamSessionOptions options) {
+    absl::StatusOr<std::unique_ptr<runtime::Backend>> backend = runtime::CreateBackend("cpu");
+    EXPECT_TRUE(backend.ok());
+    if (!backend.ok()) return nullptr;
+    backend_ = *std::move(backend);
+    absl::StatusOr<Device*> device = backend_->device(0);
+    EXPECT_TRUE(device.ok());
+    if (!device.ok()) return nullptr;
+    auto session = StreamSession::Create(std::move(model), *device, ExecMode::kReplay, options);
+    EXPECT_TRUE(session.ok()) << session.status();
+    return session.ok() ? *std::move(session) : nullptr;
+  }
+
   KernelRegistry registry_;
+  std::unique_ptr<runtime::Backend> backend_;
 };
 
 TEST_F(PlanLimitsTest, APlanOverTheCapIsRefusedNamingTheLimit) {
@@ -82,48 +98,40 @@ TEST_F(PlanLimitsTest, AFailedAllocationIsAStatusNotAnAbort) {
 TEST_F(PlanLimitsTest, ABudgetSmallerThanOnePlanRefusesIt) {
   std::shared_ptr<const Model> model = AddModel(0);
   ASSERT_NE(model, nullptr);
-  absl::StatusOr<std::unique_ptr<runtime::Backend>> backend = runtime::CreateBackend("cpu");
-  ASSERT_TRUE(backend.ok());
-  absl::StatusOr<Device*> device = (*backend)->device(0);
-  ASSERT_TRUE(device.ok());
   InstanceBudget budget(64 << 10);
   StreamSessionOptions options;
   options.budget = &budget;
-  auto session = StreamSession::Create(model, *device, ExecMode::kReplay, options);
-  ASSERT_TRUE(session.ok()) << session.status();
+  std::unique_ptr<StreamSession> session = Session(model, options);
+  ASSERT_NE(session, nullptr);
   std::vector<NamedTensor> small = {{"x", testing::FloatTensor({2, 2}, {1, 2, 3, 4})}};
-  ASSERT_TRUE((*session)->Run(small).ok());
+  ASSERT_TRUE(session->Run(small).ok());
   EXPECT_GT(budget.used(), 0u);  // the plan's buffers count, not only its arena
   std::vector<NamedTensor> big = {
       {"x", testing::FloatTensor({128, 128}, std::vector<float>(128 * 128, 1.0f))}};
-  absl::StatusOr<std::vector<NamedTensor>> out = (*session)->Run(big);
+  absl::StatusOr<std::vector<NamedTensor>> out = session->Run(big);
   ASSERT_FALSE(out.ok());
   EXPECT_EQ(out.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(out.status().message(), HasSubstr("capture.memory_budget_bytes (65536)"));
   EXPECT_LE(budget.used(), budget.limit());
-  session->reset();
+  session.reset();
   EXPECT_EQ(budget.used(), 0u);
 }
 
 TEST_F(PlanLimitsTest, EvictedSignaturesAreForgottenBeyondABound) {
   std::shared_ptr<const Model> model = AddModel(0);
   ASSERT_NE(model, nullptr);
-  absl::StatusOr<std::unique_ptr<runtime::Backend>> backend = runtime::CreateBackend("cpu");
-  ASSERT_TRUE(backend.ok());
-  absl::StatusOr<Device*> device = (*backend)->device(0);
-  ASSERT_TRUE(device.ok());
   StreamSessionOptions options;
   options.max_instances = 2;
-  auto session = StreamSession::Create(model, *device, ExecMode::kReplay, options);
-  ASSERT_TRUE(session.ok());
+  std::unique_ptr<StreamSession> session = Session(model, options);
+  ASSERT_NE(session, nullptr);
   for (int n = 1; n <= 300; ++n) {
     std::vector<NamedTensor> in = {
         {"x", testing::FloatTensor({1, n}, std::vector<float>(static_cast<size_t>(n), 1.0f))}};
-    ASSERT_TRUE((*session)->Run(in).ok());
+    ASSERT_TRUE(session->Run(in).ok());
   }
   // Two live, and a bounded history of evicted signatures (not 300).
-  EXPECT_EQ((*session)->counters().live_instances, 2u);
-  EXPECT_LE((*session)->ListInstances().size(), 64u);
+  EXPECT_EQ(session->counters().live_instances, 2u);
+  EXPECT_LE(session->ListInstances().size(), 64u);
 }
 
 }  // namespace
