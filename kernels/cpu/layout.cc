@@ -314,6 +314,18 @@ int64_t PadSource(PadMode mode, int64_t o, int64_t begin, int64_t dim) {
   return i < dim ? i : period - i;
 }
 
+// Pad's source index of each output index per axis: from a table, or computed.
+struct PadSources {
+  PadMode mode;
+  std::vector<int64_t> begin;  // the pads (begin of each axis first)
+  Shape dim;
+  std::vector<std::vector<int64_t>> table;  // empty: compute
+  int64_t operator()(size_t axis, int64_t o) const {
+    return table.empty() ? PadSource(mode, o, begin[axis], dim[axis]) : table[axis][o];
+  }
+};
+constexpr int64_t kMaxPadTable = int64_t{1} << 20;
+
 absl::StatusOr<std::unique_ptr<PreparedKernel>> PreparePad(const PrepareContext& context) {
   const TensorDesc& in = context.inputs.empty() ? TensorDesc{} : context.inputs[0];
   const Attributes& attrs = AttrsOf(context);
@@ -350,7 +362,6 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PreparePad(const PrepareContext&
                            runtime::ShapeToString(in.shape));
   }
   Shape out(rank);
-  std::vector<std::vector<int64_t>> source(rank);  // per axis, per output index
   for (size_t a = 0; a < rank; ++a) {
     if (__builtin_add_overflow(in.shape[a], pads[a], &out[a]) ||
         __builtin_add_overflow(out[a], pads[a + rank], &out[a])) {
@@ -364,17 +375,32 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PreparePad(const PrepareContext&
     if (mode == PadMode::kReflect && in.shape[a] == 0 && out[a] > 0) {
       return InvalidArgument(context, "cannot reflect-pad an empty axis ", a);
     }
-    for (int64_t o = 0; o < out[a]; ++o) {
-      source[a].push_back(PadSource(mode, o, pads[a], in.shape[a]));
+  }
+  const int64_t count = runtime::NumElements(out);
+  if (count < 0) {
+    return InvalidArgument(context, "output shape ", runtime::ShapeToString(out), " overflows");
+  }
+  // Where each output index of each axis reads: a table when the axes are small (the usual
+  // case), else computed as it goes, so that pads from a model file cannot make Prepare
+  // allocate in proportion to a huge axis before the plan's limits see the output.
+  PadSources sources{mode, pads, in.shape, {}};
+  int64_t table = 0;
+  for (int64_t d : out) table += d;  // no overflow: each d <= count when count > 0
+  if (count > 0 && table <= kMaxPadTable) {
+    sources.table.resize(rank);
+    for (size_t a = 0; a < rank; ++a) {
+      sources.table[a].reserve(static_cast<size_t>(out[a]));
+      for (int64_t o = 0; o < out[a]; ++o) {
+        sources.table[a].push_back(PadSource(mode, o, pads[a], in.shape[a]));
+      }
     }
   }
   const std::vector<int64_t> strides = ContiguousStrides(in.shape);
-  const int64_t count = runtime::NumElements(out);
   const bool value_input = context.opset >= 11 && HasInput(context, 2);
   FunctionKernel::RunFn run;
   const bool ok = DispatchAnyType(in.dtype, [&]<typename T>() {
     const T fixed = static_cast<T>(value_attr);
-    run = [source, strides, out, count, fixed, value_input](const KernelArgs& args) {
+    run = [sources, strides, out, count, fixed, value_input](const KernelArgs& args) {
       const T* x = static_cast<const T*>(args.inputs[0]);
       T* y = static_cast<T*>(args.outputs[0]);
       const T value = value_input ? *static_cast<const T*>(args.inputs[2]) : fixed;
@@ -385,16 +411,16 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PreparePad(const PrepareContext&
         return absl::OkStatus();
       }
       absl::InlinedVector<int64_t, 8> index(r, 0);
-      const std::vector<int64_t>& last = source[r - 1];
       for (int64_t at = 0; at < count; at += out[r - 1]) {
         // Offset of the row in the input, or -1 when an outer axis is in constant padding.
         int64_t base = 0;
         for (size_t a = 0; a + 1 < r && base >= 0; ++a) {
-          const int64_t s = source[a][index[a]];
+          const int64_t s = sources(a, index[a]);
           base = s < 0 ? -1 : base + s * strides[a];
         }
         for (int64_t j = 0; j < out[r - 1]; ++j) {
-          y[at + j] = base < 0 || last[j] < 0 ? value : x[base + last[j]];
+          const int64_t last = base < 0 ? -1 : sources(r - 1, j);
+          y[at + j] = last < 0 ? value : x[base + last];
         }
         for (size_t a = r - 1; a-- > 0;) {
           if (++index[a] < out[a]) break;

@@ -52,6 +52,8 @@ absl::StatusOr<double> SourceCoordinate(const PrepareContext& context, const Res
   return InvalidArgument(context, "coordinate_transformation_mode \"", m, "\" is not known");
 }
 
+constexpr int64_t kMaxResizeAxis = int64_t{1} << 22;
+
 absl::StatusOr<AxisTaps> MakeTaps(const PrepareContext& context, const ResizeOptions& opt,
                                   int64_t in_len, int64_t out_len, double scale, double roi_start,
                                   double roi_end) {
@@ -228,6 +230,15 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareResize(const PrepareConte
     for (size_t i = 0; i < 2 * rank; ++i) {
       roi[i] =
           ElementAsDouble(context.inputs[1].dtype, context.inputs[1].data, static_cast<int64_t>(i));
+    }
+  }
+  // The taps are tables per output index of each axis: refuse an axis so long that they
+  // would dwarf any real image or signal, before allocating them (sizes come from the model).
+  for (size_t i = 0; i < rank; ++i) {
+    if (out[i] > kMaxResizeAxis) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat(NodeLabel(context), ": output axis ", i, " of ", out[i],
+                       " elements is over the kernel's limit of ", kMaxResizeAxis));
     }
   }
   std::vector<AxisTaps> taps;

@@ -14,7 +14,10 @@
 #include <optional>
 #include <set>
 
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "onnx/checker.h"
@@ -77,12 +80,73 @@ std::vector<std::string> FindUnsupported(const onnx::GraphProto& graph,
 
 // Attributes that crash libonnx's shape inference itself (it divides by a product that
 // overflows to 0, a SIGFPE no catch can stop) are refused before it runs.
-absl::Status CheckBeforeInference(const onnx::GraphProto& graph) {
-  for (const auto& node : graph.node()) {
-    if (!IsDefaultDomain(node.domain()) ||
-        (node.op_type() != "DepthToSpace" && node.op_type() != "SpaceToDepth")) {
+// Convolution and pooling windows: libonnx's convPoolShapeInference divides by the strides,
+// multiplies the dilations with the kernel and indexes every window attribute by the spatial
+// axis without checking its length, so each value must be in range ([1, 2^31) for strides,
+// dilations and kernel_shape, [0, 2^31) for pads) and every length must match the spatial rank
+// (known from the input's or the weight's rank, where the graph declares it) before it runs.
+absl::Status CheckWindowAttributes(const onnx::NodeProto& node,
+                                   const absl::flat_hash_map<std::string, int>& ranks) {
+  static const absl::flat_hash_set<std::string>* const kWindowOps =
+      new absl::flat_hash_set<std::string>{"Conv",    "ConvTranspose", "ConvInteger", "QLinearConv",
+                                           "MaxPool", "AveragePool",   "LpPool",      "MaxUnpool"};
+  if (!kWindowOps->contains(node.op_type())) return absl::OkStatus();
+  auto error = [&](absl::string_view what) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("node \"", node.name(), "\" (", node.op_type(), "): ", what));
+  };
+  // The spatial rank every window attribute must have, where something tells it.
+  std::vector<int> spatial;
+  const int weight = node.op_type() == "QLinearConv" ? 3 : 1;
+  for (int i : {0, weight}) {
+    if (i >= node.input_size() || (i == weight && !absl::StrContains(node.op_type(), "Conv"))) {
       continue;
     }
+    if (auto it = ranks.find(node.input(i)); it != ranks.end()) {
+      if (it->second < 2)
+        return error(
+            absl::StrCat("input \"", node.input(i), "\" has rank ", it->second, ", below 2"));
+      spatial.push_back(it->second - 2);
+    }
+  }
+  constexpr int64_t kMax = int64_t{1} << 31;
+  for (const auto& attr : node.attribute()) {
+    const bool positive =
+        attr.name() == "strides" || attr.name() == "dilations" || attr.name() == "kernel_shape";
+    const bool pads = attr.name() == "pads";
+    if (!positive && !pads && attr.name() != "output_padding") continue;
+    for (int64_t v : attr.ints()) {
+      if (v < (positive ? 1 : 0) || v >= kMax) {
+        return error(absl::StrCat(attr.name(), " ", v, " is out of range [", positive ? 1 : 0, ", ",
+                                  kMax, ")"));
+      }
+    }
+    const int n = pads ? attr.ints_size() / 2 : attr.ints_size();
+    if (pads && attr.ints_size() % 2 != 0) return error("pads has an odd length");
+    spatial.push_back(n);
+  }
+  for (int n : spatial) {
+    if (n != spatial.front()) {
+      return error("the window attributes and the inputs disagree on the spatial rank");
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckBeforeInference(const onnx::GraphProto& graph) {
+  absl::flat_hash_map<std::string, int> ranks;  // what the graph declares
+  for (const auto& init : graph.initializer()) ranks[init.name()] = init.dims_size();
+  for (const auto& list : {graph.input(), graph.value_info()}) {
+    for (const auto& v : list) {
+      if (v.type().has_tensor_type() && v.type().tensor_type().has_shape()) {
+        ranks.emplace(v.name(), v.type().tensor_type().shape().dim_size());
+      }
+    }
+  }
+  for (const auto& node : graph.node()) {
+    if (!IsDefaultDomain(node.domain())) continue;
+    RETURN_IF_ERROR(CheckWindowAttributes(node, ranks));
+    if (node.op_type() != "DepthToSpace" && node.op_type() != "SpaceToDepth") continue;
     for (const auto& attr : node.attribute()) {
       int64_t square = 0;
       if (attr.name() == "blocksize" && !CheckedMul(attr.i(), attr.i(), &square)) {
