@@ -135,7 +135,20 @@ absl::Status CheckWindowAttributes(const onnx::NodeProto& node,
 
 absl::Status CheckBeforeInference(const onnx::GraphProto& graph) {
   absl::flat_hash_map<std::string, int> ranks;  // what the graph declares
-  for (const auto& init : graph.initializer()) ranks[init.name()] = init.dims_size();
+  for (const auto& init : graph.initializer()) {
+    ranks[init.name()] = init.dims_size();
+    // libonnx's shape inference reads raw_data (e.g. a Reshape's shape) into a vector of
+    // whole elements and copies the whole length: a length that is not whole elements writes
+    // past that vector. (The exact size is checked when the tensor is converted; lifted
+    // payloads stand here as 16-byte placeholders, onnx_wire.cc.)
+    absl::StatusOr<DataType> dtype = DataTypeFromCode(init.data_type());
+    if (init.raw_data().empty() || !dtype.ok() || DataTypeSize(*dtype) == 0) continue;
+    if (init.raw_data().size() % DataTypeSize(*dtype) != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "initializer \"", init.name(), "\" has ", init.raw_data().size(),
+          " bytes of raw_data, not a whole number of ", DataTypeSize(*dtype), "-byte elements"));
+    }
+  }
   for (const auto& list : {graph.input(), graph.value_info()}) {
     for (const auto& v : list) {
       if (v.type().has_tensor_type() && v.type().tensor_type().has_shape()) {

@@ -16,8 +16,10 @@ constexpr uint32_t kGraphInitializer = 5;
 constexpr uint32_t kTensorRawData = 9;
 
 // What a lifted raw_data holds in the stripped bytes: not empty, because onnx's checker counts
-// an empty raw_data as no value at all (it does not compare raw_data's size with the shape).
-constexpr absl::string_view kPlaceholder("\0", 1);
+// an empty raw_data as no value at all (it does not compare raw_data's size with the shape);
+// 16 zero bytes, a whole number of elements of every type, because libonnx's shape inference
+// copies a raw_data it reads (e.g. a Reshape's shape) into a vector of whole elements.
+constexpr absl::string_view kPlaceholder("\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0", 16);
 
 enum WireType : uint32_t { kVarint = 0, kFixed64 = 1, kLengthDelimited = 2, kFixed32 = 5 };
 
