@@ -88,10 +88,10 @@ int main(int argc, char** argv) {
   Clock::time_point first_measured = Clock::time_point::max(), last_done{};
   auto client = [&](int index) {
     // Own channel per client: one HTTP/2 connection each, as separate clients would have.
-    grpc::ChannelArguments args;
-    args.SetInt("client_index", index);  // keeps gRPC from sharing one subchannel
+    grpc::ChannelArguments channel_args;
+    channel_args.SetInt("client_index", index);  // keeps gRPC from sharing one subchannel
     absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
-        reprise::tools::MakeClientChannel(addr, connection, args);
+        reprise::tools::MakeClientChannel(addr, connection, channel_args);
     if (!channel.ok()) {
       std::lock_guard<std::mutex> lock(mu);
       std::fprintf(stderr, "%s\n", channel.status().ToString().c_str());
