@@ -27,12 +27,16 @@ absl::Status ReadInt32(const YamlReader& r, const YAML::Node& map, absl::string_
 absl::Status ParseInto(const YamlReader& r, const YAML::Node& root, ServerConfig* c) {
   RETURN_IF_ERROR(r.CheckMap(root, "",
                              {"server", "repository", "runtime", "limits", "batching", "capture",
-                              "shutdown", "log", "grpc"}));
+                              "shutdown", "log", "grpc", "http"}));
 
   const YAML::Node server = YamlReader::Child(root, "server");
   RETURN_IF_ERROR(r.CheckMap(server, "server",
                              {"listen_address", "grpc_port", "metrics_port", "allow_metrics",
-                              "metrics_address", "strict_readiness"}));
+                              "metrics_address", "strict_readiness", "allow_http", "http_port",
+                              "http_address"}));
+  RETURN_IF_ERROR(r.ReadBool(server, "server", "allow_http", &c->allow_http));
+  RETURN_IF_ERROR(ReadInt32(r, server, "server", "http_port", 0, 65535, &c->http_port));
+  RETURN_IF_ERROR(r.ReadString(server, "server", "http_address", &c->http_address));
   RETURN_IF_ERROR(r.ReadString(server, "server", "metrics_address", &c->metrics_address));
   RETURN_IF_ERROR(r.ReadString(server, "server", "listen_address", &c->listen_address));
   RETURN_IF_ERROR(ReadInt32(r, server, "server", "grpc_port", 0, 65535, &c->grpc_port));
@@ -112,6 +116,22 @@ absl::Status ParseInto(const YamlReader& r, const YAML::Node& root, ServerConfig
   RETURN_IF_ERROR(r.ReadEnum(log, "log", "level",
                              {"trace", "debug", "info", "warn", "error", "off"}, &c->log_level));
   RETURN_IF_ERROR(r.ReadEnum(log, "log", "format", {"text", "json"}, &c->log_format));
+  const YAML::Node http = YamlReader::Child(root, "http");
+  RETURN_IF_ERROR(
+      r.CheckMap(http, "http", {"restricted_api", "thread_count", "read_timeout_seconds"}));
+  RETURN_IF_ERROR(ReadInt32(r, http, "http", "thread_count", 1, 256, &c->http_threads));
+  RETURN_IF_ERROR(
+      ReadInt32(r, http, "http", "read_timeout_seconds", 1, 86400, &c->http_read_timeout_s));
+  std::vector<std::string> specs;
+  RETURN_IF_ERROR(r.ReadStringList(http, "http", "restricted_api", &specs));
+  for (const std::string& spec : specs) {
+    absl::StatusOr<RestrictedProtocol> p = ParseRestrictedProtocol(spec);
+    if (!p.ok()) {
+      return r.Error(YamlReader::Child(http, "restricted_api"), "http.restricted_api",
+                     p.status().message());
+    }
+    c->http_restricted_apis.push_back(*std::move(p));
+  }
   return ParseGrpcSection(r, YamlReader::Child(root, "grpc"), &c->grpc);
 }
 

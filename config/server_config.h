@@ -30,6 +30,14 @@ struct ServerConfig {
   int metrics_port = 8002;      // Prometheus /metrics on listen_address; 0 picks a free port
   bool allow_metrics = true;    // false: no metrics port at all
   std::string metrics_address;  // /metrics listen address; empty = listen_address
+  // HTTP/REST (KServe v2) endpoint; Triton's --allow-http, --http-port, --http-address.
+  bool allow_http = true;
+  int http_port = 8000;      // 0 picks a free port (tests)
+  std::string http_address;  // empty = listen_address
+  // http:
+  std::vector<RestrictedProtocol> http_restricted_apis;  // --http-restricted-api
+  int http_threads = 2;                                  // I/O threads of the HTTP listener
+  int http_read_timeout_s = 60;  // to receive one request, and idle keep-alive connections
   // grpc: TLS, access control, resource limits, keepalive
   GrpcConfig grpc;
   // Ready (ServerReady, gRPC health "") only while every model asked for at startup loaded;

@@ -47,13 +47,24 @@ grpc::Status AccessControl::Check(const grpc::ServerContextBase& ctx, ProtocolGr
   const auto [begin, end] = ctx.client_metadata().equal_range(rule->header);
   bool match = false;
   for (auto it = begin; it != end; ++it) {
-    const std::array<uint8_t, 32> got = Digest(it->second.data(), it->second.size());
-    match |= CRYPTO_memcmp(got.data(), rule->value_digest.data(), got.size()) == 0;
+    match |= Matches(group, std::string_view(it->second.data(), it->second.size()));
   }
   if (match) return grpc::Status::OK;
   return grpc::Status(
       grpc::StatusCode::UNAVAILABLE,
       absl::StrCat("this protocol is restricted, expecting header \"", rule->header, "\""));
+}
+
+const std::string* AccessControl::RequiredHeader(ProtocolGroup group) const {
+  const std::optional<Rule>& rule = rules_[static_cast<int>(group)];
+  return rule.has_value() ? &rule->header : nullptr;
+}
+
+bool AccessControl::Matches(ProtocolGroup group, std::string_view value) const {
+  const std::optional<Rule>& rule = rules_[static_cast<int>(group)];
+  if (!rule.has_value()) return true;
+  const std::array<uint8_t, 32> got = Digest(value.data(), value.size());
+  return CRYPTO_memcmp(got.data(), rule->value_digest.data(), got.size()) == 0;
 }
 
 }  // namespace reprise::server

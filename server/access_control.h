@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -43,6 +44,13 @@ class AccessControl {
   /// constant time (SHA-256 of both sides, then CRYPTO_memcmp), so neither its bytes nor its
   /// length leak through timing.
   [[nodiscard]] grpc::Status Check(const grpc::ServerContextBase& ctx, ProtocolGroup group) const;
+
+  /// The header a call in `group` must carry (lower case); null when `group` is not restricted.
+  /// For transports whose headers are not gRPC metadata (the HTTP endpoint).
+  const std::string* RequiredHeader(ProtocolGroup group) const;
+  /// Whether `value` is the value `group` needs (constant time, as Check); true when `group` is
+  /// not restricted.
+  bool Matches(ProtocolGroup group, std::string_view value) const;
 
  private:
   struct Rule {

@@ -83,6 +83,21 @@ absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& arg
       c.metrics_address = f.value;
     } else if (f.name == "grpc-port") {
       RETURN_IF_ERROR(ParseInt(f, 0, 65535, &c.grpc_port));
+    } else if (f.name == "http-address") {
+      c.http_address = f.value;
+    } else if (f.name == "http-port") {
+      RETURN_IF_ERROR(ParseInt(f, 0, 65535, &c.http_port));
+    } else if (f.name == "http-thread-count") {
+      RETURN_IF_ERROR(ParseInt(f, 1, 256, &c.http_threads));
+    } else if (f.name == "http-restricted-api") {
+      ASSIGN_OR_RETURN(config::RestrictedProtocol p, config::ParseRestrictedProtocol(f.value));
+      c.http_restricted_apis.push_back(std::move(p));
+    } else if (f.name == "allow-http") {
+      if (f.value != "true" && f.value != "false") {
+        return absl::InvalidArgumentError(
+            absl::StrCat("flag --allow-http: \"", f.value, "\" is not one of true, false"));
+      }
+      c.allow_http = f.value == "true";
     } else if (f.name == "metrics-port") {
       RETURN_IF_ERROR(ParseInt(f, 0, 65535, &c.metrics_port));
     } else if (f.name == "allow-metrics") {
@@ -141,6 +156,14 @@ std::string Usage() {
   --model-repository PATH       model repository; repeatable; replaces repository.paths
   --grpc-address ADDR           gRPC listen address (server.listen_address, default 0.0.0.0)
   --grpc-port N                 gRPC port (server.grpc_port, default 8001; 0 = any free port)
+  --http-port N                 KServe v2 HTTP/REST port (server.http_port, default 8000;
+                                0 = any free port)
+  --http-address ADDR           HTTP listen address (server.http_address; default: the gRPC
+                                address)
+  --allow-http true|false       serve HTTP/REST at all (server.allow_http, default true)
+  --http-restricted-api G[,G...]:HEADER=VALUE  HTTP requests of groups G need the header
+                                (http.restricted_api; the groups of --grpc-restricted-protocol)
+  --http-thread-count N         HTTP I/O threads (http.thread_count, default 2)
   --metrics-port N              Prometheus /metrics port (server.metrics_port, default 8002;
                                 0 = any free port)
   --metrics-address ADDR        /metrics listen address (server.metrics_address; default: the

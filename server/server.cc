@@ -158,6 +158,10 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const config::ServerConfig
     health->SetServingStatus(kLivenessService, true);
   }
 
+  if (config.allow_http) {
+    if (absl::Status http = s->StartHttp(); !http.ok()) return http;
+  }
+
   s->repository_->LoadAtStartup(config.load_models, [self](absl::Status status) {
     if (!status.ok()) spdlog::warn("startup load: {}", status.ToString());
     {
@@ -169,6 +173,48 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const config::ServerConfig
     self->UpdateReadiness();
   });
   return s;
+}
+
+absl::Status Server::StartHttp() {
+  absl::StatusOr<std::unique_ptr<AccessControl>> access =
+      AccessControl::Create(config_.http_restricted_apis);
+  if (!access.ok()) return access.status();
+  http_access_ = *std::move(access);
+  absl::StatusOr<std::unique_ptr<AccessControl>> open = AccessControl::Create({});
+  if (!open.ok()) return open.status();
+  open_access_ = *std::move(open);
+  GuardOptions guard;
+  guard.model_repository_service = config_.grpc.model_repository_service;
+  internal_guard_ = std::make_unique<GuardedInferenceService>(inference_service_.get(),
+                                                              open_access_.get(), guard);
+  const int64_t message_bytes = config::EffectiveMaxMessageBytes(config_);
+  grpc::ServerBuilder builder;
+  builder.SetMaxReceiveMessageSize(static_cast<int>(message_bytes));
+  builder.SetMaxSendMessageSize(static_cast<int>(message_bytes));
+  builder.RegisterService(internal_guard_.get());
+  internal_grpc_server_ = builder.BuildAndStart();
+  if (internal_grpc_server_ == nullptr) return absl::InternalError("cannot start the HTTP service");
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(-1);
+  args.SetMaxSendMessageSize(-1);
+  HttpServiceOptions service_options;
+  service_options.max_body_bytes = message_bytes;
+  service_options.max_request_bytes = config_.max_request_bytes;
+  service_options.access = http_access_.get();
+  http_service_ = std::make_unique<HttpService>(internal_grpc_server_->InProcessChannel(args),
+                                                service_options);
+  HttpServerOptions options;
+  options.address = config_.http_address.empty() ? config_.listen_address : config_.http_address;
+  options.port = config_.http_port;
+  options.threads = config_.http_threads;
+  options.max_body_bytes = message_bytes;
+  options.read_timeout = absl::Seconds(config_.http_read_timeout_s);
+  absl::StatusOr<std::unique_ptr<HttpServer>> server =
+      HttpServer::Start(options, http_service_.get());
+  if (!server.ok()) return server.status();
+  http_server_ = *std::move(server);
+  spdlog::info("Started HTTPService at {}:{}", options.address, http_server_->port());
+  return absl::OkStatus();
 }
 
 void Server::UpdateReadiness() {
@@ -193,9 +239,14 @@ void Server::UpdateReadiness() {
 
 Server::~Server() {
   Shutdown();
+  if (http_server_) http_server_->Stop();  // no new HTTP requests
   // Inference and load tasks use the gRPC server and the repository: finish them first (after
   // a Shutdown that gave up, this waits for the backend to return).
   if (infer_pool_) infer_pool_->Stop();
+  if (internal_grpc_server_) internal_grpc_server_->Shutdown();
+  // Every answer still to come arrives now (to the stopped listener, which drops it).
+  if (http_service_) http_service_->WaitIdle(absl::InfiniteFuture());
+  http_server_.reset();
   if (grpc_server_) grpc_server_->Shutdown();  // a no-op after a complete Shutdown
   if (load_pool_) load_pool_->Stop();
 }
@@ -233,8 +284,13 @@ bool Server::Shutdown() {
                  gate_->in_flight(), config_.shutdown_timeout_s);
     return false;
   }
+  // HTTP connections close once drained (gRPC's listener closes just after).
+  if (http_server_) http_server_->Stop();
   // Streams stay open until their clients close them; give them until the deadline.
   grpc_server_->Shutdown(absl::ToChronoTime(std::max(deadline, absl::Now())));
+  if (internal_grpc_server_) {
+    internal_grpc_server_->Shutdown(absl::ToChronoTime(std::max(deadline, absl::Now())));
+  }
 
   Notification unloaded;
   repository_->UnloadAll([&unloaded](absl::Status) { unloaded.Notify(); });

@@ -17,6 +17,8 @@
 #include "server/admin_service.h"
 #include "server/executor.h"
 #include "server/guarded_inference_service.h"
+#include "server/http_server.h"
+#include "server/http_service.h"
 #include "server/inference_service.h"
 #include "server/metrics.h"
 #include "server/metrics_endpoint.h"
@@ -48,6 +50,8 @@ class Server {
 
   /// The port gRPC listens on (the chosen one when the config asked for 0).
   int port() const { return port_; }
+  /// The port HTTP/REST is served on (the chosen one for 0); 0 when HTTP is disabled.
+  int http_port() const { return http_server_ ? http_server_->port() : 0; }
   /// The port /metrics is served on (the chosen one for 0); 0 when metrics are disabled.
   int metrics_port() const { return metrics_endpoint_ ? metrics_endpoint_->port() : 0; }
   /// The metrics the server records (served on metrics_port()).
@@ -64,6 +68,9 @@ class Server {
 
  private:
   Server(const config::ServerConfig& config, ModelBackend* backend);
+  // The HTTP/REST endpoint: an in-process gRPC server with the same service (and no access
+  // restrictions of its own: the HTTP service checks http_restricted_apis), and the listener.
+  absl::Status StartHttp();
   // Sets ready_ and the readiness health status from the startup loads and the shutdown.
   void UpdateReadiness();
 
@@ -84,6 +91,13 @@ class Server {
   std::unique_ptr<GuardedInferenceService> guarded_inference_service_;  // the one registered
   std::unique_ptr<AdminService> admin_service_;
   std::unique_ptr<grpc::Server> grpc_server_;
+  // HTTP/REST (StartHttp); the listener is stopped before the rest goes.
+  std::unique_ptr<AccessControl> http_access_;
+  std::unique_ptr<AccessControl> open_access_;
+  std::unique_ptr<GuardedInferenceService> internal_guard_;
+  std::unique_ptr<grpc::Server> internal_grpc_server_;
+  std::unique_ptr<HttpService> http_service_;
+  std::unique_ptr<HttpServer> http_server_;
 
   std::mutex mu_;
   std::condition_variable startup_cv_;
