@@ -1,5 +1,6 @@
 #include "server/http_codec.h"
 
+#include <algorithm>
 #include <bit>
 #include <charconv>
 #include <cmath>
@@ -76,8 +77,8 @@ absl::Status ReadParameters(const Value& params, absl::string_view where,
                             absl::string_view http_key, ParameterMap* out,
                             const Value** http_value) {
   if (!params.IsObject()) {
-    return Invalid(where, absl::StrCat("\"parameters\" is ", JsonTypeName(params),
-                                       ", expected an object"));
+    return Invalid(
+        where, absl::StrCat("\"parameters\" is ", JsonTypeName(params), ", expected an object"));
   }
   for (const auto& m : params.GetObject()) {
     const absl::string_view key = View(m.name);
@@ -110,16 +111,16 @@ absl::Status ReadParameters(const Value& params, absl::string_view where,
 absl::Status AppendElement(const Value& v, TypeInfo t, absl::string_view datatype,
                            absl::string_view where, std::string* out) {
   auto wrong = [&](absl::string_view expected) {
-    return Invalid(where, absl::StrCat("data element is ", JsonTypeName(v), ", expected ",
-                                       expected, " for datatype ", datatype));
+    return Invalid(where, absl::StrCat("data element is ", JsonTypeName(v), ", expected ", expected,
+                                       " for datatype ", datatype));
   };
   auto out_of_range = [&] {
     std::string text = v.IsInt64()    ? std::to_string(v.GetInt64())
-                       : v.IsUint64()  ? std::to_string(v.GetUint64())
-                       : v.IsNumber()  ? absl::StrCat(v.GetDouble())
-                                       : std::string("?");
-    return Invalid(where, absl::StrCat("data element ", text, " is out of range for datatype ",
-                                       datatype));
+                       : v.IsUint64() ? std::to_string(v.GetUint64())
+                       : v.IsNumber() ? absl::StrCat(v.GetDouble())
+                                      : std::string("?");
+    return Invalid(where,
+                   absl::StrCat("data element ", text, " is out of range for datatype ", datatype));
   };
   switch (t.kind) {
     case TypeInfo::kBool:
@@ -138,10 +139,18 @@ absl::Status AppendElement(const Value& v, TypeInfo t, absl::string_view datatyp
         if (x < -lim || x >= lim) return out_of_range();
       }
       switch (t.size) {
-        case 1: AppendRaw(static_cast<int8_t>(x), out); break;
-        case 2: AppendRaw(static_cast<int16_t>(x), out); break;
-        case 4: AppendRaw(static_cast<int32_t>(x), out); break;
-        default: AppendRaw(x, out); break;
+        case 1:
+          AppendRaw(static_cast<int8_t>(x), out);
+          break;
+        case 2:
+          AppendRaw(static_cast<int16_t>(x), out);
+          break;
+        case 4:
+          AppendRaw(static_cast<int32_t>(x), out);
+          break;
+        default:
+          AppendRaw(x, out);
+          break;
       }
       return absl::OkStatus();
     }
@@ -153,10 +162,18 @@ absl::Status AppendElement(const Value& v, TypeInfo t, absl::string_view datatyp
       const uint64_t x = v.GetUint64();
       if (t.size < 8 && x >= (uint64_t{1} << (t.size * 8))) return out_of_range();
       switch (t.size) {
-        case 1: AppendRaw(static_cast<uint8_t>(x), out); break;
-        case 2: AppendRaw(static_cast<uint16_t>(x), out); break;
-        case 4: AppendRaw(static_cast<uint32_t>(x), out); break;
-        default: AppendRaw(x, out); break;
+        case 1:
+          AppendRaw(static_cast<uint8_t>(x), out);
+          break;
+        case 2:
+          AppendRaw(static_cast<uint16_t>(x), out);
+          break;
+        case 4:
+          AppendRaw(static_cast<uint32_t>(x), out);
+          break;
+        default:
+          AppendRaw(x, out);
+          break;
       }
       return absl::OkStatus();
     }
@@ -284,13 +301,13 @@ absl::Status ParseTensor(const Value& obj, absl::string_view where, absl::string
   const std::optional<int64_t> expected = runtime::CheckedElementCount(tensor->shape());
   if (!expected.has_value()) return Invalid(here, "the shape's element count overflows");
   int64_t reserve = 0;
-  if (type->size > 0 && runtime::CheckedMul(*expected, static_cast<int64_t>(type->size), &reserve) &&
+  if (type->size > 0 &&
+      runtime::CheckedMul(*expected, static_cast<int64_t>(type->size), &reserve) &&
       reserve <= *bytes_left) {
     raw->reserve(static_cast<size_t>(reserve));
   }
   int64_t count = 0;
-  RETURN_IF_ERROR(
-      AppendElements(*data, *type, tensor->datatype(), here, *bytes_left, raw, &count));
+  RETURN_IF_ERROR(AppendElements(*data, *type, tensor->datatype(), here, *bytes_left, raw, &count));
   if (count != *expected) {
     return Invalid(here, absl::StrCat("\"data\" has ", count, " elements, the shape ", *expected));
   }
@@ -310,12 +327,24 @@ void WriteParameters(const ParameterMap& params, std::optional<uint64_t> binary_
   for (const auto& [key, p] : params) {
     WriteString(key, w);
     switch (p.parameter_choice_case()) {
-      case inference::InferParameter::kBoolParam: w->Bool(p.bool_param()); break;
-      case inference::InferParameter::kInt64Param: w->Int64(p.int64_param()); break;
-      case inference::InferParameter::kUint64Param: w->Uint64(p.uint64_param()); break;
-      case inference::InferParameter::kDoubleParam: w->Double(p.double_param()); break;
-      case inference::InferParameter::kStringParam: WriteString(p.string_param(), w); break;
-      default: w->Null(); break;
+      case inference::InferParameter::kBoolParam:
+        w->Bool(p.bool_param());
+        break;
+      case inference::InferParameter::kInt64Param:
+        w->Int64(p.int64_param());
+        break;
+      case inference::InferParameter::kUint64Param:
+        w->Uint64(p.uint64_param());
+        break;
+      case inference::InferParameter::kDoubleParam:
+        w->Double(p.double_param());
+        break;
+      case inference::InferParameter::kStringParam:
+        WriteString(p.string_param(), w);
+        break;
+      default:
+        w->Null();
+        break;
     }
   }
   if (binary_size.has_value()) {
@@ -341,7 +370,12 @@ void WriteFloat(T x, Writer* w) {
     return;
   }
   char buf[32];
-  const auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), x);
+  auto [end, ec] = std::to_chars(buf, buf + sizeof(buf) - 2, x);
+  // "2" reads back as an integer in most clients: keep a float a float ("2.0").
+  if (std::find_if(buf, end, [](char c) { return c == '.' || c == 'e'; }) == end) {
+    *end++ = '.';
+    *end++ = '0';
+  }
   w->RawValue(buf, static_cast<size_t>(end - buf), rapidjson::kNumberType);
 }
 
@@ -393,21 +427,39 @@ absl::Status WriteData(absl::string_view raw, absl::string_view datatype, absl::
   }
   for (; p != end; p += t->size) {
     switch (t->kind) {
-      case TypeInfo::kBool: w->Bool(*p != 0); break;
+      case TypeInfo::kBool:
+        w->Bool(*p != 0);
+        break;
       case TypeInfo::kInt:
         switch (t->size) {
-          case 1: w->Int(Load<int8_t>(p)); break;
-          case 2: w->Int(Load<int16_t>(p)); break;
-          case 4: w->Int(Load<int32_t>(p)); break;
-          default: w->Int64(Load<int64_t>(p)); break;
+          case 1:
+            w->Int(Load<int8_t>(p));
+            break;
+          case 2:
+            w->Int(Load<int16_t>(p));
+            break;
+          case 4:
+            w->Int(Load<int32_t>(p));
+            break;
+          default:
+            w->Int64(Load<int64_t>(p));
+            break;
         }
         break;
       case TypeInfo::kUint:
         switch (t->size) {
-          case 1: w->Uint(Load<uint8_t>(p)); break;
-          case 2: w->Uint(Load<uint16_t>(p)); break;
-          case 4: w->Uint(Load<uint32_t>(p)); break;
-          default: w->Uint64(Load<uint64_t>(p)); break;
+          case 1:
+            w->Uint(Load<uint8_t>(p));
+            break;
+          case 2:
+            w->Uint(Load<uint16_t>(p));
+            break;
+          case 4:
+            w->Uint(Load<uint32_t>(p));
+            break;
+          default:
+            w->Uint64(Load<uint64_t>(p));
+            break;
         }
         break;
       case TypeInfo::kFloat:
@@ -417,8 +469,11 @@ absl::Status WriteData(absl::string_view raw, absl::string_view datatype, absl::
           WriteFloat(Load<double>(p), w);
         }
         break;
-      case TypeInfo::kHalf: WriteFloat(HalfToFloat(Load<uint16_t>(p), datatype == "BF16"), w); break;
-      case TypeInfo::kBytes: break;
+      case TypeInfo::kHalf:
+        WriteFloat(HalfToFloat(Load<uint16_t>(p), datatype == "BF16"), w);
+        break;
+      case TypeInfo::kBytes:
+        break;
     }
   }
   w->EndArray();
@@ -474,21 +529,20 @@ absl::StatusOr<std::pair<absl::string_view, absl::string_view>> SplitInferBody(
   const bool digits = !text.empty() && text.size() <= 19 &&
                       text.find_first_not_of("0123456789") == absl::string_view::npos;
   if (!digits || !absl::SimpleAtoi(text, &length)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "Inference-Header-Content-Length ", Quoted(text), " is not a decimal length"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("Inference-Header-Content-Length ", Quoted(text), " is not a decimal length"));
   }
   if (length > body.size()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("Inference-Header-Content-Length ", length, " is past the end of the body (",
-                     body.size(), " bytes)"));
+    return absl::InvalidArgumentError(absl::StrCat("Inference-Header-Content-Length ", length,
+                                                   " is past the end of the body (", body.size(),
+                                                   " bytes)"));
   }
   return std::make_pair(body.substr(0, length), body.substr(length));
 }
 
 absl::StatusOr<HttpInferRequest> ParseHttpInferRequest(
     absl::string_view body, std::optional<absl::string_view> header_length,
-    absl::string_view model_name, absl::string_view model_version,
-    const HttpCodecLimits& limits) {
+    absl::string_view model_name, absl::string_view model_version, const HttpCodecLimits& limits) {
   ASSIGN_OR_RETURN(auto parts, SplitInferBody(body, header_length));
   auto [json, binary] = parts;
   rapidjson::Document doc;
@@ -530,9 +584,9 @@ absl::StatusOr<HttpInferRequest> ParseHttpInferRequest(
   }
   int64_t bytes_left = limits.max_tensor_bytes;
   for (const Value& in : inputs->GetArray()) {
+    const std::string where = absl::StrCat("input ", r.inputs_size());
     std::string* raw = r.add_raw_input_contents();
-    RETURN_IF_ERROR(ParseTensor(in, absl::StrCat("input ", r.inputs_size()), &binary, &bytes_left,
-                                r.add_inputs(), raw));
+    RETURN_IF_ERROR(ParseTensor(in, where, &binary, &bytes_left, r.add_inputs(), raw));
   }
   if (!binary.empty()) {
     return Invalid("infer request",
@@ -596,8 +650,8 @@ absl::StatusOr<HttpBody> WriteHttpInferResponse(const inference::ModelInferRespo
         binary = *request.output_binary[j];
       }
     }
-    const absl::string_view raw =
-        i < response.raw_output_contents_size() ? response.raw_output_contents(i) : "";
+    absl::string_view raw;
+    if (i < response.raw_output_contents_size()) raw = response.raw_output_contents(i);
     any_binary = any_binary || binary;
     RETURN_IF_ERROR(
         WriteTensor(o, raw, binary, absl::StrCat("output ", Quoted(o.name())), &w, &binary_part));
@@ -681,9 +735,9 @@ absl::StatusOr<inference::ModelInferResponse> ParseHttpInferResponse(
     } else if (key == "outputs") {
       if (!v.IsArray()) return Invalid("infer response", "\"outputs\" must be an array");
       for (const Value& o : v.GetArray()) {
+        const std::string where = absl::StrCat("output ", out.outputs_size());
         std::string* raw = out.add_raw_output_contents();
-        RETURN_IF_ERROR(ParseTensor(o, absl::StrCat("output ", out.outputs_size()), &binary,
-                                    &bytes_left, out.add_outputs(), raw));
+        RETURN_IF_ERROR(ParseTensor(o, where, &binary, &bytes_left, out.add_outputs(), raw));
       }
     } else {
       return Invalid("infer response", absl::StrCat("unknown key ", Quoted(key)));

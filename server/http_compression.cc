@@ -32,8 +32,8 @@ absl::StatusOr<HttpEncoding> ParseContentEncoding(absl::string_view value) {
   if (v.empty() || v == "identity") return HttpEncoding::kIdentity;
   if (v == "gzip" || v == "x-gzip") return HttpEncoding::kGzip;
   if (v == "deflate") return HttpEncoding::kDeflate;
-  return absl::InvalidArgumentError(absl::StrCat(
-      "Content-Encoding \"", value.substr(0, 64), "\" is not supported (gzip, deflate, identity)"));
+  return absl::InvalidArgumentError(absl::StrCat("Content-Encoding \"", value.substr(0, 64),
+                                                 "\" is not supported (gzip, deflate, identity)"));
 }
 
 HttpEncoding ChooseResponseEncoding(absl::string_view accept_encoding) {
@@ -121,7 +121,8 @@ absl::StatusOr<std::string> Deflate(absl::string_view data, HttpEncoding encodin
   z.avail_out = static_cast<uInt>(out.size());
   const int rc = deflate(&z, Z_FINISH);
   deflateEnd(&z);
-  if (rc != Z_STREAM_END) return absl::InternalError(absl::StrCat("zlib: deflate failed (", rc, ")"));
+  if (rc != Z_STREAM_END)
+    return absl::InternalError(absl::StrCat("zlib: deflate failed (", rc, ")"));
   out.resize(z.total_out);
   return out;
 }

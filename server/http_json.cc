@@ -125,8 +125,7 @@ void WriteField(const Message& m, const FieldDescriptor* f, int index, Writer* w
       w->Bool(rep ? r->GetRepeatedBool(m, f, index) : r->GetBool(m, f));
       break;
     case FieldDescriptor::CPPTYPE_ENUM: {
-      const std::string& name =
-          (rep ? r->GetRepeatedEnum(m, f, index) : r->GetEnum(m, f))->name();
+      const std::string& name = (rep ? r->GetRepeatedEnum(m, f, index) : r->GetEnum(m, f))->name();
       w->String(name.data(), static_cast<rapidjson::SizeType>(name.size()));
       break;
     }
@@ -145,6 +144,11 @@ void WriteField(const Message& m, const FieldDescriptor* f, int index, Writer* w
 }  // namespace
 
 absl::Status ParseJson(absl::string_view text, absl::string_view what, rapidjson::Document* doc) {
+  // RapidJSON's streams end at a NUL byte; JSON text never holds one (strings escape it).
+  if (size_t nul = text.find('\0'); nul != absl::string_view::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": malformed JSON at offset ", nul, ": a NUL byte"));
+  }
   DepthLimitedHandler handler(doc);
   rapidjson::ParseResult result;
   auto generator = [&](rapidjson::Document&) {
@@ -152,8 +156,7 @@ absl::Status ParseJson(absl::string_view text, absl::string_view what, rapidjson
     rapidjson::EncodedInputStream<rapidjson::UTF8<>, rapidjson::MemoryStream> in(ms);
     rapidjson::Reader reader;
     result = reader.Parse<rapidjson::kParseIterativeFlag | rapidjson::kParseValidateEncodingFlag |
-                          rapidjson::kParseNanAndInfFlag>(
-        in, handler);
+                          rapidjson::kParseNanAndInfFlag>(in, handler);
     return !result.IsError();
   };
   doc->Populate(generator);

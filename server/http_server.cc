@@ -41,10 +41,9 @@ class Session : public std::enable_shared_from_this<Session> {
     parser_->body_limit(static_cast<uint64_t>(options_.max_body_bytes));
     parser_->header_limit(kMaxHeaderBytes);
     stream_.expires_after(absl::ToChronoSeconds(options_.read_timeout));
-    http::async_read(stream_, buffer_, *parser_,
-                     [self = shared_from_this()](beast::error_code ec, size_t) {
-                       self->OnRead(ec);
-                     });
+    http::async_read(
+        stream_, buffer_, *parser_,
+        [self = shared_from_this()](beast::error_code ec, size_t) { self->OnRead(ec); });
   }
 
   void OnRead(beast::error_code ec) {
@@ -82,10 +81,9 @@ class Session : public std::enable_shared_from_this<Session> {
     service_->Handle(std::move(request), [self = shared_from_this(), keep_alive,
                                           version](HttpResponse response) mutable {
       auto executor = self->stream_.get_executor();
-      net::post(executor, [self = std::move(self), response = std::move(response), keep_alive,
-                           version]() mutable {
-        self->Write(std::move(response), keep_alive, version);
-      });
+      net::post(executor,
+                [self = std::move(self), response = std::move(response), keep_alive,
+                 version]() mutable { self->Write(std::move(response), keep_alive, version); });
     });
   }
 

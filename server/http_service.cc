@@ -117,9 +117,9 @@ absl::Status ReadRepositoryParameters(
       } else if (p.value.IsInt64()) {
         param.set_int64_param(p.value.GetInt64());
       } else {
-        return absl::InvalidArgumentError(absl::StrCat(
-            what, ": parameter \"", name, "\" is ", JsonTypeName(p.value),
-            ", expected a string, boolean or integer"));
+        return absl::InvalidArgumentError(absl::StrCat(what, ": parameter \"", name, "\" is ",
+                                                       JsonTypeName(p.value),
+                                                       ", expected a string, boolean or integer"));
       }
     }
   }
@@ -185,8 +185,7 @@ HttpResponse ErrorResponse(const absl::Status& status) {
 }
 
 HttpService::HttpService(std::shared_ptr<grpc::Channel> channel, HttpServiceOptions options)
-    : stub_(inference::GRPCInferenceService::NewStub(std::move(channel))),
-      options_(options) {}
+    : stub_(inference::GRPCInferenceService::NewStub(std::move(channel))), options_(options) {}
 
 void HttpService::Finished() {
   std::lock_guard<std::mutex> lock(mu_);
@@ -227,7 +226,7 @@ void HttpService::Handle(HttpRequest request, absl::AnyInvocable<void(HttpRespon
     ++pending_;
   }
   // Every answer goes through here: `done`, then the pending count.
-  absl::AnyInvocable<void(HttpResponse) &&> reply =
+  absl::AnyInvocable<void(HttpResponse)&&> reply =
       [this, done = std::move(done)](HttpResponse r) mutable {
         std::move(done)(std::move(r));
         Finished();
@@ -371,8 +370,7 @@ void HttpService::Handle(HttpRequest request, absl::AnyInvocable<void(HttpRespon
             !s.ok()) {
           return std::move(reply)(ErrorResponse(s));
         }
-        return Call<inference::RepositoryModelLoadRequest,
-                    inference::RepositoryModelLoadResponse>(
+        return Call<inference::RepositoryModelLoadRequest, inference::RepositoryModelLoadResponse>(
             std::move(q),
             [](auto* a, auto* c, auto* rq, auto* p, auto cb) {
               a->RepositoryModelLoad(c, rq, p, cb);
@@ -410,8 +408,7 @@ void HttpService::Handle(HttpRequest request, absl::AnyInvocable<void(HttpRespon
     }
     case Kind::kShmRegister: {
       rapidjson::Document doc;
-      if (absl::Status s = ParseBodyObject(request.body, "shared memory register", &doc);
-          !s.ok()) {
+      if (absl::Status s = ParseBodyObject(request.body, "shared memory register", &doc); !s.ok()) {
         return std::move(reply)(ErrorResponse(s));
       }
       auto q = std::make_unique<inference::SystemSharedMemoryRegisterRequest>();
@@ -540,14 +537,14 @@ absl::StatusOr<HttpService::Route> Match(absl::string_view path) {
     if (i == n) return r;
     if (i + 1 != n) return not_found();
     const std::string& action = seg[i];
-    if (action == "ready") return R{Kind::kModelReady, "GET", ProtocolGroup::kHealth, r.model,
-                                    r.version, ""};
-    if (action == "infer") return R{Kind::kInfer, "POST", ProtocolGroup::kInference, r.model,
-                                    r.version, ""};
-    if (action == "config") return R{Kind::kConfig, "GET", ProtocolGroup::kModelConfig, r.model,
-                                     r.version, ""};
-    if (action == "stats") return R{Kind::kModelStats, "GET", ProtocolGroup::kStatistics,
-                                    r.model, r.version, ""};
+    if (action == "ready")
+      return R{Kind::kModelReady, "GET", ProtocolGroup::kHealth, r.model, r.version, ""};
+    if (action == "infer")
+      return R{Kind::kInfer, "POST", ProtocolGroup::kInference, r.model, r.version, ""};
+    if (action == "config")
+      return R{Kind::kConfig, "GET", ProtocolGroup::kModelConfig, r.model, r.version, ""};
+    if (action == "stats")
+      return R{Kind::kModelStats, "GET", ProtocolGroup::kStatistics, r.model, r.version, ""};
     return not_found();
   }
   if (seg[1] == "repository") {
@@ -555,8 +552,12 @@ absl::StatusOr<HttpService::Route> Match(absl::string_view path) {
       return R{Kind::kRepositoryIndex, "POST", ProtocolGroup::kModelRepository, "", "", ""};
     }
     if (n == 5 && seg[2] == "models" && (seg[4] == "load" || seg[4] == "unload")) {
-      return R{seg[4] == "load" ? Kind::kLoad : Kind::kUnload, "POST",
-               ProtocolGroup::kModelRepository, seg[3], "", ""};
+      return R{seg[4] == "load" ? Kind::kLoad : Kind::kUnload,
+               "POST",
+               ProtocolGroup::kModelRepository,
+               seg[3],
+               "",
+               ""};
     }
     return not_found();
   }

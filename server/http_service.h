@@ -28,8 +28,8 @@ namespace reprise::server {
 
 /// One HTTP request as the transport read it.
 struct HttpRequest {
-  std::string method;  // "GET", "POST", ...
-  std::string target;  // path and query
+  std::string method;                                        // "GET", "POST", ...
+  std::string target;                                        // path and query
   std::vector<std::pair<std::string, std::string>> headers;  // names in lower case
   std::string body;
 

@@ -201,8 +201,8 @@ absl::Status Server::StartHttp() {
   service_options.max_body_bytes = message_bytes;
   service_options.max_request_bytes = config_.max_request_bytes;
   service_options.access = http_access_.get();
-  http_service_ = std::make_unique<HttpService>(internal_grpc_server_->InProcessChannel(args),
-                                                service_options);
+  http_service_ =
+      std::make_unique<HttpService>(internal_grpc_server_->InProcessChannel(args), service_options);
   HttpServerOptions options;
   options.address = config_.http_address.empty() ? config_.listen_address : config_.http_address;
   options.port = config_.http_port;

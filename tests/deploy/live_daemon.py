@@ -39,7 +39,7 @@ class Daemon:
 
     def __init__(self, server, repository, extra=()):
         self.args = [server, "--model-repository", repository, "--grpc-address=127.0.0.1",
-                     "--grpc-port=0", "--metrics-port=0"] + list(extra)
+                     "--grpc-port=0", "--http-port=0", "--metrics-port=0"] + list(extra)
         self.proc = None
         self.log = b""
         self.grpc_port = None

@@ -22,7 +22,7 @@ class CpusUnderTaskset(unittest.TestCase):
         with tempfile.TemporaryDirectory() as repo:
             proc = subprocess.Popen(
                 [TASKSET, "-c", "0", SERVER, "--model-repository", repo, "--grpc-address",
-                 "127.0.0.1", "--grpc-port", "0", "--allow-metrics", "false"],
+                 "127.0.0.1", "--grpc-port", "0", "--http-port", "0", "--allow-metrics", "false"],
                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
             try:
                 line = self.read_until(proc, "cpus: ", deadline=time.monotonic() + 30)

@@ -107,7 +107,7 @@ class Daemon:
             f.write("runtime: {cpu_threads: 8}\n")
         self.proc = subprocess.Popen(
             [SERVER, "--config", config, "--model-repository", self.repo.name, "--grpc-address=127.0.0.1",
-             "--grpc-port=0", "--metrics-port=0", "--exit-timeout-secs", "30"] + extra,
+             "--grpc-port=0", "--http-port=0", "--metrics-port=0", "--exit-timeout-secs", "30"] + extra,
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, bufsize=0)  # see server_log.py
         self.log, self.port, _ = read_until_started(self.proc, 30)
         test.assertIsNotNone(self.port, "server did not start: " + self.log.decode(errors="replace"))

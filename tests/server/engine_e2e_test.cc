@@ -97,6 +97,7 @@ class EngineE2eTest : public ::testing::Test {
     config::ServerConfig config;
     config.listen_address = "127.0.0.1";
     config.grpc_port = 0;
+    config.http_port = 0;
     config.metrics_port = 0;  // a free port: parallel tests do not collide
     config.model_repositories = {repo_.path()};
     config.control_mode = config::ControlMode::kExplicit;

@@ -94,7 +94,7 @@ class Daemon:
         env = dict(os.environ, OMP_NUM_THREADS="1")
         self.proc = subprocess.Popen(
             [SERVER, "--config", config_path, "--model-repository", repo,
-             "--grpc-address=127.0.0.1", "--grpc-port=0", "--metrics-port=0",
+             "--grpc-address=127.0.0.1", "--grpc-port=0", "--http-port=0", "--metrics-port=0",
              "--exit-timeout-secs", "10"] + list(extra),
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, bufsize=0)
         self.log, self.port, self.metrics_port = read_until_started(self.proc, 60)

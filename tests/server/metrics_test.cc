@@ -347,6 +347,7 @@ TEST(ServerMetricsTest, CountsTheRequestsAServerAnswered) {
   config::ServerConfig config;
   config.listen_address = "127.0.0.1";
   config.grpc_port = 0;
+  config.http_port = 0;
   config.metrics_port = 0;
   config.model_repositories = {repo.path()};
   config.cpu_threads = 2;
@@ -404,6 +405,7 @@ TEST(ServerMetricsTest, AllowMetricsFalseServesNoPort) {
   config::ServerConfig config;
   config.listen_address = "127.0.0.1";
   config.grpc_port = 0;
+  config.http_port = 0;
   config.allow_metrics = false;
   config.model_repositories = {repo.path()};
   absl::StatusOr<std::unique_ptr<Server>> server = Server::Start(config, &backend);

@@ -39,6 +39,7 @@ class ReadinessTest : public ::testing::Test {
     config::ServerConfig config;
     config.listen_address = "127.0.0.1";
     config.grpc_port = 0;
+    config.http_port = 0;
     config.metrics_port = 0;
     config.model_repositories = {repo_.path()};
     config.control_mode = config::ControlMode::kExplicit;

@@ -54,6 +54,7 @@ config::ServerConfig LoopbackConfig(const std::string& repo) {
   config::ServerConfig config;
   config.listen_address = "127.0.0.1";
   config.grpc_port = 0;
+  config.http_port = 0;
   config.metrics_port = 0;  // a free port: parallel tests do not collide
   config.model_repositories = {repo};
   return config;

@@ -105,7 +105,7 @@ class Server:
         env = dict(os.environ, OMP_NUM_THREADS="1")
         self.proc = subprocess.Popen(
             [SERVER, "--model-repository", self.repo.name, "--grpc-address=127.0.0.1",
-             "--grpc-port=0", "--metrics-port=0"] + flags,
+             "--grpc-port=0", "--http-port=0", "--metrics-port=0"] + flags,
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, bufsize=0)
         self.log, self.port, _ = read_until_started(self.proc, 30)
         self.addr = "127.0.0.1:%d" % (self.port or 0)

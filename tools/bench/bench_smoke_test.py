@@ -82,7 +82,7 @@ class BenchSmokeTest(unittest.TestCase):
             f.write("runtime: {cpu_threads: 2}\n")
         env = dict(os.environ, OMP_NUM_THREADS="1")
         proc, port = start([SERVER, "--config", config, "--model-repository", repo,
-                            "--grpc-address=127.0.0.1", "--grpc-port=0", "--metrics-port=0"],
+                            "--grpc-address=127.0.0.1", "--grpc-port=0", "--http-port=0", "--metrics-port=0"],
                            rb"Started GRPCInferenceService at [^:]+:(\d+)", rb"server ready", env)
         self.procs.append(proc)
         return "127.0.0.1:%d" % port

@@ -264,7 +264,7 @@ def bench(bins, addr, model, out_json, cfg, concurrency, extra=()):
 def server_part(cfg, bins, zoo_dirs, inputs, work):
     reprise_args = lambda repo: [bins["server"], "--config", os.path.join(ROOT, "config",
                                  "reprise.yaml"), "--model-repository", repo,
-                                 "--grpc-address=127.0.0.1", "--grpc-port=0",
+                                 "--grpc-address=127.0.0.1", "--grpc-port=0", "--http-port=0",
                                  "--metrics-port=0"]
     port_re, ready_re = rb"Started GRPCInferenceService at [^:]+:(\d+)", rb"server ready"
     repos = {}

@@ -67,7 +67,7 @@ def main():
     with open(log_path, "wb") as log_file:
         proc = subprocess.Popen(
             [args.server, "--config", config, "--model-repository", repo,
-             "--grpc-address=127.0.0.1", "--grpc-port=0", "--metrics-port=0"],
+             "--grpc-address=127.0.0.1", "--grpc-port=0", "--http-port=0", "--metrics-port=0"],
             stdout=log_file, stderr=subprocess.STDOUT,
             env=dict(os.environ, OMP_NUM_THREADS="1"))
     port = None
