@@ -107,6 +107,38 @@ absl::Status ReadParameters(const Value& params, absl::string_view where,
   return absl::OkStatus();
 }
 
+// `f` as IEEE half (FP16) or bfloat16, rounded to nearest even.
+uint16_t FloatToHalf(float f, bool bf16) {
+  const uint32_t x = std::bit_cast<uint32_t>(f);
+  if (bf16) {
+    if (std::isnan(f)) return static_cast<uint16_t>((x >> 16) | 0x40);
+    return static_cast<uint16_t>((x + 0x7fff + ((x >> 16) & 1)) >> 16);
+  }
+  const uint32_t sign = (x >> 16) & 0x8000;
+  const uint32_t exp = (x >> 23) & 0xff;
+  uint32_t mant = x & 0x7fffff;
+  if (exp == 0xff) return static_cast<uint16_t>(sign | 0x7c00 | (mant != 0 ? 0x200 : 0));
+  const int e = static_cast<int>(exp) - 127 + 15;
+  if (e >= 31) return static_cast<uint16_t>(sign | 0x7c00);
+  uint32_t half = 0;
+  uint32_t rem = 0;
+  uint32_t mid = 0;
+  if (e <= 0) {  // a subnormal half (or zero)
+    if (e < -10) return static_cast<uint16_t>(sign);
+    mant |= 0x800000;
+    const int shift = 14 - e;
+    half = mant >> shift;
+    rem = mant & ((1u << shift) - 1);
+    mid = 1u << (shift - 1);
+  } else {
+    half = (static_cast<uint32_t>(e) << 10) | (mant >> 13);
+    rem = mant & 0x1fff;
+    mid = 0x1000;
+  }
+  if (rem > mid || (rem == mid && (half & 1) != 0)) ++half;  // a carry into the exponent is right
+  return static_cast<uint16_t>(sign | half);
+}
+
 // One JSON value as an element of type `t` appended to `*out`.
 absl::Status AppendElement(const Value& v, TypeInfo t, absl::string_view datatype,
                            absl::string_view where, std::string* out) {
@@ -196,11 +228,17 @@ absl::Status AppendElement(const Value& v, TypeInfo t, absl::string_view datatyp
       out->append(v.GetString(), v.GetStringLength());
       return absl::OkStatus();
     }
-    case TypeInfo::kHalf:
-      break;
+    case TypeInfo::kHalf: {
+      if (!v.IsNumber()) return wrong("a number");
+      const double d = v.GetDouble();
+      const bool bf16 = datatype == "BF16";
+      const double max = bf16 ? std::numeric_limits<float>::max() : 65504.0;
+      if (std::isfinite(d) && std::fabs(d) > max) return out_of_range();
+      AppendRaw(FloatToHalf(static_cast<float>(d), bf16), out);
+      return absl::OkStatus();
+    }
   }
-  return Invalid(where, absl::StrCat("datatype ", datatype,
-                                     " cannot be sent as JSON data; send it as binary data"));
+  return absl::OkStatus();
 }
 
 // The elements of `data` (arrays nested to any depth, row-major) appended to `*out`.

@@ -2,7 +2,8 @@
 # Runs a libFuzzer target (tests/fuzz) for a while under ASan + UBSan.
 #
 #   tools/fuzz.sh TARGET [SECONDS]   TARGET: fuzz_infer_request, fuzz_onnx_model,
-#                                    fuzz_yaml_config, fuzz_npy (the fuzz_ prefix may be left out)
+#                                    fuzz_yaml_config, fuzz_npy,
+#                                    fuzz_http_request (the fuzz_ prefix may be left out)
 #   tools/fuzz.sh all [SECONDS]      each of the four in turn
 #
 # SECONDS defaults to 60. Configures and builds the `fuzz` preset (clang-14; installs clang-14
@@ -16,7 +17,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-all_targets=(fuzz_infer_request fuzz_onnx_model fuzz_yaml_config fuzz_npy)
+all_targets=(fuzz_infer_request fuzz_onnx_model fuzz_yaml_config fuzz_npy fuzz_http_request)
 
 usage() {
   echo "usage: tools/fuzz.sh TARGET|all [SECONDS]; targets: ${all_targets[*]}" >&2
@@ -46,6 +47,7 @@ max_len() {
     fuzz_onnx_model) echo 16384 ;;
     fuzz_yaml_config) echo 4096 ;;
     fuzz_npy) echo 2048 ;;
+    fuzz_http_request) echo 4096 ;;
   esac
 }
 

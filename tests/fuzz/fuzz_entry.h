@@ -14,6 +14,7 @@ int FuzzInferRequest(const uint8_t* data, size_t size);
 int FuzzOnnxModel(const uint8_t* data, size_t size);
 int FuzzYamlConfig(const uint8_t* data, size_t size);
 int FuzzNpy(const uint8_t* data, size_t size);
+int FuzzHttpRequest(const uint8_t* data, size_t size);
 
 }  // namespace reprise::fuzz
 

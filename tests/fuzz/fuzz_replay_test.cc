@@ -44,6 +44,7 @@ TEST(FuzzReplayTest, InferRequest) { Replay("fuzz_infer_request", &FuzzInferRequ
 TEST(FuzzReplayTest, OnnxModel) { Replay("fuzz_onnx_model", &FuzzOnnxModel); }
 TEST(FuzzReplayTest, YamlConfig) { Replay("fuzz_yaml_config", &FuzzYamlConfig); }
 TEST(FuzzReplayTest, Npy) { Replay("fuzz_npy", &FuzzNpy); }
+TEST(FuzzReplayTest, HttpRequest) { Replay("fuzz_http_request", &FuzzHttpRequest); }
 
 }  // namespace
 }  // namespace reprise::fuzz

@@ -211,7 +211,32 @@ def npy_seeds():
     write("fuzz_npy", "v2_i32", buf.getvalue())
 
 
+# --- fuzz_http_request: KServe v2 REST bodies ("#<header length>\n" first for binary) -------
+def http_seeds():
+    import json
+    req = {"id": "r1", "parameters": {"priority": 1, "binary_data_output": True},
+           "inputs": [{"name": "x", "shape": [2, 2], "datatype": "FP32", "data": [[1, 2.5], [3, -4]]},
+                      {"name": "i", "shape": [2], "datatype": "INT8", "data": [-128, 127]},
+                      {"name": "b", "shape": [1], "datatype": "BOOL", "data": [True]},
+                      {"name": "s", "shape": [2], "datatype": "BYTES", "data": ["ab", ""]}],
+           "outputs": [{"name": "y", "parameters": {"binary_data": False}}]}
+    write("fuzz_http_request", "json_all", json.dumps(req).encode())
+    header = json.dumps({"inputs": [
+        {"name": "x", "shape": [2], "datatype": "FP32", "parameters": {"binary_data_size": 8}},
+        {"name": "s", "shape": [1], "datatype": "BYTES", "parameters": {"binary_data_size": 6}}]})
+    blob = np.array([1, 2], np.float32).tobytes() + b"\x02\x00\x00\x00hi"
+    write("fuzz_http_request", "binary", b"#%d\n" % len(header) + header.encode() + blob)
+    resp = {"model_name": "m", "model_version": "1", "outputs": [
+        {"name": "y", "shape": [1, 2], "datatype": "UINT64", "data": [0, 18446744073709551615]},
+        {"name": "z", "shape": [2], "datatype": "FP16", "parameters": {"binary_data_size": 4}}]}
+    text = json.dumps(resp)
+    write("fuzz_http_request", "response", b"#%d\n" % len(text) + text.encode() + b"\x00\x3c\x00\xbc")
+    import gzip
+    write("fuzz_http_request", "gzip", gzip.compress(json.dumps(req).encode(), mtime=0))
+
+
 def main():
+    http_seeds()
     request_seeds()
     onnx_seeds()
     yaml_seeds()
