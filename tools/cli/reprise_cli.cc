@@ -1,6 +1,6 @@
 // reprise: the command-line client of reprise-server (KServe v2 gRPC and the admin service).
 //
-//   reprise [--addr HOST:PORT] [--json] [--ssl] [--root-certificates FILE]
+//   reprise [--addr HOST:PORT] [-i grpc|http] [--json] [--ssl] [--root-certificates FILE]
 //           [--private-key FILE --certificate-chain FILE] [-H NAME=VALUE] COMMAND [ARGS]
 //
 // Commands: health, models, load M, unload M, metadata M, infer M --input NAME=FILE.npy|random
@@ -34,6 +34,7 @@
 #include "runtime/engine/npy.h"
 #include "server/infer_codec.h"
 #include "tools/common/client_channel.h"
+#include "tools/common/http_client.h"
 
 namespace reprise::cli {
 namespace {
@@ -54,12 +55,16 @@ constexpr char kUsage[] =
     "  stats [MODEL]                   per-model statistics\n"
     "  instances MODEL                 the model's runtime instances (stream, shape, replays)\n"
     "  dump MODEL --stream S --shape SIG [--verbose]   one runtime instance as JSON\n"
-    "options: --addr (default 127.0.0.1:8001), --json (machine-readable output)\n"
+    "options: --addr (default 127.0.0.1:8001; 8000 with -i http), --json (machine-readable\n"
+    "  output), -i / --protocol grpc|http (KServe v2 over gRPC, the default, or HTTP/REST; over\n"
+    "  HTTP, infer sends binary tensors unless --json-tensors; instances / dump are gRPC only)\n"
     "  TLS and headers: --ssl, --root-certificates FILE, --private-key FILE,\n"
     "  --certificate-chain FILE, -H NAME=VALUE (see --help)\n";
 
 struct Options {
-  std::string addr = "127.0.0.1:8001";
+  std::string addr;  // default 127.0.0.1:8001 (gRPC) or 127.0.0.1:8000 (HTTP)
+  bool http = false;  // -i / --protocol http|grpc
+  bool binary = true;  // HTTP infer: tensors as binary data (--json-tensors: JSON)
   bool json = false;
   std::string command;
   std::vector<std::string> positional;
@@ -108,6 +113,15 @@ absl::StatusOr<Options> ParseArgs(int argc, char** argv) {
       ASSIGN_OR_RETURN(o.addr, value(i, "--addr"));
     } else if (arg == "--json") {
       o.json = true;
+    } else if (arg == "-i" || is(arg, "--protocol")) {
+      ASSIGN_OR_RETURN(std::string v, value(i, arg == "-i" ? "-i" : "--protocol"));
+      if (v != "http" && v != "grpc") {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--protocol \"", v, "\" is not one of http, grpc"));
+      }
+      o.http = v == "http";
+    } else if (arg == "--json-tensors") {
+      o.binary = false;
     } else if (is(arg, "--input")) {
       ASSIGN_OR_RETURN(std::string v, value(i, "--input"));
       o.inputs.push_back(v);
@@ -133,21 +147,32 @@ absl::StatusOr<Options> ParseArgs(int argc, char** argv) {
     }
   }
   if (o.command.empty()) return absl::InvalidArgumentError("no command");
+  if (o.addr.empty()) o.addr = o.http ? "127.0.0.1:8000" : "127.0.0.1:8001";
   return o;
 }
 
 class Client {
  public:
-  Client(const Options& options, std::shared_ptr<grpc::Channel> channel)
+  Client(const Options& options, std::shared_ptr<grpc::Channel> channel,
+         std::unique_ptr<tools::HttpClient> http)
       : options_(options),
         channel_(std::move(channel)),
         stub_(inference::GRPCInferenceService::NewStub(channel_)),
-        admin_(reprise::v1::RuntimeInstances::NewStub(channel_)) {}
+        admin_(reprise::v1::RuntimeInstances::NewStub(channel_)),
+        http_(std::move(http)) {}
 
   absl::Status Health() {
     inference::ServerLiveResponse live;
     inference::ServerReadyResponse ready;
     grpc::health::v1::HealthCheckResponse health;
+    if (http_ != nullptr) {  // HTTP has no health service: SERVING is ready
+      ASSIGN_OR_RETURN(bool is_live, http_->Live());
+      ASSIGN_OR_RETURN(bool is_ready, http_->Ready());
+      live.set_live(is_live);
+      ready.set_ready(is_ready);
+      health.set_status(is_ready ? grpc::health::v1::HealthCheckResponse::SERVING
+                                 : grpc::health::v1::HealthCheckResponse::NOT_SERVING);
+    } else {
     {
       grpc::ClientContext ctx;
       RETURN_IF_ERROR(FromGrpc(stub_->ServerLive(&ctx, {}, &live)));
@@ -160,6 +185,7 @@ class Client {
       grpc::ClientContext ctx;
       RETURN_IF_ERROR(FromGrpc(grpc::health::v1::Health::NewStub(channel_)->Check(
           &ctx, grpc::health::v1::HealthCheckRequest(), &health)));
+    }
     }
     const std::string serving =
         grpc::health::v1::HealthCheckResponse::ServingStatus_Name(health.status());
@@ -180,10 +206,16 @@ class Client {
   // deadline so that a hung server fails the check instead of hanging it.
   absl::Status HealthCheck() {
     grpc::health::v1::HealthCheckResponse health;
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
-    RETURN_IF_ERROR(FromGrpc(grpc::health::v1::Health::NewStub(channel_)->Check(
-        &ctx, grpc::health::v1::HealthCheckRequest(), &health)));
+    if (http_ != nullptr) {
+      ASSIGN_OR_RETURN(bool is_ready, http_->Ready());
+      health.set_status(is_ready ? grpc::health::v1::HealthCheckResponse::SERVING
+                                 : grpc::health::v1::HealthCheckResponse::NOT_SERVING);
+    } else {
+      grpc::ClientContext ctx;
+      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+      RETURN_IF_ERROR(FromGrpc(grpc::health::v1::Health::NewStub(channel_)->Check(
+          &ctx, grpc::health::v1::HealthCheckRequest(), &health)));
+    }
     const std::string serving =
         grpc::health::v1::HealthCheckResponse::ServingStatus_Name(health.status());
     std::cout << serving << "\n";
@@ -195,8 +227,12 @@ class Client {
 
   absl::Status Models() {
     inference::RepositoryIndexResponse r;
-    grpc::ClientContext ctx;
-    RETURN_IF_ERROR(FromGrpc(stub_->RepositoryIndex(&ctx, {}, &r)));
+    if (http_ != nullptr) {
+      ASSIGN_OR_RETURN(r, http_->RepositoryIndex());
+    } else {
+      grpc::ClientContext ctx;
+      RETURN_IF_ERROR(FromGrpc(stub_->RepositoryIndex(&ctx, {}, &r)));
+    }
     if (options_.json) {
       std::cout << ToJson(r);
       return absl::OkStatus();
@@ -213,7 +249,9 @@ class Client {
   absl::Status LoadOrUnload(bool load, const std::string& model) {
     grpc::ClientContext ctx;
     grpc::Status status;
-    if (load) {
+    if (http_ != nullptr) {
+      RETURN_IF_ERROR(http_->LoadOrUnload(load, model));
+    } else if (load) {
       inference::RepositoryModelLoadRequest request;
       request.set_model_name(model);
       inference::RepositoryModelLoadResponse response;
@@ -240,6 +278,7 @@ class Client {
   absl::StatusOr<inference::ModelMetadataResponse> Metadata(const std::string& model) {
     inference::ModelMetadataRequest request;
     request.set_name(model);
+    if (http_ != nullptr) return http_->ModelMetadata(model);
     inference::ModelMetadataResponse r;
     grpc::ClientContext ctx;
     RETURN_IF_ERROR(FromGrpc(stub_->ModelMetadata(&ctx, request, &r)));
@@ -270,8 +309,12 @@ class Client {
     inference::ModelStatisticsRequest request;
     request.set_name(model);
     inference::ModelStatisticsResponse r;
-    grpc::ClientContext ctx;
-    RETURN_IF_ERROR(FromGrpc(stub_->ModelStatistics(&ctx, request, &r)));
+    if (http_ != nullptr) {
+      ASSIGN_OR_RETURN(r, http_->ModelStatistics(model));
+    } else {
+      grpc::ClientContext ctx;
+      RETURN_IF_ERROR(FromGrpc(stub_->ModelStatistics(&ctx, request, &r)));
+    }
     if (options_.json) {
       std::cout << ToJson(r);
       return absl::OkStatus();
@@ -352,6 +395,7 @@ class Client {
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<inference::GRPCInferenceService::Stub> stub_;
   std::unique_ptr<reprise::v1::RuntimeInstances::Stub> admin_;
+  std::unique_ptr<tools::HttpClient> http_;  // -i http: every command but instances / dump
 };
 
 // A tensor of `meta`'s type and shape (variable dimensions become 1) with random values:
@@ -439,7 +483,11 @@ absl::Status Client::Infer(const std::string& model) {
   inference::ModelInferResponse response;
   grpc::ClientContext ctx;
   const auto start = std::chrono::steady_clock::now();
-  RETURN_IF_ERROR(FromGrpc(stub_->ModelInfer(&ctx, request, &response)));
+  if (http_ != nullptr) {
+    ASSIGN_OR_RETURN(response, http_->ModelInfer(request, options_.binary));
+  } else {
+    RETURN_IF_ERROR(FromGrpc(stub_->ModelInfer(&ctx, request, &response)));
+  }
   const double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 
@@ -517,7 +565,21 @@ int Run(int argc, char** argv) {
     std::cerr << "reprise: " << channel.status().message() << "\n";
     return 2;
   }
-  Client client(o, *std::move(channel));
+  std::unique_ptr<tools::HttpClient> http;
+  if (o.http) {
+    if (o.command == "instances" || o.command == "dump") {
+      std::cerr << "reprise: \"" << o.command << "\" is a gRPC-only command (reprise.v1)\n";
+      return 2;
+    }
+    absl::StatusOr<std::unique_ptr<tools::HttpClient>> c =
+        tools::HttpClient::Connect(o.addr, o.connection.headers);
+    if (!c.ok()) {
+      std::cerr << "reprise: " << c.status().message() << "\n";
+      return 1;
+    }
+    http = *std::move(c);
+  }
+  Client client(o, *std::move(channel), std::move(http));
   absl::Status status;
   if (o.command == "health") {
     status = client.Health();
