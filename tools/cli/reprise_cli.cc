@@ -62,8 +62,8 @@ constexpr char kUsage[] =
     "  --certificate-chain FILE, -H NAME=VALUE (see --help)\n";
 
 struct Options {
-  std::string addr;  // default 127.0.0.1:8001 (gRPC) or 127.0.0.1:8000 (HTTP)
-  bool http = false;  // -i / --protocol http|grpc
+  std::string addr;    // default 127.0.0.1:8001 (gRPC) or 127.0.0.1:8000 (HTTP)
+  bool http = false;   // -i / --protocol http|grpc
   bool binary = true;  // HTTP infer: tensors as binary data (--json-tensors: JSON)
   bool json = false;
   std::string command;
@@ -173,19 +173,19 @@ class Client {
       health.set_status(is_ready ? grpc::health::v1::HealthCheckResponse::SERVING
                                  : grpc::health::v1::HealthCheckResponse::NOT_SERVING);
     } else {
-    {
-      grpc::ClientContext ctx;
-      RETURN_IF_ERROR(FromGrpc(stub_->ServerLive(&ctx, {}, &live)));
-    }
-    {
-      grpc::ClientContext ctx;
-      RETURN_IF_ERROR(FromGrpc(stub_->ServerReady(&ctx, {}, &ready)));
-    }
-    {
-      grpc::ClientContext ctx;
-      RETURN_IF_ERROR(FromGrpc(grpc::health::v1::Health::NewStub(channel_)->Check(
-          &ctx, grpc::health::v1::HealthCheckRequest(), &health)));
-    }
+      {
+        grpc::ClientContext ctx;
+        RETURN_IF_ERROR(FromGrpc(stub_->ServerLive(&ctx, {}, &live)));
+      }
+      {
+        grpc::ClientContext ctx;
+        RETURN_IF_ERROR(FromGrpc(stub_->ServerReady(&ctx, {}, &ready)));
+      }
+      {
+        grpc::ClientContext ctx;
+        RETURN_IF_ERROR(FromGrpc(grpc::health::v1::Health::NewStub(channel_)->Check(
+            &ctx, grpc::health::v1::HealthCheckRequest(), &health)));
+      }
     }
     const std::string serving =
         grpc::health::v1::HealthCheckResponse::ServingStatus_Name(health.status());

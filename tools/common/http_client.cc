@@ -26,17 +26,36 @@ absl::Status StatusOfHttp(int status, absl::string_view body) {
   const std::string message = server::HttpErrorMessage(body);
   absl::StatusCode code = absl::StatusCode::kUnknown;
   switch (status) {
-    case 400: code = absl::StatusCode::kInvalidArgument; break;
-    case 401: code = absl::StatusCode::kUnauthenticated; break;
-    case 403: code = absl::StatusCode::kPermissionDenied; break;
-    case 404: code = absl::StatusCode::kNotFound; break;
+    case 400:
+      code = absl::StatusCode::kInvalidArgument;
+      break;
+    case 401:
+      code = absl::StatusCode::kUnauthenticated;
+      break;
+    case 403:
+      code = absl::StatusCode::kPermissionDenied;
+      break;
+    case 404:
+      code = absl::StatusCode::kNotFound;
+      break;
     case 413:
-    case 429: code = absl::StatusCode::kResourceExhausted; break;
-    case 500: code = absl::StatusCode::kInternal; break;
-    case 501: code = absl::StatusCode::kUnimplemented; break;
-    case 503: code = absl::StatusCode::kUnavailable; break;
-    case 504: code = absl::StatusCode::kDeadlineExceeded; break;
-    default: break;
+    case 429:
+      code = absl::StatusCode::kResourceExhausted;
+      break;
+    case 500:
+      code = absl::StatusCode::kInternal;
+      break;
+    case 501:
+      code = absl::StatusCode::kUnimplemented;
+      break;
+    case 503:
+      code = absl::StatusCode::kUnavailable;
+      break;
+    case 504:
+      code = absl::StatusCode::kDeadlineExceeded;
+      break;
+    default:
+      break;
   }
   return absl::Status(code, absl::StrCat("HTTP ", status, ": ", message));
 }
@@ -48,7 +67,8 @@ absl::StatusOr<Message> FromJson(absl::string_view json) {
   options.ignore_unknown_fields = true;
   auto status = google::protobuf::util::JsonStringToMessage(std::string(json), &m, options);
   if (!status.ok()) {
-    return absl::InternalError(absl::StrCat("unexpected JSON from the server: ", status.ToString()));
+    return absl::InternalError(
+        absl::StrCat("unexpected JSON from the server: ", status.ToString()));
   }
   return m;
 }
@@ -153,8 +173,8 @@ absl::StatusOr<HttpResult> HttpClient::Exchange(const std::string& request) {
     if (absl::Status s = fill(); !s.ok()) return s;
   }
   HttpResult result;
-  std::vector<absl::string_view> lines = absl::StrSplit(absl::string_view(buffer_).substr(0, end),
-                                                        "\r\n");
+  std::vector<absl::string_view> lines =
+      absl::StrSplit(absl::string_view(buffer_).substr(0, end), "\r\n");
   std::vector<absl::string_view> status_line = absl::StrSplit(lines[0], ' ');
   if (status_line.size() < 2 || !absl::SimpleAtoi(status_line[1], &result.status)) {
     return absl::InternalError(absl::StrCat("malformed HTTP status line: ", lines[0]));
@@ -166,8 +186,8 @@ absl::StatusOr<HttpResult> HttpClient::Exchange(const std::string& request) {
     if (colon == absl::string_view::npos) continue;
     std::string name = absl::AsciiStrToLower(lines[i].substr(0, colon));
     std::string value(absl::StripAsciiWhitespace(lines[i].substr(colon + 1)));
-    if (name == "content-length" && (!absl::SimpleAtoi(value, &length) || length < 0 ||
-                                     length > kMaxBodyBytes)) {
+    if (name == "content-length" &&
+        (!absl::SimpleAtoi(value, &length) || length < 0 || length > kMaxBodyBytes)) {
       return absl::InternalError(absl::StrCat("bad Content-Length \"", value, "\""));
     }
     if (name == "connection" && absl::AsciiStrToLower(value) == "close") close_after = true;
@@ -252,27 +272,35 @@ absl::StatusOr<inference::ModelStatisticsResponse> HttpClient::ModelStatistics(
   return FromJson<inference::ModelStatisticsResponse>(r->body);
 }
 
-absl::StatusOr<inference::ModelInferResponse> HttpClient::ModelInfer(
-    const inference::ModelInferRequest& request, bool binary) {
-  absl::StatusOr<server::HttpBody> body = server::WriteHttpInferRequest(request, binary, binary);
-  if (!body.ok()) return body.status();
+std::string HttpClient::InferPath(const inference::ModelInferRequest& request) {
   std::string path = absl::StrCat("/v2/models/", Escaped(request.model_name()));
   if (!request.model_version().empty()) {
     absl::StrAppend(&path, "/versions/", Escaped(request.model_version()));
   }
   absl::StrAppend(&path, "/infer");
+  return path;
+}
+
+absl::StatusOr<inference::ModelInferResponse> HttpClient::InferResponse(const HttpResult& r) {
+  if (r.status != 200) return StatusOfHttp(r.status, r.body);
+  const std::optional<std::string> length = r.Header("inference-header-content-length");
+  server::HttpCodecLimits limits;
+  limits.max_tensor_bytes = kMaxBodyBytes;
+  return server::ParseHttpInferResponse(
+      r.body, length ? std::optional<absl::string_view>(*length) : std::nullopt, limits);
+}
+
+absl::StatusOr<inference::ModelInferResponse> HttpClient::ModelInfer(
+    const inference::ModelInferRequest& request, bool binary) {
+  absl::StatusOr<server::HttpBody> body = server::WriteHttpInferRequest(request, binary, binary);
+  if (!body.ok()) return body.status();
   std::vector<std::pair<std::string, std::string>> extra;
   if (body->header_length) {
     extra.emplace_back("Inference-Header-Content-Length", std::to_string(*body->header_length));
   }
-  absl::StatusOr<HttpResult> r = Request("POST", path, body->body, extra);
+  absl::StatusOr<HttpResult> r = Request("POST", InferPath(request), body->body, extra);
   if (!r.ok()) return r.status();
-  if (r->status != 200) return StatusOfHttp(r->status, r->body);
-  const std::optional<std::string> length = r->Header("inference-header-content-length");
-  server::HttpCodecLimits limits;
-  limits.max_tensor_bytes = kMaxBodyBytes;
-  return server::ParseHttpInferResponse(
-      r->body, length ? std::optional<absl::string_view>(*length) : std::nullopt, limits);
+  return InferResponse(*r);
 }
 
 }  // namespace reprise::tools

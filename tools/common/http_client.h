@@ -37,10 +37,9 @@ class HttpClient {
   HttpClient& operator=(const HttpClient&) = delete;
 
   /// One request on the connection (reconnecting once if the server closed it).
-  absl::StatusOr<HttpResult> Request(absl::string_view method, absl::string_view path,
-                                     absl::string_view body = "",
-                                     const std::vector<std::pair<std::string, std::string>>&
-                                         extra_headers = {});
+  absl::StatusOr<HttpResult> Request(
+      absl::string_view method, absl::string_view path, absl::string_view body = "",
+      const std::vector<std::pair<std::string, std::string>>& extra_headers = {});
 
   // The KServe v2 calls. A non-2xx answer is an error whose code follows the HTTP status (as
   // the server maps them, server/http_service.h) with the body's "error" message.
@@ -53,6 +52,10 @@ class HttpClient {
   /// Inputs from raw_input_contents; `binary`: inputs and outputs as binary data, else JSON.
   absl::StatusOr<inference::ModelInferResponse> ModelInfer(
       const inference::ModelInferRequest& request, bool binary);
+  /// The parts of ModelInfer, for callers that time them (reprise-bench): the request's path,
+  /// and the answer to an infer request decoded (an error for a non-2xx one).
+  static std::string InferPath(const inference::ModelInferRequest& request);
+  static absl::StatusOr<inference::ModelInferResponse> InferResponse(const HttpResult& result);
 
  private:
   HttpClient(std::string host, std::string port,

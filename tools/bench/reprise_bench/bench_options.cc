@@ -83,7 +83,7 @@ absl::StatusOr<std::vector<int64_t>> ParseDims(absl::string_view text) {
 
 absl::StatusOr<BenchOptions> ParseBenchArgs(const std::vector<std::string>& args) {
   BenchOptions o;
-  bool have_concurrency = false, have_rate = false;
+  bool have_concurrency = false, have_rate = false, addr_given = false;
   for (size_t i = 0; i < args.size(); ++i) {
     ASSIGN_OR_RETURN(bool connection_flag, ParseConnectionFlag(args, &i, &o.connection));
     if (connection_flag) continue;
@@ -112,6 +112,19 @@ absl::StatusOr<BenchOptions> ParseBenchArgs(const std::vector<std::string>& args
       o.version = value;
     } else if (flag == "--addr" || flag == "-u") {
       o.addr = value;
+      addr_given = true;
+    } else if (flag == "--protocol" || flag == "-i") {
+      if (value != "grpc" && value != "http") {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--protocol is grpc or http, got \"", value, "\""));
+      }
+      o.http = value == "http";
+    } else if (flag == "--input-tensor-format" || flag == "--output-tensor-format") {
+      if (value != "binary" && value != "json") {
+        return absl::InvalidArgumentError(
+            absl::StrCat(flag, " is binary or json, got \"", value, "\""));
+      }
+      (flag == "--input-tensor-format" ? o.binary_inputs : o.binary_outputs) = value == "binary";
     } else if (flag == "--input") {
       const size_t at = value.find('=');
       if (at == std::string::npos || at == 0) {
@@ -189,6 +202,10 @@ absl::StatusOr<BenchOptions> ParseBenchArgs(const std::vector<std::string>& args
   if (have_concurrency && have_rate) {
     return absl::InvalidArgumentError("--concurrency and --request-rate exclude each other");
   }
+  if (o.http && !addr_given) o.addr = "127.0.0.1:8000";
+  if (o.http && have_rate) {
+    return absl::InvalidArgumentError("--request-rate is not supported with --protocol http");
+  }
   // Any gRPC target the user gives (a deployed server too); only an empty one is refused.
   if (o.addr.empty()) return absl::InvalidArgumentError("--addr is empty (want HOST:PORT)");
   return o;
@@ -196,7 +213,12 @@ absl::StatusOr<BenchOptions> ParseBenchArgs(const std::vector<std::string>& args
 
 std::string BenchUsage() {
   return std::string(R"(usage: reprise-bench --model M [options]
-  --addr HOST:PORT             server, any gRPC target (default 127.0.0.1:8001)
+  --addr HOST:PORT             server, any gRPC target (default 127.0.0.1:8001; with
+                               -i http, HOST:PORT of the HTTP endpoint, default :8000)
+  -i, --protocol grpc|http     KServe v2 over gRPC (default) or HTTP/REST (concurrency mode;
+                               one keep-alive connection per concurrent request)
+  --input-tensor-format binary|json   HTTP: tensors in the body as binary data (default) or
+  --output-tensor-format binary|json  JSON arrays
   --model-version V            model version (default: the server's)
   --input NAME=FILE.npy|random|zeros   data of one input (repeatable)
   --input-data random|zeros    data of the inputs not given by --input (default random)

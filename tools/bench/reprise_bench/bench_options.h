@@ -24,6 +24,9 @@ struct BenchOptions {
   std::string model;
   std::string version;                  // empty: the server's choice
   std::string addr = "127.0.0.1:8001";  // any gRPC target (HOST:PORT, unix:PATH, dns:///...)
+  bool http = false;                    // -i http: KServe v2 REST (default address :8000)
+  bool binary_inputs = true;            // HTTP: --input-tensor-format binary|json
+  bool binary_outputs = true;           // HTTP: --output-tensor-format binary|json
   ClientConnectionOptions connection;   // --ssl, certificates, -H
   /// --input NAME=FILE.npy | NAME=random | NAME=zeros; inputs not named use `input_data`.
   std::vector<std::pair<std::string, std::string>> inputs;

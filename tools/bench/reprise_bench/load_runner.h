@@ -31,34 +31,46 @@ struct LoadCounts {
   std::string first_error;
 };
 
+/// What drives one load level: the gRPC LoadRunner below or HttpLoadRunner
+/// (http_load_runner.h). The methods are those of LoadRunner.
+class Runner {
+ public:
+  virtual ~Runner() = default;
+  virtual void StartConcurrency(int concurrency) = 0;
+  virtual void StartRate(double rate, int max_outstanding) = 0;
+  virtual std::vector<RequestSample> TakeSamples() = 0;
+  virtual void WaitForSamples(size_t count, std::chrono::milliseconds timeout) = 0;
+  virtual LoadCounts Stop(bool* drained) = 0;
+};
+
 /// Drives one load level at a time. Start() begins sending, TakeSamples() hands out what
 /// completed since the last call, Stop() stops sending and waits (bounded) for the requests in
 /// flight. Completions run on gRPC's threads; all methods are for one controlling thread.
 /// The channel must outlive the runner.
-class LoadRunner {
+class LoadRunner final : public Runner {
  public:
   /// `request` is sent as is (serialised anew for each request, which is the client send
   /// time); a response is OK when its status is and it has `expected_outputs` outputs (at
   /// least one when `expected_outputs` < 0: the server did not describe the model).
   LoadRunner(std::shared_ptr<grpc::Channel> channel, inference::ModelInferRequest request,
              int expected_outputs, std::chrono::milliseconds request_timeout);
-  ~LoadRunner();
+  ~LoadRunner() override;
   LoadRunner(const LoadRunner&) = delete;
   LoadRunner& operator=(const LoadRunner&) = delete;
 
   /// Keeps `concurrency` requests in flight until Stop().
-  void StartConcurrency(int concurrency);
+  void StartConcurrency(int concurrency) override;
   /// Sends `rate` requests per second (on a schedule, at most `max_outstanding` in flight).
-  void StartRate(double rate, int max_outstanding);
+  void StartRate(double rate, int max_outstanding) override;
 
   /// The samples completed since the last call (or Start).
-  std::vector<RequestSample> TakeSamples();
+  std::vector<RequestSample> TakeSamples() override;
   /// Waits until at least `count` samples are pending or `timeout` passed.
-  void WaitForSamples(size_t count, std::chrono::milliseconds timeout);
+  void WaitForSamples(size_t count, std::chrono::milliseconds timeout) override;
 
   /// Stops sending and waits until nothing is in flight (at most the request timeout plus
   /// five seconds). Returns the counts of this run; false in `drained` if requests remained.
-  LoadCounts Stop(bool* drained);
+  LoadCounts Stop(bool* drained) override;
 
  private:
   struct Call;

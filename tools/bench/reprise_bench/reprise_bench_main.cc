@@ -23,7 +23,9 @@
 #include "server/infer_codec.h"
 #include "tools/bench/reprise_bench/bench_options.h"
 #include "tools/bench/reprise_bench/bench_report.h"
+#include "tools/bench/reprise_bench/http_load_runner.h"
 #include "tools/bench/reprise_bench/load_runner.h"
+#include "tools/common/http_client.h"
 
 namespace reprise::tools::bench {
 namespace {
@@ -72,22 +74,49 @@ absl::StatusOr<std::string> GenerateData(const std::string& datatype, int64_t co
   return bytes;
 }
 
-absl::StatusOr<PreparedRequest> PrepareRequest(const BenchOptions& o,
-                                               GRPCInferenceService::Stub* stub) {
-  PreparedRequest out;
-  out.request.set_model_name(o.model);
-  out.request.set_model_version(o.version);
-  // The model's inputs and outputs, when the server describes them (an echo server does not).
-  inference::ModelMetadataResponse metadata;
-  bool have_metadata = false;
-  {
+// The model's metadata and statistics, over the protocol under test.
+class Control {
+ public:
+  Control(GRPCInferenceService::Stub* stub, HttpClient* http) : stub_(stub), http_(http) {}
+  bool Metadata(const BenchOptions& o, inference::ModelMetadataResponse* out) {
+    if (http_ != nullptr) {
+      absl::StatusOr<inference::ModelMetadataResponse> r = http_->ModelMetadata(o.model);
+      if (r.ok()) *out = *std::move(r);
+      return r.ok();
+    }
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
     inference::ModelMetadataRequest request;
     request.set_name(o.model);
     request.set_version(o.version);
-    have_metadata = stub->ModelMetadata(&ctx, request, &metadata).ok();
+    return stub_->ModelMetadata(&ctx, request, out).ok();
   }
+  bool Statistics(const BenchOptions& o, inference::ModelStatisticsResponse* out) {
+    if (http_ != nullptr) {
+      absl::StatusOr<inference::ModelStatisticsResponse> r = http_->ModelStatistics(o.model);
+      if (r.ok()) *out = *std::move(r);
+      return r.ok();
+    }
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    inference::ModelStatisticsRequest request;
+    request.set_name(o.model);
+    request.set_version(o.version);
+    return stub_->ModelStatistics(&ctx, request, out).ok();
+  }
+
+ private:
+  GRPCInferenceService::Stub* const stub_;
+  HttpClient* const http_;
+};
+
+absl::StatusOr<PreparedRequest> PrepareRequest(const BenchOptions& o, Control* control) {
+  PreparedRequest out;
+  out.request.set_model_name(o.model);
+  out.request.set_model_version(o.version);
+  // The model's inputs and outputs, when the server describes them (an echo server does not).
+  inference::ModelMetadataResponse metadata;
+  const bool have_metadata = control->Metadata(o, &metadata);
   out.expected_outputs = have_metadata ? metadata.outputs_size() : -1;
   std::vector<std::pair<std::string, std::string>> sources = o.inputs;
   if (have_metadata) {
@@ -160,15 +189,10 @@ absl::StatusOr<PreparedRequest> PrepareRequest(const BenchOptions& o,
   return out;
 }
 
-ServerCounters ReadCounters(const BenchOptions& o, GRPCInferenceService::Stub* stub) {
+ServerCounters ReadCounters(const BenchOptions& o, Control* control) {
   ServerCounters c;
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
-  inference::ModelStatisticsRequest request;
-  request.set_name(o.model);
-  request.set_version(o.version);
   inference::ModelStatisticsResponse response;
-  if (!stub->ModelStatistics(&ctx, request, &response).ok()) return c;
+  if (!control->Statistics(o, &response)) return c;
   // Summed over the versions answered (one unless the model serves several).
   for (const auto& m : response.model_stats()) {
     const auto& s = m.inference_stats();
@@ -204,12 +228,20 @@ void SleepMs(int ms) {
 }
 
 absl::StatusOr<LevelSummary> RunLevel(const BenchOptions& o, double level,
-                                      const std::shared_ptr<grpc::Channel>& channel,
-                                      GRPCInferenceService::Stub* stub,
+                                      const std::shared_ptr<grpc::Channel>& channel, Control* stub,
                                       const PreparedRequest& prepared) {
   const char* what = o.load_mode == LoadMode::kConcurrency ? "concurrency" : "rate";
-  LoadRunner runner(channel, prepared.request, prepared.expected_outputs,
-                    std::chrono::milliseconds(o.request_timeout_ms));
+  std::unique_ptr<Runner> runner_owned;
+  if (o.http) {
+    runner_owned = std::make_unique<HttpLoadRunner>(o.addr, o.connection.headers, prepared.request,
+                                                    o.binary_inputs, o.binary_outputs,
+                                                    prepared.expected_outputs);
+  } else {
+    runner_owned =
+        std::make_unique<LoadRunner>(channel, prepared.request, prepared.expected_outputs,
+                                     std::chrono::milliseconds(o.request_timeout_ms));
+  }
+  Runner& runner = *runner_owned;
   if (o.load_mode == LoadMode::kConcurrency) {
     runner.StartConcurrency(static_cast<int>(level));
   } else {
@@ -280,26 +312,33 @@ absl::Status Run(const BenchOptions& o) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(-1);
   args.SetMaxSendMessageSize(-1);
+  // Over HTTP the gRPC channel is made (it connects lazily) but never used.
   ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel,
-                   MakeClientChannel(o.addr, o.connection, args));
-  if (!channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(10))) {
+                   MakeClientChannel(o.http ? "127.0.0.1:1" : o.addr, o.connection, args));
+  std::unique_ptr<HttpClient> http;
+  if (o.http) {
+    ASSIGN_OR_RETURN(http, HttpClient::Connect(o.addr, o.connection.headers));
+  } else if (!channel->WaitForConnected(std::chrono::system_clock::now() +
+                                        std::chrono::seconds(10))) {
     return absl::UnavailableError(absl::StrCat("cannot connect to ", o.addr, " within 10 s"));
   }
-  auto stub = GRPCInferenceService::NewStub(channel);
-  ASSIGN_OR_RETURN(PreparedRequest prepared, PrepareRequest(o, stub.get()));
+  auto grpc_stub = GRPCInferenceService::NewStub(channel);
+  Control control(grpc_stub.get(), http.get());
+  Control* stub = &control;
+  ASSIGN_OR_RETURN(PreparedRequest prepared, PrepareRequest(o, stub));
   BenchResult result;
-  ServerCounters before = o.server_stats ? ReadCounters(o, stub.get()) : ServerCounters();
+  ServerCounters before = o.server_stats ? ReadCounters(o, stub) : ServerCounters();
   result.server_stats = before.valid;
   BenchOptions options = o;
   options.server_stats = before.valid;
   for (double level : o.levels) {
-    ASSIGN_OR_RETURN(LevelSummary s, RunLevel(options, level, channel, stub.get(), prepared));
+    ASSIGN_OR_RETURN(LevelSummary s, RunLevel(options, level, channel, stub, prepared));
     result.client_inferences_ok += s.ok * o.batch_size;
     result.levels.push_back(std::move(s));
   }
   if (o.progress) std::fprintf(stderr, "\r%-100s\r", "");
   if (result.server_stats) {
-    const ServerCounters after = ReadCounters(o, stub.get());
+    const ServerCounters after = ReadCounters(o, stub);
     if (after.valid && after.inference_count >= before.inference_count) {
       result.server_inference_count_delta = after.inference_count - before.inference_count;
     }
