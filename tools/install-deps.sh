@@ -25,6 +25,8 @@ serve=(
   # recommends ocl-icd-opencl-dev, so it is named here.
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev libssl-dev
   libyaml-cpp-dev prometheus-cpp-dev libdnnl-dev ocl-icd-opencl-dev libonnx-dev libspdlog-dev
+  # the HTTP/REST endpoint: Boost.Beast / Asio and RapidJSON (header-only), zlib (gzip, deflate)
+  libboost-dev rapidjson-dev zlib1g-dev
 )
 test=(
   # test frameworks (libgtest-dev does not bring GoogleMock) and the benchmark binaries that

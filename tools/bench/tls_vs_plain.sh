@@ -30,7 +30,8 @@ start() {
   local name=$1
   shift
   OMP_NUM_THREADS=1 "$build/server/reprise-server" --model-repository tools/models/repository \
-    --grpc-address=127.0.0.1 --grpc-port=0 --http-port=0 --allow-metrics=false "$@" >"$work/$name.log" 2>&1 &
+    --grpc-address=127.0.0.1 --grpc-port=0 --http-port=0 --allow-metrics=false \
+    "$@" >"$work/$name.log" 2>&1 &
   pids+=($!)
   for _ in $(seq 300); do
     grep -q "server ready" "$work/$name.log" && break
