@@ -92,7 +92,7 @@ class ComposeAndPrometheusConfig(unittest.TestCase):
         self.assertEqual(set(services), {"reprise", "prometheus", "grafana"})
         ports = {str(p.get("target", p) if isinstance(p, dict) else p).split(":")[-1]
                  for p in services["reprise"]["ports"]}
-        self.assertTrue({"8001", "8002"} <= ports, ports)
+        self.assertTrue({"8000", "8001", "8002"} <= ports, ports)
         self.assertTrue(any("/models" in str(v) for v in services["reprise"]["volumes"]))
         self.assertNotRegex(services["reprise"]["image"], r":latest$|^[^:]*$")  # a pinned tag
 
@@ -288,9 +288,9 @@ class Kubernetes(unittest.TestCase):
         for probe in ("livenessProbe", "readinessProbe", "startupProbe"):
             self.assertEqual(container[probe]["grpc"]["port"], 8001, probe)
         ports = {p["containerPort"] for p in container["ports"]}
-        self.assertEqual(ports, {8001, 8002})
+        self.assertEqual(ports, {8000, 8001, 8002})
         service_ports = {p["port"] for p in docs["Service"]["spec"]["ports"]}
-        self.assertEqual(service_ports, {8001, 8002})
+        self.assertEqual(service_ports, {8000, 8001, 8002})
         self.assertEqual(docs["Service"]["spec"]["selector"],
                          docs["Deployment"]["spec"]["selector"]["matchLabels"])
         self.assertRegex(container["image"], r":[0-9][\w.-]*$")  # a pinned version tag

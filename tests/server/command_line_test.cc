@@ -33,6 +33,35 @@ TEST(CommandLineTest, StrictReadinessFromTheFileAndTheFlag) {
               HasSubstr("--strict-readiness: \"yes\""));
 }
 
+TEST(CommandLineTest, HttpFromTheFileAndTheFlags) {
+  absl::StatusOr<CommandLine> c = ParseCommandLine({});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->config.http_port, 8000);
+  EXPECT_TRUE(c->config.allow_http);
+  const std::string path = ::testing::TempDir() + "/cli_http.yaml";
+  std::ofstream(path) << "server: {http_port: 9100, http_address: 127.0.0.1}\n"
+                         "http: {thread_count: 3, restricted_api: [\"health:k=v\"]}\n";
+  c = ParseCommandLine({"--config", path, "--allow-http=false", "--http-thread-count", "5",
+                        "--http-restricted-api=model-repository,statistics:Admin-Key=s"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->config.http_port, 9100);
+  EXPECT_EQ(c->config.http_address, "127.0.0.1");
+  EXPECT_FALSE(c->config.allow_http);
+  EXPECT_EQ(c->config.http_threads, 5);
+  ASSERT_EQ(c->config.http_restricted_apis.size(), 2u);
+  EXPECT_EQ(c->config.http_restricted_apis[1].header, "admin-key");  // lower case
+  EXPECT_THAT(c->config.http_restricted_apis[1].groups,
+              ElementsAre("model-repository", "statistics"));
+  c = ParseCommandLine({"--http-port", "8080"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->config.http_port, 8080);
+  EXPECT_THAT(ParseCommandLine({"--allow-http=maybe"}).status().message(),
+              HasSubstr("--allow-http"));
+  EXPECT_THAT(ParseCommandLine({"--http-port=65536"}).status().message(), HasSubstr("65536"));
+  EXPECT_THAT(ParseCommandLine({"--http-restricted-api=nope:k=v"}).status().message(),
+              HasSubstr("unknown group"));
+}
+
 TEST(CommandLineTest, FlagsOverrideTheFile) {
   const std::string path = ::testing::TempDir() + "/cli_test.yaml";
   std::ofstream(path) << "server: {grpc_port: 9000, metrics_port: 9001}\n"

@@ -15,41 +15,28 @@ import http.client
 import json
 import os
 import re
-import select
 import socket
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 import unittest
 import zlib
 
-import grpc
 import numpy as np
-import onnx
 from onnx import TensorProto, helper
 
 SERVER, STUBS = sys.argv[1:3]
 sys.path.insert(0, STUBS)
 import grpc_service_pb2 as pb  # noqa: E402
-import grpc_service_pb2_grpc as pb_grpc  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from hostile_test import Daemon, request, save  # noqa: E402  (the same start, models, requests)
 
 TABLE = np.arange(40, dtype=np.float32).reshape(10, 4)
 MAX_REQUEST_BYTES = 1 << 20
 BODY_LIMIT = MAX_REQUEST_BYTES + (1 << 20)  # limits.max_message_bytes, derived
 SECRET = "s3cret"
-STARTED = {k: re.compile(rb"Started " + k.encode() + rb" at [^:]+:(\d+)")
-           for k in ("GRPCInferenceService", "HTTPService")}
-
-
-def save(model, repo, name, config=None):
-    model.ir_version = 8
-    os.makedirs(os.path.join(repo, name, "1"))
-    onnx.save(model, os.path.join(repo, name, "1", "model.onnx"))
-    if config:
-        with open(os.path.join(repo, name, "config.yaml"), "w") as f:
-            f.write(config)
+STARTED_HTTP = re.compile(rb"Started HTTPService at [^:]+:(\d+)")
 
 
 def write_repository(repo):
@@ -68,64 +55,18 @@ def write_repository(repo):
         [table]), opset_imports=opset), repo, "gather", "max_batch_size: 8\n")
 
 
-class Daemon:
-    def __init__(self, repo, config_path, extra=()):
-        self.proc = subprocess.Popen(
-            [SERVER, "--config", config_path, "--model-repository", repo,
-             "--grpc-address=127.0.0.1", "--grpc-port=0", "--http-port=0", "--metrics-port=0",
-             "--exit-timeout-secs", "10"] + list(extra),
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, bufsize=0,
-            env=dict(os.environ, OMP_NUM_THREADS="1"))
-        self.log = b""
-        ports = {}
-        deadline = time.monotonic() + 60
-        while len(ports) < 2 and time.monotonic() < deadline:
-            if not select.select([self.proc.stdout], [], [], 1.0)[0]:
-                continue
-            line = self.proc.stdout.readline()
-            if not line:
-                break
-            self.log += line
-            for key, pattern in STARTED.items():
-                m = pattern.search(line)
-                if m:
-                    ports[key] = int(m.group(1))
-        if len(ports) < 2:
-            self.proc.kill()
-            raise RuntimeError("reprise-server did not start:\n" + self.log.decode(errors="replace"))
-        self.grpc_port, self.http_port = ports["GRPCInferenceService"], ports["HTTPService"]
-        self.reader = threading.Thread(target=self._drain, daemon=True)
-        self.reader.start()
-        self.channel = grpc.insecure_channel(f"127.0.0.1:{self.grpc_port}")
-        self.stub = pb_grpc.GRPCInferenceServiceStub(self.channel)
-        deadline = time.monotonic() + 120
-        while not self.stub.ServerReady(pb.ServerReadyRequest(), timeout=30).ready:
-            if time.monotonic() > deadline or self.proc.poll() is not None:
-                self.proc.kill()
-                raise RuntimeError("never ready:\n" + self.log.decode(errors="replace"))
-            time.sleep(0.1)
-
-    def _drain(self):
-        for line in iter(self.proc.stdout.readline, b""):
-            self.log += line
-
-    def stop(self):
-        self.channel.close()
-        self.proc.send_signal(15)
-        try:
-            code = self.proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            code = self.proc.wait()
-        self.reader.join(timeout=5)
-        return code
-
-
-def grpc_request(model, name, datatype, shape, raw):
-    r = pb.ModelInferRequest(model_name=model)
-    r.inputs.add(name=name, datatype=datatype, shape=shape)
-    r.raw_input_contents.append(raw)
-    return r
+def start_daemon(repo, config_path, extra):
+    """hostile_test's Daemon (gRPC port, readiness), plus the HTTP port from its log."""
+    daemon = Daemon(repo, config_path, extra)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        m = STARTED_HTTP.search(daemon.log)
+        if m:
+            daemon.http_port = int(m.group(1))
+            return daemon
+        time.sleep(0.05)
+    daemon.stop()
+    raise RuntimeError("no HTTP port in the log:\n" + daemon.log.decode(errors="replace"))
 
 
 class HttpTest(unittest.TestCase):
@@ -137,8 +78,9 @@ class HttpTest(unittest.TestCase):
         write_repository(repo)
         config = os.path.join(cls.tmp.name, "server.yaml")
         with open(config, "w") as f:
-            f.write(f"runtime: {{cpu_threads: 4}}\nlimits: {{max_request_bytes: {MAX_REQUEST_BYTES}}}\n")
-        cls.daemon = Daemon(repo, config, [
+            f.write(f"runtime: {{cpu_threads: 4}}\n"
+                    f"limits: {{max_request_bytes: {MAX_REQUEST_BYTES}}}\n")
+        cls.daemon = start_daemon(repo, config, [
             "--model-control-mode", "explicit", "--load-model", "reduce", "--load-model", "gather",
             f"--http-restricted-api=model-repository:admin-key={SECRET}"])
         cls.port = cls.daemon.http_port
@@ -274,7 +216,7 @@ class HttpTest(unittest.TestCase):
     def test_json_and_binary_equal_grpc(self):
         idx = np.array([[1, 2, 9], [0, 0, 3]], np.int64)
         expected = self.daemon.stub.ModelInfer(
-            grpc_request("gather", "idx", "INT64", [2, 3], idx.tobytes()))
+            request("gather", "idx", "INT64", [2, 3], idx.tobytes()))
         want = expected.raw_output_contents[0]
         body = json.dumps({"id": "r1", "inputs": [{"name": "idx", "shape": [2, 3],
                                                    "datatype": "INT64", "data": idx.tolist()}]})
