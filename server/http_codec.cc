@@ -359,39 +359,6 @@ void WriteString(absl::string_view s, Writer* w) {
   w->String(s.data(), static_cast<rapidjson::SizeType>(s.size()));
 }
 
-void WriteParameters(const ParameterMap& params, std::optional<uint64_t> binary_size, Writer* w) {
-  w->Key("parameters");
-  w->StartObject();
-  for (const auto& [key, p] : params) {
-    WriteString(key, w);
-    switch (p.parameter_choice_case()) {
-      case inference::InferParameter::kBoolParam:
-        w->Bool(p.bool_param());
-        break;
-      case inference::InferParameter::kInt64Param:
-        w->Int64(p.int64_param());
-        break;
-      case inference::InferParameter::kUint64Param:
-        w->Uint64(p.uint64_param());
-        break;
-      case inference::InferParameter::kDoubleParam:
-        w->Double(p.double_param());
-        break;
-      case inference::InferParameter::kStringParam:
-        WriteString(p.string_param(), w);
-        break;
-      default:
-        w->Null();
-        break;
-    }
-  }
-  if (binary_size.has_value()) {
-    w->Key(kBinaryDataSize.data(), static_cast<rapidjson::SizeType>(kBinaryDataSize.size()));
-    w->Uint64(*binary_size);
-  }
-  w->EndObject();
-}
-
 // A float in its shortest round-trip form; NaN and the infinities as Python's json writes them.
 template <typename T>
 void WriteFloat(T x, Writer* w) {
@@ -415,6 +382,39 @@ void WriteFloat(T x, Writer* w) {
     *end++ = '0';
   }
   w->RawValue(buf, static_cast<size_t>(end - buf), rapidjson::kNumberType);
+}
+
+void WriteParameters(const ParameterMap& params, std::optional<uint64_t> binary_size, Writer* w) {
+  w->Key("parameters");
+  w->StartObject();
+  for (const auto& [key, p] : params) {
+    WriteString(key, w);
+    switch (p.parameter_choice_case()) {
+      case inference::InferParameter::kBoolParam:
+        w->Bool(p.bool_param());
+        break;
+      case inference::InferParameter::kInt64Param:
+        w->Int64(p.int64_param());
+        break;
+      case inference::InferParameter::kUint64Param:
+        w->Uint64(p.uint64_param());
+        break;
+      case inference::InferParameter::kDoubleParam:
+        WriteFloat(p.double_param(), w);
+        break;
+      case inference::InferParameter::kStringParam:
+        WriteString(p.string_param(), w);
+        break;
+      default:
+        w->Null();
+        break;
+    }
+  }
+  if (binary_size.has_value()) {
+    w->Key(kBinaryDataSize.data(), static_cast<rapidjson::SizeType>(kBinaryDataSize.size()));
+    w->Uint64(*binary_size);
+  }
+  w->EndObject();
 }
 
 float HalfToFloat(uint16_t h, bool bf16) {
