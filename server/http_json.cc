@@ -31,9 +31,13 @@ class DepthLimitedHandler {
   bool RawNumber(const char* s, rapidjson::SizeType n, bool copy) {
     return doc_->RawNumber(s, n, copy);
   }
-  bool String(const char* s, rapidjson::SizeType n, bool copy) { return doc_->String(s, n, copy); }
+  bool String(const char* s, rapidjson::SizeType n, bool copy) {
+    return Valid(s, n) && doc_->String(s, n, copy);
+  }
   bool StartObject() { return Enter() && doc_->StartObject(); }
-  bool Key(const char* s, rapidjson::SizeType n, bool copy) { return doc_->Key(s, n, copy); }
+  bool Key(const char* s, rapidjson::SizeType n, bool copy) {
+    return Valid(s, n) && doc_->Key(s, n, copy);
+  }
   bool EndObject(rapidjson::SizeType members) {
     --depth_;
     return doc_->EndObject(members);
@@ -44,8 +48,23 @@ class DepthLimitedHandler {
     return doc_->EndArray(elements);
   }
   bool too_deep() const { return too_deep_; }
+  bool surrogate() const { return surrogate_; }
 
  private:
+  // The raw text is validated as UTF-8 by the reader, but RapidJSON 1.1.0 decodes the escape
+  // of a lone low surrogate (backslash, u, DC00 to DFFF) into the bytes of a surrogate
+  // (ED B0..BF xx), which are not UTF-8: refuse them here, or they would pass on as text that
+  // no parser reads back.
+  bool Valid(const char* s, rapidjson::SizeType n) {
+    for (rapidjson::SizeType i = 0; i + 1 < n; ++i) {
+      if (static_cast<unsigned char>(s[i]) == 0xED &&
+          static_cast<unsigned char>(s[i + 1]) >= 0xA0) {
+        surrogate_ = true;
+        return false;
+      }
+    }
+    return true;
+  }
   bool Enter() {
     if (++depth_ > kMaxJsonDepth) too_deep_ = true;
     return !too_deep_;
@@ -53,6 +72,7 @@ class DepthLimitedHandler {
   rapidjson::Document* const doc_;
   int depth_ = 0;
   bool too_deep_ = false;
+  bool surrogate_ = false;
 };
 
 void WriteField(const Message& m, const FieldDescriptor* f, int index, Writer* w);
@@ -163,6 +183,11 @@ absl::Status ParseJson(absl::string_view text, absl::string_view what, rapidjson
   if (handler.too_deep()) {
     return absl::InvalidArgumentError(
         absl::StrCat(what, ": JSON nested deeper than ", kMaxJsonDepth, " levels"));
+  }
+  if (handler.surrogate()) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": malformed JSON at offset ",
+                                                   result.Offset(),
+                                                   ": a \\u escape of a lone surrogate"));
   }
   if (result.IsError()) {
     return absl::InvalidArgumentError(absl::StrCat(what, ": malformed JSON at offset ",

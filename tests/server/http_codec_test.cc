@@ -96,6 +96,9 @@ TEST(HttpCodecTest, MalformedRequests) {
   EXPECT_THAT(Parse(std::string("{}\0", 3)).status().message(), HasSubstr("NUL"));
   EXPECT_THAT(Parse(std::string(10000, '[')).status().message(), HasSubstr("nested deeper"));
   EXPECT_THAT(Parse("[]").status().message(), HasSubstr("expected an object"));
+  EXPECT_THAT(Parse(R"({"id": "a\uDDDD", "inputs": []})").status().message(),
+              HasSubstr("lone surrogate"));
+  EXPECT_TRUE(Parse(R"({"id": "\uD83D\uDE00\uEAAD", "inputs": []})").ok());  // a pair is fine
   EXPECT_THAT(Parse(R"({"inputs": {}})").status().message(), HasSubstr("\"inputs\""));
   EXPECT_THAT(Parse(R"({"inputs": [], "x": 1})").status().message(), HasSubstr("unknown key"));
   EXPECT_THAT(Parse(R"({"inputs": [{"name": "x", "shape": [-1], "datatype": "FP32", "data": []}]})")
