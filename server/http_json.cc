@@ -176,7 +176,8 @@ absl::Status ParseJson(absl::string_view text, absl::string_view what, rapidjson
     rapidjson::EncodedInputStream<rapidjson::UTF8<>, rapidjson::MemoryStream> in(ms);
     rapidjson::Reader reader;
     result = reader.Parse<rapidjson::kParseIterativeFlag | rapidjson::kParseValidateEncodingFlag |
-                          rapidjson::kParseNanAndInfFlag>(in, handler);
+                          rapidjson::kParseNanAndInfFlag | rapidjson::kParseFullPrecisionFlag>(
+        in, handler);
     return !result.IsError();
   };
   doc->Populate(generator);

@@ -5,6 +5,7 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 
+#include <atomic>
 #include <optional>
 #include <thread>
 #include <utility>
@@ -28,8 +29,10 @@ constexpr uint32_t kMaxHeaderBytes = 64 * 1024;
 // One connection: read a request, hand it to the service, write its answer, read the next.
 class Session : public std::enable_shared_from_this<Session> {
  public:
-  Session(tcp::socket socket, HttpService* service, const HttpServerOptions& options)
-      : stream_(std::move(socket)), service_(service), options_(options) {}
+  Session(tcp::socket socket, HttpService* service, const HttpServerOptions& options,
+          std::atomic<int64_t>* body_bytes)
+      : stream_(std::move(socket)), service_(service), options_(options), body_bytes_(body_bytes) {}
+  ~Session() { Release(); }
 
   void Start() {
     net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->Read(); });
@@ -41,9 +44,32 @@ class Session : public std::enable_shared_from_this<Session> {
     parser_->body_limit(static_cast<uint64_t>(options_.max_body_bytes));
     parser_->header_limit(kMaxHeaderBytes);
     stream_.expires_after(absl::ToChronoSeconds(options_.read_timeout));
+    http::async_read_header(
+        stream_, buffer_, *parser_,
+        [self = shared_from_this()](beast::error_code ec, size_t) { self->OnHeader(ec); });
+  }
+
+  // The body is read only within the server-wide budget of body bytes in flight (a body's
+  // buffer is reserved from its Content-Length; a chunked body counts as the largest one).
+  void OnHeader(beast::error_code ec) {
+    if (ec) return OnRead(ec);
+    const int64_t want = parser_->content_length().has_value()
+                             ? static_cast<int64_t>(*parser_->content_length())
+                             : options_.max_body_bytes;
+    if (body_bytes_->fetch_add(want) + want > options_.max_inflight_body_bytes) {
+      body_bytes_->fetch_sub(want);
+      return Fail(503, absl::StrCat("the server has too many request bytes in flight (",
+                                    options_.max_inflight_body_bytes, "); retry later"));
+    }
+    charged_ = want;
     http::async_read(
         stream_, buffer_, *parser_,
-        [self = shared_from_this()](beast::error_code ec, size_t) { self->OnRead(ec); });
+        [self = shared_from_this()](beast::error_code error, size_t) { self->OnRead(error); });
+  }
+
+  void Release() {
+    if (charged_ > 0) body_bytes_->fetch_sub(charged_);
+    charged_ = 0;
   }
 
   void OnRead(beast::error_code ec) {
@@ -106,6 +132,7 @@ class Session : public std::enable_shared_from_this<Session> {
     stream_.expires_after(absl::ToChronoSeconds(options_.read_timeout));
     http::async_write(stream_, *res,
                       [self = shared_from_this(), res](beast::error_code ec, size_t) {
+                        self->Release();
                         if (ec || res->need_eof()) return self->Close();
                         self->Read();
                       });
@@ -122,6 +149,8 @@ class Session : public std::enable_shared_from_this<Session> {
   std::optional<http::request_parser<http::string_body>> parser_;
   HttpService* const service_;
   const HttpServerOptions& options_;
+  std::atomic<int64_t>* const body_bytes_;
+  int64_t charged_ = 0;  // this request's share of *body_bytes_
 };
 
 }  // namespace
@@ -134,6 +163,7 @@ struct HttpServer::Impl {
   std::optional<tcp::acceptor> acceptor;
   std::vector<std::thread> threads;
   int port = 0;
+  std::atomic<int64_t> body_bytes{0};  // request bodies being read or answered
 
   void Accept() {
     acceptor->async_accept(net::make_strand(ioc), [this](beast::error_code ec, tcp::socket s) {
@@ -141,7 +171,7 @@ struct HttpServer::Impl {
       if (!ec) {
         beast::error_code ignored;
         s.set_option(tcp::no_delay(true), ignored);
-        std::make_shared<Session>(std::move(s), service, options)->Start();
+        std::make_shared<Session>(std::move(s), service, options, &body_bytes)->Start();
       }
       Accept();
     });

@@ -17,9 +17,12 @@ namespace reprise::server {
 
 struct HttpServerOptions {
   std::string address = "0.0.0.0";
-  int port = 8000;                                  // 0 picks a free port
-  int threads = 2;                                  // I/O threads
-  int64_t max_body_bytes = int64_t{65} << 20;       // larger bodies get 413
+  int port = 8000;                             // 0 picks a free port
+  int threads = 2;                             // I/O threads
+  int64_t max_body_bytes = int64_t{65} << 20;  // larger bodies get 413
+  // Bodies of all connections being read or answered together; a request that would pass it
+  // gets 503 (so that N connections announcing large bodies cannot reserve N of them).
+  int64_t max_inflight_body_bytes = int64_t{1} << 30;
   absl::Duration read_timeout = absl::Seconds(60);  // to read one request, and idle keep-alive
 };
 

@@ -25,15 +25,18 @@
 namespace reprise::server {
 namespace {
 
+// grpc.memory_quota_bytes as used: the configured value, or a quarter of the machine's memory.
+int64_t MemoryQuotaBytes(const config::GrpcConfig& g) {
+  if (g.memory_quota_bytes != 0) return g.memory_quota_bytes;
+  const int64_t pages = sysconf(_SC_PHYS_PAGES);
+  const int64_t page_size = sysconf(_SC_PAGESIZE);
+  return pages > 0 && page_size > 0 ? pages / 4 * page_size : int64_t{1} << 30;
+}
+
 // The config's gRPC limits and keepalive settings on `builder`.
 void ApplyGrpcLimits(const config::ServerConfig& config, grpc::ServerBuilder* builder) {
   const config::GrpcConfig& g = config.grpc;
-  int64_t quota_bytes = g.memory_quota_bytes;
-  if (quota_bytes == 0) {
-    const int64_t pages = sysconf(_SC_PHYS_PAGES);
-    const int64_t page_size = sysconf(_SC_PAGESIZE);
-    quota_bytes = pages > 0 && page_size > 0 ? pages / 4 * page_size : int64_t{1} << 30;
-  }
+  const int64_t quota_bytes = MemoryQuotaBytes(g);
   const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   const int threads = g.max_threads > 0 ? g.max_threads : std::max(16, 4 * cores);
   grpc::ResourceQuota quota("reprise-grpc");
@@ -208,6 +211,8 @@ absl::Status Server::StartHttp() {
   options.port = config_.http_port;
   options.threads = config_.http_threads;
   options.max_body_bytes = message_bytes;
+  // The same bound as gRPC's memory quota, and at least one largest body.
+  options.max_inflight_body_bytes = std::max(MemoryQuotaBytes(config_.grpc), message_bytes);
   options.read_timeout = absl::Seconds(config_.http_read_timeout_s);
   absl::StatusOr<std::unique_ptr<HttpServer>> server =
       HttpServer::Start(options, http_service_.get());
