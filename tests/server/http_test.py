@@ -368,5 +368,55 @@ class HttpTest(unittest.TestCase):
         conn.close()
 
 
+class HttpBodyBudgetTest(unittest.TestCase):
+    """Connections that announce large bodies share one budget (grpc.memory_quota_bytes)."""
+
+    def test_announced_bodies_past_the_budget_get_503(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            repo = os.path.join(tmp, "repo")
+            os.makedirs(repo)
+            write_repository(repo)
+            config = os.path.join(tmp, "server.yaml")
+            with open(config, "w") as f:
+                f.write(f"limits: {{max_request_bytes: {MAX_REQUEST_BYTES}}}\n"
+                        f"grpc: {{memory_quota_bytes: {BODY_LIMIT + (BODY_LIMIT // 2)}}}\n")
+            daemon = start_daemon(repo, config, ["--model-control-mode", "explicit",
+                                                 "--load-model", "reduce"])
+            try:
+                head = (b"POST /v2/models/reduce/infer HTTP/1.1\r\nHost: x\r\n"
+                        b"Content-Length: %d\r\n\r\n" % BODY_LIMIT)
+                held = socket.create_connection(("127.0.0.1", daemon.http_port), timeout=30)
+                held.sendall(head + b"{")  # a body of the whole limit, still coming
+                # Until the server has charged the held body, a probe may be admitted (it then
+                # waits for its body): close it and probe again.
+                reply, deadline = b"", time.monotonic() + 30
+                while not reply and time.monotonic() < deadline:
+                    probe = socket.create_connection(("127.0.0.1", daemon.http_port), timeout=1)
+                    probe.sendall(head)
+                    try:
+                        reply = probe.recv(65536)
+                    except socket.timeout:
+                        pass
+                    probe.close()
+                self.assertTrue(reply.startswith(b"HTTP/1.1 503"), reply)
+                self.assertIn(b"in flight", reply)
+                held.close()
+                # The budget comes back with the connection: a small request is served.
+                deadline = time.monotonic() + 30
+                while True:
+                    conn = http.client.HTTPConnection("127.0.0.1", daemon.http_port, timeout=30)
+                    body = json.dumps({"inputs": [{"name": "x", "shape": [1, 1],
+                                                   "datatype": "FP32", "data": [3]}]})
+                    conn.request("POST", "/v2/models/reduce/infer", body)
+                    status = conn.getresponse().status
+                    conn.close()
+                    if status == 200 or time.monotonic() > deadline:
+                        break
+                    time.sleep(0.1)
+                self.assertEqual(status, 200)
+            finally:
+                self.assertEqual(daemon.stop(), 0)
+
+
 if __name__ == "__main__":
     unittest.main(argv=sys.argv[:1], verbosity=2)
