@@ -96,9 +96,9 @@ import socket
 s = [socket.socket() for _ in range(2)]
 for x in s: x.bind(("127.0.0.1", 0))
 print(*[x.getsockname()[1] for x in s])')
-step "tools/start-server.sh --grpc-port $grpc_port --metrics-port $metrics_port"
+step "tools/start-server.sh --grpc-port $grpc_port --http-port 0 --metrics-port $metrics_port"
 (exec_in_root "cd /src && exec tools/start-server.sh --grpc-port $grpc_port \
-  --metrics-port $metrics_port") >"$root/start-server.log" 2>&1 &
+  --http-port 0 --metrics-port $metrics_port") >"$root/start-server.log" 2>&1 &
 server_pid=$!
 healthy=0
 while kill -0 "$server_pid" 2>/dev/null; do
