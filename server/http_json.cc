@@ -1,5 +1,9 @@
 #include "server/http_json.h"
 
+#include <algorithm>
+#include <charconv>
+#include <string_view>
+
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/descriptor.h"
@@ -28,8 +32,36 @@ class DepthLimitedHandler {
   bool Int64(int64_t i) { return doc_->Int64(i); }
   bool Uint64(uint64_t u) { return doc_->Uint64(u); }
   bool Double(double d) { return doc_->Double(d); }
-  bool RawNumber(const char* s, rapidjson::SizeType n, bool copy) {
-    return doc_->RawNumber(s, n, copy);
+  // Numbers arrive as text (kParseNumbersAsStringsFlag) and are converted here with
+  // std::from_chars, correctly rounded: RapidJSON 1.1.0's own conversion is either up to an ulp
+  // off (default) or calls clz(0) on some zeros ("0e-31", full precision).
+  bool RawNumber(const char* s, rapidjson::SizeType n, bool) {
+    const char* const end = s + n;
+    if (std::find_if(s, end, [](char c) { return !(c == '-' || (c >= '0' && c <= '9')); }) == end) {
+      int64_t i = 0;
+      if (auto [p, ec] = std::from_chars(s, end, i); ec == std::errc() && p == end) {
+        return doc_->Int64(i);
+      }
+      uint64_t u = 0;
+      if (auto [p, ec] = std::from_chars(s, end, u); ec == std::errc() && p == end) {
+        return doc_->Uint64(u);
+      }
+    }
+    double d = 0;
+    const auto [p, ec] = std::from_chars(s, end, d);
+    if (ec == std::errc::result_out_of_range) {
+      // Below the smallest subnormal is zero; above the largest double is refused.
+      const std::string_view text(s, n);
+      if (text.find("e-") == std::string_view::npos && text.find("E-") == std::string_view::npos) {
+        bad_number_ = true;
+        return false;
+      }
+      d = s[0] == '-' ? -0.0 : 0.0;
+    } else if (ec != std::errc() || p != end) {
+      bad_number_ = true;
+      return false;
+    }
+    return doc_->Double(d);
   }
   bool String(const char* s, rapidjson::SizeType n, bool copy) {
     return Valid(s, n) && doc_->String(s, n, copy);
@@ -49,6 +81,7 @@ class DepthLimitedHandler {
   }
   bool too_deep() const { return too_deep_; }
   bool surrogate() const { return surrogate_; }
+  bool bad_number() const { return bad_number_; }
 
  private:
   // The raw text is validated as UTF-8 by the reader, but RapidJSON 1.1.0 decodes the escape
@@ -73,6 +106,7 @@ class DepthLimitedHandler {
   int depth_ = 0;
   bool too_deep_ = false;
   bool surrogate_ = false;
+  bool bad_number_ = false;
 };
 
 void WriteField(const Message& m, const FieldDescriptor* f, int index, Writer* w);
@@ -176,7 +210,7 @@ absl::Status ParseJson(absl::string_view text, absl::string_view what, rapidjson
     rapidjson::EncodedInputStream<rapidjson::UTF8<>, rapidjson::MemoryStream> in(ms);
     rapidjson::Reader reader;
     result = reader.Parse<rapidjson::kParseIterativeFlag | rapidjson::kParseValidateEncodingFlag |
-                          rapidjson::kParseNanAndInfFlag | rapidjson::kParseFullPrecisionFlag>(
+                          rapidjson::kParseNanAndInfFlag | rapidjson::kParseNumbersAsStringsFlag>(
         in, handler);
     return !result.IsError();
   };
@@ -184,6 +218,10 @@ absl::Status ParseJson(absl::string_view text, absl::string_view what, rapidjson
   if (handler.too_deep()) {
     return absl::InvalidArgumentError(
         absl::StrCat(what, ": JSON nested deeper than ", kMaxJsonDepth, " levels"));
+  }
+  if (handler.bad_number()) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": malformed JSON at offset ",
+                                                   result.Offset(), ": a number out of range"));
   }
   if (handler.surrogate()) {
     return absl::InvalidArgumentError(absl::StrCat(what, ": malformed JSON at offset ",

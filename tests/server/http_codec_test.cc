@@ -1,7 +1,9 @@
 // The HTTP/REST body codec (server/http_codec.h) and compression (server/http_compression.h).
 #include "server/http_codec.h"
 
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <string>
 
 #include "gmock/gmock.h"
@@ -79,6 +81,18 @@ TEST(HttpCodecTest, ExactTypeChecks) {
   EXPECT_THAT(one("FP32", "\"1\"").status().message(), HasSubstr("a number"));
   EXPECT_THAT(one("FP32", "1e39").status().message(), HasSubstr("out of range"));
   EXPECT_TRUE(one("FP64", "1e300").ok());
+  EXPECT_EQ(one("FP64", "0e-31")->request.raw_input_contents(0), Bytes<double>({0.0}));
+  EXPECT_EQ(one("FP64", "4.4444444444444436e+123")->request.raw_input_contents(0),
+            Bytes<double>({4.4444444444444436e+123}));  // correctly rounded
+  EXPECT_EQ(one("FP64", "1e-400")->request.raw_input_contents(0), Bytes<double>({0.0}));
+  EXPECT_THAT(one("FP64", "1e400").status().message(), HasSubstr("malformed JSON"));
+  auto nan = one("FP32", "NaN");
+  ASSERT_TRUE(nan.ok()) << nan.status();
+  float f = 0;
+  std::memcpy(&f, nan->request.raw_input_contents(0).data(), sizeof(f));
+  EXPECT_TRUE(std::isnan(f));
+  EXPECT_EQ(one("FP32", "-Infinity")->request.raw_input_contents(0),
+            Bytes<float>({-std::numeric_limits<float>::infinity()}));
   EXPECT_THAT(one("BYTES", "1").status().message(), HasSubstr("a string"));
   EXPECT_EQ(one("FP16", "1")->request.raw_input_contents(0), Bytes<uint16_t>({0x3c00}));
   EXPECT_EQ(one("FP16", "-2.0009765625")->request.raw_input_contents(0),  // a tie: to even
