@@ -24,6 +24,10 @@ struct TensorValue {
   DataType dtype = DataType::kUndefined;
   Shape shape;
   std::vector<uint8_t> bytes;  // row-major, NumElements(shape) * DataTypeSize(dtype)
+  /// kString only: the bytes that the StringElement views in `bytes` point into. Shared and
+  /// never changed once the value is made, so that a copy of the value stays valid. Build string
+  /// values with runtime/core/string_tensor.h, which keeps the two consistent.
+  std::shared_ptr<const std::string> string_bytes = nullptr;
 };
 
 /// One argument of a kernel as known at Prepare time.
