@@ -100,7 +100,10 @@ class PreparedKernel {
   virtual size_t workspace_bytes() const { return 0; }
   /// Bytes output `i` occupies when the kernel stores it in a padded layout (e.g. channel
   /// blocks rounded up), or 0 for the dense size of its shape. Only an output whose every
-  /// consumer was told the same layout (by node attributes) may be stored so.
+  /// consumer was told the same layout (by node attributes) may be stored so. A string output
+  /// may also ask for more: its views first, then the bytes they point to (e.g. Cast to string);
+  /// the engine keeps such a buffer until the end of the run. Whoever runs a kernel allocates
+  /// max(dense size, this).
   virtual size_t output_storage_bytes(size_t /*i*/) const { return 0; }
   /// Computes the outputs. Errors are values; nothing here may throw.
   virtual absl::Status Run(const KernelArgs& args) const = 0;
