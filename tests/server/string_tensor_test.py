@@ -18,7 +18,6 @@ server must answer each with its own error and keep serving.
 import os
 import struct
 import sys
-import tempfile
 import unittest
 
 import grpc
@@ -27,7 +26,7 @@ import onnx
 from onnx import TensorProto, helper
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from hostile_test import Daemon, pb  # noqa: E402  (same command line: server, stubs)
+from hostile_test import DaemonTestCase, pb  # noqa: E402  (same command line: server, stubs)
 
 
 def serialize(strings):
@@ -128,35 +127,9 @@ def string_request(model, inputs, form="raw"):
     return r
 
 
-class StringTensorTest(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.tmp = tempfile.TemporaryDirectory()
-        repo = os.path.join(cls.tmp.name, "repo")
-        os.makedirs(repo)
-        write_repository(repo)
-        config = os.path.join(cls.tmp.name, "server.yaml")
-        with open(config, "w") as f:
-            f.write("runtime: {cpu_threads: 4}\nlimits: {max_request_bytes: 65536}\n")
-        cls.daemon = Daemon(repo, config)
-
-    @classmethod
-    def tearDownClass(cls):
-        code = cls.daemon.stop()
-        log = cls.daemon.log.decode(errors="replace")
-        cls.tmp.cleanup()
-        if "ERROR: AddressSanitizer" in log or "runtime error:" in log or code != 0:
-            raise AssertionError(f"reprise-server exited {code}:\n{log[-6000:]}")
-
-    def infer(self, r):
-        return self.daemon.stub.ModelInfer(r, timeout=60)
-
-    def refused(self, r, code, *fragments):
-        with self.assertRaises(grpc.RpcError) as ctx:
-            self.infer(r)
-        self.assertEqual(ctx.exception.code(), code, ctx.exception.details())
-        for fragment in fragments:
-            self.assertIn(fragment, ctx.exception.details())
+class StringTensorTest(DaemonTestCase):
+    repository = staticmethod(write_repository)
+    server_config = "runtime: {cpu_threads: 4}\nlimits: {max_request_bytes: 65536}\n"
 
     def add_sub(self, a, b, form="raw"):
         rows = len(a) // 16

@@ -7,10 +7,10 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/cpu_kernels.h"
-#include "runtime/core/device.h"
 #include "runtime/core/string_tensor.h"
 #include "runtime/engine/model.h"
 #include "runtime/engine/stream_session.h"
+#include "tests/runtime/core/core_test_util.h"
 #include "tests/runtime/engine/test_models.h"
 
 namespace reprise::runtime::engine {
@@ -50,20 +50,8 @@ void AddStringInit(ModelBuilder* b, const std::string& name, const std::vector<i
   for (const std::string& v : values) t->add_string_data(v);
 }
 
-class StringTensorTest : public ::testing::Test {
+class StringTensorTest : public runtime::testing::CoreTest {
  protected:
-  void SetUp() override {
-    auto backend = CreateBackend("cpu");
-    ASSERT_TRUE(backend.ok()) << backend.status();
-    backend_ = std::move(backend).value();
-    auto device = backend_->device(0);
-    ASSERT_TRUE(device.ok()) << device.status();
-    device_ = *device;
-    if (!device_->kernels()->Has("Add")) {
-      ASSERT_TRUE(kernels::cpu::RegisterCpuKernels(device_->kernels()).ok());
-    }
-  }
-
   // Runs `inputs` through `bytes` in eager and in replay mode (the same result expected).
   absl::StatusOr<std::vector<NamedTensor>> RunBoth(const std::string& bytes,
                                                    const std::vector<NamedTensor>& inputs) {
@@ -89,9 +77,6 @@ class StringTensorTest : public ::testing::Test {
     }
     return first;
   }
-
-  std::unique_ptr<Backend> backend_;
-  Device* device_ = nullptr;
 };
 
 std::string CastModel(int from, int to) {
