@@ -22,11 +22,10 @@ import unittest
 
 import grpc
 import numpy as np
-import onnx
 from onnx import TensorProto, helper
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from hostile_test import DaemonTestCase, pb  # noqa: E402  (same command line: server, stubs)
+from hostile_test import DaemonTestCase, pb, save  # noqa: E402  (same command line)
 
 
 def serialize(strings):
@@ -45,16 +44,6 @@ def deserialize(raw):
         items.append(raw[pos + 4:pos + 4 + n])
         pos += 4 + n
     return items
-
-
-def save(model, repo, name, config=None):
-    model.ir_version = 8
-    onnx.checker.check_model(model)
-    os.makedirs(os.path.join(repo, name, "1"))
-    onnx.save(model, os.path.join(repo, name, "1", "model.onnx"))
-    if config:
-        with open(os.path.join(repo, name, "config.yaml"), "w") as f:
-            f.write(config)
 
 
 def write_repository(repo):
