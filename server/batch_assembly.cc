@@ -6,6 +6,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "runtime/core/checked_size.h"
+#include "runtime/core/status_macros.h"
+#include "runtime/core/string_tensor.h"
+#include "server/bytes_tensor.h"
 
 namespace reprise::server {
 
@@ -20,6 +23,49 @@ std::string BatchKey(std::span<const InputTensor> inputs) {
   }
   return key;
 }
+
+namespace {
+
+// AssembleBatch for string input `i`: the requests' elements in order, then copies of the first
+// row for the padding rows (not empty strings, which a model that parses its strings would
+// refuse). Each request's data must hold exactly its rows' elements.
+absl::StatusOr<NamedTensor> AssembleStrings(const std::vector<RequestInputs>& requests, size_t i,
+                                            int64_t row_elements, int64_t padded_rows) {
+  const InputTensor& model_input = requests.front()[i];
+  std::optional<int64_t> total = runtime::CheckedByteSize(padded_rows, row_elements);
+  if (!total.has_value()) {
+    return absl::ResourceExhaustedError(absl::StrCat("input \"", model_input.name,
+                                                     "\": ", padded_rows, " rows of ", row_elements,
+                                                     " strings overflow"));
+  }
+  std::vector<absl::string_view> elements;
+  for (const RequestInputs& r : requests) {
+    const InputTensor& in = r[i];
+    absl::StatusOr<int64_t> count = SplitSerializedStrings(in.data, &elements);
+    std::optional<int64_t> expected = in.shape.empty() || in.shape[0] < 0
+                                          ? std::nullopt
+                                          : runtime::CheckedByteSize(in.shape[0], row_elements);
+    if (!count.ok() || !expected.has_value() || *count != *expected ||
+        static_cast<int64_t>(elements.size()) > *total) {
+      return absl::InternalError(
+          absl::StrCat("input \"", in.name, "\" of shape ", runtime::ShapeToString(in.shape),
+                       " does not hold whole rows of ", row_elements, " strings"));
+    }
+  }
+  const size_t real = elements.size();
+  if (real < static_cast<size_t>(row_elements) && real < static_cast<size_t>(*total)) {
+    return absl::InternalError(
+        absl::StrCat("input \"", model_input.name, "\": no row to pad the batch with"));
+  }
+  for (size_t e = real; e < static_cast<size_t>(*total); ++e) {
+    elements.push_back(elements[(e - real) % static_cast<size_t>(row_elements)]);
+  }
+  runtime::Shape shape = model_input.shape;
+  shape[0] = padded_rows;
+  return NamedTensor{model_input.name, runtime::MakeStringTensor(std::move(shape), elements)};
+}
+
+}  // namespace
 
 absl::StatusOr<std::vector<NamedTensor>> AssembleBatch(const std::vector<RequestInputs>& requests,
                                                        int64_t padded_rows) {
@@ -41,7 +87,11 @@ absl::StatusOr<std::vector<NamedTensor>> AssembleBatch(const std::vector<Request
             ? runtime::CheckedByteSize(
                   *row_elements, static_cast<int64_t>(runtime::DataTypeSize(model_input.dtype)))
             : std::nullopt;
-    if (!row_bytes.has_value() || model_input.dtype == runtime::DataType::kString) {
+    if (model_input.dtype == runtime::DataType::kString && row_elements.has_value()) {
+      ASSIGN_OR_RETURN(tensors[i], AssembleStrings(requests, i, *row_elements, padded_rows));
+      continue;
+    }
+    if (!row_bytes.has_value()) {
       return absl::InvalidArgumentError(absl::StrCat("input \"", model_input.name, "\" of shape ",
                                                      runtime::ShapeToString(model_input.shape),
                                                      " cannot be batched"));
@@ -111,6 +161,13 @@ absl::StatusOr<std::vector<OutputTensor>> SliceOutputs(const std::vector<NamedTe
     t.dtype = v.dtype;
     t.shape = v.shape;
     t.shape[0] = rows;
+    if (v.dtype == runtime::DataType::kString) {
+      const int64_t row_elements = batch_rows > 0 ? runtime::NumElements(v.shape) / batch_rows : 0;
+      ASSIGN_OR_RETURN(
+          t.data, SerializeStrings(v.bytes.data(), row_offset * row_elements, rows * row_elements));
+      out.push_back(std::move(t));
+      continue;
+    }
     const auto* begin =
         reinterpret_cast<const char*>(v.bytes.data()) + row_bytes * static_cast<size_t>(row_offset);
     t.data.assign(begin, row_bytes * static_cast<size_t>(rows));

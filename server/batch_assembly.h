@@ -25,7 +25,8 @@ using RequestInputs = std::span<const InputTensor>;
 
 /// Concatenates the requests' inputs along the first dimension (every request has the same
 /// inputs, element types and BatchKey; at least one request) and appends zero rows up to
-/// `padded_rows` (>= the rows of all requests). The tensors own their bytes.
+/// `padded_rows` (>= the rows of all requests); string inputs (BYTES, in the serialized form)
+/// are padded with copies of the batch's first row instead. The tensors own their bytes.
 absl::StatusOr<std::vector<runtime::engine::NamedTensor>> AssembleBatch(
     const std::vector<RequestInputs>& requests, int64_t padded_rows);
 

@@ -51,10 +51,6 @@ absl::StatusOr<TensorInfo> MakeTensorInfo(const Value& value, const config::Tens
                                           absl::string_view label) {
   const std::string what = absl::StrCat(label, ": ", kind, " \"", value.name, "\"");
   TensorInfo info{value.name, value.dtype, {}};
-  if (value.dtype == DataType::kString) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, " is a string tensor, which the engine backend cannot serve"));
-  }
   if (value.has_shape) {
     for (const Dim& d : value.dims) info.shape.push_back(d.known() ? d.value : -1);
   }

@@ -11,6 +11,7 @@
 #include "runtime/core/checked_size.h"
 #include "runtime/core/status_macros.h"
 #include "server/batch_assembly.h"
+#include "server/bytes_tensor.h"
 #include "server/notification.h"
 #include "spdlog/spdlog.h"
 
@@ -30,9 +31,13 @@ int64_t NowNs() {
       .count();
 }
 
-NamedTensor ToNamedTensor(const InputTensor& in) {
+absl::StatusOr<NamedTensor> ToNamedTensor(const InputTensor& in) {
   NamedTensor t;
   t.name = in.name;
+  if (in.dtype == runtime::DataType::kString) {
+    ASSIGN_OR_RETURN(t.value, StringTensorFromSerialized(in.shape, in.data));
+    return t;
+  }
   t.value.dtype = in.dtype;
   t.value.shape = in.shape;
   t.value.bytes.assign(in.data.begin(), in.data.end());
@@ -56,7 +61,12 @@ absl::StatusOr<std::vector<OutputTensor>> WholeOutputs(const std::vector<NamedTe
     t.name = name;
     t.dtype = found->value.dtype;
     t.shape = found->value.shape;
-    t.data.assign(found->value.bytes.begin(), found->value.bytes.end());
+    if (t.dtype == runtime::DataType::kString) {
+      ASSIGN_OR_RETURN(t.data, SerializeStrings(found->value.bytes.data(), 0,
+                                                runtime::NumElements(found->value.shape)));
+    } else {
+      t.data.assign(found->value.bytes.begin(), found->value.bytes.end());
+    }
     out.push_back(std::move(t));
   }
   return out;
@@ -117,7 +127,12 @@ void EngineModel::WarmUp() {
   for (const TensorInfo& in : params_.signature.inputs) {
     const bool fixed = std::all_of(in.shape.begin() + std::min<size_t>(1, in.shape.size()),
                                    in.shape.end(), [](int64_t d) { return d >= 0; });
-    if (!fixed || in.dtype == runtime::DataType::kString) {
+    if (in.dtype == runtime::DataType::kString) {
+      // Zeros are no strings, and the model may parse its strings (Cast to a number).
+      spdlog::info("{}: no warm-up: input \"{}\" is a string tensor", label, in.name);
+      return;
+    }
+    if (!fixed) {
       spdlog::warn("{}: no warm-up: input \"{}\" has a variable non-batch dimension", label,
                    in.name);
       return;
@@ -223,7 +238,11 @@ absl::StatusOr<std::vector<NamedTensor>> EngineModel::RunOnStream(
     absl::StatusOr<std::vector<NamedTensor>> tensors;
     if (params_.max_batch_size <= 0 || (items.size() == 1 && padded == rows)) {
       std::vector<NamedTensor> t;
-      for (const InputTensor& in : items[0]->inputs) t.push_back(ToNamedTensor(in));
+      for (const InputTensor& in : items[0]->inputs) {
+        absl::StatusOr<NamedTensor> named = ToNamedTensor(in);
+        if (!named.ok()) return named.status();
+        t.push_back(*std::move(named));
+      }
       tensors = std::move(t);
     } else {
       std::vector<RequestInputs> requests;

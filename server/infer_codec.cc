@@ -12,6 +12,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "runtime/core/checked_size.h"
+#include "server/bytes_tensor.h"
 #include "server/client_text.h"
 
 namespace reprise::server {
@@ -72,25 +73,13 @@ absl::Status RequestTooLarge(absl::string_view label, absl::string_view tensor, 
                    tensor, "\", over limits.max_request_bytes (", limits.max_request_bytes, ")"));
 }
 
-// Counts the elements of KServe's serialized BYTES form; error if it is malformed.
+// Counts the elements of KServe's serialized BYTES form; error naming the input if it is
+// malformed.
 absl::StatusOr<int64_t> CountSerializedStrings(absl::string_view data, absl::string_view label,
                                                absl::string_view tensor) {
-  int64_t count = 0;
-  size_t pos = 0;
-  while (pos < data.size()) {
-    if (data.size() - pos < 4) {
-      return Invalid(label, absl::StrCat("input \"", tensor, "\" BYTES element ", count,
-                                         ": truncated 4-byte length prefix at byte ", pos));
-    }
-    uint32_t len = 0;
-    std::memcpy(&len, data.data() + pos, 4);  // little-endian host
-    pos += 4;
-    if (len > data.size() - pos) {
-      return Invalid(label, absl::StrCat("input \"", tensor, "\" BYTES element ", count, " claims ",
-                                         len, " bytes but only ", data.size() - pos, " remain"));
-    }
-    pos += len;
-    ++count;
+  absl::StatusOr<int64_t> count = SplitSerializedStrings(data, nullptr);
+  if (!count.ok()) {
+    return Invalid(label, absl::StrCat("input \"", tensor, "\" ", count.status().message()));
   }
   return count;
 }
@@ -192,13 +181,9 @@ absl::Status ConvertTyped(const inference::InferTensorContents& c, DataType type
       return AppendConverted<double>(c.fp64_contents(), label, tensor, dtype, out);
     case DataType::kString:
       for (const std::string& s : c.bytes_contents()) {
-        if (s.size() > std::numeric_limits<uint32_t>::max()) {
-          return Invalid(label,
-                         absl::StrCat("input \"", tensor, "\" has a BYTES element over ", "4 GiB"));
+        if (absl::Status st = AppendSerializedString(s, out); !st.ok()) {
+          return Invalid(label, absl::StrCat("input \"", tensor, "\": ", st.message()));
         }
-        const uint32_t len = static_cast<uint32_t>(s.size());
-        out->append(reinterpret_cast<const char*>(&len), 4);
-        out->append(s);
       }
       return absl::OkStatus();
     default:
@@ -512,7 +497,17 @@ absl::Status EncodeInferResponse(const inference::ModelInferRequest& request,
                                               runtime::DataTypeName(out.dtype),
                                               " which KServe cannot express"));
     }
-    if (out.dtype != DataType::kString) {
+    if (out.dtype == DataType::kString) {
+      // The serialized form, one element per element of the shape.
+      absl::StatusOr<int64_t> count = SplitSerializedStrings(out.data, nullptr);
+      if (!count.ok() || *count != runtime::NumElements(out.shape)) {
+        return absl::InternalError(
+            absl::StrCat(label, ": output \"", name, "\" is not ", runtime::NumElements(out.shape),
+                         " serialized BYTES elements for shape ", runtime::ShapeToString(out.shape),
+                         count.ok() ? absl::StrCat(" (it has ", *count, ")")
+                                    : absl::StrCat(": ", count.status().message())));
+      }
+    } else {
       const int64_t expected =
           runtime::NumElements(out.shape) * static_cast<int64_t>(runtime::DataTypeSize(out.dtype));
       if (static_cast<int64_t>(out.data.size()) != expected) {

@@ -217,6 +217,18 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareCompare(const PrepareCont
   RETURN_IF_ERROR(SameTypes(context, 0, 1));
   ASSIGN_OR_RETURN(Shape out, OutputShape(context));
   BroadcastPlan plan = MakeBroadcastPlan(out, {context.inputs[0].shape, context.inputs[1].shape});
+  if (kOp == Compare::kEqual && context.inputs[0].dtype == DataType::kString) {
+    // Byte-wise equality of the strings the views point to.
+    return MakeKernel(context, {Desc(DataType::kBool, out)}, [plan](const KernelArgs& args) {
+      using runtime::StringElement;
+      BinaryLoop(plan, static_cast<const StringElement*>(args.inputs[0]),
+                 static_cast<const StringElement*>(args.inputs[1]),
+                 static_cast<bool*>(args.outputs[0]), [](StringElement x, StringElement y) {
+                   return absl::string_view(x.data, x.size) == absl::string_view(y.data, y.size);
+                 });
+      return absl::OkStatus();
+    });
+  }
   FunctionKernel::RunFn run;
   const bool ok = DispatchAnyType(context.inputs[0].dtype, [&]<typename T>() {
     run = [plan](const KernelArgs& args) {

@@ -157,11 +157,22 @@ bool DispatchArithmetic(DataType dtype, F&& fn) {
   }
 }
 
+/// A 16-byte element moved as a whole (a string tensor's StringElement view).
+struct Element16 {
+  uint64_t lo = 0;
+  uint64_t hi = 0;
+};
+static_assert(sizeof(Element16) == sizeof(runtime::StringElement));
+
 /// Calls `fn.template operator()<U>()` with an unsigned integer type of `element_size` bytes
-/// (1, 2, 4 or 8), for kernels that only move elements. False for other sizes.
+/// (1, 2, 4 or 8), or Element16 for 16 (string views), for kernels that only move elements.
+/// False for other sizes.
 template <typename F>
 bool DispatchBySize(size_t element_size, F&& fn) {
   switch (element_size) {
+    case 16:
+      fn.template operator()<Element16>();
+      return true;
     case 1:
       fn.template operator()<uint8_t>();
       return true;

@@ -26,6 +26,7 @@ size_t DataTypeSize(DataType type) {
     case DataType::kUInt64:
       return 8;
     case DataType::kString:
+      return sizeof(StringElement);
     case DataType::kUndefined:
       return 0;
   }

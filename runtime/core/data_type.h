@@ -32,7 +32,20 @@ enum class DataType : int32_t {
   kBFloat16 = 16,
 };
 
-/// Bytes per element; 0 for kUndefined and kString (variable size).
+/// One element of a string tensor in memory: a view of `size` bytes at `data` (any bytes, not
+/// NUL-terminated). Tensors of kString hold these views, so that every kernel that only moves
+/// elements (Reshape, Concat, Gather, Slice, Where, ...) moves strings as 16-byte values; the
+/// bytes themselves live in storage that outlives every view of them: a TensorValue's
+/// `string_bytes`, the caller's input tensor for the duration of a run, or the output storage of
+/// the kernel that made them (see runtime/core/string_tensor.h and docs/string-tensors.md).
+struct StringElement {
+  const char* data = nullptr;
+  uint64_t size = 0;
+};
+static_assert(sizeof(StringElement) == 16);
+
+/// Bytes per element in memory; 0 for kUndefined; sizeof(StringElement) for kString (the
+/// strings' own bytes are stored elsewhere).
 size_t DataTypeSize(DataType type);
 
 /// Lowercase name, e.g. "float32", "int64".

@@ -24,6 +24,10 @@ struct TensorValue {
   DataType dtype = DataType::kUndefined;
   Shape shape;
   std::vector<uint8_t> bytes;  // row-major, NumElements(shape) * DataTypeSize(dtype)
+  /// kString only: the bytes that the StringElement views in `bytes` point into. Shared and
+  /// never changed once the value is made, so that a copy of the value stays valid. Build string
+  /// values with runtime/core/string_tensor.h, which keeps the two consistent.
+  std::shared_ptr<const std::string> string_bytes = nullptr;
 };
 
 /// One argument of a kernel as known at Prepare time.
@@ -96,7 +100,10 @@ class PreparedKernel {
   virtual size_t workspace_bytes() const { return 0; }
   /// Bytes output `i` occupies when the kernel stores it in a padded layout (e.g. channel
   /// blocks rounded up), or 0 for the dense size of its shape. Only an output whose every
-  /// consumer was told the same layout (by node attributes) may be stored so.
+  /// consumer was told the same layout (by node attributes) may be stored so. A string output
+  /// may also ask for more: its views first, then the bytes they point to (e.g. Cast to string);
+  /// the engine keeps such a buffer until the end of the run. Whoever runs a kernel allocates
+  /// max(dense size, this).
   virtual size_t output_storage_bytes(size_t /*i*/) const { return 0; }
   /// Computes the outputs. Errors are values; nothing here may throw.
   virtual absl::Status Run(const KernelArgs& args) const = 0;

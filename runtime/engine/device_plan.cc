@@ -12,6 +12,20 @@ namespace reprise::runtime::engine {
 absl::StatusOr<std::unique_ptr<DevicePlan>> DevicePlan::Create(const Model& model,
                                                                const ExecutionPlan& plan,
                                                                Device* device) {
+  // String elements are host pointers (StringElement views): they cannot move to a device.
+  bool strings = false;
+  for (const PlanTensor& tensor : plan.inputs()) strings |= tensor.dtype == DataType::kString;
+  for (const PlanTensor& tensor : plan.outputs()) strings |= tensor.dtype == DataType::kString;
+  for (const PlanStep& step : plan.steps()) {
+    for (const TensorDesc& out : step.kernel->outputs()) strings |= out.dtype == DataType::kString;
+  }
+  for (const auto& [id, constant] : model.graph().constants) {
+    strings |= constant->dtype == DataType::kString;
+  }
+  if (strings) {
+    return absl::UnimplementedError(
+        "the model has string tensors, which only the CPU backend runs (docs/string-tensors.md)");
+  }
   std::unique_ptr<DevicePlan> result(new DevicePlan(plan, device));
   for (const auto& [address, bytes] : plan.OwnedRegions()) {
     RETURN_IF_ERROR(result->Add(address, bytes, /*upload=*/true));

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "runtime/core/string_tensor.h"
 
 namespace reprise::runtime::engine {
 
@@ -80,9 +81,8 @@ absl::Status ExecutionPlan::RunSteps() const {
 
 TensorValue ExecutionPlan::ReadOutput(size_t index) const {
   const PlanTensor& out = outputs_[index];
-  TensorValue value{out.dtype, out.shape, {}};
-  if (out.bytes > 0) value.bytes.assign(out.data, out.data + out.bytes);
-  return value;
+  // Strings are copied out too: their views point into the plan or the staged inputs.
+  return CopyTensorValue(out.dtype, out.shape, out.data);
 }
 
 absl::StatusOr<std::vector<NamedTensor>> ExecutionPlan::Run(

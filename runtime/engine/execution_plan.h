@@ -125,7 +125,9 @@ class ExecutionPlan {
   absl::Status UseArena(std::shared_ptr<AlignedBuffer> arena);
 
   /// Copies `value` into input `index`'s staging buffer. Error naming the input when its
-  /// element type or shape differs from the plan's.
+  /// element type or shape differs from the plan's. A string input is staged as its views:
+  /// `value` (its string bytes) must then stay alive and unchanged until the run's outputs
+  /// have been read (ReadOutput copies strings out).
   absl::Status StageInput(size_t index, const TensorValue& value);
   /// Runs every step on the calling thread, in order. Error names the failing node.
   absl::Status RunSteps() const;

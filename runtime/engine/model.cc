@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "runtime/core/status_macros.h"
+#include "runtime/core/string_tensor.h"
 #include "runtime/engine/onnx_import.h"
 #include "runtime/engine/optimizer.h"
 
@@ -128,6 +129,8 @@ absl::StatusOr<std::vector<const TensorValue*>> Model::MatchInputs(
           "input \"", value.name, "\" has ", tensor.bytes.size(), " bytes, shape ",
           ShapeToString(tensor.shape), " of ", DataTypeName(tensor.dtype), " needs ", bytes));
     }
+    // A string input's views are staged as they are: each must lie in its own string bytes.
+    RETURN_IF_ERROR(CheckStringTensor(tensor, absl::StrCat("input \"", value.name, "\"")));
     ordered.push_back(&tensor);
     given.erase(it);
   }

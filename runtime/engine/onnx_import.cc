@@ -25,6 +25,7 @@
 #include "onnx/shape_inference/implementation.h"
 #include "runtime/core/checked_size.h"
 #include "runtime/core/status_macros.h"
+#include "runtime/core/string_tensor.h"
 #include "runtime/engine/onnx_wire.h"
 #include "runtime/engine/tensor_proto.h"
 
@@ -142,7 +143,13 @@ absl::Status CheckBeforeInference(const onnx::GraphProto& graph) {
     // past that vector. (The exact size is checked when the tensor is converted; lifted
     // payloads stand here as 16-byte placeholders, onnx_wire.cc.)
     absl::StatusOr<DataType> dtype = DataTypeFromCode(init.data_type());
-    if (init.raw_data().empty() || !dtype.ok() || DataTypeSize(*dtype) == 0) continue;
+    if (init.raw_data().empty() || !dtype.ok()) continue;
+    if (*dtype == DataType::kString) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("initializer \"", init.name(),
+                       "\" is a string tensor with raw_data; strings go in "
+                       "string_data"));
+    }
     if (init.raw_data().size() % DataTypeSize(*dtype) != 0) {
       return absl::InvalidArgumentError(absl::StrCat(
           "initializer \"", init.name(), "\" has ", init.raw_data().size(),
@@ -269,11 +276,19 @@ absl::StatusOr<TensorValue> ConstantValue(const onnx::NodeProto& node,
       if (!t.bytes.empty()) std::memcpy(t.bytes.data(), attr.ints().data(), t.bytes.size());
       return t;
     }
+    if (attr.name() == "value_string") {
+      const absl::string_view one[] = {attr.s()};
+      return MakeStringTensor({}, one);
+    }
+    if (attr.name() == "value_strings") {
+      std::vector<absl::string_view> elements(attr.strings().begin(), attr.strings().end());
+      return MakeStringTensor({attr.strings_size()}, elements);
+    }
   }
   return absl::UnimplementedError(
       absl::StrCat("node \"", node.name(),
-                   "\" (Constant): only tensor, float(s) and int(s) values are "
-                   "supported (sparse and string constants are not)"));
+                   "\" (Constant): only tensor, float(s), int(s) and string(s) values are "
+                   "supported (sparse constants are not)"));
 }
 
 // Gives the bytes of a lifted raw_data payload.
@@ -326,10 +341,6 @@ absl::StatusOr<Graph> Convert(const onnx::ModelProto& model, int opset, const st
     if (graph.values[id].dtype == DataType::kUndefined) {
       return absl::UnimplementedError(
           absl::StrCat("graph input \"", input.name(), "\" is not a tensor of a supported type"));
-    }
-    if (graph.values[id].dtype == DataType::kString) {
-      return absl::UnimplementedError(
-          absl::StrCat("graph input \"", input.name(), "\": string tensors are not supported"));
     }
     graph.inputs.push_back(id);
   }

@@ -1,5 +1,6 @@
 #include "runtime/engine/optimizer.h"
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
 #include <optional>
@@ -7,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "runtime/core/checked_size.h"
 #include "runtime/core/status_macros.h"
+#include "runtime/core/string_tensor.h"
 #include "runtime/engine/aligned_buffer.h"
 #include "runtime/engine/fusion_conv.h"
 #include "runtime/engine/fusion_gemm.h"
@@ -130,11 +132,19 @@ absl::Status NodeError(const Node& node, const absl::Status& status) {
 
 absl::StatusOr<int64_t> HostBytes(const PreparedKernel& kernel) {
   int64_t total = 0;
-  for (const TensorDesc& desc : kernel.outputs()) {
+  for (size_t i = 0; i < kernel.outputs().size(); ++i) {
+    const TensorDesc& desc = kernel.outputs()[i];
     const std::optional<int64_t> count = CheckedElementCount(desc.shape);
-    const std::optional<int64_t> bytes =
+    std::optional<int64_t> bytes =
         count.has_value() ? CheckedByteSize(*count, static_cast<int64_t>(DataTypeSize(desc.dtype)))
                           : std::nullopt;
+    // A padded layout, or a string output with its strings' storage, may take more.
+    if (bytes.has_value() &&
+        kernel.output_storage_bytes(i) > static_cast<size_t>(std::numeric_limits<int64_t>::max())) {
+      bytes = std::nullopt;
+    } else if (bytes.has_value()) {
+      bytes = std::max(*bytes, static_cast<int64_t>(kernel.output_storage_bytes(i)));
+    }
     if (!bytes.has_value() || !CheckedAdd(total, *bytes, &total)) {
       return absl::InvalidArgumentError(absl::StrCat(kernel.op(), ": output shape ",
                                                      ShapeToString(desc.shape),
@@ -155,8 +165,11 @@ absl::StatusOr<std::vector<TensorValue>> EvaluateOnHost(const PreparedKernel& ke
   std::vector<TensorValue> outputs;
   std::vector<AlignedBuffer> buffers;
   std::vector<void*> out_ptrs;
-  for (const TensorDesc& desc : kernel.outputs()) {
-    buffers.emplace_back(static_cast<size_t>(NumElements(desc.shape)) * DataTypeSize(desc.dtype));
+  for (size_t i = 0; i < kernel.outputs().size(); ++i) {
+    const TensorDesc& desc = kernel.outputs()[i];
+    buffers.emplace_back(
+        std::max(static_cast<size_t>(NumElements(desc.shape)) * DataTypeSize(desc.dtype),
+                 kernel.output_storage_bytes(i)));
     out_ptrs.push_back(buffers.back().data());
   }
   AlignedBuffer workspace(kernel.workspace_bytes());
@@ -167,11 +180,8 @@ absl::StatusOr<std::vector<TensorValue>> EvaluateOnHost(const PreparedKernel& ke
   RETURN_IF_ERROR(kernel.Run(args));
   for (size_t i = 0; i < buffers.size(); ++i) {
     const TensorDesc& desc = kernel.outputs()[i];
-    TensorValue value;
-    value.dtype = desc.dtype;
-    value.shape = desc.shape;
-    value.bytes.assign(buffers[i].data(), buffers[i].data() + buffers[i].size());
-    outputs.push_back(std::move(value));
+    // Strings are copied out of the buffer (their views point into it).
+    outputs.push_back(CopyTensorValue(desc.dtype, desc.shape, buffers[i].data()));
   }
   return outputs;
 }

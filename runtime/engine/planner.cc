@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "runtime/core/checked_size.h"
 #include "runtime/core/status_macros.h"
+#include "runtime/core/string_tensor.h"
 #include "runtime/engine/execution_plan.h"
 #include "runtime/engine/memory_plan.h"
 #include "runtime/engine/optimizer.h"
@@ -84,6 +85,13 @@ class PlanBuilder {
     }
     for (size_t i = 0; i < graph_.nodes.size(); ++i) RETURN_IF_ERROR(PlanNode(graph_.nodes[i]));
     RETURN_IF_ERROR(SetOutputs());
+    // String views are copied from value to value (Gather, Concat, Reshape, ...) while their
+    // bytes stay where they were made (e.g. in a Cast's output storage): every string buffer
+    // of the arena lives to the end of the run, whoever reads it last.
+    for (size_t index : string_buffers_) {
+      lifetimes_[index].last =
+          std::max<int>(lifetimes_[index].last, static_cast<int>(plan_->steps_.size()) - 1);
+    }
     MemoryPlan memory = PlanMemory(lifetimes_);
     plan_->arena_bytes_ = memory.arena_bytes;
     plan_->intermediate_bytes_ = memory.total_bytes;
@@ -238,10 +246,7 @@ class PlanBuilder {
             Reserve(static_cast<int64_t>(ByteSize(outs[i].dtype, outs[i].shape)),
                     "a value computed at plan time");
         if (!reserved.ok()) return NodeError(node, reserved);
-        TensorValue value{outs[i].dtype, outs[i].shape, {}};
-        const auto* bytes = static_cast<const uint8_t*>(outs[i].data);
-        value.bytes.assign(bytes, bytes + ByteSize(outs[i].dtype, outs[i].shape));
-        SetKnown(node.outputs[i], std::move(value));
+        SetKnown(node.outputs[i], CopyTensorValue(outs[i].dtype, outs[i].shape, outs[i].data));
       }
       ++plan_->folded_nodes_;
       return absl::OkStatus();
@@ -259,7 +264,9 @@ class PlanBuilder {
     }
     for (size_t i = 0; i < outs.size(); ++i) {
       const int out = i < node.outputs.size() ? node.outputs[i] : Graph::kNoValue;
-      const size_t bytes = ByteSize(outs[i].dtype, outs[i].shape);
+      // A padded layout, or a string output with its strings' storage, may take more.
+      const size_t bytes =
+          std::max(ByteSize(outs[i].dtype, outs[i].shape), kernel->output_storage_bytes(i));
       if (out != Graph::kNoValue && IsGraphOutput(out)) {
         absl::Status reserved = Reserve(static_cast<int64_t>(bytes),
                                         absl::StrCat("output \"", graph_.values[out].name, "\""));
@@ -273,8 +280,8 @@ class PlanBuilder {
         continue;
       }
       // Unused outputs still need room: the kernel writes them (padded, if it says so).
-      lifetimes_.push_back(
-          BufferLifetime{std::max(bytes, kernel->output_storage_bytes(i)), step, step});
+      lifetimes_.push_back(BufferLifetime{bytes, step, step});
+      if (outs[i].dtype == DataType::kString) string_buffers_.push_back(lifetimes_.size() - 1);
       Slot slot{Where::kArena, outs[i].dtype, outs[i].shape, nullptr,
                 static_cast<int>(lifetimes_.size() - 1)};
       if (out != Graph::kNoValue) slots_[out] = slot;
@@ -424,6 +431,7 @@ class PlanBuilder {
   std::unique_ptr<ExecutionPlan> plan_;
   std::vector<Slot> slots_;
   std::vector<BufferLifetime> lifetimes_;
+  std::vector<size_t> string_buffers_;  // lifetimes_ of string values
   std::vector<StepIo> step_io_;
   int64_t owned_ = 0;  // bytes the plan owns so far (for the cap)
 };

@@ -22,6 +22,7 @@
 #include "absl/strings/str_split.h"
 #include "runtime/core/checked_size.h"
 #include "runtime/core/status_macros.h"
+#include "runtime/core/string_tensor.h"
 
 namespace reprise::runtime::engine {
 namespace {
@@ -187,6 +188,35 @@ absl::StatusOr<int64_t> DeclaredBytes(const onnx::TensorProto& proto, DataType d
   return *bytes;
 }
 
+// A string tensor: ONNX keeps strings in string_data only (never raw_data or external data).
+// Nothing is sized from the dims: the count they declare must equal the strings present, which
+// the parse already holds in memory, so the copy is bounded by the model file.
+absl::StatusOr<TensorValue> StringTensorFromProto(const onnx::TensorProto& proto) {
+  if (proto.has_raw_data() || proto.data_location() == onnx::TensorProto::EXTERNAL) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "tensor \"", TensorName(proto),
+        "\": a string tensor must keep its elements in string_data (not raw_data or external "
+        "data)"));
+  }
+  Shape shape;
+  for (int64_t d : proto.dims()) {
+    if (d < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("tensor \"", TensorName(proto), "\" has a negative dimension ", d));
+    }
+    shape.push_back(d);
+  }
+  const std::optional<int64_t> count = CheckedElementCount(proto.dims());
+  if (!count.has_value() || *count != proto.string_data_size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tensor \"", TensorName(proto), "\": ", proto.string_data_size(),
+                     " strings stored, shape [", absl::StrJoin(proto.dims(), ","), "] needs ",
+                     count.has_value() ? absl::StrCat(*count) : std::string("more than 2^63")));
+  }
+  std::vector<absl::string_view> elements(proto.string_data().begin(), proto.string_data().end());
+  return MakeStringTensor(std::move(shape), elements);
+}
+
 }  // namespace
 
 absl::StatusOr<TensorValue> TensorFromProto(const onnx::TensorProto& proto,
@@ -200,10 +230,7 @@ absl::StatusOr<TensorValue> TensorFromProto(const onnx::TensorProto& proto,
                                                  " is not supported"));
   }
   tensor.dtype = *dtype;
-  if (tensor.dtype == DataType::kString) {
-    return absl::UnimplementedError(
-        absl::StrCat("tensor \"", TensorName(proto), "\": string tensors are not supported"));
-  }
+  if (tensor.dtype == DataType::kString) return StringTensorFromProto(proto);
   ASSIGN_OR_RETURN(const int64_t declared, DeclaredBytes(proto, tensor.dtype, &tensor.shape));
   // In range: the element count is at most the byte size, which fits int64.
   const int64_t count = declared / static_cast<int64_t>(DataTypeSize(tensor.dtype));
@@ -316,7 +343,7 @@ absl::Status InlineExternalData(onnx::ModelProto* model, const std::string& base
   auto inline_one = [&](onnx::TensorProto* tensor) -> absl::Status {
     if (tensor->data_location() != onnx::TensorProto::EXTERNAL) return absl::OkStatus();
     auto dtype = DataTypeFromCode(tensor->data_type());
-    if (!dtype.ok() || DataTypeSize(*dtype) == 0) {
+    if (!dtype.ok() || *dtype == DataType::kString) {
       return absl::UnimplementedError(absl::StrCat("tensor \"", TensorName(*tensor),
                                                    "\": external data of element type code ",
                                                    tensor->data_type(), " is not supported"));
@@ -344,6 +371,14 @@ onnx::TensorProto TensorToProto(const TensorValue& tensor, const std::string& na
   proto.set_name(name);
   proto.set_data_type(static_cast<int32_t>(tensor.dtype));
   for (int64_t d : tensor.shape) proto.add_dims(d);
+  if (tensor.dtype == DataType::kString) {
+    const int64_t count = NumElements(tensor.shape);
+    for (int64_t i = 0; i < count; ++i) {
+      const absl::string_view e = StringAt(tensor.bytes.data(), i);
+      proto.add_string_data(e.data(), e.size());
+    }
+    return proto;
+  }
   proto.set_raw_data(std::string(tensor.bytes.begin(), tensor.bytes.end()));
   return proto;
 }

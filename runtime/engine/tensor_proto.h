@@ -21,9 +21,10 @@ struct LiftedRawData {
 };
 
 /// Converts `proto` to a host tensor: raw_data or the typed fields (float_data, int32_data,
-/// int64_data, double_data, uint64_data), every fixed-size element type. Tensors stored as
+/// int64_data, double_data, uint64_data), every fixed-size element type, and strings from
+/// string_data (their count must match the dims). Tensors stored as
 /// external data are read from files relative to `base_dir`; when `base_dir` is empty (a model
-/// loaded from bytes) external data is an error. Strings are not supported (UNIMPLEMENTED).
+/// loaded from bytes) external data is an error.
 /// Errors name the tensor. `lifted`, when not null, replaces `proto.raw_data()`: an
 /// initializer whose payload LiftInitializerData (onnx_wire.h) cut out of the serialised model.
 /// Its bytes are copied; it need only live for the call.
@@ -37,7 +38,7 @@ absl::StatusOr<TensorValue> TensorFromProto(const onnx::TensorProto& proto,
 /// or when `base_dir` is empty (a model given as bytes).
 absl::Status InlineExternalData(onnx::ModelProto* model, const std::string& base_dir);
 
-/// Converts a host tensor to a TensorProto with raw_data.
+/// Converts a host tensor to a TensorProto with raw_data (string_data for strings).
 onnx::TensorProto TensorToProto(const TensorValue& tensor, const std::string& name);
 
 /// Reads a serialised TensorProto file (the ONNX test data's input_N.pb / output_N.pb).

@@ -28,6 +28,7 @@
 #include "onnx/onnx_pb.h"
 #include "runtime/core/device.h"
 #include "runtime/core/status_macros.h"
+#include "runtime/core/string_tensor.h"
 #include "runtime/engine/model.h"
 #include "runtime/engine/onnx_import.h"
 #include "runtime/engine/stream_session.h"
@@ -116,6 +117,17 @@ absl::Status Compare(const std::string& name, const TensorValue& got, const Tens
   }
   if (got.bytes.size() != want.bytes.size()) {
     return absl::InternalError(absl::StrCat("output \"", name, "\": byte size differs"));
+  }
+  if (got.dtype == DataType::kString) {
+    // The elements are views: compare the strings they point to.
+    for (int64_t i = 0; i < NumElements(got.shape); ++i) {
+      if (StringAt(got.bytes.data(), i) != StringAt(want.bytes.data(), i)) {
+        return absl::InternalError(absl::StrCat("output \"", name, "\": element ", i, " is \"",
+                                                StringAt(got.bytes.data(), i), "\", expected \"",
+                                                StringAt(want.bytes.data(), i), "\""));
+      }
+    }
+    return absl::OkStatus();
   }
   if (!IsFloat(got.dtype)) {
     if (got.bytes != want.bytes) {

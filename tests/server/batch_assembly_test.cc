@@ -7,6 +7,8 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "runtime/core/string_tensor.h"
+#include "server/bytes_tensor.h"
 
 namespace reprise::server {
 namespace {
@@ -44,6 +46,37 @@ TEST(BatchAssemblyTest, ConcatenatesAndPadsWithZeros) {
   std::memcpy(got.data(), (*t)[0].value.bytes.data(), (*t)[0].value.bytes.size());
   EXPECT_THAT(got, ElementsAre(1, 2, 3, 4, 5, 6, 0, 0));
   EXPECT_FALSE(AssembleBatch({ra, rb}, 2).ok());  // fewer rows than the requests hold
+}
+
+// BYTES inputs in the serialized form: the requests' strings in order, then copies of the first
+// row as padding; each request gets its own rows of a string output back serialized.
+TEST(BatchAssemblyTest, StringsPadWithTheFirstRowAndSliceSerialized) {
+  auto serialized = [](const std::vector<std::string>& elements) {
+    std::string out;
+    for (const std::string& e : elements) EXPECT_TRUE(AppendSerializedString(e, &out).ok());
+    return out;
+  };
+  const std::string a = serialized({"1", "22"});               // 1 row of 2
+  const std::string b = serialized({"333", "", "4", "5555"});  // 2 rows
+  std::vector<InputTensor> ra = {InputTensor{"s", DataType::kString, {1, 2}, a}};
+  std::vector<InputTensor> rb = {InputTensor{"s", DataType::kString, {2, 2}, b}};
+  absl::StatusOr<std::vector<NamedTensor>> t = AssembleBatch({ra, rb}, 4);
+  ASSERT_TRUE(t.ok()) << t.status();
+  const runtime::TensorValue& v = (*t)[0].value;
+  EXPECT_THAT(v.shape, ElementsAre(4, 2));
+  std::vector<std::string> got;
+  for (int64_t i = 0; i < 8; ++i) got.emplace_back(runtime::StringAt(v.bytes.data(), i));
+  EXPECT_THAT(got, ElementsAre("1", "22", "333", "", "4", "5555", "1", "22"));
+
+  const std::vector<std::string> wanted = {"s"};
+  absl::StatusOr<std::vector<OutputTensor>> second = SliceOutputs((*t), wanted, 4, 1, 2);
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_THAT((*second)[0].shape, ElementsAre(2, 2));
+  EXPECT_EQ((*second)[0].data, b);
+
+  // A request whose data does not hold its rows is an error, never a read past it.
+  std::vector<InputTensor> bad = {InputTensor{"s", DataType::kString, {2, 2}, a}};
+  EXPECT_FALSE(AssembleBatch({ra, bad}, 4).ok());
 }
 
 TEST(BatchAssemblyTest, EachRequestGetsExactlyItsRows) {

@@ -141,19 +141,27 @@ def request(model, name, datatype, shape, raw=b""):
     return r
 
 
-class HostileRequestTest(unittest.TestCase):
+class DaemonTestCase(unittest.TestCase):
+    """One server for the whole class: the repository that `repository(repo)` writes, the config
+    `server_config`, the flags `daemon_args`. Stopped after the class, and its log checked for
+    sanitizer reports. Also used by string_tensor_test.py."""
+    server_config = ""
+    daemon_args = []
+
+    @staticmethod
+    def repository(repo):
+        raise NotImplementedError
+
     @classmethod
     def setUpClass(cls):
         cls.tmp = tempfile.TemporaryDirectory()
         repo = os.path.join(cls.tmp.name, "repo")
         os.makedirs(repo)
-        write_repository(repo)
+        cls.repository(repo)
         config = os.path.join(cls.tmp.name, "server.yaml")
         with open(config, "w") as f:
-            f.write(SERVER_CONFIG)
-        cls.daemon = Daemon(repo, config, ["--model-control-mode", "explicit",
-                                           "--load-model", "reduce", "--load-model", "gather",
-                                           "--load-model", "outer"])
+            f.write(cls.server_config)
+        cls.daemon = Daemon(repo, config, cls.daemon_args)
 
     @classmethod
     def tearDownClass(cls):
@@ -173,6 +181,13 @@ class HostileRequestTest(unittest.TestCase):
         for fragment in fragments:
             self.assertIn(fragment, ctx.exception.details())
         return ctx.exception.details()
+
+
+class HostileRequestTest(DaemonTestCase):
+    repository = staticmethod(write_repository)
+    server_config = SERVER_CONFIG
+    daemon_args = ["--model-control-mode", "explicit", "--load-model", "reduce",
+                   "--load-model", "gather", "--load-model", "outer"]
 
     def assert_serving(self):
         x = np.arange(6, dtype=np.float32).reshape(2, 3)

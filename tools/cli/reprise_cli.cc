@@ -409,7 +409,7 @@ absl::StatusOr<TensorValue> RandomTensor(
   int64_t n = 1;
   for (int64_t d : t.shape) n *= d;
   const size_t size = runtime::DataTypeSize(dtype);
-  if (size == 0) {
+  if (size == 0 || dtype == runtime::DataType::kString) {  // strings: no random text
     return absl::InvalidArgumentError(
         absl::StrCat("input \"", meta.name(), "\": no random values for ", meta.datatype()));
   }

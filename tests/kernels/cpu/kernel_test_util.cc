@@ -53,7 +53,9 @@ absl::StatusOr<std::vector<Tensor>> KernelHarness::RunPrepared(
     Tensor t;
     t.dtype = d.dtype;
     t.shape = d.shape;
-    t.bytes.resize(runtime::NumElements(d.shape) * runtime::DataTypeSize(d.dtype));
+    // A padded layout, or a string output with its strings' storage, may take more.
+    t.bytes.resize(std::max(runtime::NumElements(d.shape) * runtime::DataTypeSize(d.dtype),
+                            kernel.output_storage_bytes(outputs.size())));
     outputs.push_back(std::move(t));
   }
   // Separate heap blocks of exactly the right size, so that overruns are caught by ASan.

@@ -242,8 +242,11 @@ Outcome RunCase(const runtime::KernelRegistry& registry, const fs::path& dir, Kn
   std::vector<HostTensor> outs(descs.size());
   std::vector<void*> out_ptrs;
   for (size_t i = 0; i < descs.size(); ++i) {
+    // A padded layout, or a string output with its strings' storage, may take more.
     outs[i].bytes.assign(
-        runtime::NumElements(descs[i].shape) * runtime::DataTypeSize(descs[i].dtype), 0);
+        std::max(runtime::NumElements(descs[i].shape) * runtime::DataTypeSize(descs[i].dtype),
+                 (*kernel)->output_storage_bytes(i)),
+        0);
     out_ptrs.push_back(outs[i].bytes.data());
   }
   std::vector<uint8_t> workspace((*kernel)->workspace_bytes());

@@ -10,7 +10,8 @@ TEST(DataTypeTest, SizesAndNames) {
   EXPECT_EQ(DataTypeSize(DataType::kInt64), 8u);
   EXPECT_EQ(DataTypeSize(DataType::kBool), 1u);
   EXPECT_EQ(DataTypeSize(DataType::kFloat16), 2u);
-  EXPECT_EQ(DataTypeSize(DataType::kString), 0u);
+  EXPECT_EQ(DataTypeSize(DataType::kString), sizeof(StringElement));
+  EXPECT_EQ(DataTypeSize(DataType::kUndefined), 0u);
   EXPECT_EQ(DataTypeName(DataType::kUInt64), "uint64");
 }
 

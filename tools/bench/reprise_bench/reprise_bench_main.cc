@@ -43,7 +43,7 @@ absl::StatusOr<std::string> GenerateData(const std::string& datatype, int64_t co
                                          std::mt19937_64* rng) {
   ASSIGN_OR_RETURN(runtime::DataType type, server::DataTypeFromKServe(datatype));
   const size_t size = runtime::DataTypeSize(type);
-  if (size == 0) {
+  if (size == 0 || type == runtime::DataType::kString) {  // strings: no random text
     return absl::InvalidArgumentError(
         absl::StrCat("cannot generate data of type ", datatype, " (give a .npy)"));
   }
