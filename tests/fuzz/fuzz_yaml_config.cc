@@ -3,7 +3,7 @@
 #include <string>
 
 #include "absl/strings/string_view.h"
-#include "config/model_settings.h"
+#include "config/model_config.h"
 #include "config/server_config.h"
 #include "tests/fuzz/fuzz_entry.h"
 
