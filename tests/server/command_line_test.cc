@@ -125,9 +125,10 @@ TEST(CommandLineTest, TritonFlags) {
                   .status()
                   .message(),
               HasSubstr("backend \"tensorrt\""));
-  EXPECT_THAT(
-      ParseCommandLine({"--backend-config=onnxruntime,enable-global-threadpool=1"}).status().message(),
-      HasSubstr("is not supported"));
+  EXPECT_THAT(ParseCommandLine({"--backend-config=onnxruntime,enable-global-threadpool=1"})
+                  .status()
+                  .message(),
+              HasSubstr("is not supported"));
   EXPECT_THAT(ParseCommandLine({"--exit-on-error=maybe"}).status().message(),
               HasSubstr("--exit-on-error"));
 }
