@@ -584,12 +584,9 @@ absl::StatusOr<ResolvedModel> ModelRepository::ResolveModel(
       (fs::path(model_dir) / std::to_string(out.versions.back()) / std::string(kModelFile))
           .string();
   absl::StatusOr<config::GraphTensors> graph = backend_->ReadGraphTensors(model_path);
-  if (absl::IsUnimplemented(graph.status())) return out;
-  if (!graph.ok()) {
-    return absl::Status(graph.status().code(),
-                        absl::StrCat("model \"", name, "\" version ", out.versions.back(),
-                                     ": load failed: ", graph.status().message()));
-  }
+  // A file the backend cannot read fails its version's load next, with the backend's reason
+  // recorded on that version; nothing to complete from until then.
+  if (!graph.ok()) return out;
   ASSIGN_OR_RETURN(out.settings,
                    config::ModelSettingsFromConfig(parsed, name, &*graph, options_.auto_complete));
   return out;

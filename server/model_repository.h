@@ -126,7 +126,8 @@ class ModelRepository {
   /// `parsed` (a model's config.pbtxt / config.yaml, or a config from any other source)
   /// validated by config::ModelSettingsFromConfig, the versions of `model_dir` its policy
   /// chooses, and, with auto-complete on, the settings completed from the graph of the highest
-  /// chosen version (read by the backend). Errors name the config's source, line and field.
+  /// chosen version (read by the backend; a file it cannot read is not completed, and fails
+  /// at load). Errors name the config's source, line and field.
   /// Thread-safe; may block (it reads the model file).
   absl::StatusOr<ResolvedModel> ResolveModel(const std::string& name, const std::string& model_dir,
                                              const config::ParsedModelConfig& parsed) const;
