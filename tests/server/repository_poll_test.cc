@@ -16,14 +16,8 @@ namespace {
 using testing::FakeBackend;
 using ::testing::HasSubstr;
 using testing::ManualExecutor;
+using testing::Outcome;
 using testing::TempRepo;
-
-struct Outcome {
-  std::optional<absl::Status> status;
-  ModelRepository::Callback Callback() {
-    return [this](absl::Status s) { status = std::move(s); };
-  }
-};
 
 class PollTest : public ::testing::Test {
  protected:
