@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <type_traits>
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
@@ -97,28 +98,21 @@ absl::Status RefuseUnsupported(const pb::Message& message, const std::string& pa
   return absl::OkStatus();
 }
 
-absl::Status CheckTensors(const ConfigLocations& at, absl::string_view key, bool is_input,
-                          const google::protobuf::RepeatedPtrField<inference::ModelInput>* inputs,
-                          const google::protobuf::RepeatedPtrField<inference::ModelOutput>* outputs,
+template <typename Tensor>
+absl::Status CheckTensors(const ConfigLocations& at, absl::string_view key,
+                          const google::protobuf::RepeatedPtrField<Tensor>& list,
                           std::vector<TensorSettings>* out) {
-  const int n = is_input ? inputs->size() : outputs->size();
-  for (int i = 0; i < n; ++i) {
+  constexpr bool is_input = std::is_same_v<Tensor, inference::ModelInput>;
+  for (int i = 0; i < list.size(); ++i) {
     const std::string path = Index(key, static_cast<size_t>(i));
+    const Tensor& tensor = list[i];
     TensorSettings t;
-    inference::DataType type;
-    const google::protobuf::RepeatedField<int64_t>* dims;
-    if (is_input) {
-      t.name = (*inputs)[i].name();
-      type = (*inputs)[i].data_type();
-      dims = &(*inputs)[i].dims();
-    } else {
-      t.name = (*outputs)[i].name();
-      type = (*outputs)[i].data_type();
-      dims = &(*outputs)[i].dims();
-      t.label_filename = (*outputs)[i].label_filename();
-    }
+    t.name = tensor.name();
+    const inference::DataType type = tensor.data_type();
+    const google::protobuf::RepeatedField<int64_t>* dims = &tensor.dims();
+    if constexpr (!is_input) t.label_filename = tensor.label_filename();
     if (t.name.empty()) return at.Error(path, "needs a non-empty \"name\"");
-    if (type == inference::TYPE_INVALID) {
+    if (type == inference::TYPE_INVALID || !inference::DataType_IsValid(type)) {
       return at.Error(Join(path, "data_type"), "needs a \"data_type\" (e.g. TYPE_FP32)");
     }
     t.data_type = static_cast<TensorType>(type);
@@ -364,14 +358,17 @@ absl::StatusOr<ModelSettings> ModelSettingsFromConfig(const ParsedModelConfig& p
   s.max_batch_size = c.max_batch_size();
   if (c.max_queue_size() > kMaxInt) return at.Error("max_queue_size", "is too large");
   s.max_queue_size = static_cast<int>(c.max_queue_size());
-  RETURN_IF_ERROR(CheckTensors(at, "input", true, &c.input(), nullptr, &s.inputs));
-  RETURN_IF_ERROR(CheckTensors(at, "output", false, nullptr, &c.output(), &s.outputs));
+  RETURN_IF_ERROR(CheckTensors(at, "input", c.input(), &s.inputs));
+  RETURN_IF_ERROR(CheckTensors(at, "output", c.output(), &s.outputs));
   for (int i = 0; i < c.instance_group_size(); ++i) {
     const inference::ModelInstanceGroup& g = c.instance_group(i);
     const std::string path = Index("instance_group", static_cast<size_t>(i));
     // Triton's default count is 1; a count written as 0 (or negative) is a mistake.
     if (g.count() > 1024 || g.count() < 0 || (g.count() == 0 && at.Has(Join(path, "count")))) {
       return at.Error(Join(path, "count"), absl::StrCat("must be in [1, 1024], got ", g.count()));
+    }
+    if (!inference::ModelInstanceGroup::Kind_IsValid(g.kind())) {
+      return at.Error(Join(path, "kind"), absl::StrCat("unknown kind ", g.kind()));
     }
     InstanceGroup group;
     group.count = g.count() == 0 ? 1 : g.count();
