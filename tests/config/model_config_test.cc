@@ -171,6 +171,28 @@ TEST(ModelConfigTextTest, PlatformAndBackendSynonyms) {
               HasSubstr("field \"default_model_filename\""));
 }
 
+TEST(ModelConfigTextTest, AConfigBuiltInMemoryGoesThroughTheSamePath) {
+  // E.g. a JSON override of a load: no lines, the same checks and messages.
+  ParsedModelConfig parsed;
+  parsed.locations = ConfigLocations("config override");
+  parsed.config.set_max_batch_size(2);
+  parsed.config.mutable_dynamic_batching()->add_preferred_batch_size(4);
+  absl::StatusOr<ModelSettings> s = ModelSettingsFromConfig(parsed, "m");
+  EXPECT_THAT(s.status().message(),
+              HasSubstr("config override: field \"dynamic_batching.preferred_batch_size\": 4 "
+                        "exceeds max_batch_size 2"));
+  parsed.config.clear_dynamic_batching();
+  parsed.config.add_input()->set_name("x");
+  parsed.config.mutable_input(0)->set_data_type(static_cast<inference::DataType>(99));
+  parsed.config.mutable_input(0)->add_dims(4);
+  EXPECT_THAT(ModelSettingsFromConfig(parsed, "m").status().message(),
+              HasSubstr("field \"input[0].data_type\""));
+  parsed.config.mutable_input(0)->set_data_type(inference::TYPE_FP32);
+  parsed.config.mutable_model_transaction_policy()->set_decoupled(true);
+  EXPECT_THAT(ModelSettingsFromConfig(parsed, "m").status().message(),
+              HasSubstr("field \"model_transaction_policy\": is a Triton feature"));
+}
+
 TEST(ModelConfigDirTest, BothFilesAreAnError) {
   const std::string dir = ::testing::TempDir() + "/model_config_both";
   std::filesystem::create_directories(dir);
