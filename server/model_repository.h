@@ -1,5 +1,7 @@
 // The model repository and the lifecycle of its models: scan <repo>/<model>/<version>/model.onnx,
-// choose versions by policy, load asynchronously, unload without dropping a request.
+// read each model's config.pbtxt / config.yaml (config/model_config.h), choose versions by
+// policy, load asynchronously, unload without dropping a request, and in poll mode apply the
+// repository's changes.
 #ifndef REPRISE_SERVER_MODEL_REPOSITORY_H_
 #define REPRISE_SERVER_MODEL_REPOSITORY_H_
 
