@@ -579,7 +579,10 @@ absl::StatusOr<ResolvedModel> ModelRepository::ResolveModel(
   ASSIGN_OR_RETURN(out.settings, config::ModelSettingsFromConfig(parsed, name));
   ASSIGN_OR_RETURN(out.versions,
                    SelectVersions(name, out.settings.version_policy, ListVersions(model_dir)));
-  if (!options_.auto_complete.enabled) return out;
+  // Nothing to complete: skip reading the model file twice.
+  const bool complete = !out.settings.inputs.empty() && !out.settings.outputs.empty() &&
+                        (out.settings.max_batch_size > 0 || parsed.locations.Has("max_batch_size"));
+  if (!options_.auto_complete.enabled || complete) return out;
   const std::string model_path =
       (fs::path(model_dir) / std::to_string(out.versions.back()) / std::string(kModelFile))
           .string();
