@@ -1,4 +1,5 @@
-// Per-model settings read from `<repo>/<model>/config.yaml`, with Triton's field names.
+// Per-model settings, validated, with Triton's field names: what config.pbtxt / config.yaml
+// (config/model_config.h) and auto-complete make of a model's configuration.
 #ifndef REPRISE_CONFIG_MODEL_SETTINGS_H_
 #define REPRISE_CONFIG_MODEL_SETTINGS_H_
 
@@ -41,7 +42,8 @@ absl::StatusOr<TensorType> TensorTypeFromName(absl::string_view name);
 struct TensorSettings {
   std::string name;
   TensorType data_type = TensorType::kInvalid;
-  std::vector<int64_t> dims;  // without the batch dimension when max_batch_size > 0; -1 = any
+  std::vector<int64_t> dims;   // without the batch dimension when max_batch_size > 0; -1 = any
+  std::string label_filename;  // outputs: labels for the classification extension (or empty)
 };
 
 /// Which versions of a model to serve.
@@ -87,10 +89,15 @@ struct CaptureSettings {
   std::optional<int> max_instances_per_stream;  // unset: the server's; 0: no bound
 };
 
-/// A model's settings. Every field has a default, so a model without config.yaml is valid.
+/// Triton's names for ONNX models (ModelConfig.platform and .backend); "onnx" is accepted too.
+inline constexpr absl::string_view kOnnxPlatform = "onnxruntime_onnx";
+inline constexpr absl::string_view kOnnxBackend = "onnxruntime";
+
+/// A model's settings. Every field has a default, so a model without a config file is valid.
 struct ModelSettings {
   std::string name;  // the directory name
-  std::string platform = "onnx";
+  std::string platform = std::string(kOnnxPlatform);
+  std::string backend = std::string(kOnnxBackend);
   int max_batch_size = 0;  // > 0: inputs and outputs get an implicit leading batch dimension
   /// Requests that may wait for a free stream of this model (more are refused with
   /// RESOURCE_EXHAUSTED); 0: the server's limits.max_queue_length. A Reprise key (Triton's
@@ -107,13 +114,6 @@ struct ModelSettings {
 /// The capture buckets of `settings`: its `capture.buckets`, or the default (powers of two up
 /// to max_batch_size, and max_batch_size); empty when max_batch_size is 0.
 std::vector<int64_t> CaptureBuckets(const ModelSettings& settings);
-
-/// Parses one model's config.yaml. `model_dir_name` is the model's directory name: `name`
-/// may be left out but must equal it when given. Errors (unknown key, wrong type, bad value)
-/// are INVALID_ARGUMENT naming `source`, the line and the key. Thread-safe.
-absl::StatusOr<ModelSettings> ParseModelSettings(absl::string_view yaml_text,
-                                                 absl::string_view source,
-                                                 absl::string_view model_dir_name);
 
 }  // namespace reprise::config
 

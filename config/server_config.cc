@@ -46,13 +46,23 @@ absl::Status ParseInto(const YamlReader& r, const YAML::Node& root, ServerConfig
 
   const YAML::Node repo = YamlReader::Child(root, "repository");
   RETURN_IF_ERROR(
-      r.CheckMap(repo, "repository", {"paths", "control_mode", "load_models", "load_threads"}));
+      r.CheckMap(repo, "repository",
+                 {"paths", "control_mode", "load_models", "load_threads", "poll_seconds",
+                  "auto_complete_config", "default_max_batch_size", "exit_on_error"}));
   RETURN_IF_ERROR(r.ReadStringList(repo, "repository", "paths", &c->model_repositories));
   std::string mode(ControlModeName(c->control_mode));
-  RETURN_IF_ERROR(r.ReadEnum(repo, "repository", "control_mode", {"none", "explicit"}, &mode));
-  c->control_mode = mode == "explicit" ? ControlMode::kExplicit : ControlMode::kNone;
+  RETURN_IF_ERROR(
+      r.ReadEnum(repo, "repository", "control_mode", {"none", "explicit", "poll"}, &mode));
+  c->control_mode = mode == "explicit" ? ControlMode::kExplicit
+                    : mode == "poll"   ? ControlMode::kPoll
+                                       : ControlMode::kNone;
   RETURN_IF_ERROR(r.ReadStringList(repo, "repository", "load_models", &c->load_models));
   RETURN_IF_ERROR(ReadInt32(r, repo, "repository", "load_threads", 1, 256, &c->load_threads));
+  RETURN_IF_ERROR(ReadInt32(r, repo, "repository", "poll_seconds", 1, 86400, &c->poll_seconds));
+  RETURN_IF_ERROR(r.ReadBool(repo, "repository", "auto_complete_config", &c->auto_complete_config));
+  RETURN_IF_ERROR(ReadInt32(r, repo, "repository", "default_max_batch_size", 0, 1 << 20,
+                            &c->default_max_batch_size));
+  RETURN_IF_ERROR(r.ReadBool(repo, "repository", "exit_on_error", &c->exit_on_error));
 
   const YAML::Node runtime = YamlReader::Child(root, "runtime");
   RETURN_IF_ERROR(
@@ -112,10 +122,12 @@ absl::Status ParseInto(const YamlReader& r, const YAML::Node& root, ServerConfig
       ReadInt32(r, shutdown, "shutdown", "timeout_seconds", 0, 86400, &c->shutdown_timeout_s));
 
   const YAML::Node log = YamlReader::Child(root, "log");
-  RETURN_IF_ERROR(r.CheckMap(log, "log", {"level", "format"}));
+  RETURN_IF_ERROR(r.CheckMap(log, "log", {"level", "format", "file"}));
   RETURN_IF_ERROR(r.ReadEnum(log, "log", "level",
                              {"trace", "debug", "info", "warn", "error", "off"}, &c->log_level));
-  RETURN_IF_ERROR(r.ReadEnum(log, "log", "format", {"text", "json"}, &c->log_format));
+  RETURN_IF_ERROR(
+      r.ReadEnum(log, "log", "format", {"text", "json", "default", "ISO8601"}, &c->log_format));
+  RETURN_IF_ERROR(r.ReadString(log, "log", "file", &c->log_file));
   const YAML::Node http = YamlReader::Child(root, "http");
   RETURN_IF_ERROR(
       r.CheckMap(http, "http", {"restricted_api", "thread_count", "read_timeout_seconds"}));
@@ -143,7 +155,15 @@ int64_t EffectiveMaxMessageBytes(const ServerConfig& config) {
 }
 
 absl::string_view ControlModeName(ControlMode mode) {
-  return mode == ControlMode::kExplicit ? "explicit" : "none";
+  switch (mode) {
+    case ControlMode::kExplicit:
+      return "explicit";
+    case ControlMode::kPoll:
+      return "poll";
+    case ControlMode::kNone:
+      break;
+  }
+  return "none";
 }
 
 absl::StatusOr<ServerConfig> ParseServerConfig(absl::string_view yaml_text,

@@ -13,13 +13,15 @@
 
 namespace reprise::config {
 
-/// How models get loaded (Triton's --model-control-mode; "poll" is not supported).
+/// How models get loaded (Triton's --model-control-mode).
 enum class ControlMode {
   kNone,      // load every model of the repository at start; load / unload RPCs are refused
   kExplicit,  // load only `load_models` at start; the rest by RepositoryModelLoad / Unload
+  kPoll,      // load every model at start, then apply the repository's changes every
+              // poll_seconds; load / unload RPCs are refused
 };
 
-/// "none" / "explicit".
+/// "none" / "explicit" / "poll".
 absl::string_view ControlModeName(ControlMode mode);
 
 /// Every setting of the daemon. The defaults here are the defaults of the file.
@@ -48,6 +50,12 @@ struct ServerConfig {
   ControlMode control_mode = ControlMode::kNone;
   std::vector<std::string> load_models;  // explicit mode: loaded at start ("*" = all)
   int load_threads = 4;                  // models loaded at the same time
+  int poll_seconds = 15;                 // poll mode: seconds between two scans
+  // Triton's auto-complete of model configs from the ONNX graph (config/model_config.h).
+  bool auto_complete_config = true;
+  int default_max_batch_size = 4;  // --backend-config=onnxruntime,default-max-batch-size=N
+  // Exit (status 1) when a model asked for at startup fails to load (Triton's --exit-on-error).
+  bool exit_on_error = false;
   // runtime:
   int streams_per_device = 2;  // default stream count for a model without instance_group
   int cpu_threads = 0;         // threads for inference; 0 = the CPUs (server/cpu_budget.h)
@@ -78,7 +86,8 @@ struct ServerConfig {
   int shutdown_timeout_s = 30;  // in-flight requests get this long after SIGTERM
   // log:
   std::string log_level = "info";   // trace, debug, info, warn, error, off
-  std::string log_format = "text";  // text or json
+  std::string log_format = "text";  // text, json, or Triton's default / ISO8601
+  std::string log_file;             // empty: standard output
 };
 
 /// limits.max_message_bytes as used: the configured value, or the one derived from

@@ -18,8 +18,12 @@ struct CommandLine {
 
 /// Parses `args` (without the program name). `--config FILE` is read first (defaults when
 /// absent); then --model-repository (repeatable), --grpc-address, --grpc-port, --metrics-port,
-/// --model-control-mode (none|explicit), --load-model (repeatable), --log-level,
-/// --log-format (text|json), --allow-metrics (true|false), --exit-timeout-secs override it.
+/// --model-control-mode (none|explicit|poll), --repository-poll-secs, --load-model
+/// (repeatable), --log-level, --log-format (text|json|default|ISO8601), --log-file, Triton's
+/// --log-verbose / --log-info / --log-warning / --log-error (folded into the level),
+/// --exit-on-error, --disable-auto-complete-config (no value needed), --strict-model-config,
+/// --backend-config=[onnxruntime,]default-max-batch-size=N, --allow-metrics (true|false),
+/// --exit-timeout-secs override it (config/README.md).
 /// `--flag=value` and `--flag value` both work. An unknown flag, a missing or bad value is
 /// INVALID_ARGUMENT naming the flag.
 absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& args);

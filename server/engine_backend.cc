@@ -13,10 +13,12 @@
 #include "absl/strings/str_join.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "runtime/core/status_macros.h"
+#include "runtime/engine/onnx_import.h"
 #include "runtime/engine/stream_session.h"
 #include "server/cpu_budget.h"
 #include "server/engine_model.h"
 #include "server/infer_codec.h"
+#include "server/model_config_proto.h"
 #include "spdlog/spdlog.h"
 
 namespace reprise::server {
@@ -71,31 +73,31 @@ absl::StatusOr<TensorInfo> MakeTensorInfo(const Value& value, const config::Tens
   if (entry == nullptr) {
     if (!value.has_shape) {
       return absl::InvalidArgumentError(
-          absl::StrCat(what, " has no shape in the graph; list its dims in config.yaml"));
+          absl::StrCat(what, " has no shape in the graph; list its dims in the model config"));
     }
     return info;
   }
   ASSIGN_OR_RETURN(DataType config_type, DataTypeOf(entry->data_type));
   if (config_type != value.dtype) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, " is ", config::TensorTypeName(entry->data_type), " in config.yaml but ",
-                     runtime::DataTypeName(value.dtype), " in the graph"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, " is ", config::TensorTypeName(entry->data_type), " in the model config but ",
+        runtime::DataTypeName(value.dtype), " in the graph"));
   }
   std::vector<int64_t> config_shape;
   if (max_batch_size > 0) config_shape.push_back(-1);
   config_shape.insert(config_shape.end(), entry->dims.begin(), entry->dims.end());
   if (!value.has_shape) return TensorInfo{value.name, value.dtype, config_shape};
   if (config_shape.size() != info.shape.size()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, " has shape ", ShapeString(config_shape),
-                     " in config.yaml (batch dimension ", max_batch_size > 0 ? "included" : "none",
-                     ") but ", runtime::engine::DimsToString(value.dims), " in the graph"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, " has shape ", ShapeString(config_shape), " in the model config (batch dimension ",
+        max_batch_size > 0 ? "included" : "none", ") but ",
+        runtime::engine::DimsToString(value.dims), " in the graph"));
   }
   for (size_t i = 0; i < config_shape.size(); ++i) {
     if (config_shape[i] < 0) continue;
     if (info.shape[i] >= 0 && info.shape[i] != config_shape[i]) {
       return absl::InvalidArgumentError(absl::StrCat(
-          what, " has shape ", ShapeString(config_shape), " in config.yaml but ",
+          what, " has shape ", ShapeString(config_shape), " in the model config but ",
           runtime::engine::DimsToString(value.dims), " in the graph (dimension ", i, ")"));
     }
     info.shape[i] = config_shape[i];  // config.yaml may pin a symbolic dimension
@@ -117,16 +119,16 @@ absl::StatusOr<std::vector<TensorInfo>> MakeTensorInfos(
     } else if (!entries.empty() && kind == "input") {
       // Every input must be fed, so a config that lists inputs must list them all; outputs
       // may be a subset (the others are still computed and can be requested).
-      return absl::InvalidArgumentError(absl::StrCat(label, ": input \"", value.name,
-                                                     "\" of the graph is missing in config.yaml"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          label, ": input \"", value.name, "\" of the graph is missing in the model config"));
     }
     ASSIGN_OR_RETURN(TensorInfo info, MakeTensorInfo(value, entry, max_batch_size, kind, label));
     infos.push_back(std::move(info));
   }
   for (const config::TensorSettings& e : entries) {
     if (by_name.contains(e.name)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(label, ": ", kind, " \"", e.name, "\" of config.yaml is not in the graph"));
+      return absl::InvalidArgumentError(absl::StrCat(label, ": ", kind, " \"", e.name,
+                                                     "\" of the model config is not in the graph"));
     }
   }
   return infos;
@@ -199,6 +201,27 @@ absl::StatusOr<std::unique_ptr<LoadedModel>> EngineBackend::Load(const LoadSpec&
   ASSIGN_OR_RETURN(std::unique_ptr<EngineModel> loaded, EngineModel::Create(std::move(params)));
   loaded->set_load_ns(NanosSince(start));
   return loaded;
+}
+
+absl::StatusOr<config::GraphTensors> EngineBackend::ReadGraphTensors(
+    const std::string& model_path) const {
+  ASSIGN_OR_RETURN(runtime::engine::Graph graph,
+                   runtime::engine::ImportOnnxFile(model_path, *device_->kernels()));
+  auto tensor = [](const Value& value, const std::string& name) {
+    config::GraphTensor t;
+    t.name = name;
+    // model_config.proto's DataType numbers are config::TensorType's by design.
+    t.type = static_cast<config::TensorType>(ToProtoDataType(value.dtype));
+    t.has_shape = value.has_shape;
+    for (const runtime::engine::Dim& d : value.dims) t.dims.push_back(d.known() ? d.value : -1);
+    return t;
+  };
+  config::GraphTensors out;
+  for (int id : graph.inputs) out.inputs.push_back(tensor(graph.values[id], graph.values[id].name));
+  for (const runtime::engine::GraphOutput& o : graph.outputs) {
+    out.outputs.push_back(tensor(graph.values[o.value], o.name));
+  }
+  return out;
 }
 
 int IntraOpThreadsFor(int configured, int streams, int cores, bool* clamped) {

@@ -42,9 +42,13 @@ class EngineBackend final : public ModelBackend {
 
   /// Reads `spec.model_path`, checks `spec.settings` against the graph and makes an
   /// EngineModel of `spec.streams` streams (warming it up when the settings say so). Errors are the
-  /// engine's (naming the file) or INVALID_ARGUMENT naming the tensor that config.yaml and the
+  /// engine's (naming the file) or INVALID_ARGUMENT naming the tensor that the model config and the
   /// graph disagree on.
   absl::StatusOr<std::unique_ptr<LoadedModel>> Load(const LoadSpec& spec) override;
+  /// Imports the file (checker and shape inference, no optimisation) and reports its graph's
+  /// inputs and outputs; symbolic dimensions are -1.
+  absl::StatusOr<config::GraphTensors> ReadGraphTensors(
+      const std::string& model_path) const override;
   /// The CPU device's memory counters.
   std::vector<DeviceMemoryInfo> MemoryUsage() const override;
 

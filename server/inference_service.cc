@@ -20,7 +20,8 @@ void Add(inference::StatisticDuration* d, uint64_t count, uint64_t ns) {
   d->set_ns(ns);
 }
 
-// The queue and compute times of one Infer; the execution (once per batch) when it ran.
+// The queue and compute times of one Infer that ran; the execution (once per batch) when it
+// succeeded: Triton's execution_count and batch_stats count successful executions.
 void RecordTimings(const InferTimings& t, bool ok, VersionStats* stats) {
   const bool ran = ok || t.batch_size > 0;
   if (!ran) return;  // refused or timed out in the queue: no execution to count
@@ -35,7 +36,7 @@ void RecordTimings(const InferTimings& t, bool ok, VersionStats* stats) {
   add(stats->compute_ns, static_cast<uint64_t>(t.compute_ns));
   add(stats->compute_output_count, 1);
   add(stats->compute_output_ns, static_cast<uint64_t>(t.compute_output_ns));
-  if (t.counts_execution) {
+  if (t.counts_execution && ok) {
     add(stats->execution_count, 1);
     if (t.batch_size > 0) {
       stats->AddBatch(
@@ -57,7 +58,7 @@ void RecordTimingMetrics(Metrics& metrics, absl::string_view model, absl::string
   times.infer = absl::Nanoseconds(t.compute_ns);
   times.output = absl::Nanoseconds(t.compute_output_ns);
   metrics.RecordCompute(model, version, times);
-  if (t.counts_execution) {
+  if (t.counts_execution && ok) {
     metrics.RecordExecution(model, version, t.batch_size > 0 ? t.batch_size : request_rows);
   }
 }

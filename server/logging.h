@@ -33,9 +33,12 @@ class JsonLogFormatter final : public spdlog::formatter {
 using runtime::JsonQuote;
 
 /// Sets spdlog's default logger: `level` (trace ... off) and `format` ("text": time, level
-/// letter, thread, message; "json": JsonLogFormatter). Call once at start-up, before threads
-/// log. Unknown values are INVALID_ARGUMENT (the config parser already refuses them).
-absl::Status ConfigureLogging(absl::string_view level, absl::string_view format);
+/// letter, thread, message; "json": JsonLogFormatter; Triton's "default" (glog-like) and
+/// "ISO8601" lines), writing to `file` (appended; empty: standard output). Call once at
+/// start-up, before threads log. Unknown values and a file that cannot be opened are
+/// INVALID_ARGUMENT.
+absl::Status ConfigureLogging(absl::string_view level, absl::string_view format,
+                              const std::string& file = "");
 
 /// The effective configuration as one line of text (every key of config/README.md).
 std::string DescribeConfig(const config::ServerConfig& config);

@@ -38,7 +38,8 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (absl::Status logging = reprise::server::ConfigureLogging(command_line->config.log_level,
-                                                               command_line->config.log_format);
+                                                               command_line->config.log_format,
+                                                               command_line->config.log_file);
       !logging.ok()) {
     std::fprintf(stderr, "reprise-server: %s\n", std::string(logging.message()).c_str());
     return 2;
@@ -72,6 +73,16 @@ int main(int argc, char** argv) {
   if (!server.ok()) {
     spdlog::error("cannot start: {}", server.status().ToString());
     return 1;
+  }
+
+  if (config.exit_on_error) {
+    // Triton's --exit-on-error: a model asked for at startup that fails to load ends the process.
+    if (absl::Status startup = (*server)->WaitForStartupLoads(); !startup.ok()) {
+      spdlog::error("exiting (--exit-on-error): {}", startup.ToString());
+      (*server)->Shutdown();
+      server->reset();
+      return 1;
+    }
   }
 
   int signal = 0;

@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "config/model_config.h"
 #include "config/model_settings.h"
 #include "runtime/core/data_type.h"
 
@@ -200,6 +201,15 @@ class ModelBackend {
  public:
   virtual ~ModelBackend() = default;
   virtual absl::StatusOr<std::unique_ptr<LoadedModel>> Load(const LoadSpec& spec) = 0;
+  /// The inputs and outputs of the model file at `model_path` as its graph declares them, for
+  /// Triton's auto-complete (config/model_config.h), without preparing it for serving.
+  /// UNIMPLEMENTED (the default): the backend cannot tell; configs are then not completed.
+  /// Thread-safe; may block like Load.
+  virtual absl::StatusOr<config::GraphTensors> ReadGraphTensors(
+      const std::string& model_path) const {
+    return absl::UnimplementedError(
+        absl::StrCat("this backend cannot read the tensors of ", model_path));
+  }
   /// Memory in use and peak per device the backend runs on (none by default). Thread-safe.
   virtual std::vector<DeviceMemoryInfo> MemoryUsage() const { return {}; }
 };

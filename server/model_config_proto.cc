@@ -66,6 +66,8 @@ inference::ModelConfig ToModelConfigProto(const config::ModelSettings& settings,
   inference::ModelConfig out;
   out.set_name(settings.name);
   out.set_platform(settings.platform);
+  out.set_backend(settings.backend);
+  out.set_max_queue_size(static_cast<uint32_t>(settings.max_queue_size));
   out.set_max_batch_size(settings.max_batch_size);
 
   auto* policy = out.mutable_version_policy();
@@ -95,7 +97,9 @@ inference::ModelConfig ToModelConfigProto(const config::ModelSettings& settings,
   }
   if (!settings.outputs.empty()) {
     for (const config::TensorSettings& t : settings.outputs) {
-      FillTensor(t.name, static_cast<inference::DataType>(t.data_type), t.dims, out.add_output());
+      inference::ModelOutput* output = out.add_output();
+      FillTensor(t.name, static_cast<inference::DataType>(t.data_type), t.dims, output);
+      output->set_label_filename(t.label_filename);
     }
   } else {
     for (const TensorInfo& t : signature.outputs) {
@@ -109,13 +113,25 @@ inference::ModelConfig ToModelConfigProto(const config::ModelSettings& settings,
     group->set_count(g.count);
     group->set_kind(KindFromName(g.kind));
   }
+  const config::CaptureSettings& capture = settings.capture;
+  if (!capture.buckets.empty() || capture.warmup.has_value() ||
+      capture.max_instances_per_stream.has_value()) {
+    inference::ModelCapture* c = out.mutable_capture();
+    for (int64_t b : capture.buckets) c->add_buckets(b);
+    if (capture.warmup.has_value()) c->set_warmup(*capture.warmup);
+    if (capture.max_instances_per_stream.has_value()) {
+      c->set_max_instances_per_stream(*capture.max_instances_per_stream);
+    }
+  }
   if (settings.dynamic_batching.has_value()) {
     auto* batching = out.mutable_dynamic_batching();
     for (int64_t size : settings.dynamic_batching->preferred_batch_size) {
       batching->add_preferred_batch_size(static_cast<int32_t>(size));
     }
-    batching->set_max_queue_delay_microseconds(
-        static_cast<uint64_t>(settings.dynamic_batching->max_queue_delay_microseconds.value_or(0)));
+    if (settings.dynamic_batching->max_queue_delay_microseconds.has_value()) {
+      batching->set_max_queue_delay_microseconds(
+          static_cast<uint64_t>(*settings.dynamic_batching->max_queue_delay_microseconds));
+    }
     const config::DynamicBatching& b = *settings.dynamic_batching;
     batching->set_priority_levels(static_cast<uint64_t>(b.priority_levels));
     batching->set_default_priority_level(static_cast<uint64_t>(b.default_priority_level));

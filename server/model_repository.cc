@@ -21,7 +21,6 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr absl::string_view kModelFile = "model.onnx";
-constexpr absl::string_view kConfigFile = "config.yaml";
 // The reason of a version unloaded on request (not a failure).
 constexpr absl::string_view kUnloadedReason = "unloaded";
 
@@ -253,7 +252,11 @@ void ModelRepository::OpFinished(const std::string& model) {
 
 void ModelRepository::LoadAtStartup(const std::vector<std::string>& load_models, Callback done) {
   std::vector<std::string> names;
-  const bool all = options_.control_mode == config::ControlMode::kNone ||
+  if (options_.control_mode == config::ControlMode::kPoll) {
+    std::lock_guard<std::mutex> lock(mu_);
+    polled_ = Fingerprints();
+  }
+  const bool all = options_.control_mode != config::ControlMode::kExplicit ||
                    std::find(load_models.begin(), load_models.end(), "*") != load_models.end();
   if (all) {
     names = ScanModelNames();
@@ -278,6 +281,12 @@ std::vector<std::string> ModelRepository::StartupFailures() const {
 }
 
 void ModelRepository::LoadModel(const std::string& name, Callback done) {
+  if (options_.control_mode == config::ControlMode::kPoll) {
+    std::move(done)(absl::FailedPreconditionError(
+        absl::StrCat("cannot load model \"", name,
+                     "\": explicit model load / unload is not allowed if polling is enabled")));
+    return;
+  }
   if (options_.control_mode == config::ControlMode::kNone) {
     std::move(done)(absl::FailedPreconditionError(absl::StrCat(
         "cannot load model \"", name,
@@ -288,6 +297,12 @@ void ModelRepository::LoadModel(const std::string& name, Callback done) {
 }
 
 void ModelRepository::UnloadModel(const std::string& name, Callback done) {
+  if (options_.control_mode == config::ControlMode::kPoll) {
+    std::move(done)(absl::FailedPreconditionError(
+        absl::StrCat("cannot unload model \"", name,
+                     "\": explicit model load / unload is not allowed if polling is enabled")));
+    return;
+  }
   if (options_.control_mode == config::ControlMode::kNone) {
     std::move(done)(absl::FailedPreconditionError(absl::StrCat(
         "cannot unload model \"", name,
@@ -376,21 +391,12 @@ absl::Status ModelRepository::LoadNow(const std::string& name) {
   absl::StatusOr<std::string> dir = FindModelDir(name);
   if (!dir.ok()) return fail_model(dir.status());
 
-  auto settings = std::make_shared<config::ModelSettings>();
-  settings->name = name;
-  const fs::path config_path = fs::path(*dir) / std::string(kConfigFile);
-  std::error_code ec;
-  if (fs::exists(config_path, ec)) {
-    absl::StatusOr<std::string> text = config::ReadTextFile(config_path.string());
-    if (!text.ok()) return fail_model(text.status());
-    absl::StatusOr<config::ModelSettings> parsed =
-        config::ParseModelSettings(*text, config_path.string(), name);
-    if (!parsed.ok()) return fail_model(parsed.status());
-    *settings = *std::move(parsed);
-  }
-  absl::StatusOr<std::vector<int64_t>> chosen =
-      SelectVersions(name, settings->version_policy, ListVersions(*dir));
-  if (!chosen.ok()) return fail_model(chosen.status());
+  absl::StatusOr<config::ParsedModelConfig> parsed = config::ReadModelConfigDir(*dir);
+  if (!parsed.ok()) return fail_model(parsed.status());
+  absl::StatusOr<ResolvedModel> resolved = ResolveModel(name, *dir, *parsed);
+  if (!resolved.ok()) return fail_model(resolved.status());
+  auto settings = std::make_shared<config::ModelSettings>(std::move(resolved->settings));
+  const std::vector<int64_t>* chosen = &resolved->versions;
 
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -563,6 +569,108 @@ void ModelRepository::Retire(std::vector<std::shared_ptr<ServedVersion>> retired
         if (last) std::move(pending->done)();
       });
     });
+  }
+}
+
+absl::StatusOr<ResolvedModel> ModelRepository::ResolveModel(
+    const std::string& name, const std::string& model_dir,
+    const config::ParsedModelConfig& parsed) const {
+  ResolvedModel out;
+  ASSIGN_OR_RETURN(out.settings, config::ModelSettingsFromConfig(parsed, name));
+  ASSIGN_OR_RETURN(out.versions,
+                   SelectVersions(name, out.settings.version_policy, ListVersions(model_dir)));
+  // Nothing to complete: skip reading the model file twice.
+  const bool complete = !out.settings.inputs.empty() && !out.settings.outputs.empty() &&
+                        (out.settings.max_batch_size > 0 || parsed.locations.Has("max_batch_size"));
+  if (!options_.auto_complete.enabled || complete) return out;
+  const std::string model_path =
+      (fs::path(model_dir) / std::to_string(out.versions.back()) / std::string(kModelFile))
+          .string();
+  absl::StatusOr<config::GraphTensors> graph = backend_->ReadGraphTensors(model_path);
+  // A file the backend cannot read fails its version's load next, with the backend's reason
+  // recorded on that version; nothing to complete from until then.
+  if (!graph.ok()) return out;
+  ASSIGN_OR_RETURN(out.settings,
+                   config::ModelSettingsFromConfig(parsed, name, &*graph, options_.auto_complete));
+  return out;
+}
+
+std::map<std::string, std::string> ModelRepository::Fingerprints() const {
+  // Bounded: a repository with more entries than this in one directory is compared by the
+  // first ones only.
+  constexpr int kMaxEntries = 4096;
+  auto describe = [](const fs::directory_entry& e) {
+    std::error_code ec;
+    const auto size = e.is_regular_file(ec) ? e.file_size(ec) : 0;
+    const auto mtime = e.last_write_time(ec).time_since_epoch().count();
+    return absl::StrCat(e.path().filename().string(), ":", size, ":", mtime, ";");
+  };
+  std::map<std::string, std::string> out;
+  for (const std::string& name : ScanModelNames()) {
+    absl::StatusOr<std::string> dir = FindModelDir(name);
+    if (!dir.ok()) continue;
+    std::vector<std::string> parts;
+    std::error_code ec;
+    int entries = 0;
+    for (const fs::directory_entry& e : fs::directory_iterator(*dir, ec)) {
+      if (++entries > kMaxEntries) break;
+      const std::string file = e.path().filename().string();
+      int64_t version = 0;
+      if (file == config::kModelConfigText || file == config::kModelConfigYaml) {
+        parts.push_back(describe(e));
+      } else if (e.is_directory(ec) && ParseVersionDir(file, &version) &&
+                 fs::is_regular_file(e.path() / std::string(kModelFile), ec)) {
+        std::string version_part = absl::StrCat("[", file, "]");
+        int files = 0;
+        for (const fs::directory_entry& f : fs::directory_iterator(e.path(), ec)) {
+          if (++files > kMaxEntries) break;
+          absl::StrAppend(&version_part, describe(f));
+        }
+        parts.push_back(std::move(version_part));
+      }
+    }
+    std::sort(parts.begin(), parts.end());
+    // A directory without a version is as good as gone: Poll unloads the model.
+    const bool has_version =
+        std::any_of(parts.begin(), parts.end(), [](const std::string& p) { return p[0] == '['; });
+    if (has_version) out[name] = absl::StrJoin(parts, "");
+  }
+  return out;
+}
+
+void ModelRepository::Poll(Callback done) {
+  if (options_.control_mode != config::ControlMode::kPoll) {
+    std::move(done)(
+        absl::FailedPreconditionError("repository poll needs model control mode \"poll\""));
+    return;
+  }
+  const std::map<std::string, std::string> now = Fingerprints();
+  std::vector<std::string> loads;
+  std::vector<std::string> unloads;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [name, print] : now) {
+      auto it = polled_.find(name);
+      if (it == polled_.end() || it->second != print) loads.push_back(name);
+    }
+    for (const auto& [name, print] : polled_) {
+      if (!now.contains(name)) unloads.push_back(name);
+    }
+    polled_ = now;
+  }
+  if (loads.empty() && unloads.empty()) {
+    std::move(done)(absl::OkStatus());
+    return;
+  }
+  for (const std::string& name : loads) spdlog::info("poll: model \"{}\" is new or changed", name);
+  for (const std::string& name : unloads) spdlog::info("poll: model \"{}\" is gone", name);
+  auto join =
+      std::make_shared<Join>(static_cast<int>(loads.size() + unloads.size()), std::move(done));
+  for (const std::string& name : loads) {
+    StartLoad(name, [join](absl::Status status) { join->Add(std::move(status)); });
+  }
+  for (const std::string& name : unloads) {
+    StartUnload(name, [join](absl::Status status) { join->Add(std::move(status)); });
   }
 }
 

@@ -1,5 +1,7 @@
 // The model repository and the lifecycle of its models: scan <repo>/<model>/<version>/model.onnx,
-// choose versions by policy, load asynchronously, unload without dropping a request.
+// read each model's config.pbtxt / config.yaml (config/model_config.h), choose versions by
+// policy, load asynchronously, unload without dropping a request, and in poll mode apply the
+// repository's changes.
 #ifndef REPRISE_SERVER_MODEL_REPOSITORY_H_
 #define REPRISE_SERVER_MODEL_REPOSITORY_H_
 
@@ -21,6 +23,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "config/model_config.h"
 #include "config/model_settings.h"
 #include "config/server_config.h"
 #include "server/executor.h"
@@ -40,6 +43,12 @@ absl::string_view VersionStateName(VersionState state);
 absl::StatusOr<std::vector<int64_t>> SelectVersions(absl::string_view model,
                                                     const config::VersionPolicy& policy,
                                                     const std::vector<int64_t>& available);
+
+/// A model's validated settings and the versions its policy chooses (ascending).
+struct ResolvedModel {
+  config::ModelSettings settings;
+  std::vector<int64_t> versions;
+};
 
 /// One model as it is served: its settings and its ready versions (ascending).
 struct ServedModel {
@@ -75,6 +84,9 @@ class ModelRepository {
     /// Load / unload operations queued or running at once (all models); one more is refused
     /// with RESOURCE_EXHAUSTED. Shutdown's UnloadAll is never refused.
     int max_pending_operations = 64;
+    /// Triton's auto-complete of configs from the model file (needs the backend's
+    /// ReadGraphTensors; without it configs are used as written).
+    config::AutoComplete auto_complete;
     // Called on an executor thread after every load (startup or RPC) finished, whatever its
     // outcome; may call StartupFailures. Null: none.
     std::function<void()> on_load_finished;
@@ -102,6 +114,25 @@ class ModelRepository {
   void UnloadModel(const std::string& name, Callback done);
   /// Unloads every model (shutdown), whatever the control mode.
   void UnloadAll(Callback done);
+
+  /// Poll mode: one scan of the repositories. A model that appeared is loaded, one whose files
+  /// changed (config, version directories, the files in them) is reloaded through the same
+  /// path as RepositoryModelLoad (a failed reload leaves the serving versions in place;
+  /// versions no longer on disk are retired after their in-flight requests), and one that
+  /// disappeared (or has no version left) is unloaded as RepositoryModelUnload does. `done`
+  /// gets OK or the first failure once every operation it started finished (at once when
+  /// nothing changed). FAILED_PRECONDITION outside poll mode. The server's poller calls it
+  /// every poll_seconds; tests call it by hand.
+  void Poll(Callback done);
+
+  /// `parsed` (a model's config.pbtxt / config.yaml, or a config from any other source)
+  /// validated by config::ModelSettingsFromConfig, the versions of `model_dir` its policy
+  /// chooses, and, with auto-complete on, the settings completed from the graph of the highest
+  /// chosen version (read by the backend; a file it cannot read is not completed, and fails
+  /// at load). Errors name the config's source, line and field.
+  /// Thread-safe; may block (it reads the model file).
+  absl::StatusOr<ResolvedModel> ResolveModel(const std::string& name, const std::string& model_dir,
+                                             const config::ParsedModelConfig& parsed) const;
 
   /// A lease on the version of `model` named by `version` (empty: the highest ready one).
   /// NOT_FOUND: no such model is loaded, or it has no such version; UNAVAILABLE: the version
@@ -150,6 +181,9 @@ class ModelRepository {
   // The error for `model` (version 0: any) when the serving map has no such version.
   absl::Status NotServing(absl::string_view model, int64_t version) const;
   int StreamsFor(const config::ModelSettings& settings) const;
+  // What Poll compares: every model directory's config files and version files (names, sizes,
+  // modification times), by model name.
+  std::map<std::string, std::string> Fingerprints() const;
 
   const Options options_;
   ModelBackend* const backend_;
@@ -165,6 +199,8 @@ class ModelRepository {
   absl::flat_hash_map<std::string, OpQueue> ops_ ABSL_GUARDED_BY(mu_);  // busy models only
   int pending_ops_ ABSL_GUARDED_BY(mu_) = 0;
   std::set<std::string> startup_failures_ ABSL_GUARDED_BY(mu_);
+  // Poll mode: the fingerprint of each model as last seen (Fingerprints).
+  std::map<std::string, std::string> polled_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace reprise::server

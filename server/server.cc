@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <optional>
 #include <thread>
 #include <utility>
@@ -89,6 +90,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const config::ServerConfig
   options.default_streams = config.streams_per_device;
   options.max_queue_length = config.max_queue_length;
   options.metrics = s->metrics_.get();
+  options.auto_complete.enabled = config.auto_complete_config;
+  options.auto_complete.default_max_batch_size = config.default_max_batch_size;
   Server* self = s.get();
   // A load by RPC can fix a failed startup load (strict readiness).
   options.on_load_finished = [self] { self->UpdateReadiness(); };
@@ -175,6 +178,9 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const config::ServerConfig
     }
     self->UpdateReadiness();
   });
+  if (config.control_mode == config::ControlMode::kPoll) {
+    s->poller_ = std::thread([self] { self->PollLoop(); });
+  }
   return s;
 }
 
@@ -222,6 +228,28 @@ absl::Status Server::StartHttp() {
   return absl::OkStatus();
 }
 
+void Server::PollLoop() {
+  const auto interval = std::chrono::seconds(config_.poll_seconds);
+  while (true) {
+    {
+      std::unique_lock<std::mutex> lock(poll_mu_);
+      if (poll_cv_.wait_for(lock, interval, [this] { return poll_stop_; })) return;
+    }
+    repository_->Poll([](absl::Status status) {
+      if (!status.ok()) spdlog::warn("repository poll: {}", status.ToString());
+    });
+  }
+}
+
+void Server::StopPoller() {
+  {
+    std::lock_guard<std::mutex> lock(poll_mu_);
+    poll_stop_ = true;
+  }
+  poll_cv_.notify_all();
+  if (poller_.joinable()) poller_.join();
+}
+
 void Server::UpdateReadiness() {
   std::lock_guard<std::mutex> lock(mu_);
   // Before the startup loads finished nothing is ready, and grpc_server_ may still be being set.
@@ -243,6 +271,7 @@ void Server::UpdateReadiness() {
 }
 
 Server::~Server() {
+  StopPoller();
   Shutdown();
   if (http_server_) http_server_->Stop();  // no new HTTP requests
   // Inference and load tasks use the gRPC server and the repository: finish them first (after
@@ -268,6 +297,7 @@ bool Server::Shutdown() {
     if (shut_down_) return true;
     shut_down_ = true;
   }
+  StopPoller();                   // no poll starts a load or an unload from here on
   if (grpc_server_ == nullptr) {  // Start failed part way: nothing was served
     if (infer_pool_) infer_pool_->Stop();
     if (load_pool_) load_pool_->Stop();

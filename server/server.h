@@ -6,6 +6,7 @@
 #include <atomic>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include <condition_variable>
 #include <mutex>
@@ -73,6 +74,9 @@ class Server {
   absl::Status StartHttp();
   // Sets ready_ and the readiness health status from the startup loads and the shutdown.
   void UpdateReadiness();
+  // Poll mode: calls ModelRepository::Poll every poll_seconds until StopPoller.
+  void PollLoop();
+  void StopPoller();
 
   const config::ServerConfig config_;
   ModelBackend* const backend_;
@@ -105,6 +109,11 @@ class Server {
   absl::Status startup_status_ ABSL_GUARDED_BY(mu_);
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
   bool reported_ready_ ABSL_GUARDED_BY(mu_) = false;
+
+  std::mutex poll_mu_;
+  std::condition_variable poll_cv_;
+  bool poll_stop_ ABSL_GUARDED_BY(poll_mu_) = false;
+  std::thread poller_;  // poll mode only
 
   // Destroyed first: no scrape reads the repository or the backend once they go.
   std::unique_ptr<MetricsEndpoint> metrics_endpoint_;

@@ -1,4 +1,4 @@
-#include "config/model_settings.h"
+#include "config/model_config.h"
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

@@ -153,10 +153,19 @@ TEST(ServerConfigTest, OutOfRangeAndBadEnum) {
   ASSERT_FALSE(port.ok());
   EXPECT_THAT(port.status().message(), HasSubstr("70000"));
   absl::StatusOr<ServerConfig> mode =
-      ParseServerConfig("repository:\n  control_mode: poll\n", "t.yaml");
+      ParseServerConfig("repository:\n  control_mode: watch\n", "t.yaml");
   ASSERT_FALSE(mode.ok());
   EXPECT_THAT(mode.status().message(), HasSubstr("line 2"));
-  EXPECT_THAT(mode.status().message(), HasSubstr("\"poll\""));
+  EXPECT_THAT(mode.status().message(), HasSubstr("\"watch\""));
+  absl::StatusOr<ServerConfig> poll = ParseServerConfig(
+      "repository:\n  control_mode: poll\n  poll_seconds: 2\nlog: {format: ISO8601, file: "
+      "/tmp/x}\n",
+      "t.yaml");
+  ASSERT_TRUE(poll.ok()) << poll.status();
+  EXPECT_EQ(poll->control_mode, ControlMode::kPoll);
+  EXPECT_EQ(poll->poll_seconds, 2);
+  EXPECT_EQ(poll->log_format, "ISO8601");
+  EXPECT_EQ(poll->log_file, "/tmp/x");
   absl::StatusOr<ServerConfig> list =
       ParseServerConfig("repository: {load_models: [a, [b]]}", "t.yaml");
   ASSERT_FALSE(list.ok());

@@ -85,8 +85,8 @@ TEST(CommandLineTest, Errors) {
   EXPECT_THAT(ParseCommandLine({"--grpc-port=70000"}).status().message(), HasSubstr("70000"));
   EXPECT_THAT(ParseCommandLine({"--frobnicate=1"}).status().message(),
               HasSubstr("unknown flag --frobnicate"));
-  EXPECT_THAT(ParseCommandLine({"--model-control-mode=poll"}).status().message(),
-              HasSubstr("\"poll\""));
+  EXPECT_THAT(ParseCommandLine({"--model-control-mode=watch"}).status().message(),
+              HasSubstr("\"watch\""));
   EXPECT_THAT(ParseCommandLine({"--load-model"}).status().message(), HasSubstr("needs a value"));
   EXPECT_THAT(ParseCommandLine({"stray"}).status().message(), HasSubstr("\"stray\""));
   EXPECT_EQ(ParseCommandLine({"--config=/nonexistent.yaml"}).status().code(),
@@ -126,6 +126,57 @@ TEST(CommandLineTest, GrpcSecurityFlags) {
               HasSubstr("--admin-service"));
   EXPECT_THAT(ParseCommandLine({"--use-ssl=true"}).status().message(),
               HasSubstr("unknown flag --use-ssl"));
+}
+
+TEST(CommandLineTest, TritonFlags) {
+  // Both spellings, as Triton takes them.
+  absl::StatusOr<CommandLine> c = ParseCommandLine(
+      {"--model-control-mode", "poll", "--repository-poll-secs=3", "--load-model=*",
+       "--exit-on-error", "true", "--disable-auto-complete-config",
+       "--backend-config=onnxruntime,default-max-batch-size=16", "--log-format", "ISO8601",
+       "--log-file=/tmp/reprise.log"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->config.control_mode, config::ControlMode::kPoll);
+  EXPECT_EQ(c->config.poll_seconds, 3);
+  EXPECT_THAT(c->config.load_models, ElementsAre("*"));
+  EXPECT_TRUE(c->config.exit_on_error);
+  EXPECT_FALSE(c->config.auto_complete_config);
+  EXPECT_EQ(c->config.default_max_batch_size, 16);
+  EXPECT_EQ(c->config.log_format, "ISO8601");
+  EXPECT_EQ(c->config.log_file, "/tmp/reprise.log");
+  // The value-less flag still takes an explicit value; the backend name is optional.
+  c = ParseCommandLine({"--disable-auto-complete-config=false", "--strict-model-config=false",
+                        "--backend-config=default-max-batch-size=0"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(c->config.auto_complete_config);
+  EXPECT_EQ(c->config.default_max_batch_size, 0);
+  EXPECT_THAT(ParseCommandLine({"--backend-config=tensorrt,coalesce-request-input=true"})
+                  .status()
+                  .message(),
+              HasSubstr("backend \"tensorrt\""));
+  EXPECT_THAT(ParseCommandLine({"--backend-config=onnxruntime,enable-global-threadpool=1"})
+                  .status()
+                  .message(),
+              HasSubstr("is not supported"));
+  EXPECT_THAT(ParseCommandLine({"--exit-on-error=maybe"}).status().message(),
+              HasSubstr("--exit-on-error"));
+}
+
+TEST(CommandLineTest, TritonLogFlagsBecomeALevel) {
+  auto level = [](std::vector<std::string> args) {
+    absl::StatusOr<CommandLine> c = ParseCommandLine(args);
+    return c.ok() ? c->config.log_level : std::string(c.status().message());
+  };
+  EXPECT_EQ(level({}), "info");
+  EXPECT_EQ(level({"--log-verbose", "1"}), "debug");
+  EXPECT_EQ(level({"--log-verbose=2"}), "trace");
+  EXPECT_EQ(level({"--log-verbose=0"}), "info");
+  EXPECT_EQ(level({"--log-info", "false"}), "warn");
+  EXPECT_EQ(level({"--log-info=false", "--log-warning=false"}), "error");
+  EXPECT_EQ(level({"--log-info=0", "--log-warning=off", "--log-error=false"}), "off");
+  EXPECT_EQ(level({"--log-verbose=1", "--log-info=false"}), "warn");
+  EXPECT_THAT(level({"--log-error=false"}), HasSubstr("cannot be off while a lower one is on"));
+  EXPECT_THAT(level({"--log-format=fancy"}), HasSubstr("default, ISO8601"));
 }
 
 TEST(AdminRedactionTest, AddressesAndKeyValues) {

@@ -95,9 +95,11 @@ class Daemon:
         os.makedirs(os.path.join(self.repo.name, "broken", "1"))
         with open(os.path.join(self.repo.name, "broken", "1", "model.onnx"), "wb") as f:
             f.write(b"not an onnx model")
-        write_slow_model(self.repo.name)
-        write_slow_model(self.repo.name, "slow_q",
-                         "max_queue_size: 1\ninstance_group: [{count: 1, kind: KIND_CPU}]\n")
+        # An explicit max_batch_size 0 keeps auto-complete from batching them (requests of 64
+        # and 256 rows).
+        write_slow_model(self.repo.name, config="max_batch_size: 0\n")
+        write_slow_model(self.repo.name, "slow_q", "max_batch_size: 0\nmax_queue_size: 1\n"
+                         "instance_group: [{count: 1, kind: KIND_CPU}]\n")
         # One OpenMP thread, as tools/start-server.sh runs it (see docs/development.md).
         env = dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"))
         # Eight inference threads whatever the machine: requests reach the model's stream

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "config/model_settings.h"
+#include "config/model_config.h"
 #include "config/server_config.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -160,24 +160,25 @@ TEST_F(EngineBackendTest, ConfigMismatchNamesTheTensor) {
   absl::Status s =
       LoadError("max_batch_size: 8\ninput: [{name: x, data_type: TYPE_FP32, dims: [64]}]\n");
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(s.message(), HasSubstr("input \"input\" of the graph is missing in config.yaml"));
+  EXPECT_THAT(s.message(),
+              HasSubstr("input \"input\" of the graph is missing in the model config"));
 
   s = LoadError("max_batch_size: 8\ninput: [{name: input, data_type: TYPE_INT64, dims: [64]}]\n");
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(s.message(), HasSubstr("input \"input\" is TYPE_INT64 in config.yaml"));
+  EXPECT_THAT(s.message(), HasSubstr("input \"input\" is TYPE_INT64 in the model config"));
 
   s = LoadError("max_batch_size: 8\ninput: [{name: input, data_type: TYPE_FP32, dims: [32]}]\n");
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(s.message(), HasSubstr("input \"input\" has shape [-1,32] in config.yaml"));
+  EXPECT_THAT(s.message(), HasSubstr("input \"input\" has shape [-1,32] in the model config"));
 
   // Without max_batch_size the dims are the full shape: [64] has the wrong rank.
   s = LoadError("input: [{name: input, data_type: TYPE_FP32, dims: [64]}]\n");
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(s.message(), HasSubstr("has shape [64] in config.yaml"));
+  EXPECT_THAT(s.message(), HasSubstr("has shape [64] in the model config"));
 
   s = LoadError("max_batch_size: 8\noutput: [{name: logits, data_type: TYPE_FP32, dims: [10]}]\n");
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(s.message(), HasSubstr("output \"logits\" of config.yaml is not in the graph"));
+  EXPECT_THAT(s.message(), HasSubstr("output \"logits\" of the model config is not in the graph"));
   EXPECT_THAT(s.message(), HasSubstr("model \"mlp\" version 1"));
 
   // No config.yaml entries: the graph alone decides (dims without max_batch_size stay symbolic).

@@ -7,7 +7,7 @@
 #include <thread>
 #include <vector>
 
-#include "config/model_settings.h"
+#include "config/model_config.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/engine_backend.h"

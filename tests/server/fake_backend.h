@@ -8,6 +8,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -51,6 +52,14 @@ class ManualExecutor final : public Executor {
  private:
   std::mutex mu_;
   std::deque<absl::AnyInvocable<void() &&>> tasks_ ABSL_GUARDED_BY(mu_);
+};
+
+/// Collects the status a repository callback (ModelRepository::Callback) is called with.
+struct Outcome {
+  std::optional<absl::Status> status;
+  absl::AnyInvocable<void(absl::Status) &&> Callback() {
+    return [this](absl::Status s) { status = std::move(s); };
+  }
 };
 
 /// Holds inferences until released; lets a test wait (without sleeping) until N are inside.

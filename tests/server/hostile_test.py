@@ -39,7 +39,10 @@ TABLE = np.arange(40, dtype=np.float32).reshape(10, 4)
 # Small limits so that the cases stay cheap; the defaults are documented in config/README.md.
 MAX_REQUEST_BYTES = 1 << 20
 MAX_PLAN_BYTES = 16 << 20
+# The models without a config are written for configs used as written (no batch dimension):
+# auto-complete is off here (it is covered by triton_config_test.py).
 SERVER_CONFIG = f"""
+repository: {{auto_complete_config: false}}
 runtime: {{cpu_threads: 8}}
 limits:
   max_request_bytes: {MAX_REQUEST_BYTES}

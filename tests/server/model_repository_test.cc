@@ -18,15 +18,8 @@ using ::testing::ElementsAre;
 using testing::FakeBackend;
 using ::testing::HasSubstr;
 using testing::ManualExecutor;
+using testing::Outcome;
 using testing::TempRepo;
-
-// Collects a callback's status.
-struct Outcome {
-  std::optional<absl::Status> status;
-  ModelRepository::Callback Callback() {
-    return [this](absl::Status s) { status = std::move(s); };
-  }
-};
 
 std::string StateOf(const ModelRepository& repo, const std::string& model,
                     const std::string& version) {

@@ -167,7 +167,7 @@ TEST_F(ServerE2eTest, HealthAndMetadata) {
     ASSERT_TRUE(stub_->ModelMetadata(&ctx, req, &r).ok());
     EXPECT_EQ(r.name(), "add");
     EXPECT_THAT(r.versions(), ElementsAre("1", "2"));
-    EXPECT_EQ(r.platform(), "onnx");
+    EXPECT_EQ(r.platform(), "onnxruntime_onnx");
     ASSERT_EQ(r.inputs_size(), 2);
     EXPECT_EQ(r.inputs(0).name(), "a");
     EXPECT_EQ(r.inputs(0).datatype(), "FP32");
