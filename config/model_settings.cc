@@ -40,7 +40,11 @@ absl::Status ParseTensors(const YamlReader& r, const YAML::Node& root, absl::str
   for (size_t i = 0; i < list.size(); ++i) {
     const YAML::Node item = list[i];
     const std::string path = absl::StrCat(key, "[", i, "]");
-    RETURN_IF_ERROR(r.CheckMap(item, path, {"name", "data_type", "dims"}));
+    if (is_input) {
+      RETURN_IF_ERROR(r.CheckMap(item, path, {"name", "data_type", "dims"}));
+    } else {
+      RETURN_IF_ERROR(r.CheckMap(item, path, {"name", "data_type", "dims", "label_filename"}));
+    }
     if (!item.IsMap()) return r.Error(item, path, "must be a mapping");
     TensorSettings t;
     RETURN_IF_ERROR(r.ReadString(item, path, "name", &t.name));
@@ -62,6 +66,9 @@ absl::Status ParseTensors(const YamlReader& r, const YAML::Node& root, absl::str
     if (t.dims.empty()) {
       return r.Error(YamlReader::Child(item, "dims"), YamlReader::Join(path, "dims"),
                      "rank must be at least 1");
+    }
+    if (!is_input) {
+      RETURN_IF_ERROR(r.ReadString(item, path, "label_filename", &t.label_filename));
     }
     for (const TensorSettings& other : *out) {
       if (other.name == t.name) {

@@ -42,6 +42,11 @@ struct TensorSettings {
   std::string name;
   TensorType data_type = TensorType::kInvalid;
   std::vector<int64_t> dims;  // without the batch dimension when max_batch_size > 0; -1 = any
+  /// Outputs only: a file in the model's directory with one class label per line, for the
+  /// classification extension; empty: none.
+  std::string label_filename;
+  /// The lines of label_filename, read by the model repository when the model loads.
+  std::vector<std::string> labels;
 };
 
 /// Which versions of a model to serve.

@@ -95,7 +95,9 @@ inference::ModelConfig ToModelConfigProto(const config::ModelSettings& settings,
   }
   if (!settings.outputs.empty()) {
     for (const config::TensorSettings& t : settings.outputs) {
-      FillTensor(t.name, static_cast<inference::DataType>(t.data_type), t.dims, out.add_output());
+      auto* output = out.add_output();
+      FillTensor(t.name, static_cast<inference::DataType>(t.data_type), t.dims, output);
+      output->set_label_filename(t.label_filename);
     }
   } else {
     for (const TensorInfo& t : signature.outputs) {

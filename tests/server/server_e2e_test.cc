@@ -385,20 +385,40 @@ TEST_F(ServerE2eTest, RepositoryIndexLoadAndUnload) {
     grpc::ClientContext ctx;
     inference::RepositoryModelLoadRequest req;
     req.set_model_name("echo");
-    (*req.mutable_parameters())["config"].set_string_param("{}");
+    (*req.mutable_parameters())["config"].set_string_param("{\"max_batch_size\": \"many\"}");
     inference::RepositoryModelLoadResponse r;
     grpc::Status s = stub_->RepositoryModelLoad(&ctx, req, &r);
     EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-    EXPECT_THAT(s.error_message(), HasSubstr("\"config\""));
+    EXPECT_THAT(s.error_message(), HasSubstr("failed to load 'echo'"));
+    EXPECT_THAT(s.error_message(), HasSubstr("config override"));
+  }
+  {
+    grpc::ClientContext ctx;
+    inference::RepositoryModelLoadRequest req;
+    req.set_model_name("echo");
+    (*req.mutable_parameters())["config"].set_string_param("{}");
+    inference::RepositoryModelLoadResponse r;
+    EXPECT_TRUE(stub_->RepositoryModelLoad(&ctx, req, &r).ok());
+  }
+  {
+    grpc::ClientContext ctx;
+    inference::RepositoryModelLoadRequest req;
+    req.set_model_name("no_such_model");
+    inference::RepositoryModelLoadResponse r;
+    grpc::Status s = stub_->RepositoryModelLoad(&ctx, req, &r);
+    EXPECT_THAT(s.error_message(),
+                HasSubstr("failed to load 'no_such_model', failed to poll from model repository"));
   }
 }
 
 TEST_F(ServerE2eTest, UnsupportedRpcsAreUnimplemented) {
   grpc::ClientContext c1, c2, c3, c4;
-  inference::SystemSharedMemoryRegisterResponse r1;
-  grpc::Status s = stub_->SystemSharedMemoryRegister(&c1, {}, &r1);
+  inference::CudaSharedMemoryRegisterResponse r1_cuda_;
+  inference::CudaSharedMemoryRegisterRequest cuda;
+  cuda.set_name("gpu0");
+  grpc::Status s = stub_->CudaSharedMemoryRegister(&c1, cuda, &r1_cuda_);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::UNIMPLEMENTED);
-  EXPECT_THAT(s.error_message(), HasSubstr("shared memory is not supported"));
+  EXPECT_THAT(s.error_message(), HasSubstr("serves no GPU yet"));
   inference::CudaSharedMemoryStatusResponse r2;
   EXPECT_EQ(stub_->CudaSharedMemoryStatus(&c2, {}, &r2).error_code(),
             grpc::StatusCode::UNIMPLEMENTED);
