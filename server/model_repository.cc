@@ -386,8 +386,15 @@ absl::Status ModelRepository::LoadNow(const std::string& name, const LoadOverrid
     LogState(name, 0, VersionState::kUnavailable, status.message(), /*failure=*/true);
     return status;
   };
+  // A failed upload of a name that is neither in the repository nor known leaves no record.
+  bool forget_on_failure = false;
   absl::StatusOr<std::string> dir;
   if (!override.files.empty()) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      forget_on_failure = !records_.contains(name);
+    }
+    forget_on_failure = forget_on_failure && !FindModelDir(name).ok();
     if (options_.uploads == nullptr) {
       return fail_model(absl::FailedPreconditionError("model upload is turned off"));
     }
@@ -487,7 +494,11 @@ absl::Status ModelRepository::LoadNow(const std::string& name, const LoadOverrid
     auto is_serving = [&](int64_t v) {
       return serving != current->end() && serving->second.versions.contains(v);
     };
-    if (!failure.ok()) {
+    if (!failure.ok() && forget_on_failure) {
+      records_.erase(name);
+      LogState(name, failed_version, VersionState::kUnavailable, failure.message(),
+               /*failure=*/true);
+    } else if (!failure.ok()) {
       for (int64_t v : *chosen) {
         if (is_serving(v)) continue;  // the old instance keeps serving, still READY
         versions[v] =
@@ -522,14 +533,10 @@ absl::Status ModelRepository::LoadNow(const std::string& name, const LoadOverrid
       if (!upload_dir.empty()) upload_dirs_[name] = std::exchange(upload_dir, "");
     }
   }
-  auto remove_old = [this, old_upload] {
-    if (!old_upload.empty()) options_.uploads->Remove(old_upload);
-  };
+  // The backend read the old files when it loaded them (LoadSpec): they can go now.
+  if (!old_upload.empty()) options_.uploads->Remove(old_upload);
   if (!retired.empty()) {
-    Retire(std::move(retired), "unloaded: not selected by the version policy any more",
-           std::move(remove_old));
-  } else {
-    remove_old();
+    Retire(std::move(retired), "unloaded: not selected by the version policy any more", [] {});
   }
   return failure;
 }

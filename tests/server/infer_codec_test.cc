@@ -358,6 +358,8 @@ TEST(InferCodecTest, UnsupportedParametersAreRefused) {
   ExpectInvalid(Decode(seq, AddSignature()), "sequence batching is not supported");
   inference::ModelInferRequest shm = RawAddRequest();
   (*shm.mutable_inputs(0)->mutable_parameters())["shared_memory_region"].set_string_param("r");
+  ExpectInvalid(Decode(shm, AddSignature()), "1 inputs not in shared memory");
+  shm.mutable_raw_input_contents()->DeleteSubrange(0, 1);  // raw entries: the other inputs only
   ExpectInvalid(Decode(shm, AddSignature()), "needs \"shared_memory_byte_size\"");
   (*shm.mutable_inputs(0)->mutable_parameters())["shared_memory_byte_size"].set_int64_param(8);
   absl::Status unknown = Decode(shm, AddSignature());
