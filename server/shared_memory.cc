@@ -163,15 +163,7 @@ absl::Status SharedMemoryRegistry::Register(const std::string& name, const std::
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (regions_.contains(name)) {
-      return absl::AlreadyExistsError(
-          absl::StrCat("shared memory region ", QuotedName(name), " already in manager"));
-    }
-    if (static_cast<int>(regions_.size()) >= limits_.max_regions) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "cannot register shared memory region ", QuotedName(name), ": ", limits_.max_regions,
-          " regions are registered (limits.max_shared_memory_regions)"));
-    }
+    if (absl::Status s = CheckRoom(name); !s.ok()) return s;
   }
   const int fd = shm_open(key.c_str(), O_RDWR | O_CLOEXEC, 0);
   if (fd < 0) {
@@ -211,6 +203,12 @@ absl::Status SharedMemoryRegistry::Register(const std::string& name, const std::
       name, key, offset, byte_size, mapping, length, static_cast<size_t>(skip)));
   std::lock_guard<std::mutex> lock(mu_);
   // Checked again: another Register may have come in between (the region unmaps on return).
+  if (absl::Status s = CheckRoom(name); !s.ok()) return s;
+  regions_.emplace(name, std::move(region));
+  return absl::OkStatus();
+}
+
+absl::Status SharedMemoryRegistry::CheckRoom(const std::string& name) const {
   if (regions_.contains(name)) {
     return absl::AlreadyExistsError(
         absl::StrCat("shared memory region ", QuotedName(name), " already in manager"));
@@ -220,7 +218,6 @@ absl::Status SharedMemoryRegistry::Register(const std::string& name, const std::
         "cannot register shared memory region ", QuotedName(name), ": ", limits_.max_regions,
         " regions are registered (limits.max_shared_memory_regions)"));
   }
-  regions_.emplace(name, std::move(region));
   return absl::OkStatus();
 }
 

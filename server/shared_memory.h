@@ -80,6 +80,9 @@ class SharedMemoryRegistry {
       absl::string_view name) const;
 
  private:
+  // ALREADY_EXISTS for a name in use, RESOURCE_EXHAUSTED when max_regions are registered.
+  absl::Status CheckRoom(const std::string& name) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   const Limits limits_;
   mutable std::mutex mu_;
   std::map<std::string, std::shared_ptr<const SharedMemoryRegion>, std::less<>> regions_
