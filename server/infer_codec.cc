@@ -562,7 +562,10 @@ absl::Status EncodeInferResponse(const inference::ModelInferRequest& request,
           Classify(out, options->classification, decoded.batched, options->labels,
                    absl::StrCat(label, ": output ", QuotedName(name)));
       if (!classes.ok()) return classes.status();
-      out = *std::move(classes);
+      // Not `out = ...`: by_name's keys view out.name.
+      out.dtype = classes->dtype;
+      out.shape = std::move(classes->shape);
+      out.data = std::move(classes->data);
     }
     absl::string_view dtype = KServeDatatypeName(out.dtype);
     if (dtype.empty()) {

@@ -331,15 +331,33 @@ void ModelRepository::StartLoad(const std::string& name, LoadOverride override, 
   // (no record, no queue, no metric label), so that clients cannot grow the server's state
   // with made-up names. A model known before (e.g. since removed from disk) goes through. A
   // startup load of such a name is a startup failure (the operator asked for it). An upload
-  // brings its own directory (the UploadArea bounds how many there are).
-  if (absl::StatusOr<std::string> dir = FindModelDir(name); !dir.ok() && override.files.empty()) {
+  // brings its own directory; the names of models that exist only as uploads are bounded over
+  // the server's life (their metric series stay).
+  if (absl::StatusOr<std::string> dir = FindModelDir(name); !dir.ok()) {
+    const bool upload =
+        !override.files.empty() && dir.status().code() == absl::StatusCode::kNotFound;
+    absl::Status refused = dir.status();
     bool known;
     {
       std::lock_guard<std::mutex> lock(mu_);
       known = records_.contains(name);
+      if (upload) {
+        const size_t cap = options_.uploads == nullptr
+                               ? 0
+                               : 4 * static_cast<size_t>(options_.uploads->max_uploads());
+        if (upload_names_.contains(name) || upload_names_.size() < cap) {
+          upload_names_.insert(name);
+          refused = absl::OkStatus();
+        } else {
+          refused = absl::ResourceExhaustedError(absl::StrCat(
+              "model ", QuotedName(name), " is not in the repository, and ", cap,
+              " other names were uploaded already (4 x limits.max_uploaded_models); upload "
+              "under one of those names"));
+        }
+      }
     }
-    if (!known) {
-      finish(std::move(done), dir.status());
+    if (!known && !refused.ok()) {
+      finish(std::move(done), std::move(refused));
       return;
     }
   }

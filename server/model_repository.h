@@ -190,6 +190,8 @@ class ModelRepository {
   std::set<std::string> startup_failures_ ABSL_GUARDED_BY(mu_);
   // Models served from uploaded files: the upload directory (UploadArea) of each.
   std::map<std::string, std::string> upload_dirs_ ABSL_GUARDED_BY(mu_);
+  // Names uploaded that are not models of the repository (bounded: 4 x max_uploads).
+  std::set<std::string> upload_names_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace reprise::server

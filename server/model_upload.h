@@ -73,6 +73,7 @@ class UploadArea {
   void Remove(const std::string& dir);
 
   const std::string& root() const { return root_; }
+  int max_uploads() const { return options_.max_uploads; }
 
  private:
   UploadArea(Options options, std::string root, bool owns_root)

@@ -32,6 +32,7 @@ import grpc_service_pb2 as pb  # noqa: E402
 
 LABELS = ["cat", "dog", "fish", "bird"]
 MAX_UPLOAD_BYTES = 1 << 20
+MAX_UPLOADED_MODELS = 2  # uploads alive at once; 4x that many names not in the repository
 
 
 def model_bytes(graph):
@@ -99,7 +100,8 @@ class TritonExtensionsTest(unittest.TestCase):
         config = os.path.join(cls.tmp.name, "server.yaml")
         with open(config, "w") as f:
             f.write(f"repository: {{upload_dir: {cls.uploads}}}\n"
-                    f"limits: {{max_upload_bytes: {MAX_UPLOAD_BYTES}}}\n"
+                    f"limits: {{max_upload_bytes: {MAX_UPLOAD_BYTES}, "
+                    f"max_uploaded_models: {MAX_UPLOADED_MODELS}}}\n"
                     "runtime: {cpu_threads: 4}\n")
         cls.repo_files = tree(cls.repo)
         cls.daemon = Daemon(cls.repo, config, ["--model-control-mode", "explicit",
@@ -268,6 +270,24 @@ class TritonExtensionsTest(unittest.TestCase):
         self.assertEqual(os.listdir(self.uploads), [])
         index = self.stub.RepositoryIndex(pb.RepositoryIndexRequest(), timeout=30)
         self.assertNotIn("up", [m.name for m in index.models])
+
+    def test_z_upload_names_are_bounded(self):
+        # Named to run last: it uses up the names. Names that are not models of the repository
+        # are remembered (their metric series stay), so their number is bounded.
+        onnx_bytes = b"not an onnx model"  # fails at load, after the name is counted
+        refused = None
+        for i in range(4 * MAX_UPLOADED_MODELS + 1):
+            try:
+                self.load(f"name{i}", config="{}", files={"1/model.onnx": onnx_bytes})
+            except grpc.RpcError as e:
+                if e.code() == grpc.StatusCode.RESOURCE_EXHAUSTED:
+                    refused = e
+                    break
+        self.assertIsNotNone(refused, "no name was refused")
+        self.assertIn("max_uploaded_models", refused.details())
+        # A name counted before can still be uploaded under.
+        self.load("name0", config="{}", files={"1/model.onnx": model_bytes(addsub_graph())})
+        self.unload("name0")
 
     # ---- system shared memory ----
 
