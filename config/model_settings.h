@@ -42,8 +42,12 @@ absl::StatusOr<TensorType> TensorTypeFromName(absl::string_view name);
 struct TensorSettings {
   std::string name;
   TensorType data_type = TensorType::kInvalid;
-  std::vector<int64_t> dims;   // without the batch dimension when max_batch_size > 0; -1 = any
-  std::string label_filename;  // outputs: labels for the classification extension (or empty)
+  std::vector<int64_t> dims;  // without the batch dimension when max_batch_size > 0; -1 = any
+  /// Outputs only: a file in the model's directory with one class label per line, for the
+  /// classification extension; empty: none.
+  std::string label_filename;
+  /// The lines of label_filename, read by the model repository when the model loads.
+  std::vector<std::string> labels;
 };
 
 /// Which versions of a model to serve.

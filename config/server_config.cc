@@ -48,7 +48,8 @@ absl::Status ParseInto(const YamlReader& r, const YAML::Node& root, ServerConfig
   RETURN_IF_ERROR(
       r.CheckMap(repo, "repository",
                  {"paths", "control_mode", "load_models", "load_threads", "poll_seconds",
-                  "auto_complete_config", "default_max_batch_size", "exit_on_error"}));
+                  "auto_complete_config", "default_max_batch_size", "exit_on_error", "upload_dir"}));
+  RETURN_IF_ERROR(r.ReadString(repo, "repository", "upload_dir", &c->upload_dir));
   RETURN_IF_ERROR(r.ReadStringList(repo, "repository", "paths", &c->model_repositories));
   std::string mode(ControlModeName(c->control_mode));
   RETURN_IF_ERROR(
@@ -96,7 +97,14 @@ absl::Status ParseInto(const YamlReader& r, const YAML::Node& root, ServerConfig
   RETURN_IF_ERROR(
       r.CheckMap(limits, "limits",
                  {"max_message_bytes", "max_queue_length", "request_timeout_ms", "max_tensor_rank",
-                  "max_tensor_elements", "max_request_bytes", "max_plan_bytes"}));
+                  "max_tensor_elements", "max_request_bytes", "max_plan_bytes", "max_upload_bytes",
+                  "max_uploaded_models", "max_shared_memory_regions"}));
+  RETURN_IF_ERROR(
+      r.ReadInt(limits, "limits", "max_upload_bytes", 0, int64_t{1} << 40, &c->max_upload_bytes));
+  RETURN_IF_ERROR(
+      ReadInt32(r, limits, "limits", "max_uploaded_models", 0, 1 << 16, &c->max_uploaded_models));
+  RETURN_IF_ERROR(ReadInt32(r, limits, "limits", "max_shared_memory_regions", 0, 1 << 16,
+                            &c->max_shared_memory_regions));
   RETURN_IF_ERROR(
       r.ReadInt(limits, "limits", "max_message_bytes", 0, kMaxInt, &c->max_message_bytes));
   if (c->max_message_bytes > 0 && c->max_message_bytes < 1024) {

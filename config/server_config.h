@@ -56,6 +56,9 @@ struct ServerConfig {
   int default_max_batch_size = 4;  // --backend-config=onnxruntime,default-max-batch-size=N
   // Exit (status 1) when a model asked for at startup fails to load (Triton's --exit-on-error).
   bool exit_on_error = false;
+  // Where files uploaded with RepositoryModelLoad (`file:` parameters) are written, mode 0700;
+  // empty = a new directory under $TMPDIR, removed at exit. Never a model repository.
+  std::string upload_dir;
   // runtime:
   int streams_per_device = 2;  // default stream count for a model without instance_group
   int cpu_threads = 0;         // threads for inference; 0 = the CPUs (server/cpu_budget.h)
@@ -71,8 +74,11 @@ struct ServerConfig {
   int64_t max_plan_bytes = int64_t{2} << 30;       // one plan: arena, workspaces, buffers
   // gRPC send / receive; 0 = derived: max_request_bytes plus 1 MiB for the message's framing.
   int64_t max_message_bytes = 0;
-  int max_queue_length = 1024;     // inference requests in flight in the whole server
-  int64_t request_timeout_ms = 0;  // 0 = no server-side timeout
+  int max_queue_length = 1024;                   // inference requests in flight in the whole server
+  int64_t max_upload_bytes = int64_t{64} << 20;  // the files of one RepositoryModelLoad
+  int max_uploaded_models = 16;                  // models served from uploaded files at once
+  int max_shared_memory_regions = 64;            // system shared-memory regions registered
+  int64_t request_timeout_ms = 0;                // 0 = no server-side timeout
   // batching: defaults for models whose dynamic_batching block leaves a key out
   int64_t batching_max_queue_delay_us = 0;
   int64_t batching_default_timeout_us = 0;  // 0 = none

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "runtime/core/checked_size.h"
 #include "server/bytes_tensor.h"
+#include "server/classification.h"
 #include "server/client_text.h"
 
 namespace reprise::server {
@@ -192,20 +193,38 @@ absl::Status ConvertTyped(const inference::InferTensorContents& c, DataType type
   }
 }
 
-absl::Status CheckUnsupportedParameters(
-    const google::protobuf::Map<std::string, inference::InferParameter>& params,
-    absl::string_view label, absl::string_view where) {
-  for (const char* key :
-       {"shared_memory_region", "shared_memory_offset", "shared_memory_byte_size"}) {
-    if (params.contains(key)) {
-      return Invalid(
-          label, absl::StrCat(where, ": parameter \"", key, "\": shared memory is not supported"));
+// The extensions a requested output's parameters ask for: classification and shared memory.
+absl::StatusOr<OutputOptions> ReadOutputOptions(const InferParameters& params,
+                                                const SharedMemoryRegistry* shared_memory,
+                                                absl::string_view label, absl::string_view name) {
+  OutputOptions options;
+  const std::string where = absl::StrCat(label, ": output ", QuotedName(name));
+  if (auto it = params.find("classification"); it != params.end()) {
+    const inference::InferParameter& p = it->second;
+    if (p.parameter_choice_case() == inference::InferParameter::kInt64Param) {
+      options.classification = p.int64_param();
+    } else if (p.parameter_choice_case() == inference::InferParameter::kUint64Param) {
+      options.classification = static_cast<int64_t>(
+          std::min<uint64_t>(p.uint64_param(), std::numeric_limits<int64_t>::max()));
+    } else {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": parameter \"classification\" must be an int64_param"));
+    }
+    if (options.classification < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(where, ": parameter \"classification\" is ",
+                                                     options.classification, "; it must be >= 0"));
     }
   }
-  if (params.contains("classification")) {
-    return Invalid(label, absl::StrCat(where, ": parameter \"classification\" is not supported"));
+  if (UsesSharedMemory(params)) {
+    if (options.classification > 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          where, ": classification cannot be combined with shared memory on one output"));
+    }
+    absl::StatusOr<SharedMemoryRef> ref = ResolveSharedMemory(params, shared_memory, where);
+    if (!ref.ok()) return ref.status();
+    options.shared_memory = *std::move(ref);
   }
-  return absl::OkStatus();
+  return options;
 }
 
 absl::Status CheckRequestParameters(
@@ -266,14 +285,20 @@ absl::StatusOr<DataType> DataTypeFromKServe(absl::string_view name) {
 absl::StatusOr<DecodedRequest> DecodeInferRequest(const inference::ModelInferRequest& request,
                                                   const ModelSignature& signature,
                                                   int max_batch_size, absl::string_view label,
-                                                  const RequestLimits& limits) {
+                                                  const RequestLimits& limits,
+                                                  const SharedMemoryRegistry* shared_memory) {
   if (absl::Status s = CheckRequestParameters(request.parameters(), label); !s.ok()) return s;
   const bool raw = request.raw_input_contents_size() > 0;
-  if (raw && request.raw_input_contents_size() != request.inputs_size()) {
+  // Inputs in shared memory have no raw_input_contents entry (as with Triton's clients).
+  int shm_inputs = 0;
+  for (const auto& in : request.inputs()) shm_inputs += UsesSharedMemory(in.parameters()) ? 1 : 0;
+  if (raw && request.raw_input_contents_size() != request.inputs_size() - shm_inputs) {
     return Invalid(label, absl::StrCat("raw_input_contents has ", request.raw_input_contents_size(),
-                                       " entries for ", request.inputs_size(),
-                                       " inputs; there must be one per input"));
+                                       " entries for ", request.inputs_size() - shm_inputs,
+                                       " inputs not in shared memory; there must be one per "
+                                       "input"));
   }
+  int raw_index = 0;
   absl::flat_hash_map<absl::string_view, int> by_name;  // signature input index
   for (size_t i = 0; i < signature.inputs.size(); ++i) by_name[signature.inputs[i].name] = i;
 
@@ -304,11 +329,11 @@ absl::StatusOr<DecodedRequest> DecodeInferRequest(const inference::ModelInferReq
     if (seen[index]) return Invalid(label, absl::StrCat("input \"", in.name(), "\" given twice"));
     seen[index] = true;
     const TensorInfo& info = signature.inputs[index];
-    if (absl::Status s = CheckUnsupportedParameters(in.parameters(), label,
-                                                    absl::StrCat("input \"", in.name(), "\""));
-        !s.ok()) {
-      return s;
+    if (in.parameters().contains("classification")) {
+      return Invalid(label, absl::StrCat("input ", QuotedName(in.name()),
+                                         ": parameter \"classification\" applies to outputs"));
     }
+    const bool in_shm = UsesSharedMemory(in.parameters());
 
     absl::StatusOr<DataType> type = DataTypeFromKServe(in.datatype());
     if (!type.ok()) {
@@ -355,13 +380,35 @@ absl::StatusOr<DecodedRequest> DecodeInferRequest(const inference::ModelInferReq
     const auto filled = in.has_contents() ? FilledFields(in.contents())
                                           : std::vector<std::pair<const char*, int>>{};
     absl::string_view data;
-    if (raw) {
+    if (in_shm) {
+      if (!filled.empty()) {
+        return Invalid(label, absl::StrCat("unexpected 'content' provided when using shared "
+                                           "memory for input tensor ",
+                                           QuotedName(in.name())));
+      }
+      absl::StatusOr<SharedMemoryRef> ref = ResolveSharedMemory(
+          in.parameters(), shared_memory, absl::StrCat(label, ": input ", QuotedName(in.name())));
+      if (!ref.ok()) return ref.status();
+      if (ref->byte_size > static_cast<uint64_t>(limits.max_request_bytes - request_bytes)) {
+        return RequestTooLarge(label, in.name(),
+                               request_bytes + static_cast<int64_t>(std::min<uint64_t>(
+                                                   ref->byte_size, int64_t{1} << 62)),
+                               limits);
+      }
+      // Copied out once: the client may change the region while the request runs, and the
+      // checks below must hold for the bytes the model reads.
+      std::string& copy = decoded.storage.emplace_back();
+      if (absl::Status s = ref->region->Read(ref->offset, ref->byte_size, &copy); !s.ok()) {
+        return s;
+      }
+      data = copy;
+    } else if (raw) {
       if (!filled.empty()) {
         return Invalid(label, absl::StrCat("input \"", in.name(), "\" sets ", filled[0].first,
                                            " but the request uses raw_input_contents; raw and "
                                            "typed contents cannot be mixed"));
       }
-      data = request.raw_input_contents(i);
+      data = request.raw_input_contents(raw_index++);
     } else {
       // Typed contents become raw bytes below: bound them first (at most 8 bytes a value, 4
       // more for a BYTES length prefix).
@@ -444,8 +491,10 @@ absl::StatusOr<DecodedRequest> DecodeInferRequest(const inference::ModelInferReq
     }
   }
 
+  decoded.batched = max_batch_size > 0;
   if (request.outputs_size() == 0) {
     for (const TensorInfo& out : signature.outputs) decoded.outputs.push_back(out.name);
+    decoded.output_options.resize(decoded.outputs.size());
   } else {
     absl::flat_hash_set<absl::string_view> known;
     for (const TensorInfo& out : signature.outputs) known.insert(out.name);
@@ -458,12 +507,11 @@ absl::StatusOr<DecodedRequest> DecodeInferRequest(const inference::ModelInferReq
       if (!wanted.insert(out.name()).second) {
         return Invalid(label, absl::StrCat("output \"", out.name(), "\" requested twice"));
       }
-      if (absl::Status s = CheckUnsupportedParameters(out.parameters(), label,
-                                                      absl::StrCat("output \"", out.name(), "\""));
-          !s.ok()) {
-        return s;
-      }
+      absl::StatusOr<OutputOptions> options =
+          ReadOutputOptions(out.parameters(), shared_memory, label, out.name());
+      if (!options.ok()) return options.status();
       decoded.outputs.push_back(out.name());
+      decoded.output_options.push_back(*std::move(options));
     }
   }
   return decoded;
@@ -484,13 +532,26 @@ absl::Status EncodeInferResponse(const inference::ModelInferRequest& request,
       requested;
   for (const auto& r : request.outputs()) requested[r.name()] = &r;
 
-  for (const std::string& name : decoded.outputs) {
+  for (size_t k = 0; k < decoded.outputs.size(); ++k) {
+    const std::string& name = decoded.outputs[k];
     auto it = by_name.find(name);
     if (it == by_name.end()) {
       return absl::InternalError(
           absl::StrCat(label, ": the backend produced no output \"", name, "\""));
     }
     OutputTensor& out = *it->second;
+    const OutputOptions* options =
+        k < decoded.output_options.size() ? &decoded.output_options[k] : nullptr;
+    if (options != nullptr && options->classification > 0) {
+      absl::StatusOr<OutputTensor> classes =
+          Classify(out, options->classification, decoded.batched, options->labels,
+                   absl::StrCat(label, ": output ", QuotedName(name)));
+      if (!classes.ok()) return classes.status();
+      // Not `out = ...`: by_name's keys view out.name.
+      out.dtype = classes->dtype;
+      out.shape = std::move(classes->shape);
+      out.data = std::move(classes->data);
+    }
     absl::string_view dtype = KServeDatatypeName(out.dtype);
     if (dtype.empty()) {
       return absl::InternalError(absl::StrCat(label, ": output \"", name, "\" has type ",
@@ -522,6 +583,18 @@ absl::Status EncodeInferResponse(const inference::ModelInferRequest& request,
     for (int64_t d : out.shape) tensor->add_shape(d);
     if (auto r = requested.find(name); r != requested.end()) {
       *tensor->mutable_parameters() = r->second->parameters();
+    }
+    if (options != nullptr && options->shared_memory.has_value()) {
+      const SharedMemoryRef& ref = *options->shared_memory;
+      if (out.data.size() > ref.byte_size) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(label, ": shared memory size specified with the request for output ",
+                         QuotedName(name), " (", ref.byte_size, " bytes) should be at least ",
+                         out.data.size(), " bytes to hold the results"));
+      }
+      if (absl::Status s = ref.region->Write(ref.offset, out.data); !s.ok()) return s;
+      response->add_raw_output_contents();  // keeps raw entries aligned with outputs
+      continue;
     }
     response->add_raw_output_contents(std::move(out.data));
   }

@@ -3,10 +3,12 @@
 #include <chrono>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "runtime/core/status_macros.h"
 #include "server/infer_codec.h"
 #include "server/metrics.h"
+#include "server/model_config_override.h"
 #include "server/model_config_proto.h"
 #include "server/notification.h"
 
@@ -65,6 +67,47 @@ void RecordTimingMetrics(Metrics& metrics, absl::string_view model, absl::string
 
 std::string Label(const ServedVersion& v) {
   return absl::StrCat("model \"", v.model_name(), "\" version ", v.version());
+}
+
+constexpr absl::string_view kCudaSharedMemory =
+    "CUDA shared memory (reprise serves no GPU yet; use system shared memory)";
+
+// The outputs asked for with classification get their labels (label_filename) from the
+// model's settings, which the request's lease keeps alive.
+void AttachLabels(const config::ModelSettings& settings, DecodedRequest* decoded) {
+  for (size_t i = 0; i < decoded->output_options.size(); ++i) {
+    if (decoded->output_options[i].classification <= 0) continue;
+    for (const config::TensorSettings& out : settings.outputs) {
+      if (out.name == decoded->outputs[i] && !out.labels.empty()) {
+        decoded->output_options[i].labels = &out.labels;
+      }
+    }
+  }
+}
+
+// A load's parameters as a LoadOverride: the `config` JSON parsed into a ModelConfig (checked
+// like a config file when the load resolves it), the `file:` contents borrowed from `request`.
+absl::StatusOr<LoadOverride> ReadLoadOverride(
+    const inference::RepositoryModelLoadRequest& request) {
+  ASSIGN_OR_RETURN(LoadParameters params, ReadLoadParameters(request.parameters()));
+  LoadOverride override;
+  if (params.config_json.has_value()) {
+    ASSIGN_OR_RETURN(override.config, ParseConfigOverride(*params.config_json));
+  }
+  override.files = std::move(params.files);
+  return override;
+}
+
+// Load errors as Triton words them, which its clients and tests match: "failed to load 'm'",
+// and "failed to poll from model repository" for a model that cannot be found.
+absl::Status LoadFailed(const std::string& name, const absl::Status& status) {
+  if (status.ok()) return status;
+  std::string message(status.message());
+  if (status.code() == absl::StatusCode::kNotFound &&
+      !absl::StartsWith(message, "failed to poll")) {
+    message = absl::StrCat("failed to poll from model repository: ", message);
+  }
+  return absl::Status(status.code(), absl::StrCat("failed to load '", name, "', ", message));
 }
 
 }  // namespace
@@ -139,9 +182,11 @@ grpc::ServerUnaryReactor* InferenceService::ServerMetadata(
     inference::ServerMetadataResponse* response) {
   response->set_name(info_.name);
   response->set_version(info_.version);
-  for (const char* ext : {"model_repository", "model_configuration", "statistics"}) {
+  for (const char* ext :
+       {"classification", "model_repository", "model_configuration", "statistics"}) {
     response->add_extensions(ext);
   }
+  if (info_.shared_memory != nullptr) response->add_extensions("system_shared_memory");
   return Done(ctx, absl::OkStatus());
 }
 
@@ -253,10 +298,11 @@ void InferenceService::InferAsync(const inference::ModelInferRequest& request,
   }
   const ModelSignature& signature = call->lease->model().signature();
   const int max_batch = call->lease->settings().max_batch_size;
-  absl::StatusOr<DecodedRequest> decoded =
-      DecodeInferRequest(request, signature, max_batch, call->label, info_.limits);
+  absl::StatusOr<DecodedRequest> decoded = DecodeInferRequest(
+      request, signature, max_batch, call->label, info_.limits, info_.shared_memory);
   if (!decoded.ok()) return Complete(std::move(call), decoded.status());
   call->decoded = *std::move(decoded);
+  AttachLabels(call->lease->settings(), &call->decoded);
   if (max_batch > 0 && !call->decoded.inputs.empty() && !call->decoded.inputs[0].shape.empty()) {
     call->batch = static_cast<uint64_t>(call->decoded.inputs[0].shape[0]);
   }
@@ -466,16 +512,14 @@ grpc::ServerUnaryReactor* InferenceService::RepositoryModelLoad(
   if (request->model_name().empty()) {
     return Done(ctx, absl::InvalidArgumentError("model_name is empty"));
   }
-  if (!request->parameters().empty()) {
-    return Done(ctx, absl::InvalidArgumentError(absl::StrCat(
-                         "cannot load model \"", request->model_name(), "\": parameter \"",
-                         request->parameters().begin()->first,
-                         "\" is not supported (load parameters such as config and file: are "
-                         "not supported)")));
-  }
+  const std::string name = request->model_name();
+  absl::StatusOr<LoadOverride> override = ReadLoadOverride(*request);
+  if (!override.ok()) return Done(ctx, LoadFailed(name, override.status()));
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  repository_->LoadModel(request->model_name(),
-                         [reactor](absl::Status status) { reactor->Finish(ToGrpcStatus(status)); });
+  // The override's files borrow from `request`, which lives until Finish.
+  repository_->LoadModel(name, *std::move(override), [reactor, name](absl::Status status) {
+    reactor->Finish(ToGrpcStatus(LoadFailed(name, status)));
+  });
   return reactor;
 }
 
@@ -500,37 +544,54 @@ grpc::ServerUnaryReactor* InferenceService::RepositoryModelUnload(
   return reactor;
 }
 
-// ---- Not supported ----
+// ---- System shared memory ----
 
 grpc::ServerUnaryReactor* InferenceService::SystemSharedMemoryStatus(
-    grpc::CallbackServerContext* ctx, const inference::SystemSharedMemoryStatusRequest*,
-    inference::SystemSharedMemoryStatusResponse*) {
-  return Unimplemented(ctx, "system shared memory");
+    grpc::CallbackServerContext* ctx, const inference::SystemSharedMemoryStatusRequest* request,
+    inference::SystemSharedMemoryStatusResponse* response) {
+  if (info_.shared_memory == nullptr) return Unimplemented(ctx, "system shared memory");
+  absl::StatusOr<std::vector<std::shared_ptr<const SharedMemoryRegion>>> regions =
+      info_.shared_memory->List(request->name());
+  if (!regions.ok()) return Done(ctx, regions.status());
+  for (const auto& region : *regions) {
+    auto& status = (*response->mutable_regions())[region->name()];
+    status.set_name(region->name());
+    status.set_key(region->key());
+    status.set_offset(region->offset());
+    status.set_byte_size(region->byte_size());
+  }
+  return Done(ctx, absl::OkStatus());
 }
 grpc::ServerUnaryReactor* InferenceService::SystemSharedMemoryRegister(
-    grpc::CallbackServerContext* ctx, const inference::SystemSharedMemoryRegisterRequest*,
+    grpc::CallbackServerContext* ctx, const inference::SystemSharedMemoryRegisterRequest* request,
     inference::SystemSharedMemoryRegisterResponse*) {
-  return Unimplemented(ctx, "system shared memory");
+  if (info_.shared_memory == nullptr) return Unimplemented(ctx, "system shared memory");
+  return Done(ctx, info_.shared_memory->Register(request->name(), request->key(), request->offset(),
+                                                 request->byte_size()));
 }
 grpc::ServerUnaryReactor* InferenceService::SystemSharedMemoryUnregister(
-    grpc::CallbackServerContext* ctx, const inference::SystemSharedMemoryUnregisterRequest*,
+    grpc::CallbackServerContext* ctx, const inference::SystemSharedMemoryUnregisterRequest* request,
     inference::SystemSharedMemoryUnregisterResponse*) {
-  return Unimplemented(ctx, "system shared memory");
+  if (info_.shared_memory == nullptr) return Unimplemented(ctx, "system shared memory");
+  return Done(ctx, info_.shared_memory->Unregister(request->name()));
 }
+
+// ---- Not supported ----
+
 grpc::ServerUnaryReactor* InferenceService::CudaSharedMemoryStatus(
     grpc::CallbackServerContext* ctx, const inference::CudaSharedMemoryStatusRequest*,
     inference::CudaSharedMemoryStatusResponse*) {
-  return Unimplemented(ctx, "CUDA shared memory");
+  return Unimplemented(ctx, kCudaSharedMemory);
 }
 grpc::ServerUnaryReactor* InferenceService::CudaSharedMemoryRegister(
     grpc::CallbackServerContext* ctx, const inference::CudaSharedMemoryRegisterRequest*,
     inference::CudaSharedMemoryRegisterResponse*) {
-  return Unimplemented(ctx, "CUDA shared memory");
+  return Unimplemented(ctx, kCudaSharedMemory);
 }
 grpc::ServerUnaryReactor* InferenceService::CudaSharedMemoryUnregister(
     grpc::CallbackServerContext* ctx, const inference::CudaSharedMemoryUnregisterRequest*,
     inference::CudaSharedMemoryUnregisterResponse*) {
-  return Unimplemented(ctx, "CUDA shared memory");
+  return Unimplemented(ctx, kCudaSharedMemory);
 }
 grpc::ServerUnaryReactor* InferenceService::TraceSetting(grpc::CallbackServerContext* ctx,
                                                          const inference::TraceSettingRequest*,

@@ -17,6 +17,7 @@
 #include "server/metrics.h"
 #include "server/model_repository.h"
 #include "server/request_gate.h"
+#include "server/shared_memory.h"
 
 namespace reprise::server {
 
@@ -30,6 +31,9 @@ struct ServiceInfo {
   absl::Duration request_timeout = absl::ZeroDuration();  // zero: none
   RequestLimits limits;        // what one request may ask for (config `limits`)
   Metrics* metrics = nullptr;  // borrowed, outlives the service; null: nothing recorded
+  /// System shared-memory regions; borrowed, outlives the service. Null: the RPCs answer
+  /// UNIMPLEMENTED and requests cannot name regions.
+  SharedMemoryRegistry* shared_memory = nullptr;
 };
 
 /// Serves every RPC of GRPCInferenceService. Inference runs on `infer_executor`, never on a
@@ -78,7 +82,6 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
       grpc::CallbackServerContext* ctx, const inference::RepositoryModelUnloadRequest* request,
       inference::RepositoryModelUnloadResponse* response) override;
 
-  // Declared by the protocol, not supported: UNIMPLEMENTED with a message that says so.
   grpc::ServerUnaryReactor* SystemSharedMemoryStatus(
       grpc::CallbackServerContext* ctx, const inference::SystemSharedMemoryStatusRequest*,
       inference::SystemSharedMemoryStatusResponse*) override;
@@ -88,6 +91,7 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
   grpc::ServerUnaryReactor* SystemSharedMemoryUnregister(
       grpc::CallbackServerContext* ctx, const inference::SystemSharedMemoryUnregisterRequest*,
       inference::SystemSharedMemoryUnregisterResponse*) override;
+  // Declared by the protocol, not supported: UNIMPLEMENTED with a message that says so.
   grpc::ServerUnaryReactor* CudaSharedMemoryStatus(
       grpc::CallbackServerContext* ctx, const inference::CudaSharedMemoryStatusRequest*,
       inference::CudaSharedMemoryStatusResponse*) override;

@@ -179,7 +179,9 @@ class LoadedModel {
 struct LoadSpec {
   std::string model_name;
   int64_t version = 0;
-  std::string version_dir;                          // <repo>/<model>/<version>
+  /// <repo>/<model>/<version>, or the same below an upload directory. Read during Load only:
+  /// uploaded files are removed once another load replaces them, while the model may serve.
+  std::string version_dir;
   std::string model_path;                           // <version_dir>/model.onnx
   const config::ModelSettings* settings = nullptr;  // borrowed for the call
   int streams = 1;                                  // streams this model may use

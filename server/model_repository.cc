@@ -6,12 +6,14 @@
 #include <system_error>
 #include <utility>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "config/server_config.h"
 #include "runtime/core/status_macros.h"
+#include "server/classification.h"
 #include "server/client_text.h"
 #include "spdlog/spdlog.h"
 
@@ -271,7 +273,7 @@ void ModelRepository::LoadAtStartup(const std::vector<std::string>& load_models,
   auto join = std::make_shared<Join>(static_cast<int>(names.size()), std::move(done));
   for (const std::string& name : names) {
     StartLoad(
-        name, [join](absl::Status s) { join->Add(std::move(s)); }, /*at_startup=*/true);
+        name, {}, [join](absl::Status s) { join->Add(std::move(s)); }, /*at_startup=*/true);
   }
 }
 
@@ -280,7 +282,7 @@ std::vector<std::string> ModelRepository::StartupFailures() const {
   return {startup_failures_.begin(), startup_failures_.end()};
 }
 
-void ModelRepository::LoadModel(const std::string& name, Callback done) {
+void ModelRepository::LoadModel(const std::string& name, LoadOverride override, Callback done) {
   if (options_.control_mode == config::ControlMode::kPoll) {
     std::move(done)(absl::FailedPreconditionError(
         absl::StrCat("cannot load model \"", name,
@@ -293,7 +295,7 @@ void ModelRepository::LoadModel(const std::string& name, Callback done) {
         "\": explicit load / unload needs model control mode \"explicit\" (it is \"none\")")));
     return;
   }
-  StartLoad(name, std::move(done));
+  StartLoad(name, std::move(override), std::move(done));
 }
 
 void ModelRepository::UnloadModel(const std::string& name, Callback done) {
@@ -325,7 +327,8 @@ void ModelRepository::UnloadAll(Callback done) {
   }
 }
 
-void ModelRepository::StartLoad(const std::string& name, Callback done, bool at_startup) {
+void ModelRepository::StartLoad(const std::string& name, LoadOverride override, Callback done,
+                                bool at_startup) {
   // Records the outcome for strict readiness, then answers.
   auto finish = [this, name, at_startup](Callback callback, absl::Status status) {
     {
@@ -342,23 +345,43 @@ void ModelRepository::StartLoad(const std::string& name, Callback done, bool at_
   // A name that is not a model of the repository is answered at once and remembered nowhere
   // (no record, no queue, no metric label), so that clients cannot grow the server's state
   // with made-up names. A model known before (e.g. since removed from disk) goes through. A
-  // startup load of such a name is a startup failure (the operator asked for it).
+  // startup load of such a name is a startup failure (the operator asked for it). An upload
+  // brings its own directory; the names of models that exist only as uploads are bounded over
+  // the server's life (their metric series stay).
   if (absl::StatusOr<std::string> dir = FindModelDir(name); !dir.ok()) {
+    const bool upload =
+        !override.files.empty() && dir.status().code() == absl::StatusCode::kNotFound;
+    absl::Status refused = dir.status();
     bool known;
     {
       std::lock_guard<std::mutex> lock(mu_);
       known = records_.contains(name);
+      if (upload) {
+        const size_t cap = options_.uploads == nullptr
+                               ? 0
+                               : 4 * static_cast<size_t>(options_.uploads->max_uploads());
+        if (upload_names_.contains(name) || upload_names_.size() < cap) {
+          upload_names_.insert(name);
+          refused = absl::OkStatus();
+        } else {
+          refused = absl::ResourceExhaustedError(absl::StrCat(
+              "model ", QuotedName(name), " is not in the repository, and ", cap,
+              " other names were uploaded already (4 x limits.max_uploaded_models); upload "
+              "under one of those names"));
+        }
+      }
     }
-    if (!known) {
-      finish(std::move(done), dir.status());
+    if (!known && !refused.ok()) {
+      finish(std::move(done), std::move(refused));
       return;
     }
   }
   auto shared_done = std::make_shared<Callback>(std::move(done));
+  auto shared_override = std::make_shared<LoadOverride>(std::move(override));
   absl::Status queued = Enqueue(
       name,
-      [this, name, shared_done, finish]() mutable {
-        absl::Status status = LoadNow(name);
+      [this, name, shared_done, shared_override, finish]() mutable {
+        absl::Status status = LoadNow(name, *shared_override);
         finish(std::move(*shared_done), std::move(status));
         OpFinished(name);
       },
@@ -380,22 +403,55 @@ void ModelRepository::StartUnload(const std::string& name, Callback done, bool b
   if (!queued.ok()) std::move (*shared_done)(std::move(queued));
 }
 
-absl::Status ModelRepository::LoadNow(const std::string& name) {
-  // Model-level failures (not found, bad config.yaml, no version) are recorded as version 0.
+absl::Status ModelRepository::LoadNow(const std::string& name, const LoadOverride& override) {
+  // An upload that does not end up serving is removed again.
+  std::string upload_dir;
+  absl::Cleanup remove_upload = [&] {
+    if (!upload_dir.empty()) options_.uploads->Remove(upload_dir);
+  };
+  // Model-level failures (not found, bad config.yaml, no version) are recorded as version 0;
+  // not for a failed upload of a name the server does not know (clients choose those names).
   auto fail_model = [&](absl::Status status) {
     std::lock_guard<std::mutex> lock(mu_);
-    records_[name][0] = Record{VersionState::kUnavailable, std::string(status.message())};
+    if (override.files.empty() || records_.contains(name)) {
+      records_[name][0] = Record{VersionState::kUnavailable, std::string(status.message())};
+    }
     LogState(name, 0, VersionState::kUnavailable, status.message(), /*failure=*/true);
     return status;
   };
-  absl::StatusOr<std::string> dir = FindModelDir(name);
-  if (!dir.ok()) return fail_model(dir.status());
+  // A failed upload of a name that is neither in the repository nor known leaves no record.
+  bool forget_on_failure = false;
+  absl::StatusOr<std::string> dir;
+  if (!override.files.empty()) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      forget_on_failure = !records_.contains(name);
+    }
+    forget_on_failure = forget_on_failure && !FindModelDir(name).ok();
+    if (options_.uploads == nullptr) {
+      return fail_model(absl::FailedPreconditionError("model upload is turned off"));
+    }
+    if (!override.config.has_value()) {
+      return fail_model(absl::InvalidArgumentError("uploaded files need a config override"));
+    }
+    dir = options_.uploads->Write(override.files);
+    if (!dir.ok()) return fail_model(dir.status());
+    upload_dir = *dir;
+  } else {
+    dir = FindModelDir(name);
+    if (!dir.ok()) return fail_model(dir.status());
+  }
 
-  absl::StatusOr<config::ParsedModelConfig> parsed = config::ReadModelConfigDir(*dir);
+  absl::StatusOr<config::ParsedModelConfig> parsed =
+      override.config.has_value() ? absl::StatusOr<config::ParsedModelConfig>(*override.config)
+                                  : config::ReadModelConfigDir(*dir);
   if (!parsed.ok()) return fail_model(parsed.status());
   absl::StatusOr<ResolvedModel> resolved = ResolveModel(name, *dir, *parsed);
   if (!resolved.ok()) return fail_model(resolved.status());
   auto settings = std::make_shared<config::ModelSettings>(std::move(resolved->settings));
+  if (absl::Status labels = ReadLabelFiles(*dir, settings.get()); !labels.ok()) {
+    return fail_model(labels);
+  }
   const std::vector<int64_t>* chosen = &resolved->versions;
 
   {
@@ -452,6 +508,7 @@ absl::Status ModelRepository::LoadNow(const std::string& name) {
   }
 
   std::vector<std::shared_ptr<ServedVersion>> retired;
+  std::string old_upload;  // replaced by this load: removed once its versions are gone
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto& versions = records_[name];
@@ -460,7 +517,11 @@ absl::Status ModelRepository::LoadNow(const std::string& name) {
     auto is_serving = [&](int64_t v) {
       return serving != current->end() && serving->second.versions.contains(v);
     };
-    if (!failure.ok()) {
+    if (!failure.ok() && forget_on_failure) {
+      records_.erase(name);
+      LogState(name, failed_version, VersionState::kUnavailable, failure.message(),
+               /*failure=*/true);
+    } else if (!failure.ok()) {
       for (int64_t v : *chosen) {
         if (is_serving(v)) continue;  // the old instance keeps serving, still READY
         versions[v] =
@@ -488,8 +549,15 @@ absl::Status ModelRepository::LoadNow(const std::string& name) {
       }
       versions.erase(0);
       Publish(std::move(next));
+      if (auto it = upload_dirs_.find(name); it != upload_dirs_.end()) {
+        old_upload = it->second;
+        upload_dirs_.erase(it);
+      }
+      if (!upload_dir.empty()) upload_dirs_[name] = std::exchange(upload_dir, "");
     }
   }
+  // The backend read the old files when it loaded them (LoadSpec): they can go now.
+  if (!old_upload.empty()) options_.uploads->Remove(old_upload);
   if (!retired.empty()) {
     Retire(std::move(retired), "unloaded: not selected by the version policy any more", [] {});
   }
@@ -526,8 +594,25 @@ void ModelRepository::UnloadNow(const std::string& name, Callback done) {
     return;
   }
   auto shared_done = std::make_shared<Callback>(std::move(done));
-  Retire(std::move(retired), kUnloadedReason,
-         [shared_done] { std::move (*shared_done)(absl::OkStatus()); });
+  Retire(std::move(retired), kUnloadedReason, [this, name, shared_done] {
+    ForgetUpload(name);
+    std::move (*shared_done)(absl::OkStatus());
+  });
+}
+
+void ModelRepository::ForgetUpload(const std::string& name) {
+  std::string dir;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = upload_dirs_.find(name);
+    if (it == upload_dirs_.end()) return;
+    if (Snapshot()->contains(name)) return;  // loaded again since: its new files serve
+    dir = it->second;
+    upload_dirs_.erase(it);
+    // A model that exists only as an upload leaves no record behind (bounded state).
+    if (!FindModelDir(name).ok()) records_.erase(name);
+  }
+  options_.uploads->Remove(dir);
 }
 
 void ModelRepository::Retire(std::vector<std::shared_ptr<ServedVersion>> retired,

@@ -11,6 +11,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -29,6 +30,7 @@
 #include "server/executor.h"
 #include "server/metrics.h"
 #include "server/model_backend.h"
+#include "server/model_upload.h"
 #include "server/served_version.h"
 
 namespace reprise::server {
@@ -57,6 +59,18 @@ struct ServedModel {
 };
 /// What requests read: immutable once published, replaced as a whole.
 using ServingMap = absl::flat_hash_map<std::string, ServedModel>;
+
+/// What a RepositoryModelLoad with parameters replaces, for that load only (a later load
+/// without them reads the repository again).
+struct LoadOverride {
+  /// Replaces the model's config.pbtxt / config.yaml (the `config` parameter); validated and
+  /// auto-completed like a config file (ModelRepository::ResolveModel).
+  std::optional<config::ParsedModelConfig> config;
+  /// Replace the model's directory: written into the UploadArea, which serves as the model's
+  /// directory until it is unloaded or loaded again. Needs `config`. Borrowed until the load's
+  /// callback runs.
+  std::vector<UploadedFile> files;
+};
 
 /// One row of RepositoryIndex.
 struct IndexEntry {
@@ -90,6 +104,9 @@ class ModelRepository {
     // Called on an executor thread after every load (startup or RPC) finished, whatever its
     // outcome; may call StartupFailures. Null: none.
     std::function<void()> on_load_finished;
+    /// Where uploaded model files go (LoadOverride::files); borrowed, outlives the repository.
+    /// Null: uploads are refused.
+    UploadArea* uploads = nullptr;
   };
   /// Called once with the outcome, on an executor thread (or the caller's for early errors).
   using Callback = absl::AnyInvocable<void(absl::Status) &&>;
@@ -108,7 +125,10 @@ class ModelRepository {
   std::vector<std::string> StartupFailures() const;
   /// RepositoryModelLoad: (re)loads `name`. A failed load leaves the versions already serving
   /// in place. FAILED_PRECONDITION in control mode none.
-  void LoadModel(const std::string& name, Callback done);
+  void LoadModel(const std::string& name, Callback done) { LoadModel(name, {}, std::move(done)); }
+  /// LoadModel with `override` (RepositoryModelLoad's `config` and `file:` parameters). With
+  /// files, `name` need not be a model of the repository.
+  void LoadModel(const std::string& name, LoadOverride override, Callback done);
   /// RepositoryModelUnload: stops new requests to `name` at once; `done` runs once every
   /// in-flight request finished. FAILED_PRECONDITION in control mode none.
   void UnloadModel(const std::string& name, Callback done);
@@ -169,9 +189,13 @@ class ModelRepository {
   absl::Status Enqueue(const std::string& model, absl::AnyInvocable<void() &&> op,
                        bool bounded = true);
   void OpFinished(const std::string& model);
-  void StartLoad(const std::string& name, Callback done, bool at_startup = false);
+  void StartLoad(const std::string& name, LoadOverride override, Callback done,
+                 bool at_startup = false);
   void StartUnload(const std::string& name, Callback done, bool bounded = true);
-  absl::Status LoadNow(const std::string& name);
+  absl::Status LoadNow(const std::string& name, const LoadOverride& override);
+  // Removes the uploaded files of `name` once it is unloaded, and forgets a model that exists
+  // only as an upload.
+  void ForgetUpload(const std::string& name);
   void UnloadNow(const std::string& name, Callback done);
   // Drains `retired` and destroys them; afterwards marks records still UNLOADING unavailable.
   void Retire(std::vector<std::shared_ptr<ServedVersion>> retired, absl::string_view reason,
@@ -201,6 +225,10 @@ class ModelRepository {
   std::set<std::string> startup_failures_ ABSL_GUARDED_BY(mu_);
   // Poll mode: the fingerprint of each model as last seen (Fingerprints).
   std::map<std::string, std::string> polled_ ABSL_GUARDED_BY(mu_);
+  // Models served from uploaded files: the upload directory (UploadArea) of each.
+  std::map<std::string, std::string> upload_dirs_ ABSL_GUARDED_BY(mu_);
+  // Names uploaded that are not models of the repository (bounded: 4 x max_uploads).
+  std::set<std::string> upload_names_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace reprise::server

@@ -84,8 +84,23 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const config::ServerConfig
   const int infer_threads = config.cpu_threads > 0 ? config.cpu_threads : DetectCpuBudget().cpus;
   s->infer_pool_ = std::make_unique<ThreadPool>(infer_threads, "infer");
 
+  if (config.max_uploaded_models > 0 && config.max_upload_bytes > 0) {
+    UploadArea::Options upload;
+    upload.root = config.upload_dir;
+    upload.max_bytes = config.max_upload_bytes;
+    upload.max_uploads = config.max_uploaded_models;
+    absl::StatusOr<std::unique_ptr<UploadArea>> uploads = UploadArea::Create(std::move(upload));
+    if (!uploads.ok()) return uploads.status();
+    s->uploads_ = *std::move(uploads);
+  }
+  if (config.max_shared_memory_regions > 0) {
+    s->shared_memory_ = std::make_unique<SharedMemoryRegistry>(
+        SharedMemoryRegistry::Limits{config.max_shared_memory_regions});
+  }
+
   ModelRepository::Options options;
   options.paths = config.model_repositories;
+  options.uploads = s->uploads_.get();
   options.control_mode = config.control_mode;
   options.default_streams = config.streams_per_device;
   options.max_queue_length = config.max_queue_length;
@@ -108,6 +123,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const config::ServerConfig
   info.limits.max_elements = config.max_tensor_elements;
   info.limits.max_request_bytes = config.max_request_bytes;
   info.metrics = s->metrics_.get();
+  info.shared_memory = s->shared_memory_.get();
   s->inference_service_ = std::make_unique<InferenceService>(
       s->repository_.get(), s->infer_pool_.get(), s->gate_.get(), &s->ready_, std::move(info));
   absl::StatusOr<std::unique_ptr<AccessControl>> access =

@@ -26,6 +26,7 @@
 #include "server/model_backend.h"
 #include "server/model_repository.h"
 #include "server/request_gate.h"
+#include "server/shared_memory.h"
 
 namespace reprise::server {
 
@@ -88,6 +89,8 @@ class Server {
   std::atomic<int64_t> grpc_inflight_{0};
   std::unique_ptr<ThreadPool> load_pool_;
   std::unique_ptr<ThreadPool> infer_pool_;
+  std::unique_ptr<UploadArea> uploads_;                  // null: uploads turned off
+  std::unique_ptr<SharedMemoryRegistry> shared_memory_;  // null: no regions
   std::unique_ptr<ModelRepository> repository_;
   std::unique_ptr<RequestGate> gate_;
   std::unique_ptr<AccessControl> access_;

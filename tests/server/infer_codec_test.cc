@@ -358,12 +358,16 @@ TEST(InferCodecTest, UnsupportedParametersAreRefused) {
   ExpectInvalid(Decode(seq, AddSignature()), "sequence batching is not supported");
   inference::ModelInferRequest shm = RawAddRequest();
   (*shm.mutable_inputs(0)->mutable_parameters())["shared_memory_region"].set_string_param("r");
-  ExpectInvalid(Decode(shm, AddSignature()), "shared memory is not supported");
+  ExpectInvalid(Decode(shm, AddSignature()), "1 inputs not in shared memory");
+  shm.mutable_raw_input_contents()->DeleteSubrange(0, 1);  // raw entries: the other inputs only
+  ExpectInvalid(Decode(shm, AddSignature()), "needs \"shared_memory_byte_size\"");
+  (*shm.mutable_inputs(0)->mutable_parameters())["shared_memory_byte_size"].set_int64_param(8);
+  absl::Status unknown = Decode(shm, AddSignature());
+  EXPECT_EQ(unknown.code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(unknown.message(), HasSubstr("Unable to find shared memory region"));
   inference::ModelInferRequest cls = RawAddRequest();
-  auto* out = cls.add_outputs();
-  out->set_name("sum");
-  (*out->mutable_parameters())["classification"].set_int64_param(3);
-  ExpectInvalid(Decode(cls, AddSignature()), "\"classification\" is not supported");
+  (*cls.mutable_inputs(0)->mutable_parameters())["classification"].set_int64_param(3);
+  ExpectInvalid(Decode(cls, AddSignature()), "\"classification\" applies to outputs");
   inference::ModelInferRequest harmless = RawAddRequest();
   (*harmless.mutable_parameters())["priority"].set_int64_param(1);
   EXPECT_TRUE(Decode(harmless, AddSignature()).ok());
@@ -394,6 +398,53 @@ TEST(InferCodecTest, EncodeEchoesIdAndParametersAndUsesRaw) {
   EXPECT_FALSE(response.outputs(0).has_contents());
   ASSERT_EQ(response.raw_output_contents_size(), 1);
   EXPECT_EQ(response.raw_output_contents(0), Floats({2, 4}));
+}
+
+// Triton's classification: the output asked with `classification` comes back as BYTES top-k
+// (with the labels the caller attached); the others as they are. Names longer than the small
+// string buffer, so that a stale view of a replaced name would show under ASan.
+TEST(InferCodecTest, EncodeClassifiesTheOutputsAskedFor) {
+  const std::string probs = "probabilities_of_each_class";
+  const std::string other = "another_rather_long_output";
+  ModelSignature sig;
+  sig.inputs = {{"x", DataType::kFloat32, {-1, 3}}};
+  sig.outputs = {{probs, DataType::kFloat32, {-1, 3}}, {other, DataType::kFloat32, {-1, 3}}};
+  inference::ModelInferRequest r;
+  r.set_model_name("m");
+  auto* in = r.add_inputs();
+  in->set_name("x");
+  in->set_datatype("FP32");
+  in->add_shape(1);
+  in->add_shape(3);
+  r.add_raw_input_contents(Floats({0.2f, 0.7f, 0.1f}));
+  auto* wanted = r.add_outputs();
+  wanted->set_name(probs);
+  (*wanted->mutable_parameters())["classification"].set_int64_param(2);
+  r.add_outputs()->set_name(other);
+  absl::StatusOr<DecodedRequest> d = DecodeInferRequest(r, sig, /*max_batch_size=*/4, kLabel);
+  ASSERT_TRUE(d.ok()) << d.status();
+  ASSERT_EQ(d->output_options.size(), 2u);
+  EXPECT_EQ(d->output_options[0].classification, 2);
+  const std::vector<std::string> labels = {"a", "b", "c"};
+  d->output_options[0].labels = &labels;
+  std::vector<OutputTensor> outputs = {
+      {other, DataType::kFloat32, {1, 3}, Floats({1, 2, 3})},
+      {probs, DataType::kFloat32, {1, 3}, Floats({0.2f, 0.7f, 0.1f})}};
+  inference::ModelInferResponse response;
+  ASSERT_TRUE(EncodeInferResponse(r, *d, "1", std::move(outputs), kLabel, &response).ok());
+  ASSERT_EQ(response.outputs_size(), 2);
+  EXPECT_EQ(response.outputs(0).name(), probs);
+  EXPECT_EQ(response.outputs(0).datatype(), "BYTES");
+  EXPECT_THAT(response.outputs(0).shape(), ::testing::ElementsAre(1, 2));
+  std::string expected;
+  for (const std::string e : {"0.700000:1:b", "0.200000:0:a"}) {
+    const uint32_t len = static_cast<uint32_t>(e.size());
+    expected.append(reinterpret_cast<const char*>(&len), 4);
+    expected += e;
+  }
+  EXPECT_EQ(response.raw_output_contents(0), expected);
+  EXPECT_EQ(response.outputs(1).name(), other);
+  EXPECT_EQ(response.raw_output_contents(1), Floats({1, 2, 3}));
 }
 
 TEST(InferCodecTest, EncodeRejectsBadBackendOutput) {

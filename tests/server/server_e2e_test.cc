@@ -2,6 +2,10 @@
 // by real gRPC clients: every RPC of the protocol, health, admin, and graceful shutdown.
 #include "server/server.h"
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <cstring>
 #include <thread>
 
@@ -386,20 +390,40 @@ TEST_F(ServerE2eTest, RepositoryIndexLoadAndUnload) {
     grpc::ClientContext ctx;
     inference::RepositoryModelLoadRequest req;
     req.set_model_name("echo");
-    (*req.mutable_parameters())["config"].set_string_param("{}");
+    (*req.mutable_parameters())["config"].set_string_param("{\"max_batch_size\": \"many\"}");
     inference::RepositoryModelLoadResponse r;
     grpc::Status s = stub_->RepositoryModelLoad(&ctx, req, &r);
     EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-    EXPECT_THAT(s.error_message(), HasSubstr("\"config\""));
+    EXPECT_THAT(s.error_message(), HasSubstr("failed to load 'echo'"));
+    EXPECT_THAT(s.error_message(), HasSubstr("config override"));
+  }
+  {
+    grpc::ClientContext ctx;
+    inference::RepositoryModelLoadRequest req;
+    req.set_model_name("echo");
+    (*req.mutable_parameters())["config"].set_string_param("{}");
+    inference::RepositoryModelLoadResponse r;
+    EXPECT_TRUE(stub_->RepositoryModelLoad(&ctx, req, &r).ok());
+  }
+  {
+    grpc::ClientContext ctx;
+    inference::RepositoryModelLoadRequest req;
+    req.set_model_name("no_such_model");
+    inference::RepositoryModelLoadResponse r;
+    grpc::Status s = stub_->RepositoryModelLoad(&ctx, req, &r);
+    EXPECT_THAT(s.error_message(),
+                HasSubstr("failed to load 'no_such_model', failed to poll from model repository"));
   }
 }
 
 TEST_F(ServerE2eTest, UnsupportedRpcsAreUnimplemented) {
   grpc::ClientContext c1, c2, c3, c4;
-  inference::SystemSharedMemoryRegisterResponse r1;
-  grpc::Status s = stub_->SystemSharedMemoryRegister(&c1, {}, &r1);
+  inference::CudaSharedMemoryRegisterResponse r1_cuda_;
+  inference::CudaSharedMemoryRegisterRequest cuda;
+  cuda.set_name("gpu0");
+  grpc::Status s = stub_->CudaSharedMemoryRegister(&c1, cuda, &r1_cuda_);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::UNIMPLEMENTED);
-  EXPECT_THAT(s.error_message(), HasSubstr("shared memory is not supported"));
+  EXPECT_THAT(s.error_message(), HasSubstr("serves no GPU yet"));
   inference::CudaSharedMemoryStatusResponse r2;
   EXPECT_EQ(stub_->CudaSharedMemoryStatus(&c2, {}, &r2).error_code(),
             grpc::StatusCode::UNIMPLEMENTED);
@@ -548,6 +572,64 @@ TEST(ServerStartTest, MissingRepositoryFailsCleanly) {
   ASSERT_FALSE(server.ok());
   EXPECT_EQ(server.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(server.status().message(), HasSubstr("/nonexistent/reprise/models"));
+}
+
+}  // namespace
+}  // namespace reprise::server
+
+namespace reprise::server {
+namespace {
+
+// An unregister while a request that writes into the region is in flight: the request keeps the
+// mapping (no use after unmap) and its output lands in the object; new requests no longer find
+// the region.
+TEST_F(ServerE2eTest, UnregisterDuringAnInferenceKeepsItsRegionMapped) {
+  const std::string key = absl::StrCat("/reprise-e2e-", getpid());
+  const int fd = shm_open(key.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(ftruncate(fd, 4096), 0);
+  void* view = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ASSERT_NE(view, MAP_FAILED);
+  close(fd);
+  {
+    grpc::ClientContext ctx;
+    inference::SystemSharedMemoryRegisterRequest req;
+    req.set_name("out");
+    req.set_key(key);
+    req.set_offset(1024);
+    req.set_byte_size(64);
+    inference::SystemSharedMemoryRegisterResponse r;
+    ASSERT_TRUE(stub_->SystemSharedMemoryRegister(&ctx, req, &r).ok());
+  }
+  inference::ModelInferRequest request = AddRequest("blocking", {1, 2, 3, 4}, {10, 20, 30, 40});
+  auto* out = request.add_outputs();
+  out->set_name("sum");
+  (*out->mutable_parameters())["shared_memory_region"].set_string_param("out");
+  (*out->mutable_parameters())["shared_memory_offset"].set_int64_param(16);
+  (*out->mutable_parameters())["shared_memory_byte_size"].set_int64_param(16);
+  inference::ModelInferResponse response;
+  grpc::Status status;
+  std::thread in_flight([&] { status = Infer(request, &response); });
+  backend_.blocker().WaitEntered(1);
+  {
+    grpc::ClientContext ctx;
+    inference::SystemSharedMemoryUnregisterRequest req;
+    req.set_name("out");
+    inference::SystemSharedMemoryUnregisterResponse r;
+    ASSERT_TRUE(stub_->SystemSharedMemoryUnregister(&ctx, req, &r).ok());
+  }
+  shm_unlink(key.c_str());  // the object lives on in the mappings
+  backend_.blocker().Release();
+  in_flight.join();
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  ASSERT_EQ(response.raw_output_contents_size(), 1);
+  EXPECT_TRUE(response.raw_output_contents(0).empty());  // written into the region only
+  float sum[4];
+  std::memcpy(sum, static_cast<const char*>(view) + 1024 + 16, sizeof(sum));
+  EXPECT_THAT(sum, ::testing::ElementsAre(11, 22, 33, 44));
+  munmap(view, 4096);
+  inference::ModelInferResponse again;
+  EXPECT_EQ(Infer(request, &again).error_code(), grpc::StatusCode::NOT_FOUND);
 }
 
 }  // namespace
