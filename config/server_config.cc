@@ -45,10 +45,10 @@ absl::Status ParseInto(const YamlReader& r, const YAML::Node& root, ServerConfig
   RETURN_IF_ERROR(r.ReadBool(server, "server", "strict_readiness", &c->strict_readiness));
 
   const YAML::Node repo = YamlReader::Child(root, "repository");
-  RETURN_IF_ERROR(
-      r.CheckMap(repo, "repository",
-                 {"paths", "control_mode", "load_models", "load_threads", "poll_seconds",
-                  "auto_complete_config", "default_max_batch_size", "exit_on_error", "upload_dir"}));
+  RETURN_IF_ERROR(r.CheckMap(
+      repo, "repository",
+      {"paths", "control_mode", "load_models", "load_threads", "poll_seconds",
+       "auto_complete_config", "default_max_batch_size", "exit_on_error", "upload_dir"}));
   RETURN_IF_ERROR(r.ReadString(repo, "repository", "upload_dir", &c->upload_dir));
   RETURN_IF_ERROR(r.ReadStringList(repo, "repository", "paths", &c->model_repositories));
   std::string mode(ControlModeName(c->control_mode));

@@ -18,6 +18,8 @@
 namespace reprise::server {
 namespace {
 
+constexpr char kSharedMemoryRegion[] = "shared_memory_region";
+
 static_assert(std::endian::native == std::endian::little, "tensor bytes are little-endian");
 
 using rapidjson::Value;
@@ -332,6 +334,9 @@ absl::Status ParseTensor(const Value& obj, absl::string_view where, absl::string
     *bytes_left -= static_cast<int64_t>(size);
     return absl::OkStatus();
   }
+  if (data == nullptr && tensor->parameters().contains(kSharedMemoryRegion)) {
+    return absl::OkStatus();  // its data is in a shared-memory region (no raw entry)
+  }
   if (data == nullptr) return Invalid(here, "has neither \"data\" nor binary_data_size");
   if (!data->IsArray()) {
     return Invalid(here, absl::StrCat("\"data\" is ", JsonTypeName(*data), ", expected an array"));
@@ -532,6 +537,12 @@ absl::Status WriteTensor(const Tensor& tensor, absl::string_view raw, bool binar
   w->StartArray();
   for (int64_t d : tensor.shape()) w->Int64(d);
   w->EndArray();
+  // An output written into a shared-memory region carries its parameters and no data.
+  if (tensor.parameters().contains(kSharedMemoryRegion)) {
+    WriteParameters(tensor.parameters(), std::nullopt, w);
+    w->EndObject();
+    return absl::OkStatus();
+  }
   if (binary || !tensor.parameters().empty()) {
     WriteParameters(tensor.parameters(),
                     binary ? std::optional<uint64_t>(raw.size()) : std::nullopt, w);
@@ -624,7 +635,12 @@ absl::StatusOr<HttpInferRequest> ParseHttpInferRequest(
   for (const Value& in : inputs->GetArray()) {
     const std::string where = absl::StrCat("input ", r.inputs_size());
     std::string* raw = r.add_raw_input_contents();
-    RETURN_IF_ERROR(ParseTensor(in, where, &binary, &bytes_left, r.add_inputs(), raw));
+    inference::ModelInferRequest::InferInputTensor* tensor = r.add_inputs();
+    RETURN_IF_ERROR(ParseTensor(in, where, &binary, &bytes_left, tensor, raw));
+    // As Triton's clients send it over gRPC: raw contents only for inputs not in shared memory.
+    if (tensor->parameters().contains(kSharedMemoryRegion) && raw->empty()) {
+      r.mutable_raw_input_contents()->RemoveLast();
+    }
   }
   if (!binary.empty()) {
     return Invalid("infer request",

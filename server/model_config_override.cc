@@ -15,8 +15,8 @@ absl::StatusOr<config::ParsedModelConfig> ParseConfigOverride(absl::string_view 
   const auto status =
       google::protobuf::util::JsonStringToMessage(std::string(json), &parsed.config, options);
   if (!status.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(parsed.locations.source(),
-                                                   ": not a JSON ModelConfig: ", status.ToString()));
+    return absl::InvalidArgumentError(
+        absl::StrCat(parsed.locations.source(), ": not a JSON ModelConfig: ", status.ToString()));
   }
   return parsed;
 }

@@ -752,7 +752,7 @@ void ModelRepository::Poll(Callback done) {
   auto join =
       std::make_shared<Join>(static_cast<int>(loads.size() + unloads.size()), std::move(done));
   for (const std::string& name : loads) {
-    StartLoad(name, [join](absl::Status status) { join->Add(std::move(status)); });
+    StartLoad(name, LoadOverride{}, [join](absl::Status status) { join->Add(std::move(status)); });
   }
   for (const std::string& name : unloads) {
     StartUnload(name, [join](absl::Status status) { join->Add(std::move(status)); });

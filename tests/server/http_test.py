@@ -21,6 +21,7 @@ import tempfile
 import time
 import unittest
 import zlib
+from multiprocessing import shared_memory
 
 import numpy as np
 from onnx import TensorProto, helper
@@ -57,7 +58,9 @@ def write_repository(repo):
 
 def start_daemon(repo, config_path, extra):
     """hostile_test's Daemon (gRPC port, readiness), plus the HTTP port from its log."""
-    daemon = Daemon(repo, config_path, extra)
+    # The models are written for configs used as written (no batch dimension unless a config
+    # says so), as in hostile_test.py: auto-complete is off.
+    daemon = Daemon(repo, config_path, ["--disable-auto-complete-config"] + list(extra))
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         m = STARTED_HTTP.search(daemon.log)
@@ -205,11 +208,62 @@ class HttpTest(unittest.TestCase):
         self.assertEqual(self.call("POST", "/v2/repository/models/gather/load", "{}", key)[0], 200)
         self.assertEqual(self.call("GET", "/v2/models/gather/ready")[0], 200)
         self.error(404, "POST", "/v2/repository/models/nothere/load", "", key)
-        # Load parameters reach the service (which refuses what it does not support).
+        # Load parameters reach the service: a malformed config override is refused as gRPC
+        # refuses it, a valid one is applied.
         self.error(400, "POST", "/v2/repository/models/gather/load",
-                   json.dumps({"parameters": {"config": "{}"}}), key, fragment="config")
-        # Shared memory: routed to the gRPC service, which does not support it yet.
-        self.assertEqual(self.call("GET", "/v2/systemsharedmemory/status")[0], 501)
+                   json.dumps({"parameters": {"config": "{not json"}}), key,
+                   fragment="failed to load")
+        self.assertEqual(self.call("GET", "/v2/models/gather/ready")[0], 200)
+        override = json.dumps({"max_batch_size": 2})  # the repository says 8
+        status, _, data = self.call("POST", "/v2/repository/models/gather/load",
+                                    json.dumps({"parameters": {"config": override}}), key)
+        self.assertEqual(status, 200, data)
+        config = json.loads(self.call("GET", "/v2/models/gather/config")[2])
+        self.assertEqual(config["max_batch_size"], 2)
+        # A load without parameters reads the repository again.
+        self.assertEqual(self.call("POST", "/v2/repository/models/gather/load", "{}", key)[0], 200)
+        config = json.loads(self.call("GET", "/v2/models/gather/config")[2])
+        self.assertEqual(config["max_batch_size"], 8)
+        # Shared memory: routed to the gRPC service (no region registered here).
+        status, _, data = self.call("GET", "/v2/systemsharedmemory/status")
+        self.assertEqual(status, 200, data)
+        self.assertEqual(json.loads(data), [])
+        self.error(404, "POST", "/v2/systemsharedmemory/region/r/register",
+                   json.dumps({"key": "/reprise-no-such-key", "offset": 0, "byte_size": 64}),
+                   fragment="unable to open shared memory region")
+
+    def test_system_shared_memory_inference(self):
+        shm = shared_memory.SharedMemory(create=True, size=4096)
+        self.addCleanup(shm.unlink)
+        self.addCleanup(shm.close)
+        idx = np.array([[1, 2, 9], [0, 0, 3]], np.int64)
+        shm.buf[:idx.nbytes] = idx.tobytes()
+        status, _, data = self.call("POST", "/v2/systemsharedmemory/region/io/register",
+                                    json.dumps({"key": "/" + shm.name, "offset": 0,
+                                                "byte_size": 4096}))
+        self.assertEqual(status, 200, data)
+        self.addCleanup(self.call, "POST", "/v2/systemsharedmemory/unregister")
+        status, _, data = self.call("GET", "/v2/systemsharedmemory/region/io/status")
+        self.assertEqual(status, 200, data)
+        self.assertEqual(json.loads(data)[0]["name"], "io")
+        region = {"shared_memory_region": "io", "shared_memory_byte_size": idx.nbytes}
+        out_region = {"shared_memory_region": "io", "shared_memory_offset": 1024,
+                      "shared_memory_byte_size": 1024}
+        body = json.dumps({"inputs": [{"name": "idx", "shape": [2, 3], "datatype": "INT64",
+                                       "parameters": region}],
+                           "outputs": [{"name": "out", "parameters": out_region}]})
+        status, _, data = self.call("POST", "/v2/models/gather/infer", body)
+        self.assertEqual(status, 200, data)
+        out = json.loads(data)["outputs"][0]
+        self.assertNotIn("data", out)  # the output went into the region, not the response
+        self.assertEqual(out["parameters"]["shared_memory_region"], "io")
+        got = np.frombuffer(bytes(shm.buf[1024:1024 + 2 * 3 * 4 * 4]), np.float32)
+        np.testing.assert_array_equal(got.reshape(2, 3, 4), TABLE[idx])
+        # An offset past the region is refused, as over gRPC.
+        bad = dict(region, shared_memory_offset=4096)
+        self.error(400, "POST", "/v2/models/gather/infer",
+                   json.dumps({"inputs": [{"name": "idx", "shape": [2, 3], "datatype": "INT64",
+                                           "parameters": bad}]}))
 
     # ---- inference ----
 

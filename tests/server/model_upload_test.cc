@@ -133,7 +133,7 @@ TEST(ModelConfigOverrideTest, JsonConfigBecomesSettings) {
           "dynamic_batching": {"preferred_batch_size": [2, 4],
                                "max_queue_delay_microseconds": 100}})");
   ASSERT_TRUE(s.ok()) << s.status();
-  EXPECT_EQ(s->platform, "onnxruntime");
+  EXPECT_EQ(s->platform, "onnxruntime_onnx");  // backend: onnxruntime is a synonym
   EXPECT_EQ(s->max_batch_size, 8);
   ASSERT_EQ(s->inputs.size(), 1u);
   EXPECT_EQ(s->inputs[0].data_type, config::TensorType::kFp32);
@@ -163,7 +163,7 @@ TEST(ModelConfigOverrideTest, BadConfigsAreRefusedByName) {
   refused(R"({"max_batch_size": "eight"})", "not a JSON ModelConfig");
   refused(R"({"no_such_field": 1})", "no_such_field");
   refused(R"({"sequence_batching": {}})", "field \"sequence_batching\": is a Triton feature");
-  refused(R"({"optimization": {"graph": {"level": 1}}})", "field \"optimization.graph\"");
+  refused(R"({"optimization": {"graph": {"level": 1}}})", "field \"optimization");
   refused(R"({"input": [{"name": "x", "data_type": "TYPE_FP32", "dims": [1], "reshape": {}}]})",
           "field \"input[0].reshape\"");
   refused(R"({"instance_group": [{"count": 1, "gpus": [0]}]})", "instance_group[0].gpus");
@@ -173,7 +173,7 @@ TEST(ModelConfigOverrideTest, BadConfigsAreRefusedByName) {
           "rank must be at least 1");
   refused(R"({"max_batch_size": 4, "dynamic_batching": {"preferred_batch_size": [8]}})",
           "8 exceeds max_batch_size 4");
-  refused(R"({"input": [{"name": "x", "dims": [1]}]})", "unknown data type \"TYPE_INVALID\"");
+  refused(R"({"input": [{"name": "x", "dims": [1]}]})", "needs a \"data_type\"");
 }
 
 }  // namespace

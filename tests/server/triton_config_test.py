@@ -76,7 +76,7 @@ class Daemon:
         env = dict(os.environ, OMP_NUM_THREADS="1")
         self.proc = subprocess.Popen(
             [SERVER, "--model-repository", repo, "--grpc-address=127.0.0.1", "--grpc-port=0",
-             "--metrics-port=0", "--strict-readiness=false"] + extra,
+             "--metrics-port=0", "--http-port=0", "--strict-readiness=false"] + extra,
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, bufsize=0)
         self.log, port, _ = read_until_started(self.proc, WAIT_S)
         test.assertIsNotNone(port, "server did not start: " + self.log.decode(errors="replace"))
@@ -267,7 +267,7 @@ sequence_batching { max_sequence_idle_microseconds: 5000000
             port = s.getsockname()[1]
         proc = subprocess.Popen(
             [SERVER, "--model-repository", self.repo, "--grpc-address", "127.0.0.1",
-             "--grpc-port", str(port), "--allow-metrics=false", "--log-format", "ISO8601",
+             "--grpc-port", str(port), "--allow-metrics=false", "--http-port=0", "--log-format", "ISO8601",
              "--log-file", log_file, "--log-verbose", "1", "--log-info=true"],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         try:
@@ -294,7 +294,7 @@ sequence_batching { max_sequence_idle_microseconds: 5000000
             f.write(b"not a model")
         proc = subprocess.run(
             [SERVER, "--model-repository", self.repo, "--grpc-address=127.0.0.1",
-             "--grpc-port=0", "--allow-metrics=false", "--exit-on-error=true"],
+             "--grpc-port=0", "--allow-metrics=false", "--http-port=0", "--exit-on-error=true"],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=WAIT_S)
         self.assertEqual(proc.returncode, 1, proc.stdout.decode(errors="replace"))
         self.assertIn(b"exiting (--exit-on-error)", proc.stdout)
