@@ -102,18 +102,6 @@ void HttpLoadRunner::StartRate(double, int) {
   Record(RequestSample(), "request-rate mode is not supported over HTTP");
 }
 
-std::vector<RequestSample> HttpLoadRunner::TakeSamples() {
-  std::lock_guard<std::mutex> lock(mu_);
-  std::vector<RequestSample> out;
-  out.swap(samples_);
-  return out;
-}
-
-void HttpLoadRunner::WaitForSamples(size_t count, std::chrono::milliseconds timeout) {
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait_for(lock, timeout, [&] { return samples_.size() >= count; });
-}
-
 LoadCounts HttpLoadRunner::Stop(bool* drained) {
   sending_.store(false);
   for (std::thread& t : clients_) t.join();

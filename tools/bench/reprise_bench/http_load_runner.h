@@ -30,8 +30,6 @@ class HttpLoadRunner final : public Runner {
   void StartConcurrency(int concurrency) override;
   /// Not supported over HTTP (the options refuse it): records one failure.
   void StartRate(double rate, int max_outstanding) override;
-  std::vector<RequestSample> TakeSamples() override;
-  void WaitForSamples(size_t count, std::chrono::milliseconds timeout) override;
   LoadCounts Stop(bool* drained) override;
 
  private:
@@ -46,10 +44,6 @@ class HttpLoadRunner final : public Runner {
   const int expected_outputs_;
   std::atomic<bool> sending_{false};
   std::vector<std::thread> clients_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<RequestSample> samples_ ABSL_GUARDED_BY(mu_);
-  LoadCounts counts_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace reprise::tools::bench

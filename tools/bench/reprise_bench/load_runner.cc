@@ -145,14 +145,14 @@ void LoadRunner::OnDone(Call* call, const grpc::Status& status) {
   if (next) Issue(/*reserved=*/true);
 }
 
-std::vector<RequestSample> LoadRunner::TakeSamples() {
+std::vector<RequestSample> Runner::TakeSamples() {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<RequestSample> out;
   out.swap(samples_);
   return out;
 }
 
-void LoadRunner::WaitForSamples(size_t count, std::chrono::milliseconds timeout) {
+void Runner::WaitForSamples(size_t count, std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(mu_);
   cv_.wait_for(lock, timeout, [&] { return samples_.size() >= count; });
 }

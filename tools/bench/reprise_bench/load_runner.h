@@ -33,14 +33,23 @@ struct LoadCounts {
 
 /// What drives one load level: the gRPC LoadRunner below or HttpLoadRunner
 /// (http_load_runner.h). The methods are those of LoadRunner.
+/// The completed samples and the counts are kept here, for both.
 class Runner {
  public:
   virtual ~Runner() = default;
   virtual void StartConcurrency(int concurrency) = 0;
   virtual void StartRate(double rate, int max_outstanding) = 0;
-  virtual std::vector<RequestSample> TakeSamples() = 0;
-  virtual void WaitForSamples(size_t count, std::chrono::milliseconds timeout) = 0;
+  /// The samples completed since the last call (or Start).
+  std::vector<RequestSample> TakeSamples();
+  /// Waits until at least `count` samples are pending or `timeout` passed.
+  void WaitForSamples(size_t count, std::chrono::milliseconds timeout);
   virtual LoadCounts Stop(bool* drained) = 0;
+
+ protected:
+  std::mutex mu_;
+  std::condition_variable cv_;  // notified when a sample is added
+  std::vector<RequestSample> samples_ ABSL_GUARDED_BY(mu_);
+  LoadCounts counts_ ABSL_GUARDED_BY(mu_);
 };
 
 /// Drives one load level at a time. Start() begins sending, TakeSamples() hands out what
@@ -63,11 +72,6 @@ class LoadRunner final : public Runner {
   /// Sends `rate` requests per second (on a schedule, at most `max_outstanding` in flight).
   void StartRate(double rate, int max_outstanding) override;
 
-  /// The samples completed since the last call (or Start).
-  std::vector<RequestSample> TakeSamples() override;
-  /// Waits until at least `count` samples are pending or `timeout` passed.
-  void WaitForSamples(size_t count, std::chrono::milliseconds timeout) override;
-
   /// Stops sending and waits until nothing is in flight (at most the request timeout plus
   /// five seconds). Returns the counts of this run; false in `drained` if requests remained.
   LoadCounts Stop(bool* drained) override;
@@ -88,11 +92,7 @@ class LoadRunner final : public Runner {
   std::atomic<bool> sending_{false};
   std::atomic<bool> rate_mode_{false};
   std::thread pacer_;
-  std::mutex mu_;
-  std::condition_variable cv_;
   int64_t in_flight_ ABSL_GUARDED_BY(mu_) = 0;
-  std::vector<RequestSample> samples_ ABSL_GUARDED_BY(mu_);
-  LoadCounts counts_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace reprise::tools::bench
