@@ -9,11 +9,16 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "config/model_config_paths.h"
 #include "google/protobuf/descriptor.h"
 #include "runtime/core/status_macros.h"
 
 namespace reprise::config {
 namespace {
+
+using internal::Index;
+using internal::IsPlaceholder;
+using internal::Join;
 
 namespace pb = google::protobuf;
 
@@ -43,10 +48,6 @@ const absl::flat_hash_map<std::string, absl::flat_hash_set<std::string>>& Suppor
   return *table;
 }
 
-bool IsPlaceholder(const pb::Descriptor* d) {
-  return d->field_count() == 0 && d->full_name() != "inference.ModelVersionPolicy.All";
-}
-
 // Fields whose mere presence asks for something, even as an empty block.
 bool PresenceMatters(const pb::FieldDescriptor* field) {
   const std::string& name = field->full_name();
@@ -54,12 +55,6 @@ bool PresenceMatters(const pb::FieldDescriptor* field) {
          name == "inference.ModelConfig.ensemble_scheduling" ||
          name == "inference.ModelInput.reshape" || name == "inference.ModelOutput.reshape";
 }
-
-std::string Join(absl::string_view path, absl::string_view key) {
-  return path.empty() ? std::string(key) : absl::StrCat(path, ".", key);
-}
-
-std::string Index(absl::string_view path, size_t i) { return absl::StrCat(path, "[", i, "]"); }
 
 // Refuses every set field that Reprise does not implement, naming it. An empty block of a
 // feature (`response_cache { enable: false }`, `optimization {}`) asks for nothing and passes,
@@ -183,6 +178,9 @@ absl::Status CheckVersionPolicy(const inference::ModelConfig& c, const ConfigLoc
   return absl::OkStatus();
 }
 
+constexpr int kMaxInstances = 1024;  // instances of one model, all groups together
+constexpr int kMaxBuckets = 64;      // capture.buckets
+
 // A list of batch sizes: each 1 ... max_batch_size (when > 0), strictly ascending.
 absl::Status CheckSizes(const ConfigLocations& at, absl::string_view path,
                         const std::vector<int64_t>& sizes, int max_batch_size) {
@@ -256,6 +254,11 @@ absl::Status CheckCapture(const inference::ModelConfig& c, const ConfigLocations
                           CaptureSettings* out) {
   if (!c.has_capture()) return absl::OkStatus();
   const inference::ModelCapture& capture = c.capture();
+  // Each bucket is captured on every stream (at warm-up too): a short list.
+  if (capture.buckets_size() > kMaxBuckets) {
+    return at.Error("capture.buckets", absl::StrCat("lists ", capture.buckets_size(),
+                                                    " sizes, more than ", kMaxBuckets));
+  }
   out->buckets.assign(capture.buckets().begin(), capture.buckets().end());
   if (capture.has_warmup()) out->warmup = capture.warmup();
   if (capture.has_max_instances_per_stream()) {
@@ -320,6 +323,12 @@ void Complete(const GraphTensors& graph, const ConfigLocations& at, const AutoCo
 
 }  // namespace
 
+absl::StatusOr<VersionPolicy> VersionPolicyFromConfig(const ParsedModelConfig& parsed) {
+  VersionPolicy policy;
+  RETURN_IF_ERROR(CheckVersionPolicy(parsed.config, parsed.locations, &policy));
+  return policy;
+}
+
 absl::StatusOr<ModelSettings> ModelSettingsFromConfig(const ParsedModelConfig& parsed,
                                                       absl::string_view model_dir_name,
                                                       const GraphTensors* graph,
@@ -360,6 +369,9 @@ absl::StatusOr<ModelSettings> ModelSettingsFromConfig(const ParsedModelConfig& p
   s.max_queue_size = static_cast<int>(c.max_queue_size());
   RETURN_IF_ERROR(CheckTensors(at, "input", c.input(), &s.inputs));
   RETURN_IF_ERROR(CheckTensors(at, "output", c.output(), &s.outputs));
+  // Each instance is a stream with its own plans; a config (which a client's load override may
+  // bring) cannot ask for more than kMaxInstances in all.
+  int total_instances = 0;
   for (int i = 0; i < c.instance_group_size(); ++i) {
     const inference::ModelInstanceGroup& g = c.instance_group(i);
     const std::string path = Index("instance_group", static_cast<size_t>(i));
@@ -372,6 +384,11 @@ absl::StatusOr<ModelSettings> ModelSettingsFromConfig(const ParsedModelConfig& p
     }
     InstanceGroup group;
     group.count = g.count() == 0 ? 1 : g.count();
+    total_instances += group.count;  // at most 1024 more than kMaxInstances: no overflow
+    if (total_instances > kMaxInstances) {
+      return at.Error(Join(path, "count"), absl::StrCat("the instance groups ask for more than ",
+                                                        kMaxInstances, " instances in all"));
+    }
     group.kind = inference::ModelInstanceGroup::Kind_Name(g.kind());
     s.instance_groups.push_back(std::move(group));
   }

@@ -92,6 +92,10 @@ struct AutoComplete {
   int default_max_batch_size = 4;
 };
 
+/// The version policy of a config alone (checked as ModelSettingsFromConfig checks it), for
+/// choosing the version whose graph completes the rest.
+absl::StatusOr<VersionPolicy> VersionPolicyFromConfig(const ParsedModelConfig& parsed);
+
 /// THE validation path of every model config (config.pbtxt, config.yaml, a JSON override):
 /// refuses the fields Reprise does not implement by name, checks every value, and, when
 /// `graph` is given and `auto_complete.enabled`, completes the settings as Triton does for

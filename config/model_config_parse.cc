@@ -11,6 +11,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "config/model_config.h"
+#include "config/model_config_paths.h"
 #include "config/yaml_reader.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/io/tokenizer.h"
@@ -22,17 +23,9 @@ namespace {
 
 namespace pb = google::protobuf;
 
-std::string Join(absl::string_view path, absl::string_view key) {
-  return path.empty() ? std::string(key) : absl::StrCat(path, ".", key);
-}
-
-std::string Index(absl::string_view path, int i) { return absl::StrCat(path, "[", i, "]"); }
-
-// A message type declared without fields (proto/model_config.proto): a feature Reprise refuses,
-// whose contents are not read. (ModelVersionPolicy.All has no fields by design.)
-bool IsPlaceholder(const pb::Descriptor* d) {
-  return d->field_count() == 0 && d->full_name() != "inference.ModelVersionPolicy.All";
-}
+using internal::Index;
+using internal::IsPlaceholder;
+using internal::Join;
 
 // ---- protobuf text format ----
 

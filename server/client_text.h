@@ -9,12 +9,13 @@
 
 namespace reprise::server {
 
-/// `name` in double quotes, cut to its first 64 bytes (with its length) when longer, so that an
-/// error naming a client's multi-megabyte name stays small.
-inline std::string QuotedName(absl::string_view name) {
+/// `name` in double quotes (or `quote`), cut to its first 64 bytes (with its length) when
+/// longer, so that an error naming a client's multi-megabyte name stays small.
+inline std::string QuotedName(absl::string_view name, char quote = '"') {
   constexpr size_t kShown = 64;
-  if (name.size() <= kShown) return absl::StrCat("\"", name, "\"");
-  return absl::StrCat("\"", name.substr(0, kShown), "...\" (", name.size(), " bytes)");
+  const absl::string_view q(&quote, 1);
+  if (name.size() <= kShown) return absl::StrCat(q, name, q);
+  return absl::StrCat(q, name.substr(0, kShown), "...", q, " (", name.size(), " bytes)");
 }
 
 }  // namespace reprise::server

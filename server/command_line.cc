@@ -184,25 +184,13 @@ absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& arg
       ASSIGN_OR_RETURN(config::RestrictedProtocol p, config::ParseRestrictedProtocol(f.value));
       c.http_restricted_apis.push_back(std::move(p));
     } else if (f.name == "allow-http") {
-      if (f.value != "true" && f.value != "false") {
-        return absl::InvalidArgumentError(
-            absl::StrCat("flag --allow-http: \"", f.value, "\" is not one of true, false"));
-      }
-      c.allow_http = f.value == "true";
+      ASSIGN_OR_RETURN(c.allow_http, ParseTritonBool(f));
     } else if (f.name == "metrics-port") {
       RETURN_IF_ERROR(ParseInt(f, 0, 65535, &c.metrics_port));
     } else if (f.name == "allow-metrics") {
-      if (f.value != "true" && f.value != "false") {
-        return absl::InvalidArgumentError(
-            absl::StrCat("flag --allow-metrics: \"", f.value, "\" is not one of true, false"));
-      }
-      c.allow_metrics = f.value == "true";
+      ASSIGN_OR_RETURN(c.allow_metrics, ParseTritonBool(f));
     } else if (f.name == "strict-readiness") {
-      if (f.value != "true" && f.value != "false") {
-        return absl::InvalidArgumentError(
-            absl::StrCat("flag --strict-readiness: \"", f.value, "\" is not one of true, false"));
-      }
-      c.strict_readiness = f.value == "true";
+      ASSIGN_OR_RETURN(c.strict_readiness, ParseTritonBool(f));
     } else if (f.name == "log-format") {
       if (f.value != "text" && f.value != "json" && f.value != "default" && f.value != "ISO8601") {
         return absl::InvalidArgumentError(absl::StrCat(

@@ -6,6 +6,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "runtime/core/status_macros.h"
+#include "server/client_text.h"
 #include "server/infer_codec.h"
 #include "server/metrics.h"
 #include "server/model_config_override.h"
@@ -107,7 +108,9 @@ absl::Status LoadFailed(const std::string& name, const absl::Status& status) {
       !absl::StartsWith(message, "failed to poll")) {
     message = absl::StrCat("failed to poll from model repository: ", message);
   }
-  return absl::Status(status.code(), absl::StrCat("failed to load '", name, "', ", message));
+  // Triton's single quotes; the client's name cut like every name a client chose.
+  return absl::Status(status.code(),
+                      absl::StrCat("failed to load ", QuotedName(name, '\''), ", ", message));
 }
 
 }  // namespace

@@ -273,7 +273,7 @@ void ModelRepository::LoadAtStartup(const std::vector<std::string>& load_models,
   auto join = std::make_shared<Join>(static_cast<int>(names.size()), std::move(done));
   for (const std::string& name : names) {
     StartLoad(
-        name, {}, [join](absl::Status s) { join->Add(std::move(s)); }, /*at_startup=*/true);
+        name, {}, [join](absl::Status s) { join->Add(std::move(s)); }, LoadOrigin::kStartup);
   }
 }
 
@@ -285,14 +285,14 @@ std::vector<std::string> ModelRepository::StartupFailures() const {
 void ModelRepository::LoadModel(const std::string& name, LoadOverride override, Callback done) {
   if (options_.control_mode == config::ControlMode::kPoll) {
     std::move(done)(absl::FailedPreconditionError(
-        absl::StrCat("cannot load model \"", name,
-                     "\": explicit model load / unload is not allowed if polling is enabled")));
+        absl::StrCat("cannot load model ", QuotedName(name),
+                     ": explicit model load / unload is not allowed if polling is enabled")));
     return;
   }
   if (options_.control_mode == config::ControlMode::kNone) {
     std::move(done)(absl::FailedPreconditionError(absl::StrCat(
-        "cannot load model \"", name,
-        "\": explicit load / unload needs model control mode \"explicit\" (it is \"none\")")));
+        "cannot load model ", QuotedName(name),
+        ": explicit load / unload needs model control mode \"explicit\" (it is \"none\")")));
     return;
   }
   StartLoad(name, std::move(override), std::move(done));
@@ -301,14 +301,14 @@ void ModelRepository::LoadModel(const std::string& name, LoadOverride override, 
 void ModelRepository::UnloadModel(const std::string& name, Callback done) {
   if (options_.control_mode == config::ControlMode::kPoll) {
     std::move(done)(absl::FailedPreconditionError(
-        absl::StrCat("cannot unload model \"", name,
-                     "\": explicit model load / unload is not allowed if polling is enabled")));
+        absl::StrCat("cannot unload model ", QuotedName(name),
+                     ": explicit model load / unload is not allowed if polling is enabled")));
     return;
   }
   if (options_.control_mode == config::ControlMode::kNone) {
     std::move(done)(absl::FailedPreconditionError(absl::StrCat(
-        "cannot unload model \"", name,
-        "\": explicit load / unload needs model control mode \"explicit\" (it is \"none\")")));
+        "cannot unload model ", QuotedName(name),
+        ": explicit load / unload needs model control mode \"explicit\" (it is \"none\")")));
     return;
   }
   StartUnload(name, std::move(done));
@@ -328,7 +328,8 @@ void ModelRepository::UnloadAll(Callback done) {
 }
 
 void ModelRepository::StartLoad(const std::string& name, LoadOverride override, Callback done,
-                                bool at_startup) {
+                                LoadOrigin origin) {
+  const bool at_startup = origin == LoadOrigin::kStartup;
   // Records the outcome for strict readiness, then answers.
   auto finish = [this, name, at_startup](Callback callback, absl::Status status) {
     {
@@ -356,10 +357,10 @@ void ModelRepository::StartLoad(const std::string& name, LoadOverride override, 
     {
       std::lock_guard<std::mutex> lock(mu_);
       known = records_.contains(name);
-      if (upload) {
-        const size_t cap = options_.uploads == nullptr
-                               ? 0
-                               : 4 * static_cast<size_t>(options_.uploads->max_uploads());
+      if (upload && options_.uploads == nullptr) {
+        refused = absl::FailedPreconditionError("model upload is turned off");
+      } else if (upload) {
+        const size_t cap = 4 * static_cast<size_t>(options_.uploads->max_uploads());
         if (upload_names_.contains(name) || upload_names_.size() < cap) {
           upload_names_.insert(name);
           refused = absl::OkStatus();
@@ -385,7 +386,7 @@ void ModelRepository::StartLoad(const std::string& name, LoadOverride override, 
         finish(std::move(*shared_done), std::move(status));
         OpFinished(name);
       },
-      /*bounded=*/!at_startup);
+      /*bounded=*/origin == LoadOrigin::kClient);
   if (!queued.ok()) finish(std::move(*shared_done), std::move(queued));
 }
 
@@ -589,8 +590,8 @@ void ModelRepository::UnloadNow(const std::string& name, Callback done) {
   if (!loaded) {
     // Unloading a model that is not loaded succeeds, as in Triton; an unknown name does not.
     std::move(done)(known ? absl::OkStatus()
-                          : absl::NotFoundError(
-                                absl::StrCat("cannot unload model \"", name, "\": no such model")));
+                          : absl::NotFoundError(absl::StrCat("cannot unload model ",
+                                                             QuotedName(name), ": no such model")));
     return;
   }
   auto shared_done = std::make_shared<Callback>(std::move(done));
@@ -661,22 +662,25 @@ absl::StatusOr<ResolvedModel> ModelRepository::ResolveModel(
     const std::string& name, const std::string& model_dir,
     const config::ParsedModelConfig& parsed) const {
   ResolvedModel out;
-  ASSIGN_OR_RETURN(out.settings, config::ModelSettingsFromConfig(parsed, name));
-  ASSIGN_OR_RETURN(out.versions,
-                   SelectVersions(name, out.settings.version_policy, ListVersions(model_dir)));
-  // Nothing to complete: skip reading the model file twice.
-  const bool complete = !out.settings.inputs.empty() && !out.settings.outputs.empty() &&
-                        (out.settings.max_batch_size > 0 || parsed.locations.Has("max_batch_size"));
-  if (!options_.auto_complete.enabled || complete) return out;
-  const std::string model_path =
-      (fs::path(model_dir) / std::to_string(out.versions.back()) / std::string(kModelFile))
-          .string();
-  absl::StatusOr<config::GraphTensors> graph = backend_->ReadGraphTensors(model_path);
-  // A file the backend cannot read fails its version's load next, with the backend's reason
-  // recorded on that version; nothing to complete from until then.
-  if (!graph.ok()) return out;
+  ASSIGN_OR_RETURN(const config::VersionPolicy policy, config::VersionPolicyFromConfig(parsed));
+  ASSIGN_OR_RETURN(out.versions, SelectVersions(name, policy, ListVersions(model_dir)));
+  // The config is validated once, with the graph when there is something to complete (so that
+  // checks that depend on a completed max_batch_size, e.g. capture.buckets, see it).
+  const inference::ModelConfig& c = parsed.config;
+  const bool complete = c.input_size() > 0 && c.output_size() > 0 &&
+                        (c.max_batch_size() > 0 || parsed.locations.Has("max_batch_size"));
+  absl::StatusOr<config::GraphTensors> graph = absl::NotFoundError("not read");
+  if (options_.auto_complete.enabled && !complete) {
+    const std::string model_path =
+        (fs::path(model_dir) / std::to_string(out.versions.back()) / std::string(kModelFile))
+            .string();
+    // A file the backend cannot read fails its version's load next, with the backend's reason
+    // recorded on that version; nothing to complete from until then.
+    graph = backend_->ReadGraphTensors(model_path);
+  }
   ASSIGN_OR_RETURN(out.settings,
-                   config::ModelSettingsFromConfig(parsed, name, &*graph, options_.auto_complete));
+                   config::ModelSettingsFromConfig(parsed, name, graph.ok() ? &*graph : nullptr,
+                                                   options_.auto_complete));
   return out;
 }
 
@@ -752,10 +756,13 @@ void ModelRepository::Poll(Callback done) {
   auto join =
       std::make_shared<Join>(static_cast<int>(loads.size() + unloads.size()), std::move(done));
   for (const std::string& name : loads) {
-    StartLoad(name, LoadOverride{}, [join](absl::Status status) { join->Add(std::move(status)); });
+    StartLoad(
+        name, LoadOverride{}, [join](absl::Status status) { join->Add(std::move(status)); },
+        LoadOrigin::kPoll);
   }
   for (const std::string& name : unloads) {
-    StartUnload(name, [join](absl::Status status) { join->Add(std::move(status)); });
+    StartUnload(
+        name, [join](absl::Status status) { join->Add(std::move(status)); }, /*bounded=*/false);
   }
 }
 

@@ -189,8 +189,13 @@ class ModelRepository {
   absl::Status Enqueue(const std::string& model, absl::AnyInvocable<void() &&> op,
                        bool bounded = true);
   void OpFinished(const std::string& model);
+  // Who asked for a load: a client's load is bounded by max_pending_operations; a startup
+  // load's failure is a startup failure (strict readiness); a poll's load is the server's own
+  // and never refused for the bound (a refused one would not be retried until the files change
+  // again).
+  enum class LoadOrigin { kClient, kStartup, kPoll };
   void StartLoad(const std::string& name, LoadOverride override, Callback done,
-                 bool at_startup = false);
+                 LoadOrigin origin = LoadOrigin::kClient);
   void StartUnload(const std::string& name, Callback done, bool bounded = true);
   absl::Status LoadNow(const std::string& name, const LoadOverride& override);
   // Removes the uploaded files of `name` once it is unloaded, and forgets a model that exists

@@ -47,7 +47,7 @@ TEST_P(CudaZooPlanTest, EveryStepIsACudaKernel) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Zoo, CudaZooPlanTest, ::testing::Values("mlp", "transformer"),
-                         [](const auto& info) { return std::string(info.param); });
+                         [](const auto& param_info) { return std::string(param_info.param); });
 
 // Larger models exported into the build tree (the engine_zoo_export test, or REPRISE_ZOO_DIRS):
 // planned the same way; skipped when they were not exported.

@@ -29,8 +29,12 @@ TEST(CommandLineTest, StrictReadinessFromTheFileAndTheFlag) {
   c = ParseCommandLine({"--config", path, "--strict-readiness=true"});
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_TRUE(c->config.strict_readiness);
-  EXPECT_THAT(ParseCommandLine({"--strict-readiness=yes"}).status().message(),
-              HasSubstr("--strict-readiness: \"yes\""));
+  // Triton's boolean spellings (1/0, on/off, yes/no) are accepted; anything else is refused.
+  c = ParseCommandLine({"--config", path, "--strict-readiness=yes"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(c->config.strict_readiness);
+  EXPECT_THAT(ParseCommandLine({"--strict-readiness=maybe"}).status().message(),
+              HasSubstr("--strict-readiness: \"maybe\""));
 }
 
 TEST(CommandLineTest, HttpFromTheFileAndTheFlags) {

@@ -122,7 +122,7 @@ TEST(ObservabilityFlagsTest, ParsesAllowMetricsAndLogFormat) {
   absl::StatusOr<CommandLine> bad = ParseCommandLine({"--log-format=xml"});
   ASSERT_FALSE(bad.ok());
   EXPECT_THAT(bad.status().message(), HasSubstr("--log-format"));
-  bad = ParseCommandLine({"--allow-metrics=yes"});
+  bad = ParseCommandLine({"--allow-metrics=maybe"});  // Triton's yes/no/on/off/1/0 are taken
   ASSERT_FALSE(bad.ok());
   EXPECT_THAT(bad.status().message(), HasSubstr("--allow-metrics"));
 

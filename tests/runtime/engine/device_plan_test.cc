@@ -77,7 +77,7 @@ TEST_P(DevicePlanTest, EagerAndReplayMatchThePlan) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Zoo, DevicePlanTest, ::testing::Values("mlp", "transformer"),
-                         [](const auto& info) { return std::string(info.param); });
+                         [](const auto& param_info) { return std::string(param_info.param); });
 
 }  // namespace
 }  // namespace reprise::runtime::engine
