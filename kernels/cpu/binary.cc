@@ -322,6 +322,82 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareWhere(const PrepareContex
   return MakeKernel(context, {Desc(dtype, out)}, std::move(run));
 }
 
+// Mod: `fmod` 0 takes the sign of the divisor (integers only), 1 that of the dividend (C's
+// fmod; required for floating point). A zero integer divisor yields 0 rather than trapping.
+template <typename T>
+T ModOf(T a, T b, bool c_fmod) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return std::fmod(a, b);
+  } else {
+    if (b == 0) return 0;
+    if constexpr (std::is_signed_v<T>) {
+      if (b == -1) return 0;  // INT_MIN % -1 traps
+      T r = static_cast<T>(a % b);
+      if (!c_fmod && r != 0 && ((r < 0) != (b < 0))) r = static_cast<T>(r + b);
+      return r;
+    } else {
+      return static_cast<T>(a % b);
+    }
+  }
+}
+
+absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareMod(const PrepareContext& context) {
+  RETURN_IF_ERROR(ExpectInputCount(context, 2, 2));
+  RETURN_IF_ERROR(SameTypes(context, 0, 1));
+  ASSIGN_OR_RETURN(int64_t fmod, AttrsOf(context).GetInt("fmod", 0));
+  if (fmod != 0 && fmod != 1) return InvalidArgument(context, "fmod must be 0 or 1, got ", fmod);
+  const DataType dtype = context.inputs[0].dtype;
+  if ((dtype == DataType::kFloat32 || dtype == DataType::kFloat64) && fmod != 1) {
+    return InvalidArgument(context, "fmod must be 1 for ", runtime::DataTypeName(dtype), " inputs");
+  }
+  ASSIGN_OR_RETURN(Shape out, OutputShape(context));
+  BroadcastPlan plan = MakeBroadcastPlan(out, {context.inputs[0].shape, context.inputs[1].shape});
+  FunctionKernel::RunFn run;
+  const bool ok = DispatchNumeric(dtype, [&]<typename T>() {
+    run = [plan, c_fmod = fmod == 1](const KernelArgs& args) {
+      BinaryLoop(plan, static_cast<const T*>(args.inputs[0]), static_cast<const T*>(args.inputs[1]),
+                 static_cast<T*>(args.outputs[0]),
+                 [c_fmod](T x, T y) { return ModOf(x, y, c_fmod); });
+      return absl::OkStatus();
+    };
+  });
+  if (!ok) {
+    return Unimplemented(context, "element type ", runtime::DataTypeName(dtype),
+                         " is not supported");
+  }
+  return MakeKernel(context, {Desc(dtype, out)}, std::move(run));
+}
+
+// BitShift on unsigned integers; a shift by the width or more yields 0.
+absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareBitShift(const PrepareContext& context) {
+  RETURN_IF_ERROR(ExpectInputCount(context, 2, 2));
+  RETURN_IF_ERROR(SameTypes(context, 0, 1));
+  RETURN_IF_ERROR(ExpectType(
+      context, 0, {DataType::kUInt8, DataType::kUInt16, DataType::kUInt32, DataType::kUInt64}));
+  ASSIGN_OR_RETURN(std::string direction, AttrsOf(context).GetString("direction", ""));
+  if (direction != "LEFT" && direction != "RIGHT") {
+    return InvalidArgument(context, "direction must be LEFT or RIGHT, got \"", direction, "\"");
+  }
+  const bool left = direction == "LEFT";
+  ASSIGN_OR_RETURN(Shape out, OutputShape(context));
+  BroadcastPlan plan = MakeBroadcastPlan(out, {context.inputs[0].shape, context.inputs[1].shape});
+  FunctionKernel::RunFn run;
+  DispatchNumeric(context.inputs[0].dtype, [&]<typename T>() {
+    if constexpr (std::is_unsigned_v<T>) {
+      run = [plan, left](const KernelArgs& args) {
+        BinaryLoop(plan, static_cast<const T*>(args.inputs[0]),
+                   static_cast<const T*>(args.inputs[1]), static_cast<T*>(args.outputs[0]),
+                   [left](T x, T y) -> T {
+                     if (y >= sizeof(T) * 8) return 0;
+                     return static_cast<T>(left ? x << y : x >> y);
+                   });
+        return absl::OkStatus();
+      };
+    }
+  });
+  return MakeKernel(context, {Desc(context.inputs[0].dtype, out)}, std::move(run));
+}
+
 }  // namespace
 
 absl::Status RegisterBinaryKernels(runtime::KernelRegistry* registry) {
@@ -334,6 +410,8 @@ absl::Status RegisterBinaryKernels(runtime::KernelRegistry* registry) {
   RETURN_IF_ERROR(registry->Register("Sum", &PrepareArith<Arith::kSum>));
   RETURN_IF_ERROR(registry->Register("Mean", &PrepareArith<Arith::kMean>));
   RETURN_IF_ERROR(registry->Register("Pow", &PreparePow));
+  RETURN_IF_ERROR(registry->Register("Mod", &PrepareMod));
+  RETURN_IF_ERROR(registry->Register("BitShift", &PrepareBitShift));
   RETURN_IF_ERROR(registry->Register("Equal", &PrepareCompare<Compare::kEqual>));
   RETURN_IF_ERROR(registry->Register("Less", &PrepareCompare<Compare::kLess>));
   RETURN_IF_ERROR(registry->Register("Greater", &PrepareCompare<Compare::kGreater>));

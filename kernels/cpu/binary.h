@@ -1,7 +1,7 @@
 // Elementwise ops of two or more inputs with numpy broadcasting: Add (with the `alpha`
 // attribute of old opsets, out = a + b * alpha), Sub, Mul, Div, Pow, Min, Max, Sum, Mean,
 // the comparisons (Equal, Less, Greater, LessOrEqual, GreaterOrEqual), And, Or, Xor, PRelu and
-// Where.
+// Where, Mod and BitShift.
 #ifndef REPRISE_KERNELS_CPU_BINARY_H_
 #define REPRISE_KERNELS_CPU_BINARY_H_
 

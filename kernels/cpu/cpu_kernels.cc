@@ -13,6 +13,11 @@ absl::Status RegisterCpuKernels(runtime::KernelRegistry* registry) {
   RETURN_IF_ERROR(RegisterShapeKernels(registry));
   RETURN_IF_ERROR(RegisterLayoutKernels(registry));
   RETURN_IF_ERROR(RegisterGatherKernels(registry));
+  RETURN_IF_ERROR(RegisterScatterKernels(registry));
+  RETURN_IF_ERROR(RegisterGeneratorKernels(registry));
+  RETURN_IF_ERROR(RegisterRandomKernels(registry));
+  RETURN_IF_ERROR(RegisterRecurrentKernels(registry));
+  RETURN_IF_ERROR(RegisterSignalKernels(registry));
   RETURN_IF_ERROR(RegisterReduceKernels(registry));
   RETURN_IF_ERROR(RegisterTopKKernels(registry));
   RETURN_IF_ERROR(RegisterNormalizationKernels(registry));

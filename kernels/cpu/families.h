@@ -8,33 +8,45 @@
 
 namespace reprise::kernels::cpu {
 
-/// unary.cc: activations, math functions, Identity, Not, Clip, Dropout.
+/// unary.cc: activations, math and trigonometric functions, Shrink, IsNaN, IsInf, Identity,
+/// Not, Clip, Dropout.
 absl::Status RegisterUnaryKernels(runtime::KernelRegistry* registry);
 /// cast.cc: Cast.
 absl::Status RegisterCastKernels(runtime::KernelRegistry* registry);
 /// shape_ops.cc: Shape, Size, Reshape, Flatten, Squeeze, Unsqueeze, ConstantOfShape, Range.
 absl::Status RegisterShapeKernels(runtime::KernelRegistry* registry);
 /// layout.cc: Transpose, Concat, Split, Slice, Expand, Tile, Pad, Trilu, DepthToSpace,
-/// SpaceToDepth.
+/// SpaceToDepth, ReverseSequence.
 absl::Status RegisterLayoutKernels(runtime::KernelRegistry* registry);
 /// gather.cc: Gather, GatherElements.
 absl::Status RegisterGatherKernels(runtime::KernelRegistry* registry);
+/// scatter.cc: ScatterElements, Scatter, ScatterND, GatherND.
+absl::Status RegisterScatterKernels(runtime::KernelRegistry* registry);
+/// generators.cc: EyeLike, OneHot, HannWindow, HammingWindow, BlackmanWindow.
+absl::Status RegisterGeneratorKernels(runtime::KernelRegistry* registry);
+/// signal.cc: DFT, STFT, MelWeightMatrix.
+absl::Status RegisterSignalKernels(runtime::KernelRegistry* registry);
+/// recurrent.cc: RNN, GRU, LSTM.
+absl::Status RegisterRecurrentKernels(runtime::KernelRegistry* registry);
+/// random.cc: RandomUniform, RandomNormal, RandomUniformLike, RandomNormalLike, Bernoulli.
+absl::Status RegisterRandomKernels(runtime::KernelRegistry* registry);
 /// reduce.cc: Reduce*, ArgMax, ArgMin, CumSum.
 absl::Status RegisterReduceKernels(runtime::KernelRegistry* registry);
 /// topk.cc: TopK.
 absl::Status RegisterTopKKernels(runtime::KernelRegistry* registry);
-/// normalization.cc: Softmax, LogSoftmax, LayerNormalization, BatchNormalization.
+/// normalization.cc: Softmax, LogSoftmax, Hardmax, LayerNormalization, BatchNormalization,
+/// InstanceNormalization, LRN, MeanVarianceNormalization.
 absl::Status RegisterNormalizationKernels(runtime::KernelRegistry* registry);
-/// gemm.cc: Gemm, MatMul, FusedGemm, FusedMatMul.
+/// gemm.cc: Gemm, MatMul, FusedGemm, FusedMatMul, Det.
 absl::Status RegisterGemmKernels(runtime::KernelRegistry* registry);
 /// einsum.cc: Einsum.
 absl::Status RegisterEinsumKernels(runtime::KernelRegistry* registry);
 /// conv.cc: Conv (oneDNN), ConvTranspose.
 absl::Status RegisterConvKernels(runtime::KernelRegistry* registry);
-/// pool.cc: MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool.
+/// pool.cc: MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool, MaxUnpool, RoiAlign.
 absl::Status RegisterPoolKernels(runtime::KernelRegistry* registry);
 absl::Status RegisterOnednnPoolKernels(runtime::KernelRegistry* registry);
-/// resize.cc: Resize.
+/// resize.cc: Resize, Upsample, GridSample.
 absl::Status RegisterResizeKernels(runtime::KernelRegistry* registry);
 /// gelu.cc: Gelu.
 absl::Status RegisterGeluKernels(runtime::KernelRegistry* registry);

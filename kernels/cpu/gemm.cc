@@ -1,5 +1,6 @@
-// Gemm and MatMul (float32) on oneDNN's row-major sgemm, and their fused forms. MatMul broadcasts
-// batch dims and accepts 1-D operands; when B has no batch, all of A's batch is one GEMM.
+// Gemm and MatMul (float32) on oneDNN's row-major sgemm, and their fused forms; Det. MatMul
+// broadcasts batch dims and accepts 1-D operands; when B has no batch, all of A's batch is one
+// GEMM.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -601,6 +602,56 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareFusedMatMul(const Prepare
   return std::make_unique<FusedMatMulKernel>(std::move(p), std::move(out));
 }
 
+// Det of the trailing [M, M] matrices (float32, float64) by LU factorisation with partial
+// pivoting, in double.
+absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareDet(const PrepareContext& context) {
+  RETURN_IF_ERROR(ExpectInputCount(context, 1, 1));
+  RETURN_IF_ERROR(ExpectType(context, 0, {DataType::kFloat32, DataType::kFloat64}));
+  const Shape& shape = context.inputs[0].shape;
+  if (shape.size() < 2 || shape[shape.size() - 1] != shape[shape.size() - 2]) {
+    return InvalidArgument(context, "input must be [..., M, M], got ",
+                           runtime::ShapeToString(shape));
+  }
+  const int64_t m = shape.back();
+  Shape out(shape.begin(), shape.end() - 2);
+  const int64_t count = runtime::NumElements(out);
+  const DataType dtype = context.inputs[0].dtype;
+  FunctionKernel::RunFn run;
+  DispatchNumeric(dtype, [&]<typename T>() {
+    run = [m, count](const KernelArgs& args) {
+      const T* x = static_cast<const T*>(args.inputs[0]);
+      T* y = static_cast<T*>(args.outputs[0]);
+      std::vector<double> a(static_cast<size_t>(m * m));
+      for (int64_t b = 0; b < count; ++b) {
+        for (int64_t i = 0; i < m * m; ++i) a[i] = static_cast<double>(x[b * m * m + i]);
+        double det = 1;
+        for (int64_t c = 0; c < m && det != 0; ++c) {
+          int64_t pivot = c;
+          for (int64_t r = c + 1; r < m; ++r) {
+            if (std::fabs(a[r * m + c]) > std::fabs(a[pivot * m + c])) pivot = r;
+          }
+          if (a[pivot * m + c] == 0) {
+            det = 0;
+            break;
+          }
+          if (pivot != c) {
+            for (int64_t k = 0; k < m; ++k) std::swap(a[c * m + k], a[pivot * m + k]);
+            det = -det;
+          }
+          det *= a[c * m + c];
+          for (int64_t r = c + 1; r < m; ++r) {
+            const double f = a[r * m + c] / a[c * m + c];
+            for (int64_t k = c; k < m; ++k) a[r * m + k] -= f * a[c * m + k];
+          }
+        }
+        y[b] = static_cast<T>(det);
+      }
+      return absl::OkStatus();
+    };
+  });
+  return MakeKernel(context, {Desc(dtype, out)}, std::move(run));
+}
+
 }  // namespace
 
 absl::Status RegisterGemmKernels(runtime::KernelRegistry* registry) {
@@ -608,6 +659,7 @@ absl::Status RegisterGemmKernels(runtime::KernelRegistry* registry) {
   RETURN_IF_ERROR(registry->Register("MatMul", &PrepareMatMul));
   RETURN_IF_ERROR(registry->Register(kFusedGemmOp, &PrepareFusedGemm));
   RETURN_IF_ERROR(registry->Register(kFusedMatMulOp, &PrepareFusedMatMul));
+  RETURN_IF_ERROR(registry->Register("Det", &PrepareDet));
   return absl::OkStatus();
 }
 

@@ -1,6 +1,6 @@
 // Ops that move elements without arithmetic: Transpose, Slice, Expand, Tile, DepthToSpace,
-// SpaceToDepth (strided copies), Concat, Split, Pad, Trilu. All work on any element type by element
-// size.
+// SpaceToDepth (strided copies), Concat, Split, Pad, Trilu, ReverseSequence. All work on any
+// element type by element size.
 #include <algorithm>
 #include <cstring>
 #include <limits>
@@ -516,6 +516,59 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareDepthSpace(const PrepareC
   return StridedCopy(context, std::move(out), view, std::move(in_strides), 0);
 }
 
+// ReverseSequence: along `time_axis`, the first sequence_lens[b] elements of each batch entry
+// b (on `batch_axis`) reversed, the rest copied. A length outside [0, time] fails Run.
+absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareReverseSequence(
+    const PrepareContext& context) {
+  RETURN_IF_ERROR(ExpectInputCount(context, 2, 2));
+  RETURN_IF_ERROR(ExpectType(context, 1, {DataType::kInt64, DataType::kInt32}));
+  const TensorDesc& in = context.inputs[0];
+  const int64_t rank = static_cast<int64_t>(in.shape.size());
+  if (rank < 2) return InvalidArgument(context, "input must have rank >= 2");
+  ASSIGN_OR_RETURN(int64_t batch_axis, AttrsOf(context).GetInt("batch_axis", 1));
+  ASSIGN_OR_RETURN(int64_t time_axis, AttrsOf(context).GetInt("time_axis", 0));
+  if (!((batch_axis == 0 && time_axis == 1) || (batch_axis == 1 && time_axis == 0))) {
+    return InvalidArgument(context,
+                           "batch_axis and time_axis must be 0 and 1 in either order, got ",
+                           batch_axis, " and ", time_axis);
+  }
+  const int64_t batch = in.shape[batch_axis];
+  const int64_t time = in.shape[time_axis];
+  if (context.inputs[1].shape != Shape{batch}) {
+    return InvalidArgument(context, "sequence_lens must be [", batch, "], got ",
+                           runtime::ShapeToString(context.inputs[1].shape));
+  }
+  int64_t inner = static_cast<int64_t>(runtime::DataTypeSize(in.dtype));
+  for (int64_t i = 2; i < rank; ++i) inner *= in.shape[i];
+  // Byte strides of one step along each of the two leading axes.
+  const int64_t batch_stride = batch_axis == 0 ? time * inner : inner;
+  const int64_t time_stride = time_axis == 0 ? batch * inner : inner;
+  const bool is64 = context.inputs[1].dtype == DataType::kInt64;
+  const std::string op = NodeLabel(context);
+  return MakeKernel(context, {Desc(in.dtype, in.shape)}, [=](const KernelArgs& args) {
+    const uint8_t* x = static_cast<const uint8_t*>(args.inputs[0]);
+    uint8_t* y = static_cast<uint8_t*>(args.outputs[0]);
+    for (int64_t b = 0; b < batch; ++b) {
+      const int64_t len = is64 ? static_cast<const int64_t*>(args.inputs[1])[b]
+                               : static_cast<const int32_t*>(args.inputs[1])[b];
+      if (len < 0 || len > time) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(op, ": sequence length ", len, " is outside [0, ", time, "]"));
+      }
+    }
+    for (int64_t b = 0; b < batch; ++b) {
+      const int64_t len = is64 ? static_cast<const int64_t*>(args.inputs[1])[b]
+                               : static_cast<const int32_t*>(args.inputs[1])[b];
+      for (int64_t t = 0; t < time; ++t) {
+        const int64_t from = t < len ? len - 1 - t : t;
+        std::memcpy(y + b * batch_stride + t * time_stride,
+                    x + b * batch_stride + from * time_stride, static_cast<size_t>(inner));
+      }
+    }
+    return absl::OkStatus();
+  });
+}
+
 }  // namespace
 
 absl::Status RegisterLayoutKernels(runtime::KernelRegistry* registry) {
@@ -529,6 +582,7 @@ absl::Status RegisterLayoutKernels(runtime::KernelRegistry* registry) {
   RETURN_IF_ERROR(registry->Register("Trilu", &PrepareTrilu));
   RETURN_IF_ERROR(registry->Register("DepthToSpace", &PrepareDepthSpace<true>));
   RETURN_IF_ERROR(registry->Register("SpaceToDepth", &PrepareDepthSpace<false>));
+  RETURN_IF_ERROR(registry->Register("ReverseSequence", &PrepareReverseSequence));
   return absl::OkStatus();
 }
 

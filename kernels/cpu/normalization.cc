@@ -1,10 +1,13 @@
-// Softmax and LogSoftmax (opset < 13: the input coerced to 2-D at `axis`; 13+: one axis),
-// LayerNormalization (opset 17, with the optional Mean and InvStdDev outputs),
-// BatchNormalization (inference) and InstanceNormalization. float32 only.
+// Softmax, LogSoftmax and Hardmax (opset < 13: the input coerced to 2-D at `axis`; 13+: one
+// axis), LayerNormalization (opset 17, with the optional Mean and InvStdDev outputs),
+// BatchNormalization (inference), InstanceNormalization, LRN and MeanVarianceNormalization.
+// float32 only.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <vector>
 
 #include "kernels/cpu/families.h"
 #include "kernels/cpu/kernel_util.h"
@@ -111,8 +114,13 @@ void SoftmaxRows(REPRISE_SOFTMAX_ARGS) {
 }
 #undef REPRISE_SOFTMAX_ARGS
 
-template <bool kLog>
-absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareSoftmax(const PrepareContext& context) {
+// The [outer, dim, inner] view of Softmax, LogSoftmax and Hardmax: before opset 13 the input
+// is coerced to 2-D at `axis` (default 1), since then `axis` (default -1) is the one axis.
+struct AxisGeometry {
+  int64_t outer = 1, dim = 1, inner = 1;
+};
+
+absl::StatusOr<AxisGeometry> SoftmaxGeometry(const PrepareContext& context) {
   RETURN_IF_ERROR(ExpectInputCount(context, 1, 1));
   RETURN_IF_ERROR(ExpectType(context, 0, {DataType::kFloat32}));
   const Shape& shape = context.inputs[0].shape;
@@ -128,16 +136,47 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareSoftmax(const PrepareCont
   } else {
     ASSIGN_OR_RETURN(axis, NormalizeAxis(context, axis_attr, rank));
   }
-  int64_t outer = 1, dim = 1, inner = 1;
+  AxisGeometry g;
   for (int64_t i = 0; i < rank; ++i) {
     if (i < axis) {
-      outer *= shape[i];
+      g.outer *= shape[i];
     } else if (i == axis || coerce) {
-      dim *= shape[i];
+      g.dim *= shape[i];
     } else {
-      inner *= shape[i];
+      g.inner *= shape[i];
     }
   }
+  return g;
+}
+
+// Hardmax: 1 at the first maximum along the axis, 0 elsewhere.
+absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareHardmax(const PrepareContext& context) {
+  ASSIGN_OR_RETURN(AxisGeometry g, SoftmaxGeometry(context));
+  return MakeKernel(context, {Desc(DataType::kFloat32, context.inputs[0].shape)},
+                    [g](const KernelArgs& args) {
+                      const float* x = static_cast<const float*>(args.inputs[0]);
+                      float* y = static_cast<float*>(args.outputs[0]);
+                      for (int64_t o = 0; o < g.outer; ++o) {
+                        for (int64_t i = 0; i < g.inner; ++i) {
+                          const float* p = x + o * g.dim * g.inner + i;
+                          float* q = y + o * g.dim * g.inner + i;
+                          int64_t best = 0;
+                          for (int64_t k = 0; k < g.dim; ++k) {
+                            q[k * g.inner] = 0.0f;
+                            if (p[k * g.inner] > p[best * g.inner]) best = k;
+                          }
+                          if (g.dim > 0) q[best * g.inner] = 1.0f;
+                        }
+                      }
+                      return absl::OkStatus();
+                    });
+}
+
+template <bool kLog>
+absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareSoftmax(const PrepareContext& context) {
+  ASSIGN_OR_RETURN(AxisGeometry g, SoftmaxGeometry(context));
+  const Shape& shape = context.inputs[0].shape;
+  const int64_t outer = g.outer, dim = g.dim, inner = g.inner;
   return MakeKernel(context, {Desc(DataType::kFloat32, shape)}, [=](const KernelArgs& args) {
     const float* x = static_cast<const float*>(args.inputs[0]);
     float* y = static_cast<float*>(args.outputs[0]);
@@ -246,6 +285,11 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareBatchNorm(const PrepareCo
     return Unimplemented(context, "training mode (training_mode=1 or ", context.num_outputs,
                          " outputs) is not supported");
   }
+  // Opsets 7 and 8: spatial=0 normalises each element separately (per-element statistics).
+  ASSIGN_OR_RETURN(int64_t spatial_attr, AttrsOf(context).GetInt("spatial", 1));
+  if (context.opset < 9 && spatial_attr == 0) {
+    return Unimplemented(context, "spatial=0 (per-element statistics) is not supported");
+  }
   ASSIGN_OR_RETURN(float epsilon, AttrsOf(context).GetFloat("epsilon", 1e-5f));
   const Shape& shape = context.inputs[0].shape;
   if (shape.size() < 2) {
@@ -323,11 +367,114 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareInstanceNorm(const Prepar
   });
 }
 
+// LRN across channels (axis 1): y = x / (bias + alpha / size * sum of x^2 over the window of
+// `size` channels around c) ^ beta.
+absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareLrn(const PrepareContext& context) {
+  RETURN_IF_ERROR(ExpectInputCount(context, 1, 1));
+  RETURN_IF_ERROR(ExpectType(context, 0, {DataType::kFloat32}));
+  const Shape& shape = context.inputs[0].shape;
+  if (shape.size() < 2) {
+    return InvalidArgument(context, "input must have rank >= 2, got ",
+                           runtime::ShapeToString(shape));
+  }
+  ASSIGN_OR_RETURN(float alpha, AttrsOf(context).GetFloat("alpha", 1e-4f));
+  ASSIGN_OR_RETURN(float beta, AttrsOf(context).GetFloat("beta", 0.75f));
+  ASSIGN_OR_RETURN(float bias, AttrsOf(context).GetFloat("bias", 1.0f));
+  ASSIGN_OR_RETURN(int64_t size, AttrsOf(context).GetInt("size", 0));
+  if (size < 1) return InvalidArgument(context, "size must be at least 1, got ", size);
+  const int64_t channels = shape[1];
+  int64_t inner = 1;
+  for (size_t i = 2; i < shape.size(); ++i) inner *= shape[i];
+  const int64_t batch = shape[0];
+  const int64_t before = (size - 1) / 2;
+  const int64_t after = size - 1 - before;
+  return MakeKernel(context, {Desc(DataType::kFloat32, shape)}, [=](const KernelArgs& args) {
+    const float* x = static_cast<const float*>(args.inputs[0]);
+    float* y = static_cast<float*>(args.outputs[0]);
+    for (int64_t n = 0; n < batch; ++n) {
+      const float* xb = x + n * channels * inner;
+      float* yb = y + n * channels * inner;
+      for (int64_t c = 0; c < channels; ++c) {
+        const int64_t lo = std::max<int64_t>(0, c - before);
+        const int64_t hi = std::min<int64_t>(channels - 1, c + after);
+        for (int64_t i = 0; i < inner; ++i) {
+          double sum = 0;
+          for (int64_t k = lo; k <= hi; ++k) {
+            const double v = xb[k * inner + i];
+            sum += v * v;
+          }
+          const double scale = std::pow(bias + alpha / static_cast<double>(size) * sum, beta);
+          yb[c * inner + i] = static_cast<float>(xb[c * inner + i] / scale);
+        }
+      }
+    }
+    return absl::OkStatus();
+  });
+}
+
+// MeanVarianceNormalization over `axes` (default 0, 2, 3): (x - mean) / (sqrt(variance) + 1e-9),
+// as the op's function body computes it.
+absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareMvn(const PrepareContext& context) {
+  RETURN_IF_ERROR(ExpectInputCount(context, 1, 1));
+  RETURN_IF_ERROR(ExpectType(context, 0, {DataType::kFloat32}));
+  const Shape& shape = context.inputs[0].shape;
+  const int64_t rank = static_cast<int64_t>(shape.size());
+  ASSIGN_OR_RETURN(std::vector<int64_t> axes_attr, AttrsOf(context).GetInts("axes", {0, 2, 3}));
+  std::vector<bool> reduced(static_cast<size_t>(rank), false);
+  for (int64_t a : axes_attr) {
+    ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(context, a, rank));
+    reduced[static_cast<size_t>(axis)] = true;
+  }
+  // Each element's group: its index with the reduced axes dropped.
+  const int64_t count = runtime::NumElements(shape);
+  std::vector<int64_t> group_stride(static_cast<size_t>(rank), 0);
+  int64_t groups = 1;
+  for (int64_t i = rank; i-- > 0;) {
+    if (reduced[static_cast<size_t>(i)]) continue;
+    group_stride[static_cast<size_t>(i)] = groups;
+    groups *= shape[static_cast<size_t>(i)];
+  }
+  const int64_t per_group = groups == 0 ? 0 : count / groups;
+  auto group_of = std::make_shared<std::vector<int64_t>>(static_cast<size_t>(count));
+  std::vector<int64_t> index(static_cast<size_t>(rank), 0);
+  for (int64_t e = 0; e < count; ++e) {
+    int64_t g = 0;
+    for (size_t i = 0; i < index.size(); ++i) g += index[i] * group_stride[i];
+    (*group_of)[static_cast<size_t>(e)] = g;
+    for (size_t i = index.size(); i-- > 0;) {
+      if (++index[i] < shape[i]) break;
+      index[i] = 0;
+    }
+  }
+  return MakeKernel(context, {Desc(DataType::kFloat32, shape)}, [=](const KernelArgs& args) {
+    const float* x = static_cast<const float*>(args.inputs[0]);
+    float* y = static_cast<float*>(args.outputs[0]);
+    std::vector<double> sum(static_cast<size_t>(groups), 0.0);
+    std::vector<double> sum_sq(static_cast<size_t>(groups), 0.0);
+    for (int64_t e = 0; e < count; ++e) {
+      const double v = x[e];
+      const size_t g = static_cast<size_t>((*group_of)[static_cast<size_t>(e)]);
+      sum[g] += v;
+      sum_sq[g] += v * v;
+    }
+    for (int64_t e = 0; e < count; ++e) {
+      const size_t g = static_cast<size_t>((*group_of)[static_cast<size_t>(e)]);
+      const double mean = sum[g] / static_cast<double>(per_group);
+      const double variance = sum_sq[g] / static_cast<double>(per_group) - mean * mean;
+      y[e] = static_cast<float>((x[e] - mean) / (std::sqrt(std::max(variance, 0.0)) + 1e-9));
+    }
+    return absl::OkStatus();
+  });
+}
+
 }  // namespace
 
 absl::Status RegisterNormalizationKernels(runtime::KernelRegistry* registry) {
   RETURN_IF_ERROR(registry->Register("Softmax", &PrepareSoftmax<false>));
   RETURN_IF_ERROR(registry->Register("LogSoftmax", &PrepareSoftmax<true>));
+  RETURN_IF_ERROR(registry->Register("Hardmax", &PrepareHardmax));
+  RETURN_IF_ERROR(registry->Register("LRN", &PrepareLrn));
+  RETURN_IF_ERROR(registry->Register("MeanVarianceNormalization", &PrepareMvn));
   RETURN_IF_ERROR(registry->Register("LayerNormalization", &PrepareLayerNorm));
   RETURN_IF_ERROR(registry->Register("BatchNormalization", &PrepareBatchNorm));
   RETURN_IF_ERROR(registry->Register("InstanceNormalization", &PrepareInstanceNorm));

@@ -1,11 +1,14 @@
 // MaxPool (with dilations and the optional Indices output), AveragePool (count_include_pad),
-// both with ceil_mode and auto_pad over 1-D/2-D/3-D, and GlobalAveragePool / GlobalMaxPool.
+// both with ceil_mode and auto_pad over 1-D/2-D/3-D, GlobalAveragePool / GlobalMaxPool,
+// MaxUnpool and RoiAlign.
 // Own loops (float32): they follow ONNX's ceil_mode and padding-count rules exactly, which
 // oneDNN's pooling does not express directly.
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <limits>
 #include <memory>
+#include <string>
 
 #include "kernels/cpu/families.h"
 #include "kernels/cpu/kernel_util.h"
@@ -182,6 +185,220 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareGlobalPool(const PrepareC
   });
 }
 
+// RoiAlign (opset 10 and 16; float32): each region of interest [x1, y1, x2, y2] of image
+// batch_indices[r] pooled into output_height x output_width bins, each the average (or maximum)
+// of sampling_ratio^2 bilinear samples (adaptive, ceil(bin size), when sampling_ratio is 0).
+// coordinate_transformation_mode half_pixel (opset 16's default) shifts by half a pixel;
+// output_half_pixel (opset 10's behaviour) does not and makes each region at least 1 x 1.
+absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareRoiAlign(const PrepareContext& context) {
+  RETURN_IF_ERROR(ExpectInputCount(context, 3, 3));
+  RETURN_IF_ERROR(ExpectType(context, 0, {DataType::kFloat32}));
+  RETURN_IF_ERROR(ExpectType(context, 1, {DataType::kFloat32}));
+  RETURN_IF_ERROR(ExpectType(context, 2, {DataType::kInt64}));
+  RETURN_IF_ERROR(ExpectRank(context, 0, 4));
+  const Shape& x = context.inputs[0].shape;
+  const Shape& rois = context.inputs[1].shape;
+  const Shape& batch_indices = context.inputs[2].shape;
+  if (rois.size() != 2 || rois[1] != 4 || batch_indices != Shape{rois[0]}) {
+    return InvalidArgument(context, "rois must be [R, 4] and batch_indices [R], got ",
+                           runtime::ShapeToString(rois), " and ",
+                           runtime::ShapeToString(batch_indices));
+  }
+  const Attributes& attrs = AttrsOf(context);
+  ASSIGN_OR_RETURN(std::string mode, attrs.GetString("mode", "avg"));
+  ASSIGN_OR_RETURN(int64_t out_h, attrs.GetInt("output_height", 1));
+  ASSIGN_OR_RETURN(int64_t out_w, attrs.GetInt("output_width", 1));
+  ASSIGN_OR_RETURN(int64_t sampling_ratio, attrs.GetInt("sampling_ratio", 0));
+  ASSIGN_OR_RETURN(float spatial_scale, attrs.GetFloat("spatial_scale", 1.0f));
+  ASSIGN_OR_RETURN(std::string coords,
+                   attrs.GetString("coordinate_transformation_mode",
+                                   context.opset < 16 ? "output_half_pixel" : "half_pixel"));
+  if (mode != "avg" && mode != "max") {
+    return InvalidArgument(context, "mode \"", mode, "\" is not avg or max");
+  }
+  if (coords != "half_pixel" && coords != "output_half_pixel") {
+    return InvalidArgument(context, "coordinate_transformation_mode \"", coords,
+                           "\" is not half_pixel or output_half_pixel");
+  }
+  if (out_h < 1 || out_w < 1 || out_h > 65536 || out_w > 65536 || sampling_ratio < 0 ||
+      sampling_ratio > 1024) {
+    return InvalidArgument(context, "output_height ", out_h, ", output_width ", out_w,
+                           " and sampling_ratio ", sampling_ratio, " are out of range");
+  }
+  const bool half_pixel = coords == "half_pixel";
+  const bool max_mode = mode == "max";
+  const int64_t n = x[0], c = x[1], h = x[2], w = x[3];
+  const int64_t r_count = rois[0];
+  const std::string op = NodeLabel(context);
+  return MakeKernel(
+      context, {Desc(DataType::kFloat32, {r_count, c, out_h, out_w})}, [=](const KernelArgs& args) {
+        const float* in = static_cast<const float*>(args.inputs[0]);
+        const float* roi = static_cast<const float*>(args.inputs[1]);
+        const int64_t* batch = static_cast<const int64_t*>(args.inputs[2]);
+        float* out = static_cast<float*>(args.outputs[0]);
+        for (int64_t r = 0; r < r_count; ++r) {
+          if (batch[r] < 0 || batch[r] >= n) {
+            return absl::InvalidArgumentError(absl::StrCat(op, ": batch index ", batch[r],
+                                                           " is out of range for a batch of ", n));
+          }
+        }
+        const double offset = half_pixel ? 0.5 : 0.0;
+        for (int64_t r = 0; r < r_count; ++r) {
+          const double x1 = roi[r * 4] * spatial_scale - offset;
+          const double y1 = roi[r * 4 + 1] * spatial_scale - offset;
+          double roi_w = roi[r * 4 + 2] * spatial_scale - offset - x1;
+          double roi_h = roi[r * 4 + 3] * spatial_scale - offset - y1;
+          if (!half_pixel) {
+            roi_w = std::max(roi_w, 1.0);
+            roi_h = std::max(roi_h, 1.0);
+          }
+          if (!std::isfinite(roi_w) || !std::isfinite(roi_h) || std::fabs(roi_w) > 1e9 ||
+              std::fabs(roi_h) > 1e9) {
+            return absl::InvalidArgumentError(
+                absl::StrCat(op, ": region ", r, " is not finite or too large"));
+          }
+          const double bin_h = roi_h / static_cast<double>(out_h);
+          const double bin_w = roi_w / static_cast<double>(out_w);
+          const int64_t grid_h =
+              sampling_ratio > 0
+                  ? sampling_ratio
+                  : std::clamp<int64_t>(static_cast<int64_t>(std::ceil(bin_h)), 0, 1024);
+          const int64_t grid_w =
+              sampling_ratio > 0
+                  ? sampling_ratio
+                  : std::clamp<int64_t>(static_cast<int64_t>(std::ceil(bin_w)), 0, 1024);
+          const double count = static_cast<double>(std::max<int64_t>(grid_h * grid_w, 1));
+          for (int64_t ch = 0; ch < c; ++ch) {
+            const float* plane = in + (batch[r] * c + ch) * h * w;
+            for (int64_t ph = 0; ph < out_h; ++ph) {
+              for (int64_t pw = 0; pw < out_w; ++pw) {
+                double acc = 0;
+                bool first = true;
+                for (int64_t iy = 0; iy < grid_h; ++iy) {
+                  double y = y1 + static_cast<double>(ph) * bin_h +
+                             (static_cast<double>(iy) + 0.5) * bin_h / static_cast<double>(grid_h);
+                  for (int64_t ix = 0; ix < grid_w; ++ix) {
+                    double xx =
+                        x1 + static_cast<double>(pw) * bin_w +
+                        (static_cast<double>(ix) + 0.5) * bin_w / static_cast<double>(grid_w);
+                    double v = 0;
+                    if (h > 0 && w > 0 &&
+                        !(y < -1.0 || y > static_cast<double>(h) || xx < -1.0 ||
+                          xx > static_cast<double>(w))) {
+                      double yy = std::max(y, 0.0);
+                      double xc = std::max(xx, 0.0);
+                      int64_t y_lo = static_cast<int64_t>(yy), x_lo = static_cast<int64_t>(xc);
+                      int64_t y_hi = y_lo + 1, x_hi = x_lo + 1;
+                      if (y_lo >= h - 1) y_hi = y_lo = h - 1, yy = static_cast<double>(y_lo);
+                      if (x_lo >= w - 1) x_hi = x_lo = w - 1, xc = static_cast<double>(x_lo);
+                      const double ly = yy - static_cast<double>(y_lo),
+                                   lx = xc - static_cast<double>(x_lo);
+                      const double w1 = (1 - ly) * (1 - lx) * plane[y_lo * w + x_lo];
+                      const double w2 = (1 - ly) * lx * plane[y_lo * w + x_hi];
+                      const double w3 = ly * (1 - lx) * plane[y_hi * w + x_lo];
+                      const double w4 = ly * lx * plane[y_hi * w + x_hi];
+                      v = max_mode ? std::max({w1, w2, w3, w4}) : w1 + w2 + w3 + w4;
+                    }
+                    if (max_mode) {
+                      acc = first ? v : std::max(acc, v);
+                      first = false;
+                    } else {
+                      acc += v;
+                    }
+                  }
+                }
+                out[((r * c + ch) * out_h + ph) * out_w + pw] =
+                    static_cast<float>(max_mode ? acc : acc / count);
+              }
+            }
+          }
+        }
+        return absl::OkStatus();
+      });
+}
+
+// MaxUnpool: zeros of the unpooled shape (output_shape when given, else from the window
+// attributes), with X[i] written at the flat index I[i] that MaxPool reported. An index outside
+// the output fails Run.
+absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareMaxUnpool(const PrepareContext& context) {
+  RETURN_IF_ERROR(ExpectInputCount(context, 2, 3));
+  RETURN_IF_ERROR(ExpectType(context, 0, {DataType::kFloat32}));
+  RETURN_IF_ERROR(ExpectType(context, 1, {DataType::kInt64}));
+  const Shape& x = context.inputs[0].shape;
+  if (x.size() < 3 || context.inputs[1].shape != x) {
+    return InvalidArgument(context, "X ", runtime::ShapeToString(x), " and I ",
+                           runtime::ShapeToString(context.inputs[1].shape),
+                           " must have one shape of rank >= 3");
+  }
+  const size_t spatial = x.size() - 2;
+  // The unpooled shape the window attributes give; MaxPool's indices are flat positions in it.
+  ASSIGN_OR_RETURN(std::vector<int64_t> kernel, AttrsOf(context).GetInts("kernel_shape", {}));
+  ASSIGN_OR_RETURN(std::vector<int64_t> strides,
+                   AttrsOf(context).GetInts("strides", std::vector<int64_t>(spatial, 1)));
+  ASSIGN_OR_RETURN(std::vector<int64_t> pads,
+                   AttrsOf(context).GetInts("pads", std::vector<int64_t>(2 * spatial, 0)));
+  if (kernel.size() != spatial || strides.size() != spatial || pads.size() != 2 * spatial) {
+    return InvalidArgument(context, "kernel_shape, strides and pads must cover ", spatial,
+                           " spatial axes");
+  }
+  Shape pooled = {x[0], x[1]};
+  for (size_t i = 0; i < spatial; ++i) {
+    int64_t dim = 0;
+    if (!runtime::CheckedMul(x[i + 2] - 1, strides[i], &dim) || x[i + 2] < 1) {
+      return InvalidArgument(context, "the unpooled shape is too large");
+    }
+    pooled.push_back(dim + kernel[i] - pads[i] - pads[i + spatial]);
+  }
+  // output_shape, when given, is the unpooled tensor's real shape (a pooling with ceil or padding
+  // lost it); each index keeps its coordinates there.
+  Shape out = pooled;
+  if (HasInput(context, 2)) {
+    ASSIGN_OR_RETURN(out, ReadInts(context, 2, "output_shape"));
+    if (out.size() != x.size() || out[0] != x[0] || out[1] != x[1]) {
+      return InvalidArgument(context, "output_shape ", runtime::ShapeToString(out),
+                             " does not fit X ", runtime::ShapeToString(x));
+    }
+  }
+  for (const Shape* shape : {&pooled, &out}) {
+    if (!runtime::CheckedElementCount(*shape, int64_t{1} << 40).has_value()) {
+      return InvalidArgument(context, "the unpooled shape ", runtime::ShapeToString(*shape),
+                             " is negative or too large");
+    }
+  }
+  const std::vector<int64_t> out_strides = ContiguousStrides(out);
+  const int64_t pooled_total = runtime::NumElements(pooled);
+  const int64_t n = runtime::NumElements(x);
+  const int64_t total = runtime::NumElements(out);
+  const std::string op = NodeLabel(context);
+  return MakeKernel(context, {Desc(DataType::kFloat32, out)}, [=](const KernelArgs& args) {
+    const float* in = static_cast<const float*>(args.inputs[0]);
+    const int64_t* index = static_cast<const int64_t*>(args.inputs[1]);
+    float* y = static_cast<float*>(args.outputs[0]);
+    // Every index's place in the output first; nothing is written when one is out of range.
+    auto place = [&](int64_t flat) -> int64_t {
+      if (flat < 0 || flat >= pooled_total) return -1;
+      int64_t offset = 0;
+      for (size_t d = pooled.size(); d-- > 0;) {
+        const int64_t coord = flat % pooled[d];
+        flat /= pooled[d];
+        if (coord >= out[d]) return -1;
+        offset += coord * out_strides[d];
+      }
+      return offset;
+    };
+    for (int64_t i = 0; i < n; ++i) {
+      if (place(index[i]) < 0) {
+        return absl::InvalidArgumentError(absl::StrCat(op, ": index ", index[i],
+                                                       " is outside the unpooled shape ",
+                                                       runtime::ShapeToString(pooled)));
+      }
+    }
+    std::fill(y, y + total, 0.0f);
+    for (int64_t i = 0; i < n; ++i) y[place(index[i])] = in[i];
+    return absl::OkStatus();
+  });
+}
+
 }  // namespace
 
 absl::Status RegisterPoolKernels(runtime::KernelRegistry* registry) {
@@ -189,6 +406,8 @@ absl::Status RegisterPoolKernels(runtime::KernelRegistry* registry) {
   RETURN_IF_ERROR(registry->Register("AveragePool", &PreparePool<false>));
   RETURN_IF_ERROR(registry->Register("GlobalMaxPool", &PrepareGlobalPool<true>));
   RETURN_IF_ERROR(registry->Register("GlobalAveragePool", &PrepareGlobalPool<false>));
+  RETURN_IF_ERROR(registry->Register("RoiAlign", &PrepareRoiAlign));
+  RETURN_IF_ERROR(registry->Register("MaxUnpool", &PrepareMaxUnpool));
   return absl::OkStatus();
 }
 

@@ -1,4 +1,5 @@
-// Resize (opset 11+; float32, any rank): nearest (all four rounding modes), linear and cubic,
+// Resize (opset 10 and 11+; float32, any rank), Upsample (opsets 7-9, as Resize-10) and GridSample.
+// Resize: nearest (all four rounding modes), linear and cubic,
 // with every coordinate_transformation_mode of ONNX (tf_crop_and_resize with roi and
 // extrapolation_value; tf_half_pixel_for_nn of opset 11). Each output position along each axis
 // gets up to four taps (input index, weight) at Prepare; Run sums over the taps' product,
@@ -298,10 +299,174 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareResize(const PrepareConte
   });
 }
 
+// Upsample (opsets 7 to 9; deprecated since 10) is Resize with opset 10's semantics
+// (asymmetric coordinates, nearest rounding down), its scales an attribute before opset 9 and
+// its second input since.
+absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareUpsample(const PrepareContext& context) {
+  PrepareContext resize = context;
+  resize.opset = 10;
+  if (context.opset >= 9) return PrepareResize(resize);
+  RETURN_IF_ERROR(ExpectInputCount(context, 1, 1));
+  ASSIGN_OR_RETURN(std::vector<float> scales, AttrsOf(context).GetFloats("scales", {}));
+  // The attribute as a plan-time input, valid for the call below (which copies the values).
+  std::vector<TensorDesc> inputs(context.inputs.begin(), context.inputs.end());
+  TensorDesc scales_input = Desc(DataType::kFloat32, {static_cast<int64_t>(scales.size())});
+  scales_input.data = scales.data();
+  inputs.push_back(scales_input);
+  resize.inputs = inputs;
+  return PrepareResize(resize);
+}
+
+// GridSample (opset 16, 4-D float32): output[n, c, h, w] samples input[n, c] at the point
+// grid[n, h, w] = (x, y) in [-1, 1], by `mode` bilinear / nearest / bicubic, with
+// `padding_mode` zeros / border / reflection and `align_corners`.
+struct GridSampleOptions {
+  int mode = 0;     // 0 bilinear, 1 nearest, 2 bicubic
+  int padding = 0;  // 0 zeros, 1 border, 2 reflection
+  bool align_corners = false;
+};
+
+// A coordinate reflected into [low/2, high/2] (twice the bounds, so that half-pixel bounds are
+// whole numbers).
+double Reflect(double v, double twice_low, double twice_high) {
+  if (twice_low == twice_high) return 0;
+  const double low = twice_low / 2;
+  const double span = (twice_high - twice_low) / 2;
+  v = std::fabs(v - low);
+  const double extra = std::fmod(v, span);
+  const int64_t flips = static_cast<int64_t>(std::floor(v / span));
+  return flips % 2 == 0 ? extra + low : span - extra + low;
+}
+
+// Applies border or reflection padding to a source coordinate along an axis of `size`.
+double PadCoordinate(double v, int64_t size, const GridSampleOptions& o) {
+  const double last = static_cast<double>(size - 1);
+  if (o.padding == 1) return std::clamp(v, 0.0, last);
+  if (o.padding == 2) {
+    v = o.align_corners ? Reflect(v, 0, 2 * last)
+                        : Reflect(v, -1, 2 * static_cast<double>(size) - 1);
+    return std::clamp(v, 0.0, last);
+  }
+  return v;
+}
+
+// Pixel (x, y) of one H x W plane, 0 outside (after padding for the bicubic taps).
+float Pixel(const float* plane, int64_t h, int64_t w, int64_t y, int64_t x) {
+  if (x < 0 || x >= w || y < 0 || y >= h) return 0.0f;
+  return plane[y * w + x];
+}
+
+double CubicWeight(double t, int tap) {
+  constexpr double a = -0.75;
+  const double d = std::fabs(t - static_cast<double>(tap - 1));  // distance to tap -1..2
+  if (d <= 1) return ((a + 2) * d - (a + 3)) * d * d + 1;
+  if (d < 2) return ((a * d - 5 * a) * d + 8 * a) * d - 4 * a;
+  return 0;
+}
+
+float SampleAt(const float* plane, int64_t h, int64_t w, double x, double y,
+               const GridSampleOptions& o) {
+  if (o.mode == 2) {
+    const double fx = std::floor(x), fy = std::floor(y);
+    double sum = 0;
+    for (int j = 0; j < 4; ++j) {
+      double row = 0;
+      const double ty = fy - 1 + j;
+      for (int i = 0; i < 4; ++i) {
+        const double tx = fx - 1 + i;
+        const int64_t px = static_cast<int64_t>(o.padding == 0 ? tx : PadCoordinate(tx, w, o));
+        const int64_t py = static_cast<int64_t>(o.padding == 0 ? ty : PadCoordinate(ty, h, o));
+        row += CubicWeight(x - fx, i) * Pixel(plane, h, w, py, px);
+      }
+      sum += CubicWeight(y - fy, j) * row;
+    }
+    return static_cast<float>(sum);
+  }
+  x = PadCoordinate(x, w, o);
+  y = PadCoordinate(y, h, o);
+  if (o.mode == 1) {
+    return Pixel(plane, h, w, static_cast<int64_t>(std::nearbyint(y)),
+                 static_cast<int64_t>(std::nearbyint(x)));
+  }
+  const double x0 = std::floor(x), y0 = std::floor(y);
+  const double dx = x - x0, dy = y - y0;
+  const int64_t ix = static_cast<int64_t>(x0), iy = static_cast<int64_t>(y0);
+  return static_cast<float>(
+      (1 - dy) * ((1 - dx) * Pixel(plane, h, w, iy, ix) + dx * Pixel(plane, h, w, iy, ix + 1)) +
+      dy * ((1 - dx) * Pixel(plane, h, w, iy + 1, ix) + dx * Pixel(plane, h, w, iy + 1, ix + 1)));
+}
+
+absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareGridSample(const PrepareContext& context) {
+  RETURN_IF_ERROR(ExpectInputCount(context, 2, 2));
+  RETURN_IF_ERROR(ExpectType(context, 0, {DataType::kFloat32}));
+  RETURN_IF_ERROR(ExpectType(context, 1, {DataType::kFloat32}));
+  RETURN_IF_ERROR(ExpectRank(context, 0, 4));
+  RETURN_IF_ERROR(ExpectRank(context, 1, 4));
+  const Shape& x = context.inputs[0].shape;
+  const Shape& grid = context.inputs[1].shape;
+  if (grid[0] != x[0] || grid[3] != 2) {
+    return InvalidArgument(context, "grid must be [", x[0], ", H_out, W_out, 2], got ",
+                           runtime::ShapeToString(grid));
+  }
+  const Attributes& attrs = AttrsOf(context);
+  ASSIGN_OR_RETURN(std::string mode, attrs.GetString("mode", "bilinear"));
+  ASSIGN_OR_RETURN(std::string padding, attrs.GetString("padding_mode", "zeros"));
+  ASSIGN_OR_RETURN(int64_t align, attrs.GetInt("align_corners", 0));
+  GridSampleOptions o;
+  o.align_corners = align != 0;
+  if (mode == "bilinear") {
+    o.mode = 0;
+  } else if (mode == "nearest") {
+    o.mode = 1;
+  } else if (mode == "bicubic") {
+    o.mode = 2;
+  } else {
+    return InvalidArgument(context, "mode \"", mode, "\" is not bilinear, nearest or bicubic");
+  }
+  if (padding == "zeros") {
+    o.padding = 0;
+  } else if (padding == "border") {
+    o.padding = 1;
+  } else if (padding == "reflection") {
+    o.padding = 2;
+  } else {
+    return InvalidArgument(context, "padding_mode \"", padding,
+                           "\" is not zeros, border or reflection");
+  }
+  const int64_t n = x[0], c = x[1], h = x[2], w = x[3];
+  const int64_t oh = grid[1], ow = grid[2];
+  return MakeKernel(
+      context, {Desc(DataType::kFloat32, {n, c, oh, ow})}, [=](const KernelArgs& args) {
+        const float* in = static_cast<const float*>(args.inputs[0]);
+        const float* g = static_cast<const float*>(args.inputs[1]);
+        float* out = static_cast<float*>(args.outputs[0]);
+        for (int64_t b = 0; b < n; ++b) {
+          for (int64_t p = 0; p < oh * ow; ++p) {
+            const double gx = g[(b * oh * ow + p) * 2];
+            const double gy = g[(b * oh * ow + p) * 2 + 1];
+            // Normalised [-1, 1] to pixel coordinates.
+            const double px = o.align_corners ? (gx + 1) / 2 * static_cast<double>(w - 1)
+                                              : ((gx + 1) * static_cast<double>(w) - 1) / 2;
+            const double py = o.align_corners ? (gy + 1) / 2 * static_cast<double>(h - 1)
+                                              : ((gy + 1) * static_cast<double>(h) - 1) / 2;
+            const bool finite = std::isfinite(px) && std::isfinite(py) && std::fabs(px) < 1e15 &&
+                                std::fabs(py) < 1e15;
+            for (int64_t ch = 0; ch < c; ++ch) {
+              const float* plane = in + (b * c + ch) * h * w;
+              out[((b * c + ch) * oh * ow) + p] = finite ? SampleAt(plane, h, w, px, py, o) : 0.0f;
+            }
+          }
+        }
+        return absl::OkStatus();
+      });
+}
+
 }  // namespace
 
 absl::Status RegisterResizeKernels(runtime::KernelRegistry* registry) {
   RETURN_IF_ERROR(registry->Register("Resize", &PrepareResize));
+  RETURN_IF_ERROR(registry->Register("Upsample", &PrepareUpsample));
+  RETURN_IF_ERROR(registry->Register("GridSample", &PrepareGridSample));
   return absl::OkStatus();
 }
 

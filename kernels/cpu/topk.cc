@@ -12,10 +12,18 @@ namespace reprise::kernels::cpu {
 namespace {
 
 absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareTopK(const PrepareContext& context) {
-  RETURN_IF_ERROR(ExpectInputCount(context, 2, 2));
+  // Before opset 10, k is an attribute; since, an input.
+  const bool k_attribute = context.opset < 10;
+  RETURN_IF_ERROR(ExpectInputCount(context, k_attribute ? 1 : 2, k_attribute ? 1 : 2));
   const TensorDesc& in = context.inputs[0];
   const int64_t rank = static_cast<int64_t>(in.shape.size());
-  ASSIGN_OR_RETURN(std::vector<int64_t> k_value, ReadInts(context, 1, "k"));
+  std::vector<int64_t> k_value;
+  if (k_attribute) {
+    ASSIGN_OR_RETURN(int64_t k_attr, AttrsOf(context).GetInt("k", -1));
+    k_value = {k_attr};
+  } else {
+    ASSIGN_OR_RETURN(k_value, ReadInts(context, 1, "k"));
+  }
   if (k_value.size() != 1) {
     return InvalidArgument(context, "k must hold one value, got ", runtime::ShapeToString(k_value));
   }

@@ -1,5 +1,6 @@
 // Elementwise ops of one input: activations and math functions (float32), Neg/Abs/Sign/Relu
-// (also int32/int64), Identity (any type), Not (bool), Clip and Dropout (inference).
+// (also int32/int64), Shrink (numeric), IsNaN/IsInf (float32/float64), Identity (any type),
+// Not (bool), Clip and Dropout (inference).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -45,7 +46,16 @@ enum class Simple {
   kSoftsign,
   kHardSwish,
   kSin,
-  kCos
+  kCos,
+  kTan,
+  kAsin,
+  kAcos,
+  kAtan,
+  kSinh,
+  kCosh,
+  kAsinh,
+  kAcosh,
+  kAtanh
 };
 
 template <Simple kOp>
@@ -76,6 +86,15 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareSimple(const PrepareConte
     }
     if constexpr (kOp == Simple::kSin) return std::sin(x);
     if constexpr (kOp == Simple::kCos) return std::cos(x);
+    if constexpr (kOp == Simple::kTan) return std::tan(x);
+    if constexpr (kOp == Simple::kAsin) return std::asin(x);
+    if constexpr (kOp == Simple::kAcos) return std::acos(x);
+    if constexpr (kOp == Simple::kAtan) return std::atan(x);
+    if constexpr (kOp == Simple::kSinh) return std::sinh(x);
+    if constexpr (kOp == Simple::kCosh) return std::cosh(x);
+    if constexpr (kOp == Simple::kAsinh) return std::asinh(x);
+    if constexpr (kOp == Simple::kAcosh) return std::acosh(x);
+    if constexpr (kOp == Simple::kAtanh) return std::atanh(x);
   });
 }
 
@@ -102,6 +121,75 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareSelu(const PrepareContext
   return FloatMap(context, [alpha, gamma](float x) {
     return x > 0 ? gamma * x : gamma * alpha * std::expm1(x);
   });
+}
+
+absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareThresholdedRelu(
+    const PrepareContext& context) {
+  ASSIGN_OR_RETURN(float alpha, AttrsOf(context).GetFloat("alpha", 1.0f));
+  return FloatMap(context, [alpha](float x) { return x > alpha ? x : 0.0f; });
+}
+
+// Celu: max(0, x) + min(0, alpha * (exp(x / alpha) - 1)).
+absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareCelu(const PrepareContext& context) {
+  ASSIGN_OR_RETURN(float alpha, AttrsOf(context).GetFloat("alpha", 1.0f));
+  if (alpha == 0.0f) return InvalidArgument(context, "alpha must not be 0");
+  return FloatMap(context, [alpha](float x) {
+    return std::max(0.0f, x) + std::min(0.0f, alpha * std::expm1(x / alpha));
+  });
+}
+
+// Shrink: x - bias above lambd, x + bias below -lambd, 0 between (any numeric type).
+absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareShrink(const PrepareContext& context) {
+  RETURN_IF_ERROR(ExpectInputCount(context, 1, 1));
+  ASSIGN_OR_RETURN(float bias, AttrsOf(context).GetFloat("bias", 0.0f));
+  ASSIGN_OR_RETURN(float lambd, AttrsOf(context).GetFloat("lambd", 0.5f));
+  const TensorDesc& in = context.inputs[0];
+  const int64_t n = runtime::NumElements(in.shape);
+  FunctionKernel::RunFn run;
+  const bool ok = DispatchNumeric(in.dtype, [&]<typename T>() {
+    run = [n, bias, lambd](const KernelArgs& args) {
+      const T* x = static_cast<const T*>(args.inputs[0]);
+      T* y = static_cast<T*>(args.outputs[0]);
+      for (int64_t i = 0; i < n; ++i) {
+        const double v = static_cast<double>(x[i]);
+        y[i] = v < -lambd ? static_cast<T>(v + bias) : v > lambd ? static_cast<T>(v - bias) : T{0};
+      }
+      return absl::OkStatus();
+    };
+  });
+  if (!ok) {
+    return Unimplemented(context, "element type ", runtime::DataTypeName(in.dtype),
+                         " is not supported");
+  }
+  return MakeKernel(context, {Desc(in.dtype, in.shape)}, std::move(run));
+}
+
+// IsNaN and IsInf (float32, float64) into bool; IsInf's detect_negative / detect_positive pick
+// the signs.
+template <bool kIsNaN>
+absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareFloatClass(const PrepareContext& context) {
+  RETURN_IF_ERROR(ExpectInputCount(context, 1, 1));
+  RETURN_IF_ERROR(ExpectType(context, 0, {DataType::kFloat32, DataType::kFloat64}));
+  ASSIGN_OR_RETURN(int64_t negative, AttrsOf(context).GetInt("detect_negative", 1));
+  ASSIGN_OR_RETURN(int64_t positive, AttrsOf(context).GetInt("detect_positive", 1));
+  const TensorDesc& in = context.inputs[0];
+  const int64_t n = runtime::NumElements(in.shape);
+  FunctionKernel::RunFn run;
+  DispatchNumeric(in.dtype, [&]<typename T>() {
+    run = [n, negative, positive](const KernelArgs& args) {
+      const T* x = static_cast<const T*>(args.inputs[0]);
+      bool* y = static_cast<bool*>(args.outputs[0]);
+      for (int64_t i = 0; i < n; ++i) {
+        if constexpr (kIsNaN) {
+          y[i] = std::isnan(x[i]);
+        } else {
+          y[i] = std::isinf(x[i]) && (x[i] > 0 ? positive != 0 : negative != 0);
+        }
+      }
+      return absl::OkStatus();
+    };
+  });
+  return MakeKernel(context, {Desc(DataType::kBool, in.shape)}, std::move(run));
 }
 
 enum class Signed { kNeg, kAbs, kSign, kRelu };
@@ -257,6 +345,20 @@ absl::Status RegisterUnaryKernels(runtime::KernelRegistry* registry) {
   RETURN_IF_ERROR(registry->Register("HardSwish", &PrepareSimple<Simple::kHardSwish>));
   RETURN_IF_ERROR(registry->Register("Sin", &PrepareSimple<Simple::kSin>));
   RETURN_IF_ERROR(registry->Register("Cos", &PrepareSimple<Simple::kCos>));
+  RETURN_IF_ERROR(registry->Register("Tan", &PrepareSimple<Simple::kTan>));
+  RETURN_IF_ERROR(registry->Register("Asin", &PrepareSimple<Simple::kAsin>));
+  RETURN_IF_ERROR(registry->Register("Acos", &PrepareSimple<Simple::kAcos>));
+  RETURN_IF_ERROR(registry->Register("Atan", &PrepareSimple<Simple::kAtan>));
+  RETURN_IF_ERROR(registry->Register("Sinh", &PrepareSimple<Simple::kSinh>));
+  RETURN_IF_ERROR(registry->Register("Cosh", &PrepareSimple<Simple::kCosh>));
+  RETURN_IF_ERROR(registry->Register("Asinh", &PrepareSimple<Simple::kAsinh>));
+  RETURN_IF_ERROR(registry->Register("Acosh", &PrepareSimple<Simple::kAcosh>));
+  RETURN_IF_ERROR(registry->Register("Atanh", &PrepareSimple<Simple::kAtanh>));
+  RETURN_IF_ERROR(registry->Register("ThresholdedRelu", &PrepareThresholdedRelu));
+  RETURN_IF_ERROR(registry->Register("Celu", &PrepareCelu));
+  RETURN_IF_ERROR(registry->Register("Shrink", &PrepareShrink));
+  RETURN_IF_ERROR(registry->Register("IsNaN", &PrepareFloatClass<true>));
+  RETURN_IF_ERROR(registry->Register("IsInf", &PrepareFloatClass<false>));
   RETURN_IF_ERROR(registry->Register("LeakyRelu", &PrepareLeakyRelu));
   RETURN_IF_ERROR(registry->Register("HardSigmoid", &PrepareHardSigmoid));
   RETURN_IF_ERROR(registry->Register("Elu", &PrepareElu));

@@ -66,7 +66,75 @@ absl::StatusOr<int> DefaultOpset(const onnx::ModelProto& model) {
   return absl::UnimplementedError("onnx model: no opset of the default domain is imported");
 }
 
-std::vector<std::string> FindUnsupported(const onnx::GraphProto& graph,
+// Ops whose form in opsets 1 to 6 is the one the kernels implement (same inputs, attributes and
+// semantics; attributes that only legacy runtimes read, such as consumed_inputs, ignored). In a
+// model of opset 1 to 6 any other op is refused: their legacy forms differ (the `broadcast` /
+// `axis` broadcasting of the arithmetic and comparison ops, Reshape's and Pad's attributes,
+// Concat's default axis, Cast's string `to`, ...) and are not adapted.
+bool HasLegacyForm(absl::string_view op) {
+  static const absl::flat_hash_set<absl::string_view>* const kOps =
+      new absl::flat_hash_set<absl::string_view>{"Abs",
+                                                 "ArgMax",
+                                                 "ArgMin",
+                                                 "AveragePool",
+                                                 "Ceil",
+                                                 "Clip",
+                                                 "Constant",
+                                                 "Conv",
+                                                 "ConvTranspose",
+                                                 "DepthToSpace",
+                                                 "Dropout",
+                                                 "Elu",
+                                                 "Exp",
+                                                 "Flatten",
+                                                 "Floor",
+                                                 "Gather",
+                                                 "GlobalAveragePool",
+                                                 "GlobalMaxPool",
+                                                 "Hardmax",
+                                                 "HardSigmoid",
+                                                 "Identity",
+                                                 "InstanceNormalization",
+                                                 "LeakyRelu",
+                                                 "Log",
+                                                 "LogSoftmax",
+                                                 "LpNormalization",
+                                                 "LRN",
+                                                 "MatMul",
+                                                 "MaxPool",
+                                                 "Neg",
+                                                 "Not",
+                                                 "Reciprocal",
+                                                 "ReduceL1",
+                                                 "ReduceL2",
+                                                 "ReduceLogSum",
+                                                 "ReduceLogSumExp",
+                                                 "ReduceMax",
+                                                 "ReduceMean",
+                                                 "ReduceMin",
+                                                 "ReduceProd",
+                                                 "ReduceSum",
+                                                 "ReduceSumSquare",
+                                                 "Relu",
+                                                 "Selu",
+                                                 "Shape",
+                                                 "Sigmoid",
+                                                 "Size",
+                                                 "Slice",
+                                                 "Softmax",
+                                                 "Softplus",
+                                                 "Softsign",
+                                                 "SpaceToDepth",
+                                                 "Sqrt",
+                                                 "Squeeze",
+                                                 "Tanh",
+                                                 "TopK",
+                                                 "Transpose",
+                                                 "Unsqueeze"};
+  return kOps->contains(op);
+}
+
+std::vector<std::string> FindUnsupported(const onnx::GraphProto& graph, int opset,
                                          const KernelRegistry& registry) {
   std::set<std::string> missing;
   for (const auto& node : graph.node()) {
@@ -74,6 +142,8 @@ std::vector<std::string> FindUnsupported(const onnx::GraphProto& graph,
       missing.insert(absl::StrCat(node.domain(), ":", node.op_type()));
     } else if (!IsEngineOp(node.op_type()) && !registry.Has(node.op_type())) {
       missing.insert(node.op_type());
+    } else if (opset < kLegacyOpset && !HasLegacyForm(node.op_type())) {
+      missing.insert(absl::StrCat(node.op_type(), " (its opset ", opset, " form)"));
     }
   }
   return {missing.begin(), missing.end()};
@@ -488,7 +558,7 @@ absl::StatusOr<Graph> ImportParsed(onnx::ModelProto model, const KernelRegistry&
                                    const PayloadFn& payload) {
   // Support first (the clearest message; the checker would refuse unknown ops too).
   ASSIGN_OR_RETURN(int opset, DefaultOpset(model));
-  std::vector<std::string> missing = FindUnsupported(model.graph(), registry);
+  std::vector<std::string> missing = FindUnsupported(model.graph(), opset, registry);
   if (!missing.empty()) {
     return absl::UnimplementedError(absl::StrCat(
         "onnx model uses ", missing.size(), " unsupported op(s): ", absl::StrJoin(missing, ", ")));
@@ -528,7 +598,8 @@ absl::StatusOr<std::vector<std::string>> UnsupportedOps(absl::string_view bytes,
   const std::optional<LiftedModel> lifted = LiftBytes(bytes);
   ASSIGN_OR_RETURN(onnx::ModelProto model,
                    Parse(lifted ? absl::string_view(lifted->stripped) : bytes, bytes.size()));
-  return FindUnsupported(model.graph(), registry);
+  absl::StatusOr<int> opset = DefaultOpset(model);
+  return FindUnsupported(model.graph(), opset.ok() ? *opset : kMaxOpset, registry);
 }
 
 absl::StatusOr<Graph> ImportOnnxBytes(absl::string_view bytes, const KernelRegistry& registry,

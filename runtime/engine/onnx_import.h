@@ -12,8 +12,10 @@
 
 namespace reprise::runtime::engine {
 
-/// Opsets of the default ONNX domain that the engine accepts.
-inline constexpr int kMinOpset = 11;
+/// Opsets of the default ONNX domain that the engine accepts. Below kLegacyOpset only the ops
+/// whose form has not changed since opset 1 are accepted (onnx_import.cc, HasLegacyForm).
+inline constexpr int kMinOpset = 1;
+inline constexpr int kLegacyOpset = 7;
 inline constexpr int kMaxOpset = 17;
 
 /// True for ops the engine implements itself, without a kernel: Constant (becomes a constant),

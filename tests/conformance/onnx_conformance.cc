@@ -1,7 +1,10 @@
 // The ONNX node conformance driver: runs every node test case of the ONNX test data whose op
 // types are all supported and compares the outputs with the stored ones.
 //
-//   onnx_conformance [--data DIR] [--known-failures FILE] [--filter SUBSTRING] [--verbose]
+//   onnx_conformance [--data DIR] [--known-failures FILE] [--filter SUBSTRING]
+//                    [--markdown FILE] [--verbose]
+//
+// --markdown writes the operator coverage table (docs/operators.md) from the run.
 //
 // Every case runs through a StreamSession in eager mode and one in replay mode (captured at the
 // first data set of a shape, replayed afterwards) on the runtime core's CPU device; a case
@@ -9,7 +12,7 @@
 //
 // Summary line: "onnx_conformance: N passed, N failed, N skipped". Exit status 1 when a case
 // fails that known_failures.txt does not list. A listed case that passes is reported. Cases
-// whose default-domain opset is outside the engine's range (11-17) are skipped.
+// whose default-domain opset is outside the engine's range (7-17) are skipped.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -17,6 +20,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -25,12 +29,16 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "kernels/cpu/cpu_kernels.h"
+#if REPRISE_WITH_CUDA
+#include "kernels/cuda/cuda_kernels.h"
+#endif
 #include "onnx/onnx_pb.h"
 #include "runtime/core/device.h"
 #include "runtime/core/status_macros.h"
 #include "runtime/core/string_tensor.h"
 #include "runtime/engine/model.h"
 #include "runtime/engine/onnx_import.h"
+#include "runtime/engine/optimizer.h"
 #include "runtime/engine/stream_session.h"
 #include "runtime/engine/tensor_proto.h"
 
@@ -155,6 +163,31 @@ absl::Status Compare(const std::string& name, const TensorValue& got, const Tens
   return absl::OkStatus();
 }
 
+// For a case with a random op the stored outputs are one draw: the outputs must have their type
+// and shape, and lie where the stored ones lie (within [0, 1] when every stored value does, as
+// for Bernoulli and the default RandomUniform*). Their distribution is checked by the kernel
+// tests (tests/kernels/cpu/coverage_ops_test.cc).
+absl::Status CompareRandom(const std::string& name, const TensorValue& got,
+                           const TensorValue& want) {
+  if (got.dtype != want.dtype || got.shape != want.shape) {
+    return absl::InternalError(absl::StrCat(
+        "output \"", name, "\": ", DataTypeName(got.dtype), " ", ShapeToString(got.shape),
+        ", expected ", DataTypeName(want.dtype), " ", ShapeToString(want.shape)));
+  }
+  if (!IsFloat(got.dtype)) return absl::OkStatus();
+  const size_t n = static_cast<size_t>(NumElements(got.shape));
+  bool unit = true;
+  for (size_t i = 0; i < n; ++i) unit = unit && At(want, i) >= 0 && At(want, i) <= 1;
+  for (size_t i = 0; i < n; ++i) {
+    const double g = At(got, i);
+    if (!std::isfinite(g) || (unit && (g < 0 || g > 1))) {
+      return absl::InternalError(absl::StrCat("output \"", name, "\": element ", i, " is ", g,
+                                              unit ? ", outside [0, 1]" : ", not finite"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::vector<TensorValue>> ReadTensors(const fs::path& dir,
                                                      const std::string& prefix) {
   std::vector<TensorValue> tensors;
@@ -170,7 +203,7 @@ absl::StatusOr<std::vector<TensorValue>> ReadTensors(const fs::path& dir,
 // Runs every data set of the case through a StreamSession in eager mode and one in replay
 // mode (first set of each shape captured, later ones replayed); both must match. Sets
 // `*fell_back` when replay mode had to run a signature eagerly (capture failed).
-absl::Status RunCase(const fs::path& dir, const std::string& bytes, Device* device,
+absl::Status RunCase(const fs::path& dir, const std::string& bytes, Device* device, bool random,
                      bool* fell_back) {
   ASSIGN_OR_RETURN(std::shared_ptr<const Model> model, Model::LoadBytes(bytes, *device->kernels()));
   ASSIGN_OR_RETURN(std::unique_ptr<StreamSession> eager,
@@ -210,12 +243,79 @@ absl::Status RunCase(const fs::path& dir, const std::string& bytes, Device* devi
             absl::InternalError(absl::StrCat(got->size(), " outputs, expected ", want.size())));
       }
       for (size_t i = 0; i < got->size(); ++i) {
-        absl::Status status = Compare((*got)[i].name, (*got)[i].value, want[i]);
+        absl::Status status = random ? CompareRandom((*got)[i].name, (*got)[i].value, want[i])
+                                     : Compare((*got)[i].name, (*got)[i].value, want[i]);
         if (!status.ok()) return with_mode(status);
       }
     }
   }
   return absl::OkStatus();
+}
+
+// True when the model has a node whose outputs are random draws.
+bool HasRandomOp(const std::string& bytes) {
+  onnx::ModelProto model;
+  if (!model.ParseFromString(bytes)) return false;
+  for (const auto& node : model.graph().node()) {
+    if (IsNondeterministicOp(node.op_type())) return true;
+  }
+  return false;
+}
+
+// The op types of a model's nodes (domain-qualified outside the default domain).
+std::set<std::string> OpTypes(const std::string& bytes) {
+  std::set<std::string> ops;
+  onnx::ModelProto model;
+  if (!model.ParseFromString(bytes)) return ops;
+  for (const auto& node : model.graph().node()) {
+    const bool default_domain = node.domain().empty() || node.domain() == "ai.onnx";
+    ops.insert(default_domain ? node.op_type() : absl::StrCat(node.domain(), ":", node.op_type()));
+  }
+  return ops;
+}
+
+// Per op type: the cases that use it, by outcome.
+struct OpCounts {
+  int passed = 0, failed = 0, skipped = 0;
+};
+
+// The operator coverage table (docs/operators.md): every op type of the suite or of a kernel
+// registry, its backends and the outcome of the cases that use it.
+void WriteMarkdown(const std::string& path, const std::map<std::string, OpCounts>& counts,
+                   const std::vector<std::string>& cpu_ops,
+                   const std::vector<std::string>& cuda_ops, int passed, int failed, int skipped,
+                   int skipped_opset) {
+  std::map<std::string, OpCounts> rows = counts;
+  for (const std::string& op : cpu_ops) rows.try_emplace(op);
+  for (const std::string& op : cuda_ops) rows.try_emplace(op);
+  const std::set<std::string> cpu(cpu_ops.begin(), cpu_ops.end());
+  const std::set<std::string> cuda(cuda_ops.begin(), cuda_ops.end());
+  std::ofstream out(path);
+  out << "# Operator coverage\n\n"
+      << "Generated by `onnx_conformance --markdown docs/operators.md` (see "
+         "docs/development.md) from the kernel registries and a run of the ONNX node test cases "
+         "of Debian's libonnx-testdata. Do not edit by hand.\n\n"
+      << "Opsets of the default domain: " << kMinOpset << " to " << kMaxOpset
+      << " for every op (kernels adapt where an op's form changed, e.g. attributes that became "
+         "inputs). Constant, Identity and Dropout (inference) are handled by the engine itself.\n\n"
+      << "Node cases: " << passed << " passed, " << failed << " failed (each listed with its "
+      << "reason in tests/conformance/known_failures.txt), " << skipped << " skipped ("
+      << skipped - skipped_opset << " with an op no backend has, " << skipped_opset
+      << " with an opset outside " << kMinOpset << "-" << kMaxOpset << ").\n\n"
+      << "A case counts for every op type its graph uses; \"cases\" is passed / failed / "
+         "skipped.\n\n"
+      << "| op | CPU | CUDA | cases |\n| --- | :-: | :-: | --- |\n";
+  for (const auto& [op, c] : rows) {
+    const bool engine = IsEngineOp(op);
+    out << "| " << op << " | " << (cpu.contains(op) || engine ? "yes" : "-") << " | "
+        << (cuda.contains(op) ? "yes" : "-") << " | ";
+    if (c.passed + c.failed + c.skipped == 0) {
+      out << "no case";
+    } else {
+      out << c.passed << " / " << c.failed << " / " << c.skipped;
+    }
+    out << " |\n";
+  }
 }
 
 // The default domain's opset of a serialised model, or -1.
@@ -252,6 +352,7 @@ int Main(int argc, char** argv) {
   std::string data = "/usr/share/libonnx-testdata/data/node";
   std::string known_path;
   std::string filter;
+  std::string markdown;
   bool verbose = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -261,11 +362,13 @@ int Main(int argc, char** argv) {
       known_path = argv[++i];
     } else if (arg == "--filter" && i + 1 < argc) {
       filter = argv[++i];
+    } else if (arg == "--markdown" && i + 1 < argc) {
+      markdown = argv[++i];
     } else if (arg == "--verbose") {
       verbose = true;
     } else {
       std::cerr << "usage: onnx_conformance [--data DIR] [--known-failures FILE] "
-                   "[--filter SUBSTRING] [--verbose]\n";
+                   "[--filter SUBSTRING] [--markdown FILE] [--verbose]\n";
       return 2;
     }
   }
@@ -301,6 +404,7 @@ int Main(int argc, char** argv) {
   }
   std::sort(cases.begin(), cases.end());
   int passed = 0, failed = 0, skipped = 0, skipped_opset = 0, unexpected = 0;
+  std::map<std::string, OpCounts> op_counts;
   std::vector<std::string> fixed;
   std::vector<std::string> fell_back_cases;
   for (const fs::path& dir : cases) {
@@ -310,7 +414,12 @@ int Main(int argc, char** argv) {
     buffer << file.rdbuf();
     const std::string bytes = buffer.str();
     const int opset = DefaultOpset(bytes);
+    const std::set<std::string> ops = OpTypes(bytes);
+    auto count = [&](int OpCounts::*field) {
+      for (const std::string& op : ops) ++(op_counts[op].*field);
+    };
     if (opset < kMinOpset || opset > kMaxOpset) {
+      count(&OpCounts::skipped);
       ++skipped;
       ++skipped_opset;
       if (verbose) std::cout << "SKIP " << name << ": opset " << opset << "\n";
@@ -318,6 +427,7 @@ int Main(int argc, char** argv) {
     }
     auto unsupported = UnsupportedOps(bytes, registry);
     if (!unsupported.ok() || !unsupported->empty()) {
+      count(&OpCounts::skipped);
       ++skipped;
       if (verbose) {
         std::cout << "SKIP " << name << ": "
@@ -328,15 +438,17 @@ int Main(int argc, char** argv) {
       continue;
     }
     bool fell_back = false;
-    absl::Status status = RunCase(dir, bytes, *device, &fell_back);
+    absl::Status status = RunCase(dir, bytes, *device, HasRandomOp(bytes), &fell_back);
     if (fell_back) fell_back_cases.push_back(name);
     auto it = known.find(name);
     if (status.ok()) {
+      count(&OpCounts::passed);
       ++passed;
       if (it != known.end()) fixed.push_back(name);
       if (verbose) std::cout << "PASS " << name << "\n";
       continue;
     }
+    count(&OpCounts::failed);
     ++failed;
     if (it == known.end()) {
       ++unexpected;
@@ -356,6 +468,14 @@ int Main(int argc, char** argv) {
             << " with an opset outside " << kMinOpset << "-" << kMaxOpset << "\n";
   std::cout << "onnx_conformance: " << passed << " passed, " << failed << " failed, " << skipped
             << " skipped\n";
+  if (!markdown.empty()) {
+    std::vector<std::string> cuda_ops;
+#if REPRISE_WITH_CUDA
+    cuda_ops = kernels::cuda::CudaKernelOps();
+#endif
+    WriteMarkdown(markdown, op_counts, registry.Ops(), cuda_ops, passed, failed, skipped,
+                  skipped_opset);
+  }
   if (unexpected > 0) {
     std::cout << unexpected << " unlisted failure(s)\n";
     return 1;

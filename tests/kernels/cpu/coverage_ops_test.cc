@@ -1,0 +1,328 @@
+// The ops added for operator coverage (issue 20): values worked out by hand, and the hostile
+// inputs each must refuse (indices out of range, bad sizes) without touching memory outside its
+// buffers (the harness sizes every buffer exactly, so ASan sees an overrun).
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/kernels/cpu/kernel_test_util.h"
+
+namespace reprise::kernels::cpu::testing {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+TEST(CoverageOpsTest, ModFollowsTheDivisorOrTheDividend) {
+  KernelHarness h;
+  const Tensor a = Tensor::Of<int32_t>({4}, {7, -7, 7, -7});
+  const Tensor b = Tensor::Of<int32_t>({4}, {3, 3, -3, 0});
+  auto out = h.Run("Mod", {a, b});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_THAT((*out)[0].Values<int32_t>(), ElementsAre(1, 2, -2, 0));  // 0 divisor: 0
+  out = h.Run("Mod", {a, b}, Attrs({{"fmod", int64_t{1}}}));
+  ASSERT_TRUE(out.ok());
+  EXPECT_THAT((*out)[0].Values<int32_t>(), ElementsAre(1, -1, 1, 0));
+  out = h.Run("Mod", {Tensor::Of<float>({2}, {5.5f, -5.5f}), Tensor::Of<float>({1}, {2.0f})},
+              Attrs({{"fmod", int64_t{1}}}));
+  ASSERT_TRUE(out.ok());
+  EXPECT_THAT((*out)[0].Values<float>(), ElementsAre(1.5f, -1.5f));
+  // Floating point needs fmod=1.
+  EXPECT_FALSE(h.Prepare("Mod", {Tensor::Of<float>({1}, {1}), Tensor::Of<float>({1}, {1})}).ok());
+}
+
+TEST(CoverageOpsTest, BitShiftPastTheWidthIsZero) {
+  KernelHarness h;
+  auto out = h.Run("BitShift",
+                   {Tensor::Of<uint8_t>({3}, {1, 128, 255}), Tensor::Of<uint8_t>({3}, {3, 1, 9})},
+                   Attrs({{"direction", std::string("LEFT")}}));
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_THAT((*out)[0].Values<uint8_t>(), ElementsAre(8, 0, 0));
+  out = h.Run("BitShift",
+              {Tensor::Of<uint8_t>({3}, {16, 255, 255}), Tensor::Of<uint8_t>({3}, {2, 7, 8})},
+              Attrs({{"direction", std::string("RIGHT")}}));
+  ASSERT_TRUE(out.ok());
+  EXPECT_THAT((*out)[0].Values<uint8_t>(), ElementsAre(4, 1, 0));
+  EXPECT_FALSE(h.Prepare("BitShift", {Tensor::Of<uint8_t>({1}, {1}), Tensor::Of<uint8_t>({1}, {1})},
+                         Attrs({{"direction", std::string("UP")}}))
+                   .ok());
+}
+
+TEST(CoverageOpsTest, HardmaxPicksTheFirstMaximum) {
+  KernelHarness h;
+  auto out = h.Run("Hardmax", {Tensor::Of<float>({2, 3}, {1, 3, 3, -1, -2, -3})});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_THAT((*out)[0].Values<float>(), ElementsAre(0, 1, 0, 1, 0, 0));
+}
+
+TEST(CoverageOpsTest, ScatterAndGatherNdCheckEveryIndex) {
+  KernelHarness h;
+  const Tensor data = Tensor::Of<float>({2, 2}, {1, 2, 3, 4});
+  auto out = h.Run("ScatterND",
+                   {data, Tensor::Of<int64_t>({1, 1}, {-1}), Tensor::Of<float>({1, 2}, {9, 8})});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_THAT((*out)[0].Values<float>(), ElementsAre(1, 2, 9, 8));
+  out = h.Run("ScatterND",
+              {data, Tensor::Of<int64_t>({2, 2}, {0, 1, 0, 1}), Tensor::Of<float>({2}, {10, 20})},
+              Attrs({{"reduction", std::string("add")}}));
+  ASSERT_TRUE(out.ok());
+  EXPECT_THAT((*out)[0].Values<float>(), ElementsAre(1, 32, 3, 4));
+  auto bad = h.Run("ScatterND",
+                   {data, Tensor::Of<int64_t>({1, 1}, {2}), Tensor::Of<float>({1, 2}, {9, 8})});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("index 2 is out of range"));
+
+  out = h.Run("GatherND", {data, Tensor::Of<int64_t>({2, 2}, {1, 0, 0, 1})});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_THAT((*out)[0].Values<float>(), ElementsAre(3, 2));
+  out = h.Run("GatherND", {data, Tensor::Of<int64_t>({2, 1}, {1, 0})},
+              Attrs({{"batch_dims", int64_t{1}}}));
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_THAT((*out)[0].Values<float>(), ElementsAre(2, 3));
+  EXPECT_FALSE(h.Run("GatherND", {data, Tensor::Of<int64_t>({1, 2}, {0, -3})}).ok());
+
+  out = h.Run("ScatterElements",
+              {data, Tensor::Of<int64_t>({1, 2}, {1, 0}), Tensor::Of<float>({1, 2}, {7, 6})},
+              Attrs({{"axis", int64_t{0}}}));
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_THAT((*out)[0].Values<float>(), ElementsAre(1, 6, 7, 4));
+  EXPECT_FALSE(h.Run("ScatterElements",
+                     {data, Tensor::Of<int64_t>({1, 1}, {-3}), Tensor::Of<float>({1, 1}, {0})})
+                   .ok());
+}
+
+TEST(CoverageOpsTest, OneHotAndWindows) {
+  KernelHarness h;
+  auto out = h.Run(
+      "OneHot", {Tensor::Of<int64_t>({3}, {0, -1, 7}), Tensor::Of<int64_t>({}, {3}, /*known=*/true),
+                 Tensor::Of<float>({2}, {0, 5})});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ((*out)[0].shape, (Shape{3, 3}));
+  // -1 counts from the end; 7 is out of range and gives a row of `off`.
+  EXPECT_THAT((*out)[0].Values<float>(), ElementsAre(5, 0, 0, 0, 0, 5, 0, 0, 0));
+  EXPECT_FALSE(h.Prepare("OneHot", {Tensor::Of<int64_t>({1}, {0}),
+                                    Tensor::Of<int64_t>({}, {0}, /*known=*/true),
+                                    Tensor::Of<float>({2}, {0, 1})})
+                   .ok());
+
+  out = h.Run("HannWindow", {Tensor::Of<int64_t>({}, {4}, /*known=*/true)});
+  ASSERT_TRUE(out.ok()) << out.status();
+  std::vector<float> hann = (*out)[0].Values<float>();
+  ASSERT_EQ(hann.size(), 4u);
+  EXPECT_NEAR(hann[0], 0.0f, 1e-6);
+  EXPECT_NEAR(hann[1], 0.5f, 1e-6);
+  EXPECT_NEAR(hann[2], 1.0f, 1e-6);
+  out = h.Run("HannWindow", {Tensor::Of<int64_t>({}, {3}, /*known=*/true)},
+              Attrs({{"periodic", int64_t{0}}}));
+  ASSERT_TRUE(out.ok());
+  EXPECT_NEAR((*out)[0].Values<float>()[2], 0.0f, 1e-6);  // symmetric: both ends 0
+  EXPECT_FALSE(h.Prepare("BlackmanWindow", {Tensor::Of<int64_t>({}, {-2}, true)}).ok());
+}
+
+TEST(CoverageOpsTest, DetAndReverseSequence) {
+  KernelHarness h;
+  auto out = h.Run("Det", {Tensor::Of<float>({2, 2, 2}, {1, 2, 3, 4, 0, 1, 1, 0})});
+  ASSERT_TRUE(out.ok()) << out.status();
+  std::vector<float> det = (*out)[0].Values<float>();
+  ASSERT_EQ(det.size(), 2u);
+  EXPECT_NEAR(det[0], -2.0f, 1e-5);
+  EXPECT_NEAR(det[1], -1.0f, 1e-5);
+
+  // [time 3, batch 2]: batch 0 reverses 3 steps, batch 1 only 2.
+  const Tensor x = Tensor::Of<float>({3, 2}, {0, 10, 1, 11, 2, 12});
+  out = h.Run("ReverseSequence", {x, Tensor::Of<int64_t>({2}, {3, 2})});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_THAT((*out)[0].Values<float>(), ElementsAre(2, 11, 1, 10, 0, 12));
+  auto bad = h.Run("ReverseSequence", {x, Tensor::Of<int64_t>({2}, {4, 0})});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("sequence length 4"));
+}
+
+TEST(CoverageOpsTest, RoiAlignAveragesSamplesAndChecksTheBatchIndex) {
+  KernelHarness h;
+  // A 1x1x2x2 image; one region covering it all, one output bin, 2x2 samples (output_half_pixel
+  // coordinates): the samples sit at 0.5 and 1.5 on each axis, clamped at the last pixel.
+  const Tensor x = Tensor::Of<float>({1, 1, 2, 2}, {1, 2, 3, 4});
+  const Tensor rois = Tensor::Of<float>({1, 4}, {0, 0, 2, 2});
+  auto out = h.Run("RoiAlign", {x, rois, Tensor::Of<int64_t>({1}, {0})},
+                   Attrs({{"sampling_ratio", int64_t{2}},
+                          {"coordinate_transformation_mode", std::string("output_half_pixel")}}));
+  ASSERT_TRUE(out.ok()) << out.status();
+  // Samples: (0.5,0.5)=2.5, (1.5,0.5)->x clamped to 1: 3.0, (0.5,1.5)->y clamped: 3.5, (1.5,1.5)=4.
+  EXPECT_THAT((*out)[0].Values<float>(), ElementsAre(3.25f));
+  auto bad = h.Run("RoiAlign", {x, rois, Tensor::Of<int64_t>({1}, {1})});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("batch index 1"));
+}
+
+TEST(CoverageOpsTest, GridSampleBilinearAndPadding) {
+  KernelHarness h;
+  const Tensor x = Tensor::Of<float>({1, 1, 2, 2}, {1, 2, 3, 4});
+  // The centre, and a point far outside.
+  const Tensor grid = Tensor::Of<float>({1, 1, 2, 2}, {0, 0, 5, 5});
+  auto out = h.Run("GridSample", {x, grid});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_THAT((*out)[0].Values<float>(), ElementsAre(2.5f, 0.0f));  // zeros padding
+  out = h.Run("GridSample", {x, grid}, Attrs({{"padding_mode", std::string("border")}}));
+  ASSERT_TRUE(out.ok());
+  EXPECT_THAT((*out)[0].Values<float>(), ElementsAre(2.5f, 4.0f));
+  EXPECT_FALSE(h.Prepare("GridSample", {x, Tensor::Of<float>({1, 1, 1, 3}, {0, 0, 0})}).ok());
+}
+
+TEST(CoverageOpsTest, OldOpsetForms) {
+  KernelHarness h;
+  // TopK before opset 10 takes k from its attribute.
+  auto out = h.Run("TopK", {Tensor::Of<float>({4}, {1, 4, 2, 3})}, Attrs({{"k", int64_t{2}}}),
+                   /*opset=*/9, /*num_outputs=*/2);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_THAT((*out)[0].Values<float>(), ElementsAre(4, 3));
+  EXPECT_THAT((*out)[1].Values<int64_t>(), ElementsAre(1, 3));
+  // Upsample before opset 9: scales from the attribute, nearest rounding down.
+  out = h.Run("Upsample", {Tensor::Of<float>({1, 2}, {1, 2})},
+              Attrs({{"scales", std::vector<float>{1.0f, 2.0f}}}), /*opset=*/7);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_THAT((*out)[0].Values<float>(), ElementsAre(1, 1, 2, 2));
+}
+
+TEST(CoverageOpsTest, ElementwiseAdditions) {
+  KernelHarness h;
+  auto out = h.Run("IsInf", {Tensor::Of<float>({3}, {INFINITY, -INFINITY, 1})},
+                   Attrs({{"detect_negative", int64_t{0}}}));
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_THAT((*out)[0].Values<bool>(), ElementsAre(true, false, false));
+  out = h.Run("Shrink", {Tensor::Of<int32_t>({3}, {-5, 0, 5})},
+              Attrs({{"lambd", 1.0f}, {"bias", 2.0f}}));
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_THAT((*out)[0].Values<int32_t>(), ElementsAre(-3, 0, 3));
+  out = h.Run("Celu", {Tensor::Of<float>({2}, {-1, 2})}, Attrs({{"alpha", 2.0f}}));
+  ASSERT_TRUE(out.ok());
+  EXPECT_NEAR((*out)[0].Values<float>()[0], 2.0f * std::expm1(-0.5f), 1e-6);
+  EXPECT_EQ((*out)[0].Values<float>()[1], 2.0f);
+}
+
+// Recurrent ops by their properties: the reverse direction is the forward one on the
+// time-reversed input, bidirectional stacks the two, and a sequence length cuts the run short
+// (Y zero past it, Y_h the state at its last step).
+TEST(CoverageOpsTest, RecurrentDirectionsAndSequenceLengths) {
+  KernelHarness h;
+  constexpr int64_t kSeq = 3, kIn = 2, kHidden = 2;
+  for (const std::string op : {"RNN", "GRU", "LSTM"}) {
+    SCOPED_TRACE(op);
+    const int64_t gates = op == "RNN" ? 1 : op == "GRU" ? 3 : 4;
+    const std::vector<float> x = RandomFloats(kSeq * kIn, 1);
+    std::vector<float> x_rev;
+    for (int64_t t = kSeq; t-- > 0;) {
+      x_rev.insert(x_rev.end(), x.begin() + t * kIn, x.begin() + (t + 1) * kIn);
+    }
+    const std::vector<float> w = RandomFloats(gates * kHidden * kIn, 2);
+    const std::vector<float> r = RandomFloats(gates * kHidden * kHidden, 3);
+    const std::vector<float> b = RandomFloats(2 * gates * kHidden, 4);
+    auto run = [&](const std::vector<float>& input, const std::string& direction, int dirs,
+                   const Tensor& lens) {
+      auto twice = [&](const std::vector<float>& v) {
+        std::vector<float> out = v;
+        if (dirs == 2) out.insert(out.end(), v.begin(), v.end());
+        return out;
+      };
+      return h.Run(op,
+                   {Tensor::Of<float>({kSeq, 1, kIn}, input),
+                    Tensor::Of<float>({dirs, gates * kHidden, kIn}, twice(w)),
+                    Tensor::Of<float>({dirs, gates * kHidden, kHidden}, twice(r)),
+                    Tensor::Of<float>({dirs, 2 * gates * kHidden}, twice(b)), lens},
+                   Attrs({{"hidden_size", kHidden}, {"direction", direction}}), 14, 2);
+    };
+    auto forward = run(x_rev, "forward", 1, Tensor::Absent());
+    auto reverse = run(x, "reverse", 1, Tensor::Absent());
+    ASSERT_TRUE(forward.ok()) << forward.status();
+    ASSERT_TRUE(reverse.ok()) << reverse.status();
+    const std::vector<float> yf = (*forward)[0].Values<float>();
+    const std::vector<float> yr = (*reverse)[0].Values<float>();
+    for (int64_t t = 0; t < kSeq; ++t) {
+      for (int64_t k = 0; k < kHidden; ++k) {
+        EXPECT_FLOAT_EQ(yr[t * kHidden + k], yf[(kSeq - 1 - t) * kHidden + k]);
+      }
+    }
+    EXPECT_EQ((*forward)[1].Values<float>(), (*reverse)[1].Values<float>());
+
+    auto forward_x = run(x, "forward", 1, Tensor::Absent());
+    auto both = run(x, "bidirectional", 2, Tensor::Absent());
+    ASSERT_TRUE(forward_x.ok() && both.ok());
+    const std::vector<float> yb = (*both)[0].Values<float>();  // [seq, 2, 1, hidden]
+    const std::vector<float> yx = (*forward_x)[0].Values<float>();
+    for (int64_t t = 0; t < kSeq; ++t) {
+      for (int64_t k = 0; k < kHidden; ++k) {
+        EXPECT_FLOAT_EQ(yb[(t * 2) * kHidden + k], yx[t * kHidden + k]);
+        EXPECT_FLOAT_EQ(yb[(t * 2 + 1) * kHidden + k], yr[t * kHidden + k]);
+      }
+    }
+
+    // Length 2 of 3: the state after step 1 is the forward run's Y at step 1; Y at step 2 is 0.
+    auto cut = run(x, "forward", 1, Tensor::Of<int32_t>({1}, {2}));
+    ASSERT_TRUE(cut.ok()) << cut.status();
+    const std::vector<float> yc = (*cut)[0].Values<float>();
+    const std::vector<float> hc = (*cut)[1].Values<float>();
+    for (int64_t k = 0; k < kHidden; ++k) {
+      EXPECT_FLOAT_EQ(hc[k], yx[kHidden + k]);
+      EXPECT_EQ(yc[2 * kHidden + k], 0.0f);
+    }
+    auto bad = run(x, "forward", 1, Tensor::Of<int32_t>({1}, {4}));
+    ASSERT_FALSE(bad.ok());
+    EXPECT_THAT(bad.status().message(), HasSubstr("sequence_lens"));
+  }
+}
+
+// Random ops are checked by their distribution: mean and variance of many draws, the range, and
+// that a seed makes a kernel's draws reproducible while successive runs differ.
+TEST(CoverageOpsTest, RandomOpsFollowTheirDistributions) {
+  KernelHarness h;
+  constexpr int64_t kN = 200000;
+  const Tensor p = Tensor::Of<float>({kN}, std::vector<float>(kN, 0.3f));
+  auto out = h.Run("Bernoulli", {p});
+  ASSERT_TRUE(out.ok()) << out.status();
+  double ones = 0;
+  for (float v : (*out)[0].Values<float>()) {
+    ASSERT_TRUE(v == 0.0f || v == 1.0f) << v;
+    ones += v;
+  }
+  // Standard error of the mean: sqrt(0.3 * 0.7 / 200000) ~ 0.001; 0.006 is six of them.
+  EXPECT_NEAR(ones / kN, 0.3, 0.006);
+
+  const Tensor like = Tensor::Of<float>({kN}, std::vector<float>(kN, 0.0f));
+  out = h.Run("RandomUniformLike", {like}, Attrs({{"low", -2.0f}, {"high", 4.0f}}));
+  ASSERT_TRUE(out.ok()) << out.status();
+  double sum = 0;
+  for (float v : (*out)[0].Values<float>()) {
+    ASSERT_TRUE(v >= -2.0f && v < 4.0f) << v;
+    sum += v;
+  }
+  EXPECT_NEAR(sum / kN, 1.0, 0.03);  // mean 1, standard error 6 / sqrt(12 * 200000) ~ 0.004
+
+  out = h.Run("RandomNormalLike", {like}, Attrs({{"mean", 5.0f}, {"scale", 2.0f}}));
+  ASSERT_TRUE(out.ok()) << out.status();
+  double s1 = 0, s2 = 0;
+  for (float v : (*out)[0].Values<float>()) {
+    s1 += v;
+    s2 += static_cast<double>(v) * v;
+  }
+  const double mean = s1 / kN;
+  EXPECT_NEAR(mean, 5.0, 0.03);
+  EXPECT_NEAR(s2 / kN - mean * mean, 4.0, 0.1);
+
+  // A seed: two kernels prepared alike draw alike; one kernel's successive runs differ.
+  const runtime::Attributes seeded = Attrs({{"seed", 7.0f}, {"shape", std::vector<int64_t>{8}}});
+  auto k1 = h.Prepare("RandomUniform", {}, seeded);
+  auto k2 = h.Prepare("RandomUniform", {}, seeded);
+  ASSERT_TRUE(k1.ok() && k2.ok());
+  auto a = h.RunPrepared(**k1, {});
+  auto b = h.RunPrepared(**k2, {});
+  auto c = h.RunPrepared(**k1, {});
+  ASSERT_TRUE(a.ok() && b.ok() && c.ok());
+  EXPECT_EQ((*a)[0].Values<float>(), (*b)[0].Values<float>());
+  EXPECT_NE((*a)[0].Values<float>(), (*c)[0].Values<float>());
+  EXPECT_FALSE(h.Prepare("RandomUniform", {}, Attrs({{"shape", std::vector<int64_t>{-1}}})).ok());
+}
+
+}  // namespace
+}  // namespace reprise::kernels::cpu::testing
