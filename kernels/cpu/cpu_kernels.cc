@@ -23,6 +23,7 @@ absl::Status RegisterCpuKernels(runtime::KernelRegistry* registry) {
   RETURN_IF_ERROR(RegisterOnednnPoolKernels(registry));
   RETURN_IF_ERROR(RegisterResizeKernels(registry));
   RETURN_IF_ERROR(RegisterGeluKernels(registry));
+  RETURN_IF_ERROR(RegisterLossKernels(registry));
   return absl::OkStatus();
 }
 

@@ -38,6 +38,8 @@ absl::Status RegisterOnednnPoolKernels(runtime::KernelRegistry* registry);
 absl::Status RegisterResizeKernels(runtime::KernelRegistry* registry);
 /// gelu.cc: Gelu.
 absl::Status RegisterGeluKernels(runtime::KernelRegistry* registry);
+/// loss.cc: NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss.
+absl::Status RegisterLossKernels(runtime::KernelRegistry* registry);
 
 }  // namespace reprise::kernels::cpu
 
