@@ -40,6 +40,8 @@ absl::Status RegisterResizeKernels(runtime::KernelRegistry* registry);
 absl::Status RegisterGeluKernels(runtime::KernelRegistry* registry);
 /// loss.cc: NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss.
 absl::Status RegisterLossKernels(runtime::KernelRegistry* registry);
+/// quantize.cc: QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear.
+absl::Status RegisterQuantizeKernels(runtime::KernelRegistry* registry);
 
 }  // namespace reprise::kernels::cpu
 
