@@ -28,6 +28,8 @@ absl::Status RegisterCpuKernels(runtime::KernelRegistry* registry) {
   RETURN_IF_ERROR(RegisterOnednnPoolKernels(registry));
   RETURN_IF_ERROR(RegisterResizeKernels(registry));
   RETURN_IF_ERROR(RegisterGeluKernels(registry));
+  RETURN_IF_ERROR(RegisterLossKernels(registry));
+  RETURN_IF_ERROR(RegisterQuantizeKernels(registry));
   return absl::OkStatus();
 }
 

@@ -50,6 +50,10 @@ absl::Status RegisterOnednnPoolKernels(runtime::KernelRegistry* registry);
 absl::Status RegisterResizeKernels(runtime::KernelRegistry* registry);
 /// gelu.cc: Gelu.
 absl::Status RegisterGeluKernels(runtime::KernelRegistry* registry);
+/// loss.cc: NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss.
+absl::Status RegisterLossKernels(runtime::KernelRegistry* registry);
+/// quantize.cc: QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear.
+absl::Status RegisterQuantizeKernels(runtime::KernelRegistry* registry);
 
 }  // namespace reprise::kernels::cpu
 
