@@ -4,9 +4,11 @@
 //   reprise-run --model M.onnx [--input NAME=FILE.npy | NAME=random | NAME=zeros | FILE.npy]...
 //               [--shape NAME=1x3x224x224]... [--output-dir DIR] [--mode eager|replay]
 //               [--iterations N] [--warmup N] [--threads N] [--dump-ri FILE.json] [--json]
+//   reprise-run --list-ops
 //
-// Inputs not given are random. A generated input takes its shape from --shape, else from the
-// model's declaration (which must then be fully known). --threads is the kernels' intra-op
+// --list-ops prints every op a backend has a kernel for (docs/operators.md adds the conformance
+// results). Inputs not given are random. A generated input takes its shape from --shape, else from
+// the model's declaration (which must then be fully known). --threads is the kernels' intra-op
 // thread count. Runs go through a StreamSession on the CPU device of the runtime core:
 // --mode replay (the default) captures the first run into a model runtime instance and replays
 // it; --mode eager launches every step on the stream. Timings cover one run each after the
@@ -33,10 +35,14 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "kernels/cpu/cpu_kernels.h"
+#if REPRISE_WITH_CUDA
+#include "kernels/cuda/cuda_kernels.h"
+#endif
 #include "runtime/core/device.h"
 #include "runtime/core/status_macros.h"
 #include "runtime/engine/model.h"
 #include "runtime/engine/npy.h"
+#include "runtime/engine/onnx_import.h"
 #include "runtime/engine/stream_session.h"
 
 namespace reprise::tools {
@@ -64,13 +70,15 @@ struct Options {
   int threads = 1;
   std::string dump_ri;
   bool json = false;
+  bool list_ops = false;
 };
 
 constexpr char kUsage[] =
     "usage: reprise-run --model M.onnx [--input NAME=FILE.npy|NAME=random|NAME=zeros|FILE.npy]\n"
     "                   [--shape NAME=1x3x224x224] [--output-dir DIR] [--mode eager|replay]\n"
     "                   [--iterations N] [--warmup N] [--threads N] [--dump-ri FILE.json]"
-    " [--json]\n";
+    " [--json]\n"
+    "       reprise-run --list-ops   (the ops each backend has a kernel for)\n";
 
 absl::StatusOr<Shape> ParseShape(absl::string_view text) {
   Shape shape;
@@ -105,6 +113,9 @@ absl::StatusOr<Options> ParseArgs(int argc, char** argv) {
       arg = arg.substr(0, eq);
     } else if (arg == "--json") {
       options.json = true;
+      continue;
+    } else if (arg == "--list-ops") {
+      options.list_ops = true;
       continue;
     } else if (arg == "--help" || arg == "-h") {
       return absl::CancelledError("help");
@@ -151,7 +162,9 @@ absl::StatusOr<Options> ParseArgs(int argc, char** argv) {
       return absl::InvalidArgumentError(absl::StrCat("unknown flag ", arg));
     }
   }
-  if (options.model.empty()) return absl::InvalidArgumentError("--model is required");
+  if (options.model.empty() && !options.list_ops) {
+    return absl::InvalidArgumentError("--model is required");
+  }
   return options;
 }
 
@@ -397,6 +410,32 @@ absl::Status Run(const Options& options) {
   return absl::OkStatus();
 }
 
+// --list-ops: every op a backend has a kernel for, with the backends (the table of
+// docs/operators.md without the conformance results).
+absl::Status ListOps() {
+  runtime::KernelRegistry cpu;
+  RETURN_IF_ERROR(kernels::cpu::RegisterCpuKernels(&cpu));
+  std::vector<std::string> cuda_ops;
+#if REPRISE_WITH_CUDA
+  cuda_ops = kernels::cuda::CudaKernelOps();
+#endif
+  std::vector<std::string> ops = cpu.Ops();
+  for (const char* op : {"Constant", "Identity", "Dropout"}) ops.push_back(op);
+  ops.insert(ops.end(), cuda_ops.begin(), cuda_ops.end());
+  std::sort(ops.begin(), ops.end());
+  ops.erase(std::unique(ops.begin(), ops.end()), ops.end());
+  std::printf("opsets %d to %d (below %d only the ops whose form has not changed)\n",
+              runtime::engine::kMinOpset, runtime::engine::kMaxOpset,
+              runtime::engine::kLegacyOpset);
+  std::printf("%-28s %-4s %s\n", "op", "cpu", "cuda");
+  for (const std::string& op : ops) {
+    const bool on_cpu = cpu.Has(op) || runtime::engine::IsEngineOp(op);
+    const bool on_cuda = std::find(cuda_ops.begin(), cuda_ops.end(), op) != cuda_ops.end();
+    std::printf("%-28s %-4s %s\n", op.c_str(), on_cpu ? "yes" : "-", on_cuda ? "yes" : "-");
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 }  // namespace reprise::tools
 
@@ -409,7 +448,8 @@ int main(int argc, char** argv) {
     std::cerr << reprise::tools::kUsage;
     return 2;
   }
-  absl::Status status = reprise::tools::Run(*options);
+  absl::Status status =
+      options->list_ops ? reprise::tools::ListOps() : reprise::tools::Run(*options);
   if (!status.ok()) {
     std::cerr << "reprise-run: " << status.message() << "\n";
     return 1;
