@@ -30,6 +30,7 @@ absl::Status RegisterCpuKernels(runtime::KernelRegistry* registry) {
   RETURN_IF_ERROR(RegisterGeluKernels(registry));
   RETURN_IF_ERROR(RegisterLossKernels(registry));
   RETURN_IF_ERROR(RegisterQuantizeKernels(registry));
+  RETURN_IF_ERROR(RegisterQuantizedOpKernels(registry));
   return absl::OkStatus();
 }
 

@@ -54,6 +54,8 @@ absl::Status RegisterGeluKernels(runtime::KernelRegistry* registry);
 absl::Status RegisterLossKernels(runtime::KernelRegistry* registry);
 /// quantize.cc: QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear.
 absl::Status RegisterQuantizeKernels(runtime::KernelRegistry* registry);
+/// quantized_ops.cc: MatMulInteger, QLinearMatMul, ConvInteger, QLinearConv.
+absl::Status RegisterQuantizedOpKernels(runtime::KernelRegistry* registry);
 
 }  // namespace reprise::kernels::cpu
 

@@ -3,15 +3,14 @@
 // the scale in float32, rounds half to even, adds the zero point and saturates to its type
 // (uint8 without one); a NaN quantizes to the zero point.
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
-#include <limits>
 #include <memory>
 #include <utility>
 #include <vector>
 
 #include "kernels/cpu/families.h"
 #include "kernels/cpu/kernel_util.h"
+#include "kernels/cpu/quantize_util.h"
 #include "runtime/core/status_macros.h"
 
 namespace reprise::kernels::cpu {
@@ -82,19 +81,6 @@ absl::StatusOr<ScaleLayout> PrepareScale(const PrepareContext& context) {
   return layout;
 }
 
-// round_half_to_even(scaled) + zero, saturated to Q. std::nearbyint rounds in the current
-// rounding mode, which nothing in the process changes from the default (to nearest, ties to
-// even).
-template <typename Q>
-Q Saturate(float scaled, int32_t zero) {
-  float q = std::nearbyint(scaled);
-  if (std::isnan(q)) return static_cast<Q>(zero);
-  q += static_cast<float>(zero);
-  constexpr float kLow = static_cast<float>(std::numeric_limits<Q>::min());
-  constexpr float kHigh = static_cast<float>(std::numeric_limits<Q>::max());
-  return static_cast<Q>(std::clamp(q, kLow, kHigh));
-}
-
 template <typename X, typename Q>
 FunctionKernel::RunFn QuantizeRun(ScaleLayout layout, bool has_zero) {
   return [layout, has_zero](const KernelArgs& args) {
@@ -150,11 +136,7 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareDequantize(const PrepareC
   RETURN_IF_ERROR(ExpectType(context, 0, {DataType::kUInt8, DataType::kInt8, DataType::kInt32}));
   const TensorDesc& x = context.inputs[0];
   const bool has_zero = HasInput(context, 2);
-  if (has_zero && context.inputs[2].dtype != x.dtype) {
-    return InvalidArgument(context, "zero point has element type ",
-                           runtime::DataTypeName(context.inputs[2].dtype), ", expected x's ",
-                           runtime::DataTypeName(x.dtype));
-  }
+  if (has_zero) RETURN_IF_ERROR(ExpectZeroPointType(context, 2, "zero point", 0, "x"));
   ASSIGN_OR_RETURN(ScaleLayout layout, PrepareScale(context));
   FunctionKernel::RunFn run;
   switch (x.dtype) {
