@@ -4,7 +4,9 @@
 Each model is written to OUT/<name>/model.onnx (opset 17, dynamic batch on axis 0 of every
 input and output) with reference pairs input_b{1,4}.npy / output_b{1,4}.npy computed by
 PyTorch. Models: mlp, mlp48 (48 Linear+ReLU layers of width 32, each with a residual add),
-resnet18, resnet50, mobilenet_v2, transformer (a 4-layer encoder).
+resnet18, resnet50, mobilenet_v2, transformer (a 4-layer encoder), lstm_tagger (a 2-layer
+bidirectional LSTM with a per-step Linear head) and gru_classifier (a GRU whose last state feeds
+a Linear head).
 
     /usr/bin/python3 tools/models/export_zoo.py --out DIR [--models mlp,transformer] [--force]
 
@@ -17,7 +19,8 @@ import os
 import sys
 import time
 
-ALL = ["mlp", "mlp48", "resnet18", "resnet50", "mobilenet_v2", "transformer"]
+ALL = ["mlp", "mlp48", "resnet18", "resnet50", "mobilenet_v2", "transformer", "lstm_tagger",
+       "gru_classifier"]
 # Bumped whenever the exported files change; an existing export of another version is redone.
 VERSION = "2"
 
@@ -66,6 +69,34 @@ def build(name, torch):
                 else:
                     nn.init.normal_(p, std=0.02)
         return model, (16, 64)
+    if name == "lstm_tagger":
+        class Tagger(nn.Module):
+            """A tag per step: 2-layer bidirectional LSTM, then Linear on each step's state."""
+
+            def __init__(self):
+                super().__init__()
+                self.lstm = nn.LSTM(16, 32, num_layers=2, bidirectional=True, batch_first=True)
+                self.head = nn.Linear(64, 8)
+
+            def forward(self, x):
+                y, _ = self.lstm(x)
+                return self.head(y)
+
+        return Tagger(), (12, 16)
+    if name == "gru_classifier":
+        class Classifier(nn.Module):
+            """A GRU over the sequence; its last state is classified."""
+
+            def __init__(self):
+                super().__init__()
+                self.gru = nn.GRU(16, 32, batch_first=True)
+                self.head = nn.Linear(32, 5)
+
+            def forward(self, x):
+                _, h = self.gru(x)
+                return self.head(h[-1])
+
+        return Classifier(), (20, 16)
     raise ValueError(f"unknown model {name}")
 
 

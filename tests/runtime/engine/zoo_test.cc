@@ -110,7 +110,9 @@ TEST_P(ZooTest, MatchesPyTorch) {
 INSTANTIATE_TEST_SUITE_P(Zoo, ZooTest,
                          ::testing::Values(ZooCase{"mlp", 1e-4}, ZooCase{"resnet18", 1e-4},
                                            ZooCase{"mobilenet_v2", 1e-4},
-                                           ZooCase{"transformer", 1e-4}),
+                                           ZooCase{"transformer", 1e-4},
+                                           ZooCase{"lstm_tagger", 1e-4},
+                                           ZooCase{"gru_classifier", 1e-4}),
                          [](const auto& p) { return std::string(p.param.name); });
 
 }  // namespace
