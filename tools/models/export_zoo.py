@@ -5,8 +5,9 @@ Each model is written to OUT/<name>/model.onnx (opset 17, dynamic batch on axis 
 input and output) with reference pairs input_b{1,4}.npy / output_b{1,4}.npy computed by
 PyTorch. Models: mlp, mlp48 (48 Linear+ReLU layers of width 32, each with a residual add),
 resnet18, resnet50, mobilenet_v2, transformer (a 4-layer encoder), lstm_tagger (a 2-layer
-bidirectional LSTM with a per-step Linear head) and gru_classifier (a GRU whose last state feeds
-a Linear head).
+bidirectional LSTM with a per-step Linear head), gru_classifier (a GRU whose last state feeds
+a Linear head) and swin_small_input (torchvision's Swin Transformer, shifted-window attention
+with its Mod / ScatterND masks, at two stages of width 32 on 56x56 images).
 
     /usr/bin/python3 tools/models/export_zoo.py --out DIR [--models mlp,transformer] [--force]
 
@@ -20,7 +21,7 @@ import sys
 import time
 
 ALL = ["mlp", "mlp48", "resnet18", "resnet50", "mobilenet_v2", "transformer", "lstm_tagger",
-       "gru_classifier"]
+       "gru_classifier", "swin_small_input"]
 # Bumped whenever the exported files change; an existing export of another version is redone.
 VERSION = "2"
 
@@ -97,6 +98,11 @@ def build(name, torch):
                 return self.head(h[-1])
 
         return Classifier(), (20, 16)
+    if name == "swin_small_input":
+        from torchvision.models.swin_transformer import SwinTransformer
+        model = SwinTransformer(patch_size=[4, 4], embed_dim=32, depths=[2, 2], num_heads=[2, 4],
+                                window_size=[7, 7], num_classes=10)
+        return model, (3, 56, 56)
     raise ValueError(f"unknown model {name}")
 
 

@@ -112,7 +112,8 @@ INSTANTIATE_TEST_SUITE_P(Zoo, ZooTest,
                                            ZooCase{"mobilenet_v2", 1e-4},
                                            ZooCase{"transformer", 1e-4},
                                            ZooCase{"lstm_tagger", 1e-4},
-                                           ZooCase{"gru_classifier", 1e-4}),
+                                           ZooCase{"gru_classifier", 1e-4},
+                                           ZooCase{"swin_small_input", 1e-4}),
                          [](const auto& p) { return std::string(p.param.name); });
 
 }  // namespace
