@@ -166,6 +166,85 @@ def onnx_seeds():
              "v", f, [1], [1.0])),
          helper.make_node("Add", ["x", "c"], ["z"])],
         [vi("x")], [vi("z")]))
+    # The coverage ops (issue 20) on constant inputs, so that the load-time folding runs their
+    # kernels on whatever the fuzzer makes of the indices, lengths and attributes.
+    def const(name, array):
+        return numpy_helper.from_array(np.asarray(array), name)
+
+    write("fuzz_onnx_model", "scatter_gather_nd", model(
+        [helper.make_node("ScatterND", ["d", "si", "su"], ["s"], reduction="add"),
+         helper.make_node("GatherND", ["s", "gi"], ["g"], batch_dims=1),
+         helper.make_node("ScatterElements", ["s", "ei", "eu"], ["z"], axis=1)],
+        [], [vi("z", shape=(2, 3)), vi("g", shape=(2,))],
+        [const("d", np.arange(6, dtype=np.float32).reshape(2, 3)),
+         const("si", np.array([[1], [-2]], dtype=np.int64)),
+         const("su", np.ones((2, 3), dtype=np.float32)),
+         const("gi", np.array([[2], [0]], dtype=np.int64)),
+         const("ei", np.array([[0, 2]], dtype=np.int64)),
+         const("eu", np.array([[7, 8]], dtype=np.float32))]))
+    write("fuzz_onnx_model", "onehot_mod_window", model(
+        [helper.make_node("OneHot", ["oi", "od", "ov"], ["o"], axis=-1),
+         helper.make_node("Mod", ["o", "m"], ["z"], fmod=1),
+         helper.make_node("HannWindow", ["ws"], ["w"], periodic=0),
+         helper.make_node("EyeLike", ["o"], ["e"], k=1)],
+        [], [vi("z", shape=(3, 4)), vi("w", shape=(5,)), vi("e", shape=(3, 4))],
+        [const("oi", np.array([0, -1, 9], dtype=np.int64)),
+         const("od", np.array(4, dtype=np.int64)),
+         const("ov", np.array([0.5, 3.0], dtype=np.float32)),
+         const("m", np.array([2.0], dtype=np.float32)),
+         const("ws", np.array(5, dtype=np.int64))]))
+    rng = np.random.default_rng(7)
+    write("fuzz_onnx_model", "recurrent", model(
+        [helper.make_node("LSTM", ["rx", "lw", "lr", "lb", "rl"], ["ly", "lh"], hidden_size=2,
+                          direction="bidirectional"),
+         helper.make_node("GRU", ["rx", "gw", "gr", "", "rl"], ["gy"], hidden_size=2,
+                          linear_before_reset=1),
+         helper.make_node("RNN", ["rx", "nw", "nr"], ["ny"], hidden_size=2,
+                          activations=["Relu"], clip=5.0)],
+        [], [vi("ly", shape=(3, 2, 1, 2)), vi("lh", shape=(2, 1, 2)),
+             vi("gy", shape=(3, 1, 1, 2)), vi("ny", shape=(3, 1, 1, 2))],
+        [const("rx", rng.standard_normal((3, 1, 2)).astype(np.float32)),
+         const("lw", rng.standard_normal((2, 8, 2)).astype(np.float32)),
+         const("lr", rng.standard_normal((2, 8, 2)).astype(np.float32)),
+         const("lb", rng.standard_normal((2, 16)).astype(np.float32)),
+         const("rl", np.array([2], dtype=np.int32)),
+         const("gw", rng.standard_normal((1, 6, 2)).astype(np.float32)),
+         const("gr", rng.standard_normal((1, 6, 2)).astype(np.float32)),
+         const("nw", rng.standard_normal((1, 2, 2)).astype(np.float32)),
+         const("nr", rng.standard_normal((1, 2, 2)).astype(np.float32))]))
+    image = const("im", rng.standard_normal((1, 2, 4, 4)).astype(np.float32))
+    write("fuzz_onnx_model", "image_sampling", model(
+        [helper.make_node("RoiAlign", ["im", "rois", "bi"], ["ra"], output_height=2,
+                          output_width=2, sampling_ratio=2),
+         helper.make_node("GridSample", ["im", "grid"], ["gs"], mode="bicubic",
+                          padding_mode="reflection"),
+         helper.make_node("MaxPool", ["im"], ["mp", "mi"], kernel_shape=[2, 2], strides=[2, 2]),
+         helper.make_node("MaxUnpool", ["mp", "mi"], ["mu"], kernel_shape=[2, 2],
+                          strides=[2, 2])],
+        [], [vi("ra", shape=(1, 2, 2, 2)), vi("gs", shape=(1, 2, 2, 2)),
+             vi("mu", shape=(1, 2, 4, 4))],
+        [image, const("rois", np.array([[0.5, 0.5, 3.0, 2.5]], dtype=np.float32)),
+         const("bi", np.array([0], dtype=np.int64)),
+         const("grid", rng.uniform(-1.2, 1.2, (1, 2, 2, 2)).astype(np.float32))]))
+    write("fuzz_onnx_model", "signal", model(
+        [helper.make_node("DFT", ["sx", "dl"], ["dft"], axis=1, onesided=1),
+         helper.make_node("STFT", ["sx", "step", "win"], ["stft"]),
+         helper.make_node("MelWeightMatrix", ["mb", "ml", "sr", "lo", "hi"], ["mel"])],
+        [], [vi("dft", shape=("a", "b", "c")), vi("stft", shape=("a", "b", "c", "d")),
+             vi("mel", shape=("a", "b"))],
+        [const("sx", rng.standard_normal((1, 8, 1)).astype(np.float32)),
+         const("dl", np.array(8, dtype=np.int64)),
+         const("step", np.array(2, dtype=np.int64)),
+         const("win", np.hanning(4).astype(np.float32)),
+         const("mb", np.array(3, dtype=np.int32)), const("ml", np.array(8, dtype=np.int32)),
+         const("sr", np.array(8000, dtype=np.int32)),
+         const("lo", np.array(0.0, dtype=np.float32)),
+         const("hi", np.array(4000.0, dtype=np.float32))]))
+    write("fuzz_onnx_model", "legacy_opsets", model(
+        [helper.make_node("TopK", ["tx"], ["tv", "ti"], k=2),
+         helper.make_node("Upsample", ["tv"], ["z"], scales=[1.0, 2.0], mode="nearest")],
+        [], [vi("z", shape=(1, 4))],
+        [const("tx", np.array([[3.0, 1.0, 2.0]], dtype=np.float32))], opset=7))
     repo = os.path.join(ROOT, "tools", "models", "repository", "add_sub", "1", "model.onnx")
     with open(repo, "rb") as fh:
         write("fuzz_onnx_model", "repository_add_sub", fh.read())
