@@ -26,6 +26,8 @@ absl::Status RegisterScatterKernels(runtime::KernelRegistry* registry);
 absl::Status RegisterGeneratorKernels(runtime::KernelRegistry* registry);
 /// signal.cc: DFT, STFT, MelWeightMatrix.
 absl::Status RegisterSignalKernels(runtime::KernelRegistry* registry);
+/// select.cc: NonZero, Compress, Unique, NonMaxSuppression.
+absl::Status RegisterSelectKernels(runtime::KernelRegistry* registry);
 /// recurrent.cc: RNN, GRU, LSTM.
 absl::Status RegisterRecurrentKernels(runtime::KernelRegistry* registry);
 /// random.cc: RandomUniform, RandomNormal, RandomUniformLike, RandomNormalLike, Bernoulli.

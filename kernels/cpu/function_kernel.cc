@@ -15,16 +15,28 @@ FunctionKernel::RunFn CopyInputToOutput(size_t bytes) {
 
 ConstantKernel::ConstantKernel(absl::string_view op, DataType dtype, Shape shape,
                                std::vector<uint8_t> bytes)
-    : op_(op), bytes_(std::move(bytes)) {
-  TensorDesc desc;
-  desc.dtype = dtype;
-  desc.shape = std::move(shape);
-  desc.data = bytes_.data();
-  outputs_.push_back(std::move(desc));
+    : ConstantKernel(op, {ConstantOutput{dtype, std::move(shape), std::move(bytes)}}) {}
+
+ConstantKernel::ConstantKernel(absl::string_view op, std::vector<ConstantOutput> outputs)
+    : op_(op) {
+  for (ConstantOutput& out : outputs) {
+    TensorDesc desc;
+    desc.dtype = out.dtype;
+    desc.shape = std::move(out.shape);
+    bytes_.push_back(std::move(out.bytes));
+    bytes_.back().reserve(1);  // an empty output is known too: its data pointer is not null
+    outputs_.push_back(std::move(desc));
+  }
+  // The buffers no longer move once every output is in.
+  for (size_t i = 0; i < outputs_.size(); ++i) outputs_[i].data = bytes_[i].data();
 }
 
 absl::Status ConstantKernel::Run(const KernelArgs& args) const {
-  if (!bytes_.empty()) std::memcpy(args.outputs[0], bytes_.data(), bytes_.size());
+  for (size_t i = 0; i < bytes_.size(); ++i) {
+    if (!bytes_[i].empty() && args.outputs[i] != nullptr) {
+      std::memcpy(args.outputs[i], bytes_[i].data(), bytes_[i].size());
+    }
+  }
   return absl::OkStatus();
 }
 

@@ -1,5 +1,5 @@
 // The prepared-kernel classes most CPU kernels use: FunctionKernel (Run is a function object
-// built at Prepare) and ConstantKernel (the output is known at Prepare).
+// built at Prepare) and ConstantKernel (the outputs are known at Prepare).
 #ifndef REPRISE_KERNELS_CPU_FUNCTION_KERNEL_H_
 #define REPRISE_KERNELS_CPU_FUNCTION_KERNEL_H_
 
@@ -58,18 +58,27 @@ inline absl::StatusOr<std::unique_ptr<PreparedKernel>> MakeKernel(const PrepareC
                                           workspace_bytes);
 }
 
-/// A kernel whose single output is known at Prepare (Shape, Size): the output desc's `data`
+/// One output of a ConstantKernel: its type, shape and bytes.
+struct ConstantOutput {
+  DataType dtype = DataType::kUndefined;
+  Shape shape;
+  std::vector<uint8_t> bytes;
+};
+
+/// A kernel whose outputs are known at Prepare (Shape, Size, and the ops whose output sizes
+/// follow their input values, computed when those values are known): each output desc's `data`
 /// points at bytes the kernel owns, and Run copies them out.
 class ConstantKernel final : public PreparedKernel {
  public:
   ConstantKernel(absl::string_view op, DataType dtype, Shape shape, std::vector<uint8_t> bytes);
+  ConstantKernel(absl::string_view op, std::vector<ConstantOutput> outputs);
   absl::string_view op() const override { return op_; }
   const std::vector<TensorDesc>& outputs() const override { return outputs_; }
   absl::Status Run(const KernelArgs& args) const override;
 
  private:
   std::string op_;
-  std::vector<uint8_t> bytes_;
+  std::vector<std::vector<uint8_t>> bytes_;  // per output
   std::vector<TensorDesc> outputs_;
 };
 

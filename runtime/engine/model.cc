@@ -161,7 +161,15 @@ absl::StatusOr<std::unique_ptr<ExecutionPlan>> Model::Plan(
   return ExecutionPlan::Create(graph_, registry_, input_shapes, options, fixed_inputs);
 }
 
-bool Model::IsValueKeyCandidate(const TensorValue& input) {
+Model::Model(Graph graph, const KernelRegistry& registry, ModelOptions options, LoadStats stats)
+    : graph_(std::move(graph)), registry_(registry), options_(options), stats_(stats) {
+  for (const Node& node : graph_.nodes) {
+    keyed_by_all_values_ = keyed_by_all_values_ || HasValueDependentShape(node.op);
+  }
+}
+
+bool Model::IsValueKeyCandidate(const TensorValue& input) const {
+  if (keyed_by_all_values_) return true;
   const bool numeric = input.dtype == DataType::kInt64 || input.dtype == DataType::kInt32 ||
                        input.dtype == DataType::kFloat32 || input.dtype == DataType::kFloat64;
   return numeric && input.shape.size() <= 1 && NumElements(input.shape) <= kMaxValueKeyElements;
@@ -179,6 +187,10 @@ absl::StatusOr<std::unique_ptr<ExecutionPlan>> Model::PlanForInputs(
     fixed.push_back(candidate ? input : nullptr);
   }
   if (*value_keyed) return Plan(shapes, fixed);
+  if (keyed_by_all_values_) {  // the shape-only plan cannot succeed
+    *value_keyed = true;
+    return Plan(shapes, fixed);
+  }
   auto plan = Plan(shapes);
   if (plan.ok() || !any_candidate) return plan;
   auto keyed = Plan(shapes, fixed);

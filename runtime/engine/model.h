@@ -72,9 +72,14 @@ class Model {
 
   /// True for an input whose value may decide shapes: a scalar or 1-D int32, int64, float32
   /// or float64 tensor of at most kMaxValueKeyElements elements (a shape, axes, pads, Resize's
-  /// scales, Range's bounds).
-  static bool IsValueKeyCandidate(const TensorValue& input);
+  /// scales, Range's bounds); every input of a model with an op whose output sizes follow its
+  /// input values (HasValueDependentShape), which is planned per input value: its plans compute
+  /// at plan time and run as constants, one plan per distinct input (a slow path, bounded by the
+  /// sessions' plan limits; docs/operators.md).
+  bool IsValueKeyCandidate(const TensorValue& input) const;
   static constexpr int64_t kMaxValueKeyElements = 64;
+  /// True when every input is a value-key candidate (see IsValueKeyCandidate).
+  bool keyed_by_all_values() const { return keyed_by_all_values_; }
 
   /// Plans for `inputs` (ordered as MatchInputs returns them). When `value_keyed` is false it
   /// first plans for their shapes alone; if that fails and some inputs are value-key
@@ -85,13 +90,13 @@ class Model {
       const std::vector<const TensorValue*>& inputs, bool* value_keyed) const;
 
  private:
-  Model(Graph graph, const KernelRegistry& registry, ModelOptions options, LoadStats stats)
-      : graph_(std::move(graph)), registry_(registry), options_(options), stats_(stats) {}
+  Model(Graph graph, const KernelRegistry& registry, ModelOptions options, LoadStats stats);
 
   Graph graph_;
   const KernelRegistry& registry_;
   ModelOptions options_;
   LoadStats stats_;
+  bool keyed_by_all_values_ = false;
 };
 
 }  // namespace reprise::runtime::engine

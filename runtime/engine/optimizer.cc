@@ -112,6 +112,10 @@ bool IsNondeterministicOp(absl::string_view op) {
          op == "RandomUniformLike" || op == "Multinomial" || op == "Bernoulli";
 }
 
+bool HasValueDependentShape(absl::string_view op) {
+  return op == "NonZero" || op == "Compress" || op == "Unique" || op == "NonMaxSuppression";
+}
+
 PrepareContext MakePrepareContext(const Node& node, int opset,
                                   const std::vector<TensorDesc>& inputs, int intra_op_threads) {
   PrepareContext context;

@@ -31,6 +31,11 @@ inline constexpr int64_t kDefaultMaxFoldedBytes = int64_t{1} << 30;
 /// True for ops whose result must not be computed ahead of time (random generators).
 bool IsNondeterministicOp(absl::string_view op);
 
+/// True for ops whose output sizes follow their input values (NonZero, Compress, Unique,
+/// NonMaxSuppression): their kernels compute at plan time, so a model with one is planned for
+/// its input values (Model::IsValueKeyCandidate).
+bool HasValueDependentShape(absl::string_view op);
+
 /// Runs every deterministic node whose inputs are all constants, on host memory with the
 /// kernels of `registry`, and turns its outputs into constants. A node whose kernel refuses the
 /// constant inputs is an error naming the node. A node whose outputs and workspace would take

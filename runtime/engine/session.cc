@@ -36,7 +36,7 @@ absl::StatusOr<Session::Entry*> Session::GetEntryForInputs(
     std::string key;
     for (const TensorValue* t : inputs) {
       absl::StrAppend(&key, ShapeToString(t->shape), ";");
-      if (keyed && Model::IsValueKeyCandidate(*t)) {
+      if (keyed && model_->IsValueKeyCandidate(*t)) {
         key.append(reinterpret_cast<const char*>(t->bytes.data()), t->bytes.size());
         key.push_back(';');
       }

@@ -137,7 +137,10 @@ struct StreamSession::Impl {
   // until it is freed. Touched by the running thread only.
   std::shared_ptr<AlignedBuffer> arena;
 
-  std::string Signature(const std::vector<const TensorValue*>& ordered) const;
+  // The key of `ordered`'s plan: names and shapes, and the values of value-keyed inputs (small
+  // ones as text, whole inputs as their bytes). `display` gets the same without raw bytes.
+  std::string Signature(const std::vector<const TensorValue*>& ordered,
+                        std::string* display = nullptr) const;
   // The live entry for the inputs' signature, made (planned, and captured when `capture`) if
   // needed. Over the memory budget the plan goes to `*transient` instead of the cache.
   absl::StatusOr<Entry*> FindOrMake(const std::vector<const TensorValue*>& ordered,
@@ -171,13 +174,34 @@ bool InstanceBudget::TryReserve(uint64_t bytes) {
   return true;
 }
 
-std::string StreamSession::Impl::Signature(const std::vector<const TensorValue*>& ordered) const {
+std::string StreamSession::Impl::Signature(const std::vector<const TensorValue*>& ordered,
+                                           std::string* display) const {
   std::string signature;
+  if (display != nullptr) display->clear();
   for (size_t i = 0; i < ordered.size(); ++i) {
-    if (i > 0) signature.push_back(';');
-    absl::StrAppend(&signature, input_names[i], ":", ShapeToString(ordered[i]->shape));
-    if (value_keyed && Model::IsValueKeyCandidate(*ordered[i])) {
-      absl::StrAppend(&signature, "=", ValueText(*ordered[i]));
+    const std::string shape =
+        absl::StrCat(i > 0 ? ";" : "", input_names[i], ":", ShapeToString(ordered[i]->shape));
+    signature += shape;
+    if (display != nullptr) *display += shape;
+    if (!value_keyed || !model->IsValueKeyCandidate(*ordered[i])) continue;
+    if (NumElements(ordered[i]->shape) <= Model::kMaxValueKeyElements) {
+      const std::string text = absl::StrCat("=", ValueText(*ordered[i]));
+      signature += text;
+      if (display != nullptr) *display += text;
+    } else {
+      // A whole input keys the plan (a model planned per input value): its bytes, exactly, in
+      // the key; only their count in what the instance list shows.
+      signature.push_back('=');
+      signature.append(reinterpret_cast<const char*>(ordered[i]->bytes.data()),
+                       ordered[i]->bytes.size());
+      if (display != nullptr) {
+        // FNV-1a of the bytes tells the entries apart in the list (not a key: no collision
+        // can matter there).
+        uint32_t hash = 2166136261u;
+        for (uint8_t byte : ordered[i]->bytes) hash = (hash ^ byte) * 16777619u;
+        absl::StrAppend(display, "=<", ordered[i]->bytes.size(), " bytes #",
+                        absl::Hex(hash, absl::kZeroPad8), ">");
+      }
     }
   }
   return signature;
@@ -318,7 +342,8 @@ void StreamSession::Impl::Capture(Entry* entry, StreamRunInfo* info) {
 absl::StatusOr<Entry*> StreamSession::Impl::FindOrMake(
     const std::vector<const TensorValue*>& ordered, StreamRunInfo* info, bool capture,
     std::unique_ptr<Entry>* transient) {
-  std::string signature = Signature(ordered);
+  std::string display;
+  std::string signature = Signature(ordered, &display);
   Entry* existing = nullptr;
   {
     std::lock_guard<std::mutex> lock(mu);
@@ -335,7 +360,7 @@ absl::StatusOr<Entry*> StreamSession::Impl::FindOrMake(
   info->planned = true;
   if (keyed && !value_keyed) {
     value_keyed = true;
-    signature = Signature(ordered);
+    signature = Signature(ordered, &display);
     existing = nullptr;
     std::lock_guard<std::mutex> lock(mu);
     auto it = entries.find(signature);
@@ -361,7 +386,7 @@ absl::StatusOr<Entry*> StreamSession::Impl::FindOrMake(
     // this run and is bounded by limits.max_plan_bytes.
     *transient = std::make_unique<Entry>();
     (*transient)->plan = std::move(plan);
-    (*transient)->info.shape_signature = signature;
+    (*transient)->info.shape_signature = display;
     info->transient = true;
     std::lock_guard<std::mutex> lock(mu);
     counters.budget_refusals += 1;
@@ -378,7 +403,7 @@ absl::StatusOr<Entry*> StreamSession::Impl::FindOrMake(
     std::lock_guard<std::mutex> lock(mu);
     if (raw == nullptr) {
       auto entry = std::make_unique<Entry>();
-      entry->info.shape_signature = signature;
+      entry->info.shape_signature = display;
       if (!ordered.empty() && !ordered[0]->shape.empty()) {
         entry->info.batch_rows = ordered[0]->shape[0];
       }
@@ -529,6 +554,11 @@ absl::StatusOr<std::string> StreamSession::DumpInstance(absl::string_view shape_
                                                         bool verbose) const {
   std::lock_guard<std::mutex> lock(impl_->mu);
   auto it = impl_->entries.find(shape_signature);
+  if (it == impl_->entries.end()) {  // a key with raw bytes: look it up by what is shown
+    it = std::find_if(impl_->entries.begin(), impl_->entries.end(), [&](const auto& e) {
+      return e.second->info.shape_signature == shape_signature;
+    });
+  }
   if (it == impl_->entries.end()) {
     return absl::NotFoundError(absl::StrCat("no instance for signature \"", shape_signature, "\" (",
                                             impl_->entries.size(), " signature(s) seen)"));

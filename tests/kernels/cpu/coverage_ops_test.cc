@@ -273,6 +273,47 @@ TEST(CoverageOpsTest, RecurrentDirectionsAndSequenceLengths) {
   }
 }
 
+// The ops whose output size follows their values compute at Prepare from known inputs, and
+// say so when an input is not known.
+TEST(CoverageOpsTest, ValueDependentOpsNeedTheirInputsAtPlanTime) {
+  KernelHarness h;
+  auto unknown = h.Prepare("NonZero", {Tensor::Of<float>({2}, {1, 0})});
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_EQ(unknown.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(unknown.status().message(), HasSubstr("must be known at plan time"));
+
+  // Unique with NaNs: they compare equal to one another and sort last.
+  const float nan = std::nanf("");
+  auto out = h.Run("Unique", {Tensor::Of<float>({5}, {2, nan, 1, nan, 2}, true)}, {}, 17, 4);
+  ASSERT_TRUE(out.ok()) << out.status();
+  std::vector<float> y = (*out)[0].Values<float>();
+  ASSERT_EQ(y.size(), 3u);
+  EXPECT_EQ(y[0], 1.0f);
+  EXPECT_EQ(y[1], 2.0f);
+  EXPECT_TRUE(std::isnan(y[2]));
+  EXPECT_THAT((*out)[1].Values<int64_t>(), ElementsAre(2, 0, 1));        // first indices
+  EXPECT_THAT((*out)[2].Values<int64_t>(), ElementsAre(1, 2, 0, 2, 1));  // inverse
+  EXPECT_THAT((*out)[3].Values<int64_t>(), ElementsAre(1, 2, 2));        // counts
+
+  // Compress: a condition longer than the axis is refused.
+  EXPECT_FALSE(h.Prepare("Compress", {Tensor::Of<float>({2}, {1, 2}, true),
+                                      Tensor::Of<bool>({3}, {true, false, true}, true)})
+                   .ok());
+
+  // NonMaxSuppression: two overlapping boxes and one apart, one class; the lower-scored of the
+  // overlapping pair goes.
+  const Tensor boxes =
+      Tensor::Of<float>({1, 3, 4}, {0, 0, 1, 1, 0, 0.1f, 1, 1.1f, 5, 5, 6, 6}, true);
+  const Tensor scores = Tensor::Of<float>({1, 1, 3}, {0.9f, 0.8f, 0.7f}, true);
+  out = h.Run("NonMaxSuppression", {boxes, scores, Tensor::Of<int64_t>({1}, {3}, true),
+                                    Tensor::Of<float>({1}, {0.5f}, true)});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ((*out)[0].shape, (Shape{2, 3}));
+  EXPECT_THAT((*out)[0].Values<int64_t>(), ElementsAre(0, 0, 0, 0, 0, 2));
+  EXPECT_FALSE(
+      h.Prepare("NonMaxSuppression", {boxes, Tensor::Of<float>({1, 1, 2}, {1, 1}, true)}).ok());
+}
+
 // Random ops are checked by their distribution: mean and variance of many draws, the range, and
 // that a seed makes a kernel's draws reproducible while successive runs differ.
 TEST(CoverageOpsTest, RandomOpsFollowTheirDistributions) {

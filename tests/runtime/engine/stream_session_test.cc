@@ -522,5 +522,50 @@ TEST(StreamSessionValueKeyTest, ShapeGivenAsAnInputKeysInstancesByValue) {
   EXPECT_EQ(list[1].replays, 1u);
 }
 
+// A model with an op whose output size follows its input values (NonZero) is planned per input
+// value: each distinct input gets its own plan (computed at plan time), the same input replays
+// it, and the instance list shows the input's size, not its bytes.
+TEST_F(StreamSessionTest, AValueDependentShapeIsPlannedPerInputValue) {
+  ModelBuilder b;
+  b.Input("x", onnx::TensorProto::FLOAT, {2, 40}).Output("z", {2, -1}, onnx::TensorProto::INT64);
+  b.Node("Relu", {"x"}, {"r"});
+  b.Node("NonZero", {"r"}, {"z"});
+  auto model = Model::LoadBytes(b.Bytes(), *device_->kernels());
+  ASSERT_TRUE(model.ok()) << model.status();
+  EXPECT_TRUE((*model)->keyed_by_all_values());
+  auto session = NewSession(*model, ExecMode::kReplay);
+  ASSERT_NE(session, nullptr);
+  // -1 everywhere but at the given flat positions (80 elements: more than the 64 whose values
+  // are shown as text).
+  auto run = [&](std::vector<int> positive, StreamRunInfo* info) {
+    std::vector<float> x(80, -1.0f);
+    for (int p : positive) x[p] = 1.0f;
+    return session->Run({{"x", FloatTensor({2, 40}, std::move(x))}}, info);
+  };
+  StreamRunInfo info;
+  auto out = run({0, 41, 79}, &info);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ((*out)[0].value.shape, (Shape{2, 3}));
+  EXPECT_EQ(testing::Int64s((*out)[0].value), (std::vector<int64_t>{0, 1, 1, 0, 1, 39}));
+  EXPECT_TRUE(info.planned);
+  out = run({5}, &info);  // one hit: another plan, another shape
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ((*out)[0].value.shape, (Shape{2, 1}));
+  EXPECT_EQ(testing::Int64s((*out)[0].value), (std::vector<int64_t>{0, 5}));
+  EXPECT_TRUE(info.planned);
+  out = run({0, 41, 79}, &info);  // the first input again: its plan, replayed
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(testing::Int64s((*out)[0].value), (std::vector<int64_t>{0, 1, 1, 0, 1, 39}));
+  EXPECT_FALSE(info.planned);
+  EXPECT_TRUE(info.replayed);
+  std::vector<StreamInstanceInfo> list = session->ListInstances();
+  ASSERT_EQ(list.size(), 2u);
+  EXPECT_NE(list[0].shape_signature, list[1].shape_signature);
+  for (const StreamInstanceInfo& i : list) {
+    EXPECT_THAT(i.shape_signature, ::testing::StartsWith("x:[2,40]=<320 bytes #"));
+    EXPECT_TRUE(session->DumpInstance(i.shape_signature, false).ok());
+  }
+}
+
 }  // namespace
 }  // namespace reprise::runtime::engine
