@@ -641,9 +641,14 @@ void ModelRepository::Retire(std::vector<std::shared_ptr<ServedVersion>> retired
           auto model = current->find(version->model_name());
           const bool serving_again =
               model != current->end() && model->second.versions.contains(version->version());
-          Record& r = records_[version->model_name()][version->version()];
-          if (!serving_again && r.state == VersionState::kUnloading) {
-            r = Record{VersionState::kUnavailable, why};
+          // Only a record still unloading changes; one forgotten meanwhile (an unloaded upload,
+          // ForgetUpload) is not made again, or the name would read as failed, not unknown.
+          Record* r = nullptr;
+          if (auto m = records_.find(version->model_name()); m != records_.end()) {
+            if (auto v = m->second.find(version->version()); v != m->second.end()) r = &v->second;
+          }
+          if (!serving_again && r != nullptr && r->state == VersionState::kUnloading) {
+            *r = Record{VersionState::kUnavailable, why};
             LogState(version->model_name(), version->version(), VersionState::kUnavailable, why);
           }
         }
