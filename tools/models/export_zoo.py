@@ -6,8 +6,10 @@ input and output) with reference pairs input_b{1,4}.npy / output_b{1,4}.npy comp
 PyTorch. Models: mlp, mlp48 (48 Linear+ReLU layers of width 32, each with a residual add),
 resnet18, resnet50, mobilenet_v2, transformer (a 4-layer encoder), lstm_tagger (a 2-layer
 bidirectional LSTM with a per-step Linear head), gru_classifier (a GRU whose last state feeds
-a Linear head) and swin_small_input (torchvision's Swin Transformer, shifted-window attention
-with its Mod / ScatterND masks, at two stages of width 32 on 56x56 images).
+a Linear head), swin_small_input (torchvision's Swin Transformer, shifted-window attention
+with its Mod / ScatterND masks, at two stages of width 32 on 56x56 images) and detection_head
+(a small convolutional box and score head whose boxes go through torchvision's nms, exported as
+NonMaxSuppression; the output's length follows the input's values).
 
     /usr/bin/python3 tools/models/export_zoo.py --out DIR [--models mlp,transformer] [--force]
 
@@ -21,7 +23,7 @@ import sys
 import time
 
 ALL = ["mlp", "mlp48", "resnet18", "resnet50", "mobilenet_v2", "transformer", "lstm_tagger",
-       "gru_classifier", "swin_small_input"]
+       "gru_classifier", "swin_small_input", "detection_head"]
 # Bumped whenever the exported files change; an existing export of another version is redone.
 VERSION = "2"
 
@@ -103,6 +105,32 @@ def build(name, torch):
         model = SwinTransformer(patch_size=[4, 4], embed_dim=32, depths=[2, 2], num_heads=[2, 4],
                                 window_size=[7, 7], num_classes=10)
         return model, (3, 56, 56)
+    if name == "detection_head":
+        import torchvision
+
+        class DetectionHead(nn.Module):
+            """Boxes and scores per cell of a 8x8 feature map; the boxes NMS keeps, by score."""
+
+            def __init__(self):
+                super().__init__()
+                self.features = nn.Sequential(nn.Conv2d(3, 16, 3, stride=2, padding=1), nn.ReLU(),
+                                              nn.Conv2d(16, 16, 3, stride=2, padding=1), nn.ReLU())
+                self.box = nn.Conv2d(16, 4, 1)
+                self.score = nn.Conv2d(16, 1, 1)
+
+            def forward(self, x):
+                f = self.features(x)
+                # One image: cells become candidate boxes [x1, y1, x2, y2] around their centres.
+                b = self.box(f)[0].flatten(1).t()
+                ys, xs = torch.meshgrid(torch.arange(8.0), torch.arange(8.0), indexing="ij")
+                centres = torch.stack([xs.flatten(), ys.flatten()], 1) * 4.0
+                half = 3.0 + 3.0 * torch.sigmoid(b[:, 2:])
+                boxes = torch.cat([centres + b[:, :2] - half, centres + b[:, :2] + half], 1)
+                scores = torch.sigmoid(self.score(f)[0].flatten())
+                keep = torchvision.ops.nms(boxes, scores, 0.4)
+                return torch.cat([boxes[keep], scores[keep].unsqueeze(1)], 1)
+
+        return DetectionHead(), (3, 32, 32)
     raise ValueError(f"unknown model {name}")
 
 

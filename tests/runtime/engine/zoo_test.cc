@@ -107,14 +107,13 @@ TEST_P(ZooTest, MatchesPyTorch) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Zoo, ZooTest,
-                         ::testing::Values(ZooCase{"mlp", 1e-4}, ZooCase{"resnet18", 1e-4},
-                                           ZooCase{"mobilenet_v2", 1e-4},
-                                           ZooCase{"transformer", 1e-4},
-                                           ZooCase{"lstm_tagger", 1e-4},
-                                           ZooCase{"gru_classifier", 1e-4},
-                                           ZooCase{"swin_small_input", 1e-4}),
-                         [](const auto& p) { return std::string(p.param.name); });
+INSTANTIATE_TEST_SUITE_P(
+    Zoo, ZooTest,
+    ::testing::Values(ZooCase{"mlp", 1e-4}, ZooCase{"resnet18", 1e-4},
+                      ZooCase{"mobilenet_v2", 1e-4}, ZooCase{"transformer", 1e-4},
+                      ZooCase{"lstm_tagger", 1e-4}, ZooCase{"gru_classifier", 1e-4},
+                      ZooCase{"swin_small_input", 1e-4}, ZooCase{"detection_head", 1e-4}),
+    [](const auto& p) { return std::string(p.param.name); });
 
 }  // namespace
 }  // namespace reprise::runtime::engine
