@@ -19,6 +19,7 @@ absl::Status RegisterCpuKernels(runtime::KernelRegistry* registry) {
   RETURN_IF_ERROR(RegisterRecurrentKernels(registry));
   RETURN_IF_ERROR(RegisterSignalKernels(registry));
   RETURN_IF_ERROR(RegisterSelectKernels(registry));
+  RETURN_IF_ERROR(RegisterTfIdfKernels(registry));
   RETURN_IF_ERROR(RegisterReduceKernels(registry));
   RETURN_IF_ERROR(RegisterTopKKernels(registry));
   RETURN_IF_ERROR(RegisterNormalizationKernels(registry));

@@ -28,6 +28,8 @@ absl::Status RegisterGeneratorKernels(runtime::KernelRegistry* registry);
 absl::Status RegisterSignalKernels(runtime::KernelRegistry* registry);
 /// select.cc: NonZero, Compress, Unique, NonMaxSuppression.
 absl::Status RegisterSelectKernels(runtime::KernelRegistry* registry);
+/// tfidf.cc: TfIdfVectorizer.
+absl::Status RegisterTfIdfKernels(runtime::KernelRegistry* registry);
 /// recurrent.cc: RNN, GRU, LSTM.
 absl::Status RegisterRecurrentKernels(runtime::KernelRegistry* registry);
 /// random.cc: RandomUniform, RandomNormal, RandomUniformLike, RandomNormalLike, Bernoulli.

@@ -314,6 +314,38 @@ TEST(CoverageOpsTest, ValueDependentOpsNeedTheirInputsAtPlanTime) {
       h.Prepare("NonMaxSuppression", {boxes, Tensor::Of<float>({1, 1, 2}, {1, 1}, true)}).ok());
 }
 
+TEST(CoverageOpsTest, TfIdfModesAndPoolChecks) {
+  KernelHarness h;
+  const Tensor tokens = Tensor::Of<int64_t>({3}, {1, 2, 1});
+  auto attrs = [](const std::string& mode) {
+    return Attrs({{"mode", mode},
+                  {"min_gram_length", int64_t{1}},
+                  {"max_gram_length", int64_t{1}},
+                  {"ngram_counts", std::vector<int64_t>{0}},
+                  {"ngram_indexes", std::vector<int64_t>{0, 1}},
+                  {"pool_int64s", std::vector<int64_t>{1, 2}},
+                  {"weights", std::vector<float>{0.5f, 2.0f}}});
+  };
+  auto out = h.Run("TfIdfVectorizer", {tokens}, attrs("TF"));
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_THAT((*out)[0].Values<float>(), ElementsAre(2.0f, 1.0f));
+  out = h.Run("TfIdfVectorizer", {tokens}, attrs("IDF"));
+  ASSERT_TRUE(out.ok());
+  EXPECT_THAT((*out)[0].Values<float>(), ElementsAre(0.5f, 2.0f));
+  out = h.Run("TfIdfVectorizer", {tokens}, attrs("TFIDF"));
+  ASSERT_TRUE(out.ok());
+  EXPECT_THAT((*out)[0].Values<float>(), ElementsAre(1.0f, 2.0f));
+  // A pool whose bigram section is not whole bigrams.
+  EXPECT_FALSE(h.Prepare("TfIdfVectorizer", {tokens},
+                         Attrs({{"mode", std::string("TF")},
+                                {"min_gram_length", int64_t{2}},
+                                {"max_gram_length", int64_t{2}},
+                                {"ngram_counts", std::vector<int64_t>{0, 0}},
+                                {"ngram_indexes", std::vector<int64_t>{0}},
+                                {"pool_int64s", std::vector<int64_t>{1, 2, 3}}}))
+                   .ok());
+}
+
 // Random ops are checked by their distribution: mean and variance of many draws, the range, and
 // that a seed makes a kernel's draws reproducible while successive runs differ.
 TEST(CoverageOpsTest, RandomOpsFollowTheirDistributions) {
