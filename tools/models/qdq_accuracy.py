@@ -53,12 +53,9 @@ def main():
             path = os.path.join(tmp, f"random{k}.npy")
             np.save(path, np.random.RandomState(2020 + k).standard_normal(dims).astype(np.float32))
             cases.append((f"random seed {2020 + k} batch {args.batch}", path))
-        for label, path in cases:
-            outs = []
-            for which, m in (("float", args.float), ("qdq", args.qdq)):
-                out_dir = os.path.join(tmp, f"{which}_{len(outs)}_{abs(hash(label))}")
-                outs.append(run(args.reprise_run, m, feed.name, path, out_dir))
-            f, q = outs
+        for k, (label, path) in enumerate(cases):
+            f, q = (run(args.reprise_run, m, feed.name, path, os.path.join(tmp, f"{which}{k}"))
+                    for which, m in (("float", args.float), ("qdq", args.qdq)))
             relative = float(np.abs(q - f).max() / np.abs(f).max())
             f2, q2 = f.reshape(f.shape[0], -1), q.reshape(q.shape[0], -1)
             same = int((f2.argmax(1) == q2.argmax(1)).sum())
