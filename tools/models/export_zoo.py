@@ -9,9 +9,16 @@ bidirectional LSTM with a per-step Linear head), gru_classifier (a GRU whose las
 a Linear head), swin_small_input (torchvision's Swin Transformer, shifted-window attention
 with its Mod / ScatterND masks, at two stages of width 32 on 56x56 images) and detection_head
 (a small convolutional box and score head whose boxes go through torchvision's nms, exported as
-NonMaxSuppression; the output's length follows the input's values).
+NonMaxSuppression; the output's length follows the input's values) and qdq_cnn (a small CNN,
+conv + batch norm + ReLU, a depthwise conv, a residual add and a Linear head, quantized to QDQ
+form by tools/models/quantize_qdq.py; its reference outputs are the float model's, from PyTorch,
+and its float ONNX model is kept as model_float.onnx).
 
     /usr/bin/python3 tools/models/export_zoo.py --out DIR [--models mlp,transformer] [--force]
+        [--reprise-run PATH]
+
+qdq_cnn calibrates its activation ranges with reprise-run (default: build/release/tools/
+reprise-run in the source tree); where it is missing that model is not exported, with a message.
 
 Needs python3-torch and python3-torchvision (Debian). Without torch it prints why and exits 0
 so that tests skip instead of failing (--require-torch makes that exit 1). Deterministic: the
@@ -23,7 +30,7 @@ import sys
 import time
 
 ALL = ["mlp", "mlp48", "resnet18", "resnet50", "mobilenet_v2", "transformer", "lstm_tagger",
-       "gru_classifier", "swin_small_input", "detection_head"]
+       "gru_classifier", "swin_small_input", "detection_head", "qdq_cnn"]
 # Bumped whenever the exported files change; an existing export of another version is redone.
 VERSION = "2"
 
@@ -131,7 +138,37 @@ def build(name, torch):
                 return torch.cat([boxes[keep], scores[keep].unsqueeze(1)], 1)
 
         return DetectionHead(), (3, 32, 32)
+    if name == "qdq_cnn":
+        class SmallCnn(nn.Module):
+            """Conv-BN-ReLU stem, a strided conv, a depthwise + pointwise pair added back to its
+            input, global average pooling and a Linear head: each kind of weight the QDQ
+            rewrite quantizes (dense and grouped conv, Gemm)."""
+
+            def __init__(self):
+                super().__init__()
+                self.stem = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.BatchNorm2d(16),
+                                          nn.ReLU(),
+                                          nn.Conv2d(16, 32, 3, stride=2, padding=1),
+                                          nn.BatchNorm2d(32), nn.ReLU())
+                self.block = nn.Sequential(nn.Conv2d(32, 32, 3, padding=1, groups=32),
+                                           nn.BatchNorm2d(32), nn.ReLU(),
+                                           nn.Conv2d(32, 32, 1), nn.BatchNorm2d(32))
+                self.head = nn.Linear(32, 10)
+
+            def forward(self, x):
+                x = self.stem(x)
+                x = torch.relu(x + self.block(x))
+                return self.head(torch.flatten(nn.functional.adaptive_avg_pool2d(x, 1), 1))
+
+        return SmallCnn(), (3, 32, 32)
     raise ValueError(f"unknown model {name}")
+
+
+def quantizer():
+    """tools/models/quantize_qdq.py, imported on first use (it needs onnx)."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import quantize_qdq
+    return quantize_qdq
 
 
 def calibrate_batch_norm(model, sample_shape, torch):
@@ -150,7 +187,7 @@ def calibrate_batch_norm(model, sample_shape, torch):
             model(torch.randn(8, *sample_shape))
 
 
-def export(name, out_dir, torch, np):
+def export(name, out_dir, torch, np, reprise_run=None):
     torch.manual_seed(1234)
     model, sample_shape = build(name, torch)
     calibrate_batch_norm(model, sample_shape, torch)
@@ -160,6 +197,9 @@ def export(name, out_dir, torch, np):
     example = torch.randn(2, *sample_shape)
     path = os.path.join(directory, "model.onnx")
     tmp = path + ".tmp"
+    if name == "qdq_cnn":
+        # The float model is exported beside, then quantized into model.onnx (below).
+        tmp = os.path.join(directory, "model_float.onnx")
     # Exported with gradients enabled (TransformerEncoder's fast path is off then).
     torch.onnx.export(model, (example,), tmp, opset_version=17, input_names=["input"],
                       output_names=["output"],
@@ -170,7 +210,11 @@ def export(name, out_dir, torch, np):
             y = model(x)
             np.save(os.path.join(directory, f"input_b{batch}.npy"), x.numpy())
             np.save(os.path.join(directory, f"output_b{batch}.npy"), y.numpy())
-    os.replace(tmp, path)
+    if name == "qdq_cnn":
+        quantize_qdq = quantizer()
+        quantize_qdq.quantize_file(tmp, path, reprise_run or quantize_qdq.DEFAULT_REPRISE_RUN)
+    else:
+        os.replace(tmp, path)
     # VERSION is written last: its presence means the set is complete and current.
     with open(os.path.join(directory, "VERSION"), "w") as f:
         f.write(VERSION + "\n")
@@ -190,6 +234,7 @@ def main():
     parser.add_argument("--models", default=",".join(ALL))
     parser.add_argument("--force", action="store_true", help="re-export existing models")
     parser.add_argument("--require-torch", action="store_true")
+    parser.add_argument("--reprise-run", help="the reprise-run binary that calibrates qdq_cnn")
     args = parser.parse_args()
     names = [n for n in args.models.split(",") if n]
     for n in names:
@@ -208,8 +253,14 @@ def main():
         return 1 if args.require_torch else 0
     torch.set_num_threads(1)
     for name in todo:
+        if name == "qdq_cnn":
+            runner = args.reprise_run or quantizer().DEFAULT_REPRISE_RUN
+            if not os.access(runner, os.X_OK):
+                print(f"export_zoo: qdq_cnn skipped, no reprise-run at {runner} to calibrate it "
+                      "(build the reprise-run target or give --reprise-run)")
+                continue
         start = time.monotonic()
-        export(name, args.out, torch, np)
+        export(name, args.out, torch, np, args.reprise_run)
         print(f"export_zoo: {name} exported to {os.path.join(args.out, name)} "
               f"in {time.monotonic() - start:.1f} s")
     return 0
