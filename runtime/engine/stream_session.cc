@@ -264,12 +264,16 @@ void StreamSession::Impl::RecountBytes() {
 
 bool StreamSession::Impl::EvictLru(const Entry* keep) {
   std::lock_guard<std::mutex> lock(mu);
-  Entry* victim = nullptr;
-  for (auto& [signature, entry] : entries) {
-    if (entry.get() == keep || entry->plan == nullptr) continue;
-    if (victim == nullptr || entry->last_use < victim->last_use) victim = entry.get();
+  auto victim_it = entries.end();
+  for (auto it = entries.begin(); it != entries.end(); ++it) {
+    const Entry* entry = it->second.get();
+    if (entry == keep || entry->plan == nullptr) continue;
+    if (victim_it == entries.end() || entry->last_use < victim_it->second->last_use) {
+      victim_it = it;
+    }
   }
-  if (victim == nullptr) return false;
+  if (victim_it == entries.end()) return false;
+  Entry* victim = victim_it->second.get();
   victim->ri.reset();    // before the plan whose buffers it binds
   victim->plan.reset();  // frees its arena (and that arena's budget) if no other plan uses it
   victim->owned.Reset();
@@ -277,6 +281,9 @@ bool StreamSession::Impl::EvictLru(const Entry* keep) {
     victim->info.state = "evicted";
     victim->info.reason = "freed by the instance bound or the memory budget";
   }
+  // Keys that hold whole inputs (a model planned per input value) are not kept for their
+  // statistics: remembered evicted keys would hold that many inputs' bytes.
+  if (model->keyed_by_all_values()) entries.erase(victim_it);
   RecountBytes();
   counters.live_instances -= 1;
   counters.evictions += 1;

@@ -565,6 +565,21 @@ TEST_F(StreamSessionTest, AValueDependentShapeIsPlannedPerInputValue) {
     EXPECT_THAT(i.shape_signature, ::testing::StartsWith("x:[2,40]=<320 bytes #"));
     EXPECT_TRUE(session->DumpInstance(i.shape_signature, false).ok());
   }
+
+  // With one instance allowed, an evicted whole-input entry is forgotten, not remembered with
+  // its key (which holds the input's bytes).
+  StreamSessionOptions one;
+  one.max_instances = 1;
+  auto bounded = StreamSession::Create(*model, device_, ExecMode::kReplay, one);
+  ASSERT_TRUE(bounded.ok()) << bounded.status();
+  for (int p = 0; p < 5; ++p) {
+    std::vector<float> x(80, -1.0f);
+    x[p] = 1.0f;
+    auto result = (*bounded)->Run({{"x", FloatTensor({2, 40}, std::move(x))}}, &info);
+    ASSERT_TRUE(result.ok()) << result.status();
+    EXPECT_EQ(testing::Int64s((*result)[0].value), (std::vector<int64_t>{0, p}));
+  }
+  EXPECT_EQ((*bounded)->ListInstances().size(), 1u);
 }
 
 }  // namespace
