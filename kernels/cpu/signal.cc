@@ -1,7 +1,8 @@
 // Signal processing of opset 17: DFT (forward and inverse, one-sided, with dft_length), STFT
-// (frames of a real or complex signal, an optional window) and MelWeightMatrix. Transforms are
-// direct O(n^2) sums in double with a table of twiddle factors; lengths read from inputs
-// (dft_length, frame_step, frame_length) must be known at plan time.
+// (frames of a real or complex signal, an optional window) and MelWeightMatrix. Transforms run
+// in double with a table of twiddle factors: a radix-2 FFT for power-of-two lengths, the direct
+// sum otherwise (bounded in cost); lengths read from inputs (dft_length, frame_step,
+// frame_length) must be known at plan time.
 #include <algorithm>
 #include <cmath>
 #include <complex>
@@ -41,19 +42,62 @@ std::vector<std::complex<double>> Twiddles(int64_t n, double sign) {
 }
 
 // Bin k of the n-point transform of `in` (w: the twiddles), scaled, written as (real, imaginary)
-// floats at out + k * stride * 2, for k < bins.
+// floats at out + k * stride * 2, for k < bins. A power-of-two length runs an iterative radix-2
+// FFT (O(n log n), in `work`); any other length the direct sum (O(n * bins), bounded at Prepare
+// by DirectTransformFits).
 void Transform(const std::vector<std::complex<double>>& in,
                const std::vector<std::complex<double>>& w, int64_t bins, double scale, float* out,
-               int64_t stride) {
+               int64_t stride, std::vector<std::complex<double>>* work) {
   const int64_t n = static_cast<int64_t>(w.size());
+  auto write = [&](int64_t k, std::complex<double> v) {
+    out[k * stride * 2] = static_cast<float>(v.real() * scale);
+    out[k * stride * 2 + 1] = static_cast<float>(v.imag() * scale);
+  };
+  if ((n & (n - 1)) == 0) {
+    std::vector<std::complex<double>>& a = *work;
+    a.assign(in.begin(), in.begin() + n);
+    // Bit-reversed order, then butterflies of growing length.
+    for (int64_t i = 1, j = 0; i < n; ++i) {
+      int64_t bit = n >> 1;
+      for (; j & bit; bit >>= 1) j ^= bit;
+      j ^= bit;
+      if (i < j) std::swap(a[i], a[j]);
+    }
+    for (int64_t len = 2; len <= n; len <<= 1) {
+      const int64_t step = n / len;
+      for (int64_t i = 0; i < n; i += len) {
+        for (int64_t j = 0; j < len / 2; ++j) {
+          const std::complex<double> t = w[j * step] * a[i + j + len / 2];
+          const std::complex<double> u = a[i + j];
+          a[i + j] = u + t;
+          a[i + j + len / 2] = u - t;
+        }
+      }
+    }
+    for (int64_t k = 0; k < bins; ++k) write(k, a[k]);
+    return;
+  }
   for (int64_t k = 0; k < bins; ++k) {
     std::complex<double> sum = 0;
     for (int64_t j = 0; j < n; ++j) {
       sum += in[static_cast<size_t>(j)] * w[static_cast<size_t>((j * k) % n)];
     }
-    out[k * stride * 2] = static_cast<float>(sum.real() * scale);
-    out[k * stride * 2 + 1] = static_cast<float>(sum.imag() * scale);
+    write(k, sum);
   }
+}
+
+// The direct sum of a length that is not a power of two costs vectors * n * bins products;
+// past 2^27 (about a second) the node is refused rather than left to run for minutes.
+absl::Status DirectTransformFits(const PrepareContext& context, int64_t vectors, int64_t n,
+                                 int64_t bins) {
+  if ((n & (n - 1)) == 0) return absl::OkStatus();
+  constexpr double kMaxProducts = double(int64_t{1} << 27);
+  if (static_cast<double>(vectors) * static_cast<double>(n) * static_cast<double>(bins) >
+      kMaxProducts) {
+    return InvalidArgument(context, vectors, " transforms of length ", n,
+                           " (not a power of two) are too costly for the direct transform");
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareDft(const PrepareContext& context) {
@@ -83,6 +127,7 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareDft(const PrepareContext&
   int64_t outer = 1, inner = 1;
   for (int64_t i = 0; i < axis; ++i) outer *= x[i];
   for (int64_t i = axis + 1; i < rank - 1; ++i) inner *= x[i];
+  RETURN_IF_ERROR(DirectTransformFits(context, outer * inner, n, bins));
   const int64_t in_len = x[axis];
   const int64_t comps = x.back();
   auto w =
@@ -91,7 +136,7 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareDft(const PrepareContext&
   return MakeKernel(context, {Desc(DataType::kFloat32, out)}, [=](const KernelArgs& args) {
     const float* in = static_cast<const float*>(args.inputs[0]);
     float* y = static_cast<float*>(args.outputs[0]);
-    std::vector<std::complex<double>> signal(static_cast<size_t>(n));
+    std::vector<std::complex<double>> signal(static_cast<size_t>(n)), work;
     for (int64_t o = 0; o < outer; ++o) {
       for (int64_t i = 0; i < inner; ++i) {
         for (int64_t j = 0; j < n; ++j) {
@@ -102,7 +147,7 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareDft(const PrepareContext&
           const float* p = in + ((o * in_len + j) * inner + i) * comps;
           signal[static_cast<size_t>(j)] = {p[0], comps == 2 ? p[1] : 0.0f};
         }
-        Transform(signal, *w, bins, scale, y + (o * bins * inner + i) * 2, inner);
+        Transform(signal, *w, bins, scale, y + (o * bins * inner + i) * 2, inner, &work);
       }
     }
     return absl::OkStatus();
@@ -139,6 +184,7 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareStft(const PrepareContext
   ASSIGN_OR_RETURN(int64_t onesided, AttrsOf(context).GetInt("onesided", 1));
   const int64_t bins = onesided != 0 ? frame / 2 + 1 : frame;
   const int64_t frames = (x[1] - frame) / step + 1;
+  RETURN_IF_ERROR(DirectTransformFits(context, x[0] * frames, frame, bins));
   const int64_t batch = x[0], length = x[1], comps = x[2];
   auto w = std::make_shared<const std::vector<std::complex<double>>>(Twiddles(frame, -1));
   return MakeKernel(
@@ -146,7 +192,7 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareStft(const PrepareContext
         const float* in = static_cast<const float*>(args.inputs[0]);
         const float* window = has_window ? static_cast<const float*>(args.inputs[2]) : nullptr;
         float* y = static_cast<float*>(args.outputs[0]);
-        std::vector<std::complex<double>> signal(static_cast<size_t>(frame));
+        std::vector<std::complex<double>> signal(static_cast<size_t>(frame)), work;
         for (int64_t b = 0; b < batch; ++b) {
           for (int64_t f = 0; f < frames; ++f) {
             for (int64_t j = 0; j < frame; ++j) {
@@ -154,7 +200,7 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareStft(const PrepareContext
               const double weight = window != nullptr ? window[j] : 1.0;
               signal[static_cast<size_t>(j)] = {p[0] * weight, comps == 2 ? p[1] * weight : 0.0};
             }
-            Transform(signal, *w, bins, 1.0, y + (b * frames + f) * bins * 2, 1);
+            Transform(signal, *w, bins, 1.0, y + (b * frames + f) * bins * 2, 1, &work);
           }
         }
         return absl::OkStatus();

@@ -346,6 +346,37 @@ TEST(CoverageOpsTest, TfIdfModesAndPoolChecks) {
                    .ok());
 }
 
+// DFT: the FFT path (power-of-two length) and the direct path (other lengths) against the
+// defining sum; a direct transform too costly to run is refused at Prepare.
+TEST(CoverageOpsTest, DftMatchesTheDefiningSum) {
+  KernelHarness h;
+  for (int64_t n : {16, 12}) {
+    SCOPED_TRACE(n);
+    const std::vector<float> x = RandomFloats(static_cast<size_t>(n), 3);
+    auto out = h.Run("DFT", {Tensor::Of<float>({1, n, 1}, x)}, Attrs({{"axis", int64_t{1}}}));
+    ASSERT_TRUE(out.ok()) << out.status();
+    const std::vector<float> y = (*out)[0].Values<float>();
+    ASSERT_EQ(y.size(), static_cast<size_t>(2 * n));
+    for (int64_t k = 0; k < n; ++k) {
+      double re = 0, im = 0;
+      for (int64_t j = 0; j < n; ++j) {
+        const double angle = -2 * M_PI * static_cast<double>(j * k) / static_cast<double>(n);
+        re += x[j] * std::cos(angle);
+        im += x[j] * std::sin(angle);
+      }
+      EXPECT_NEAR(y[2 * k], re, 1e-4);
+      EXPECT_NEAR(y[2 * k + 1], im, 1e-4);
+    }
+  }
+  // 4096 vectors of a 65535-point direct transform: refused, not run.
+  auto costly = h.Prepare("DFT",
+                          {Tensor::Of<float>({4096, 8, 1}, std::vector<float>(4096 * 8)),
+                           Tensor::Of<int64_t>({}, {65535}, true)},
+                          Attrs({{"axis", int64_t{1}}}));
+  ASSERT_FALSE(costly.ok());
+  EXPECT_THAT(costly.status().message(), HasSubstr("too costly"));
+}
+
 // Random ops are checked by their distribution: mean and variance of many draws, the range, and
 // that a seed makes a kernel's draws reproducible while successive runs differ.
 TEST(CoverageOpsTest, RandomOpsFollowTheirDistributions) {
