@@ -10,16 +10,6 @@
 namespace reprise::kernels::cpu {
 namespace {
 
-// Reads index `i` of an int32 or int64 buffer.
-inline int64_t IndexAt(const void* indices, bool is64, int64_t i) {
-  return is64 ? static_cast<const int64_t*>(indices)[i] : static_cast<const int32_t*>(indices)[i];
-}
-
-absl::Status IndexError(absl::string_view node, int64_t index, int64_t dim) {
-  return absl::InvalidArgumentError(
-      absl::StrCat(node, ": index ", index, " is out of range for an axis of size ", dim));
-}
-
 absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareGather(const PrepareContext& context) {
   RETURN_IF_ERROR(ExpectInputCount(context, 2, 2));
   RETURN_IF_ERROR(ExpectType(context, 1, {DataType::kInt64, DataType::kInt32}));

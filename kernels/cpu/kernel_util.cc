@@ -195,4 +195,9 @@ void UseIntraOpThreads(int threads) {
   if (omp_get_max_threads() != wanted) omp_set_num_threads(wanted);
 }
 
+absl::Status IndexError(absl::string_view node, int64_t index, int64_t dim) {
+  return absl::InvalidArgumentError(
+      absl::StrCat(node, ": index ", index, " is out of range for an axis of size ", dim));
+}
+
 }  // namespace reprise::kernels::cpu

@@ -72,6 +72,15 @@ absl::StatusOr<int64_t> NormalizeAxis(const PrepareContext& context, int64_t axi
 absl::StatusOr<std::vector<int64_t>> ReadInts(const PrepareContext& context, size_t index,
                                               absl::string_view what);
 
+/// Element `i` of an index buffer of int32 (`is64` false) or int64 values.
+inline int64_t IndexAt(const void* indices, bool is64, int64_t i) {
+  return is64 ? static_cast<const int64_t*>(indices)[i] : static_cast<const int32_t*>(indices)[i];
+}
+
+/// INVALID_ARGUMENT "<node>: index <index> is out of range for an axis of size <dim>", the
+/// error a kernel's Run returns for an index read from data (`node` is NodeLabel's text).
+absl::Status IndexError(absl::string_view node, int64_t index, int64_t dim);
+
 /// The first value of input `index` (any numeric type) as a double; must be known at plan time.
 absl::StatusOr<double> ReadScalar(const PrepareContext& context, size_t index,
                                   absl::string_view what);

@@ -549,16 +549,14 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareReverseSequence(
     const uint8_t* x = static_cast<const uint8_t*>(args.inputs[0]);
     uint8_t* y = static_cast<uint8_t*>(args.outputs[0]);
     for (int64_t b = 0; b < batch; ++b) {
-      const int64_t len = is64 ? static_cast<const int64_t*>(args.inputs[1])[b]
-                               : static_cast<const int32_t*>(args.inputs[1])[b];
+      const int64_t len = IndexAt(args.inputs[1], is64, b);
       if (len < 0 || len > time) {
         return absl::InvalidArgumentError(
             absl::StrCat(op, ": sequence length ", len, " is outside [0, ", time, "]"));
       }
     }
     for (int64_t b = 0; b < batch; ++b) {
-      const int64_t len = is64 ? static_cast<const int64_t*>(args.inputs[1])[b]
-                               : static_cast<const int32_t*>(args.inputs[1])[b];
+      const int64_t len = IndexAt(args.inputs[1], is64, b);
       for (int64_t t = 0; t < time; ++t) {
         const int64_t from = t < len ? len - 1 - t : t;
         std::memcpy(y + b * batch_stride + t * time_stride,

@@ -14,20 +14,11 @@
 namespace reprise::kernels::cpu {
 namespace {
 
-inline int64_t IndexAt(const void* indices, bool is64, int64_t i) {
-  return is64 ? static_cast<const int64_t*>(indices)[i] : static_cast<const int32_t*>(indices)[i];
-}
-
 // `index` in [-dim, dim) made non-negative; false when out of range.
 inline bool Wrap(int64_t* index, int64_t dim) {
   if (*index < -dim || *index >= dim) return false;
   if (*index < 0) *index += dim;
   return true;
-}
-
-absl::Status IndexError(const std::string& node, int64_t index, int64_t dim) {
-  return absl::InvalidArgumentError(
-      absl::StrCat(node, ": index ", index, " is out of range for an axis of size ", dim));
 }
 
 enum class Reduction { kNone, kAdd, kMul, kMax, kMin };
