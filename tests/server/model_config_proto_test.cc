@@ -8,6 +8,13 @@ namespace {
 
 using ::testing::ElementsAre;
 
+config::ModelSettings Settings(int max_batch_size) {
+  config::ModelSettings s;
+  s.name.assign(1, 'm');
+  s.max_batch_size = max_batch_size;
+  return s;
+}
+
 // ToModelConfigProto casts config::TensorType to inference::DataType: the numbers must agree.
 TEST(ModelConfigProtoTest, TensorTypeNumbersAreProtoNumbers) {
   for (int i = 0; i <= 14; ++i) {
@@ -19,10 +26,12 @@ TEST(ModelConfigProtoTest, TensorTypeNumbersAreProtoNumbers) {
 }
 
 TEST(ModelConfigProtoTest, DeclaredTensorsAndPolicy) {
-  config::ModelSettings s;
-  s.name = "m";
-  s.max_batch_size = 0;
-  s.inputs = {{"x", config::TensorType::kString, {-1}}};
+  config::ModelSettings s = Settings(0);
+  config::TensorSettings x;
+  x.name = "x";
+  x.data_type = config::TensorType::kString;
+  x.dims = {-1};
+  s.inputs = {x};
   s.version_policy.kind = config::VersionPolicy::Kind::kSpecific;
   s.version_policy.versions = {2, 5};
   ModelSignature sig;  // ignored: the file declares the tensors
@@ -37,9 +46,7 @@ TEST(ModelConfigProtoTest, DeclaredTensorsAndPolicy) {
 }
 
 TEST(ModelConfigProtoTest, TensorsFromSignatureWithoutBatchDim) {
-  config::ModelSettings s;
-  s.name = "m";
-  s.max_batch_size = 4;
+  const config::ModelSettings s = Settings(4);
   ModelSignature sig;
   sig.inputs = {{"x", runtime::DataType::kFloat16, {-1, 3, 8}}};
   sig.outputs = {{"y", runtime::DataType::kInt64, {-1}}};
