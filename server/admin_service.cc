@@ -79,6 +79,7 @@ grpc::ServerUnaryReactor* AdminService::ListInstances(
       totals->set_evictions(c.evictions);
       totals->set_capture_failures(c.capture_failures);
       totals->set_budget_refusals(c.budget_refusals);
+      totals->set_value_plans(c.value_plans);
       totals->set_live_instances(c.live_instances);
       totals->set_live_bytes(c.live_bytes);
       totals->set_warmup_instances(c.warmup_instances);

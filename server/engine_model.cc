@@ -400,6 +400,7 @@ CaptureStats EngineModel::capture_stats() const {
     c.evictions += s.evictions;
     c.capture_failures += s.capture_failures;
     c.budget_refusals += s.budget_refusals;
+    c.value_plans += s.value_plans;
     c.live_instances += s.live_instances;
     c.live_bytes += s.live_bytes;
   }

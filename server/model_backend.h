@@ -113,6 +113,7 @@ struct CaptureStats {
   uint64_t evictions = 0;
   uint64_t capture_failures = 0;
   uint64_t budget_refusals = 0;
+  uint64_t value_plans = 0;  // plans made for input values (StreamSessionCounters)
   uint64_t live_instances = 0;
   uint64_t live_bytes = 0;
   uint64_t warmup_instances = 0;      // instances captured by the warm-up at load

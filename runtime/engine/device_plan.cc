@@ -26,6 +26,14 @@ absl::StatusOr<std::unique_ptr<DevicePlan>> DevicePlan::Create(const Model& mode
     return absl::UnimplementedError(
         "the model has string tensors, which only the CPU backend runs (docs/string-tensors.md)");
   }
+  for (const PlanStep& step : plan.steps()) {
+    if (step.control != nullptr) {
+      return absl::UnimplementedError(absl::StrCat(
+          "node \"", step.node_name, "\" (", step.op,
+          "): If and Loop run only on the CPU backend (their subgraphs' plans live in host "
+          "memory)"));
+    }
+  }
   std::unique_ptr<DevicePlan> result(new DevicePlan(plan, device));
   for (const auto& [address, bytes] : plan.OwnedRegions()) {
     RETURN_IF_ERROR(result->Add(address, bytes, /*upload=*/true));

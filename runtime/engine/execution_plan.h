@@ -22,13 +22,23 @@ struct NamedTensor {
   TensorValue value;
 };
 
+/// Iterations a Loop may run in one request before it fails (a guard against a trip count
+/// sent by a client, or a condition that never clears, holding a stream forever).
+inline constexpr int64_t kDefaultMaxLoopIterations = int64_t{1} << 24;
+
 struct PlanOptions {
   int intra_op_threads = 1;  // passed to every kernel's Prepare
   /// Cap on the bytes one plan owns: input staging, output buffers, values computed at plan
   /// time and the arena (intermediates and workspaces). Checked before each allocation; over it
   /// Create fails with RESOURCE_EXHAUSTED naming the node. 0: no cap.
   int64_t max_plan_bytes = 0;
+  /// When not empty: the element type of each graph input, in place of the graph's own (a
+  /// subgraph's inputs take their types from the node that runs it).
+  std::vector<DataType> input_dtypes;
+  int64_t max_loop_iterations = kDefaultMaxLoopIterations;
 };
+
+class ControlFlowKernel;
 
 /// One kernel call with every pointer bound. The pointers point into the plan's buffers (arena,
 /// input staging, output buffers) or into constants; they stay valid while the plan lives.
@@ -39,6 +49,9 @@ struct PlanStep {
   void* workspace = nullptr;  // kernel->workspace_bytes() bytes in the arena, or nullptr
   std::string node_name;      // for dumps and errors
   std::string op;
+  /// For an If or Loop node: `kernel` as a ControlFlowKernel (control_flow.h), which a capture
+  /// records as conditional tasks; nullptr for other nodes.
+  const ControlFlowKernel* control = nullptr;
 };
 
 /// A graph input or output of the plan with its concrete shape.
@@ -53,6 +66,8 @@ struct PlanTensor {
   /// Inputs of a value-keyed plan: the value the plan was made for (StageInput refuses any
   /// other), else nullptr.
   const uint8_t* fixed_value = nullptr;
+  /// Outputs: the value is known when planning (`data` points at it; no step writes it).
+  bool known = false;
 };
 
 /// The result of planning a graph for fixed input shapes: shapes of every tensor propagated

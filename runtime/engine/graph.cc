@@ -18,6 +18,15 @@ std::string DimsToString(const std::vector<Dim>& dims) {
                       "]");
 }
 
+const Subgraph* Node::FindSubgraph(absl::string_view attribute) const {
+  for (const Subgraph& subgraph : subgraphs) {
+    if (subgraph.attribute == attribute) return &subgraph;
+  }
+  return nullptr;
+}
+
+bool IsControlFlowOp(absl::string_view op) { return op == "If" || op == "Loop"; }
+
 int Graph::AddValue(Value value) {
   const int id = static_cast<int>(values.size());
   if (!value.name.empty()) by_name_.emplace(value.name, id);

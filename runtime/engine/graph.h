@@ -34,8 +34,23 @@ struct Value {
   std::vector<Dim> dims;
 };
 
+struct Graph;
+
+/// A graph attribute of a control-flow node (If's then_branch / else_branch, Loop's body).
+/// The subgraph's inputs are its formal inputs (none for If; iteration number, condition and
+/// loop-carried values for Loop) followed by the outer values it reads (ONNX lets a subgraph
+/// read any value of an enclosing graph by name): `outer_inputs[k]` is the index in the
+/// node's `inputs` of the subgraph's input `num_formal_inputs + k`.
+struct Subgraph {
+  std::string attribute;
+  std::shared_ptr<Graph> graph;
+  size_t num_formal_inputs = 0;
+  std::vector<size_t> outer_inputs;
+};
+
 /// One operator application. Inputs and outputs are value ids; an absent optional input is
-/// `kNoValue`.
+/// `kNoValue`. A control-flow node's inputs are its ONNX inputs followed by the outer values
+/// its subgraphs read.
 struct Node {
   std::string op;
   std::string name;
@@ -43,7 +58,13 @@ struct Node {
   std::vector<int> inputs;
   std::vector<int> outputs;
   Attributes attributes;
+  std::vector<Subgraph> subgraphs;
+  /// The subgraph of attribute `attribute`, or nullptr.
+  const Subgraph* FindSubgraph(absl::string_view attribute) const;
 };
+
+/// True for If and Loop (nodes with subgraphs, planned by the engine itself).
+bool IsControlFlowOp(absl::string_view op);
 
 /// A graph output: the name clients see and the value that holds it (after Identity removal
 /// the value may have another name, or be a graph input or a constant).

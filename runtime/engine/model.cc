@@ -152,6 +152,21 @@ absl::StatusOr<std::vector<const TensorValue*>> Model::MatchInputs(
   return ordered;
 }
 
+namespace {
+
+// A node of `graph` or of its subgraphs has output sizes that follow its input values.
+bool AnyValueDependentShape(const Graph& graph) {
+  for (const Node& node : graph.nodes) {
+    if (HasValueDependentShape(node.op)) return true;
+    for (const Subgraph& subgraph : node.subgraphs) {
+      if (AnyValueDependentShape(*subgraph.graph)) return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<ExecutionPlan>> Model::Plan(
     const std::vector<Shape>& input_shapes,
     const std::vector<const TensorValue*>& fixed_inputs) const {
@@ -163,15 +178,14 @@ absl::StatusOr<std::unique_ptr<ExecutionPlan>> Model::Plan(
 
 Model::Model(Graph graph, const KernelRegistry& registry, ModelOptions options, LoadStats stats)
     : graph_(std::move(graph)), registry_(registry), options_(options), stats_(stats) {
-  for (const Node& node : graph_.nodes) {
-    keyed_by_all_values_ = keyed_by_all_values_ || HasValueDependentShape(node.op);
-  }
+  keyed_by_all_values_ = AnyValueDependentShape(graph_);
 }
 
 bool Model::IsValueKeyCandidate(const TensorValue& input) const {
   if (keyed_by_all_values_) return true;
   const bool numeric = input.dtype == DataType::kInt64 || input.dtype == DataType::kInt32 ||
-                       input.dtype == DataType::kFloat32 || input.dtype == DataType::kFloat64;
+                       input.dtype == DataType::kFloat32 || input.dtype == DataType::kFloat64 ||
+                       input.dtype == DataType::kBool;
   return numeric && input.shape.size() <= 1 && NumElements(input.shape) <= kMaxValueKeyElements;
 }
 

@@ -70,12 +70,12 @@ class Model {
       const std::vector<Shape>& input_shapes,
       const std::vector<const TensorValue*>& fixed_inputs = {}) const;
 
-  /// True for an input whose value may decide shapes: a scalar or 1-D int32, int64, float32
-  /// or float64 tensor of at most kMaxValueKeyElements elements (a shape, axes, pads, Resize's
-  /// scales, Range's bounds); every input of a model with an op whose output sizes follow its
-  /// input values (HasValueDependentShape), which is planned per input value: its plans compute
-  /// at plan time and run as constants, one plan per distinct input (a slow path, bounded by the
-  /// sessions' plan limits; docs/operators.md).
+  /// True for an input whose value may decide shapes: a scalar or 1-D int32, int64, float32,
+  /// float64 or bool tensor of at most kMaxValueKeyElements elements (a shape, axes, pads, Resize's
+  /// scales, Range's bounds, an If's condition, a Loop's trip count); every input of a model with
+  /// an op whose output sizes follow its input values (HasValueDependentShape), which is planned
+  /// per input value: its plans compute at plan time and run as constants, one plan per distinct
+  /// input (a slow path, bounded by the sessions' plan limits; docs/operators.md).
   bool IsValueKeyCandidate(const TensorValue& input) const;
   static constexpr int64_t kMaxValueKeyElements = 64;
   /// True when every input is a value-key candidate (see IsValueKeyCandidate).

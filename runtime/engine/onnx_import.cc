@@ -13,6 +13,7 @@
 #include <memory>
 #include <optional>
 #include <set>
+#include <type_traits>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
@@ -134,10 +135,38 @@ bool HasLegacyForm(absl::string_view op) {
   return kOps->contains(op);
 }
 
+// Calls `fn(node)` for every node of `graph` and of its subgraphs (graph attributes), nested
+// at most `max_depth` deep (deeper ones are not visited; the conversion refuses them).
+template <typename GraphProto, typename Fn>
+void ForEachNode(GraphProto* graph, Fn&& fn, int max_depth = 16) {
+  if (max_depth < 0) return;
+  for (int i = 0; i < graph->node_size(); ++i) {
+    auto* node = [&]() {
+      if constexpr (std::is_const_v<GraphProto>) {
+        return &graph->node(i);
+      } else {
+        return graph->mutable_node(i);
+      }
+    }();
+    fn(*node);
+    for (int a = 0; a < node->attribute_size(); ++a) {
+      if constexpr (std::is_const_v<GraphProto>) {
+        const auto& attr = node->attribute(a);
+        if (attr.has_g()) ForEachNode(&attr.g(), fn, max_depth - 1);
+        for (const auto& g : attr.graphs()) ForEachNode(&g, fn, max_depth - 1);
+      } else {
+        auto* attr = node->mutable_attribute(a);
+        if (attr->has_g()) ForEachNode(attr->mutable_g(), fn, max_depth - 1);
+        for (auto& g : *attr->mutable_graphs()) ForEachNode(&g, fn, max_depth - 1);
+      }
+    }
+  }
+}
+
 std::vector<std::string> FindUnsupported(const onnx::GraphProto& graph, int opset,
                                          const KernelRegistry& registry) {
   std::set<std::string> missing;
-  for (const auto& node : graph.node()) {
+  ForEachNode(&graph, [&](const onnx::NodeProto& node) {
     if (!IsDefaultDomain(node.domain())) {
       missing.insert(absl::StrCat(node.domain(), ":", node.op_type()));
     } else if (!IsEngineOp(node.op_type()) && !registry.Has(node.op_type())) {
@@ -145,7 +174,7 @@ std::vector<std::string> FindUnsupported(const onnx::GraphProto& graph, int opse
     } else if (opset < kLegacyOpset && !HasLegacyForm(node.op_type())) {
       missing.insert(absl::StrCat(node.op_type(), " (its opset ", opset, " form)"));
     }
-  }
+  });
   return {missing.begin(), missing.end()};
 }
 
@@ -204,8 +233,14 @@ absl::Status CheckWindowAttributes(const onnx::NodeProto& node,
   return absl::OkStatus();
 }
 
-absl::Status CheckBeforeInference(const onnx::GraphProto& graph) {
-  absl::flat_hash_map<std::string, int> ranks;  // what the graph declares
+// `outer_ranks`: what the enclosing graphs declare (a subgraph reads their values too).
+absl::Status CheckBeforeInference(const onnx::GraphProto& graph,
+                                  const absl::flat_hash_map<std::string, int>& outer_ranks = {},
+                                  int depth = 0) {
+  if (depth > 16) {
+    return absl::InvalidArgumentError("subgraphs nest more than 16 deep");
+  }
+  absl::flat_hash_map<std::string, int> ranks = outer_ranks;  // what the graph declares
   for (const auto& init : graph.initializer()) {
     ranks[init.name()] = init.dims_size();
     // libonnx's shape inference reads raw_data (e.g. a Reshape's shape) into a vector of
@@ -234,6 +269,12 @@ absl::Status CheckBeforeInference(const onnx::GraphProto& graph) {
     }
   }
   for (const auto& node : graph.node()) {
+    for (const auto& attr : node.attribute()) {
+      if (attr.has_g()) RETURN_IF_ERROR(CheckBeforeInference(attr.g(), ranks, depth + 1));
+      for (const auto& g : attr.graphs()) {
+        RETURN_IF_ERROR(CheckBeforeInference(g, ranks, depth + 1));
+      }
+    }
     if (!IsDefaultDomain(node.domain())) continue;
     RETURN_IF_ERROR(CheckWindowAttributes(node, ranks));
     if (node.op_type() != "DepthToSpace" && node.op_type() != "SpaceToDepth") continue;
@@ -262,13 +303,11 @@ absl::Status CheckAndInfer(onnx::ModelProto* model) {
   // computed in the graph is only known during inference. Such nodes go into a domain of our own
   // for the inference, which libonnx then skips; the kernel checks the signal itself.
   constexpr absl::string_view kNoInference = "reprise.no_shape_inference";
-  std::vector<int> hidden;
-  for (int i = 0; i < model->graph().node_size(); ++i) {
-    const onnx::NodeProto& node = model->graph().node(i);
-    if (IsDefaultDomain(node.domain()) && node.op_type() == "STFT") hidden.push_back(i);
-  }
-  for (int i : hidden)
-    model->mutable_graph()->mutable_node(i)->set_domain(std::string(kNoInference));
+  std::vector<onnx::NodeProto*> hidden;
+  ForEachNode(model->mutable_graph(), [&](onnx::NodeProto& node) {
+    if (IsDefaultDomain(node.domain()) && node.op_type() == "STFT") hidden.push_back(&node);
+  });
+  for (onnx::NodeProto* node : hidden) node->set_domain(std::string(kNoInference));
   if (!hidden.empty()) {
     auto* opset = model->add_opset_import();
     opset->set_domain(std::string(kNoInference));
@@ -280,7 +319,7 @@ absl::Status CheckAndInfer(onnx::ModelProto* model) {
   } catch (const std::exception& e) {
     inferred = absl::InvalidArgumentError(absl::StrCat("onnx shape inference failed: ", e.what()));
   }
-  for (int i : hidden) model->mutable_graph()->mutable_node(i)->set_domain("");
+  for (onnx::NodeProto* node : hidden) node->set_domain("");
   if (!hidden.empty()) model->mutable_opset_import()->RemoveLast();
   return inferred;
 }
@@ -384,11 +423,51 @@ absl::StatusOr<TensorValue> ConstantValue(const onnx::NodeProto& node,
 // Gives the bytes of a lifted raw_data payload.
 using PayloadFn = std::function<LiftedRawData(const LiftedRange&)>;
 
+// The graphs enclosing a subgraph being converted, innermost first: a subgraph may read any
+// value of them by name.
+struct Scope {
+  const Graph* graph = nullptr;
+  const Scope* outer = nullptr;
+  // The value named `name` in this graph or an enclosing one, or nullptr.
+  const Value* Find(const std::string& name) const {
+    for (const Scope* s = this; s != nullptr; s = s->outer) {
+      const int id = s->graph->FindValue(name);
+      if (id != Graph::kNoValue) return &s->graph->values[id];
+    }
+    return nullptr;
+  }
+};
+
+// Limits on what a model file can nest (each level is a recursion and a plan of its own).
+constexpr int kMaxSubgraphDepth = 8;
+
+// The formal inputs of a node's graph attribute: Loop's body takes the iteration number, the
+// condition and the loop-carried values; If's branches take none.
+absl::StatusOr<size_t> FormalInputs(const onnx::NodeProto& node, const onnx::AttributeProto& attr) {
+  const bool known =
+      (node.op_type() == "If" && (attr.name() == "then_branch" || attr.name() == "else_branch")) ||
+      (node.op_type() == "Loop" && attr.name() == "body");
+  if (!known || !IsDefaultDomain(node.domain())) {
+    return absl::UnimplementedError(absl::StrCat("node \"", node.name(), "\" (", node.op_type(),
+                                                 "): graph attribute \"", attr.name(),
+                                                 "\" is not supported"));
+  }
+  if (node.op_type() == "If") return 0;
+  return static_cast<size_t>(attr.g().input_size());
+}
+
 // `lifted`, when not null, holds the payloads of initializers whose raw_data the parse skipped;
-// `payload` gives their bytes.
-absl::StatusOr<Graph> Convert(const onnx::ModelProto& model, int opset, const std::string& base_dir,
-                              const LiftedModel* lifted, const PayloadFn& payload) {
-  const onnx::GraphProto& g = model.graph();
+// `payload` gives their bytes. `outer` is null for the model's graph; for a subgraph it lists
+// the enclosing graphs, and each outer value the subgraph reads becomes one more input of it
+// (after its own), named in `*free_values` in that order.
+absl::StatusOr<Graph> ConvertGraph(const onnx::GraphProto& g, int opset,
+                                   const std::string& base_dir, const LiftedModel* lifted,
+                                   const PayloadFn& payload, const Scope* outer, int depth,
+                                   std::vector<std::string>* free_values) {
+  if (depth > kMaxSubgraphDepth) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("subgraphs nest more than ", kMaxSubgraphDepth, " deep"));
+  }
   Graph graph;
   graph.opset = opset;
   absl::flat_hash_map<std::string, const onnx::ValueInfoProto*> infos;
@@ -404,6 +483,18 @@ absl::StatusOr<Graph> Convert(const onnx::ModelProto& model, int opset, const st
     auto it = infos.find(name);
     if (it != infos.end()) FillValueInfo(*it->second, &value);
     return graph.AddValue(std::move(value));
+  };
+  // The value `name` read by a node or an output: one of this graph's, or an outer value that
+  // becomes an input of this subgraph; kNoValue when neither.
+  auto resolve = [&](const std::string& name) {
+    int id = graph.FindValue(name);
+    if (id != Graph::kNoValue || outer == nullptr) return id;
+    const Value* value = outer->Find(name);
+    if (value == nullptr) return Graph::kNoValue;
+    id = graph.AddValue(*value);
+    graph.inputs.push_back(id);
+    free_values->push_back(name);
+    return id;
   };
 
   if (lifted != nullptr && lifted->raw_data.size() != static_cast<size_t>(g.initializer_size())) {
@@ -428,7 +519,9 @@ absl::StatusOr<Graph> Convert(const onnx::ModelProto& model, int opset, const st
     const int id = get_or_add(input.name());
     // An input that also has an initializer is a constant here (its default is used).
     if (graph.IsConstant(id)) continue;
-    if (graph.values[id].dtype == DataType::kUndefined) {
+    // A subgraph's input may leave its type to the node that runs it (the planner takes it
+    // from there).
+    if (graph.values[id].dtype == DataType::kUndefined && outer == nullptr) {
       return absl::UnimplementedError(
           absl::StrCat("graph input \"", input.name(), "\" is not a tensor of a supported type"));
     }
@@ -454,24 +547,54 @@ absl::StatusOr<Graph> Convert(const onnx::ModelProto& model, int opset, const st
         n.inputs.push_back(Graph::kNoValue);
         continue;
       }
-      const int id = graph.FindValue(in);
+      const int id = resolve(in);
       if (id == Graph::kNoValue) {
         return absl::InvalidArgumentError(absl::StrCat(
             "node \"", node.name(), "\" (", node.op_type(), ") reads unknown value \"", in, "\""));
       }
       n.inputs.push_back(id);
     }
-    for (const auto& out : node.output()) {
-      n.outputs.push_back(out.empty() ? Graph::kNoValue : get_or_add(out));
-    }
     for (const auto& attr : node.attribute()) {
+      if (attr.type() == onnx::AttributeProto::GRAPH) {
+        ASSIGN_OR_RETURN(size_t formal, FormalInputs(node, attr));
+        Scope scope{&graph, outer};
+        std::vector<std::string> reads;
+        auto converted =
+            ConvertGraph(attr.g(), opset, base_dir, nullptr, payload, &scope, depth + 1, &reads);
+        if (!converted.ok()) {
+          return absl::Status(converted.status().code(),
+                              absl::StrCat("node \"", n.name, "\" (", n.op, "), ", attr.name(),
+                                           ": ", converted.status().message()));
+        }
+        Subgraph subgraph{attr.name(), std::make_shared<Graph>(*std::move(converted)), formal, {}};
+        if (subgraph.graph->inputs.size() != formal + reads.size()) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("node \"", n.name, "\" (", n.op, "), ", attr.name(), ": ",
+                           subgraph.graph->inputs.size() - reads.size(), " inputs, expected ",
+                           formal, " (an input with an initializer cannot be a loop input)"));
+        }
+        for (const std::string& name : reads) {
+          const int id = resolve(name);  // found: the subgraph found it in scope
+          auto at = std::find(n.inputs.begin() + node.input_size(), n.inputs.end(), id);
+          if (at == n.inputs.end()) {
+            n.inputs.push_back(id);
+            at = n.inputs.end() - 1;
+          }
+          subgraph.outer_inputs.push_back(static_cast<size_t>(at - n.inputs.begin()));
+        }
+        n.subgraphs.push_back(std::move(subgraph));
+        continue;
+      }
       ASSIGN_OR_RETURN(AttributeValue value, ConvertAttribute(node, attr, base_dir));
       n.attributes.Set(attr.name(), std::move(value));
+    }
+    for (const auto& out : node.output()) {
+      n.outputs.push_back(out.empty() ? Graph::kNoValue : get_or_add(out));
     }
     graph.nodes.push_back(std::move(n));
   }
   for (const auto& out : g.output()) {
-    const int id = graph.FindValue(out.name());
+    const int id = resolve(out.name());
     if (id == Graph::kNoValue) {
       return absl::InvalidArgumentError(
           absl::StrCat("graph output \"", out.name(), "\" is never computed"));
@@ -480,6 +603,11 @@ absl::StatusOr<Graph> Convert(const onnx::ModelProto& model, int opset, const st
   }
   RETURN_IF_ERROR(graph.Validate());
   return graph;
+}
+
+absl::StatusOr<Graph> Convert(const onnx::ModelProto& model, int opset, const std::string& base_dir,
+                              const LiftedModel* lifted, const PayloadFn& payload) {
+  return ConvertGraph(model.graph(), opset, base_dir, lifted, payload, nullptr, 0, nullptr);
 }
 
 // A model file, open for reading; closed on destruction.
@@ -610,7 +738,7 @@ absl::StatusOr<Graph> ImportBytes(absl::string_view bytes, const KernelRegistry&
 }  // namespace
 
 bool IsEngineOp(absl::string_view op) {
-  return op == "Constant" || op == "Identity" || op == "Dropout";
+  return op == "Constant" || op == "Identity" || op == "Dropout" || IsControlFlowOp(op);
 }
 
 absl::StatusOr<std::vector<std::string>> UnsupportedOps(absl::string_view bytes,

@@ -19,7 +19,8 @@ inline constexpr int kLegacyOpset = 7;
 inline constexpr int kMaxOpset = 17;
 
 /// True for ops the engine implements itself, without a kernel: Constant (becomes a constant),
-/// Identity and Dropout (removed for inference).
+/// Identity and Dropout (removed for inference), If and Loop (planned with their subgraphs,
+/// control_flow.h).
 bool IsEngineOp(absl::string_view op);
 
 /// Parses, checks (onnx::checker), infers shapes (onnx::shape_inference) and converts an ONNX

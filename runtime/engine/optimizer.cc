@@ -250,6 +250,15 @@ absl::StatusOr<int> FoldConstants(Graph* graph, const KernelRegistry& registry,
 
 absl::Status OptimizeForInference(Graph* graph, const KernelRegistry& registry,
                                   int64_t max_folded_bytes) {
+  for (Node& node : graph->nodes) {
+    for (Subgraph& subgraph : node.subgraphs) {
+      absl::Status status = OptimizeForInference(subgraph.graph.get(), registry, max_folded_bytes);
+      if (!status.ok()) {
+        return NodeError(node, absl::Status(status.code(), absl::StrCat(subgraph.attribute, ": ",
+                                                                        status.message())));
+      }
+    }
+  }
   RemovePassThroughNodes(graph);
   RemoveDeadNodes(graph);
   RETURN_IF_ERROR(FoldConstants(graph, registry, max_folded_bytes).status());
@@ -264,7 +273,8 @@ absl::Status OptimizeForInference(Graph* graph, const KernelRegistry& registry,
   KeepBlockedLayoutBetweenConvs(graph);
   for (const Node& node : graph->nodes) {
     // A Dropout left here has its mask used: the planner makes the mask (all true).
-    if (IsEngineOp(node.op) && !registry.Has(node.op) && !IsInferenceDropout(*graph, node)) {
+    if (IsEngineOp(node.op) && !IsControlFlowOp(node.op) && !registry.Has(node.op) &&
+        !IsInferenceDropout(*graph, node)) {
       return NodeError(node, absl::UnimplementedError(
                                  "only inference is supported (training_mode must be absent or "
                                  "a constant false)"));

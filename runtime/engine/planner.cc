@@ -9,6 +9,7 @@
 #include "runtime/core/checked_size.h"
 #include "runtime/core/status_macros.h"
 #include "runtime/core/string_tensor.h"
+#include "runtime/engine/control_flow.h"
 #include "runtime/engine/execution_plan.h"
 #include "runtime/engine/memory_plan.h"
 #include "runtime/engine/optimizer.h"
@@ -111,8 +112,18 @@ class PlanBuilder {
                                                      " shapes given"));
     }
     absl::flat_hash_map<std::string, int64_t> symbols;
+    if (!options_.input_dtypes.empty() && options_.input_dtypes.size() != graph_.inputs.size()) {
+      return absl::InvalidArgumentError(absl::StrCat("the graph has ", graph_.inputs.size(),
+                                                     " inputs, ", options_.input_dtypes.size(),
+                                                     " input types given"));
+    }
     for (size_t i = 0; i < graph_.inputs.size(); ++i) {
-      const Value& value = graph_.values[graph_.inputs[i]];
+      Value value = graph_.values[graph_.inputs[i]];
+      if (!options_.input_dtypes.empty()) value.dtype = options_.input_dtypes[i];
+      if (DataTypeSize(value.dtype) == 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("input \"", value.name, "\" has no element type"));
+      }
       RETURN_IF_ERROR(CheckInputShape(value, input_shapes[i], &symbols));
       std::optional<int64_t> bytes = CheckedBytes(value.dtype, input_shapes[i]);
       if (!bytes.has_value()) {
@@ -178,10 +189,22 @@ class PlanBuilder {
       }
       descs.push_back(std::move(desc));
     }
-    auto prepared =
-        registry_.Prepare(MakePrepareContext(node, graph_.opset, descs, options_.intra_op_threads));
-    if (!prepared.ok()) return NodeError(node, prepared.status());
-    std::unique_ptr<PreparedKernel> kernel = std::move(prepared).value();
+    std::unique_ptr<PreparedKernel> kernel;
+    const ControlFlowKernel* control = nullptr;
+    if (IsControlFlowOp(node.op) && (node.domain.empty() || node.domain == "ai.onnx")) {
+      auto planned = PlanControlFlow(node, descs, registry_, options_);
+      if (!planned.ok()) return NodeError(node, planned.status());
+      absl::Status reserved =
+          Reserve(static_cast<int64_t>((*planned)->owned_bytes()), "the plans of its subgraphs");
+      if (!reserved.ok()) return NodeError(node, reserved);
+      control = planned->get();
+      kernel = *std::move(planned);
+    } else {
+      auto prepared = registry_.Prepare(
+          MakePrepareContext(node, graph_.opset, descs, options_.intra_op_threads));
+      if (!prepared.ok()) return NodeError(node, prepared.status());
+      kernel = std::move(prepared).value();
+    }
     const std::vector<TensorDesc>& outs = kernel->outputs();
     for (const TensorDesc& out : outs) {
       const bool bad_dim =
@@ -295,6 +318,7 @@ class PlanBuilder {
     plan_step.kernel = kernel.get();
     plan_step.node_name = node.name;
     plan_step.op = node.op;
+    plan_step.control = control;
     plan_->steps_.push_back(std::move(plan_step));
     plan_->kernels_.push_back(std::move(kernel));
     step_io_.push_back(std::move(io));
@@ -382,8 +406,9 @@ class PlanBuilder {
       if (slot.where == Where::kNone || slot.where == Where::kArena) {
         return absl::InternalError(absl::StrCat("graph output \"", out.name, "\" is not computed"));
       }
-      plan_->outputs_.push_back(
-          PlanTensor{out.name, slot.dtype, slot.shape, ByteSize(slot.dtype, slot.shape), nullptr});
+      plan_->outputs_.push_back(PlanTensor{out.name, slot.dtype, slot.shape,
+                                           ByteSize(slot.dtype, slot.shape), nullptr, nullptr,
+                                           slot.where == Where::kKnown});
     }
     return absl::OkStatus();
   }

@@ -16,6 +16,7 @@
 #include "absl/time/time.h"
 #include "runtime/core/capture.h"
 #include "runtime/core/status_macros.h"
+#include "runtime/engine/control_flow.h"
 
 namespace reprise::runtime::engine {
 namespace {
@@ -59,6 +60,9 @@ std::string ValueText(const TensorValue& value) {
         parts.push_back(absl::StrFormat("%.17g", v));
         break;
       }
+      case DataType::kBool:  // the byte itself: a key must tell every value apart
+        parts.push_back(absl::StrCat(static_cast<int>(*p)));
+        break;
       default:
         parts.push_back("?");
     }
@@ -126,6 +130,8 @@ struct StreamSession::Impl {
   std::vector<std::string> input_names;  // graph order
   bool value_keyed = false;              // touched by the running thread only
   std::unique_ptr<Stream> stream;
+  // Where the bodies of If and Loop nodes are captured (made on the first such capture).
+  BodyStreams body_streams{nullptr};
   // std::mutex rather than absl::Mutex (TSan, docs/development.md).
   mutable std::mutex mu;
   absl::flat_hash_map<std::string, std::unique_ptr<Entry>> entries ABSL_GUARDED_BY(mu);
@@ -315,16 +321,15 @@ void StreamSession::Impl::Capture(Entry* entry, StreamRunInfo* info) {
     MarkEager(entry, absl::StrCat("begin capture: ", status.message()), info);
     return;
   }
-  absl::Status launch = entry->plan->ForEachStep([&](const PlanStep& step) -> absl::Status {
-    absl::Status s = stream->LaunchKernel(
-        *step.kernel, std::span<const void* const>(step.inputs.data(), step.inputs.size()),
-        std::span<void* const>(step.outputs.data(), step.outputs.size()), step.workspace);
-    if (!s.ok()) {
-      return absl::Status(s.code(), absl::StrCat("recording node \"", step.node_name, "\" (",
-                                                 step.op, "): ", s.message()));
-    }
-    return absl::OkStatus();
-  });
+  // If and Loop steps record conditional tasks, their bodies captured on the body streams.
+  CaptureScope scope;
+  scope.root = GetCaptureInfo(stream.get()).instance;
+  scope.bodies = &body_streams;
+  scope.mode = CaptureMode::kThreadLocal;
+  absl::Status launch = EnqueuePlan(*entry->plan, stream.get(), &scope);
+  if (!launch.ok()) {
+    launch = absl::Status(launch.code(), absl::StrCat("recording ", launch.message()));
+  }
   // EndCapture in every case, so that the stream leaves the capture.
   absl::StatusOr<std::unique_ptr<ModelRI>> ri = EndCapture(stream.get());
   info->capture_ns = NowNs() - start;
@@ -365,6 +370,10 @@ absl::StatusOr<Entry*> StreamSession::Impl::FindOrMake(
   ASSIGN_OR_RETURN(std::unique_ptr<ExecutionPlan> plan, model->PlanForInputs(ordered, &keyed));
   info->plan_ns = NowNs() - start;
   info->planned = true;
+  if (keyed) {
+    std::lock_guard<std::mutex> lock(mu);
+    counters.value_plans += 1;
+  }
   if (keyed && !value_keyed) {
     value_keyed = true;
     signature = Signature(ordered, &display);
@@ -439,16 +448,7 @@ absl::StatusOr<Entry*> StreamSession::Impl::FindOrMake(
 }
 
 absl::Status StreamSession::Impl::RunEager(const ExecutionPlan& plan) {
-  absl::Status launch = plan.ForEachStep([&](const PlanStep& step) -> absl::Status {
-    absl::Status s = stream->LaunchKernel(
-        *step.kernel, std::span<const void* const>(step.inputs.data(), step.inputs.size()),
-        std::span<void* const>(step.outputs.data(), step.outputs.size()), step.workspace);
-    if (!s.ok()) {
-      return absl::Status(
-          s.code(), absl::StrCat("node \"", step.node_name, "\" (", step.op, "): ", s.message()));
-    }
-    return absl::OkStatus();
-  });
+  absl::Status launch = EnqueuePlan(plan, stream.get(), /*scope=*/nullptr);
   // Wait for what was queued even when a launch was refused: the tasks use the plan's buffers.
   absl::Status sync = stream->Synchronize();
   RETURN_IF_ERROR(launch);
@@ -481,6 +481,7 @@ absl::StatusOr<std::unique_ptr<StreamSession>> StreamSession::Create(
                                      ": cannot create a stream: ", stream.status().message()));
   }
   impl->stream = *std::move(stream);
+  impl->body_streams = BodyStreams(device);
   return std::unique_ptr<StreamSession>(new StreamSession(std::move(impl)));
 }
 

@@ -63,9 +63,12 @@ struct StreamSessionCounters {
   uint64_t evictions = 0;         // instances freed by the LRU bound or the memory budget
   uint64_t capture_failures = 0;  // signatures that fell back to eager
   uint64_t budget_refusals = 0;   // runs planned transiently because the budget was spent
-  uint64_t live_instances = 0;    // plans held now
-  uint64_t live_bytes = 0;        // their arenas and own buffers (what the budget counts)
-  uint64_t arena_bytes = 0;       // their distinct arenas alone
+  /// Plans made for input values, not only shapes (a shape follows a value: Reshape's shape
+  /// input, an If whose branches differ in shape, a Loop's trip count before scan outputs).
+  uint64_t value_plans = 0;
+  uint64_t live_instances = 0;  // plans held now
+  uint64_t live_bytes = 0;      // their arenas and own buffers (what the budget counts)
+  uint64_t arena_bytes = 0;     // their distinct arenas alone
 };
 
 /// A memory budget for the arenas of the plans (instances) of many sessions, e.g. the whole

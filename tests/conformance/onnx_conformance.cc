@@ -300,7 +300,9 @@ void WriteMarkdown(const std::string& path, const std::map<std::string, OpCounts
       << " only the ops whose form has not changed since opset 1 (the others are refused by "
          "name at load). Kernels adapt where an op's form changed between opsets (e.g. "
          "attributes that became inputs). Constant, Identity and Dropout (inference) are handled "
-         "by the engine itself. `reprise-run --list-ops` prints the CPU and CUDA columns.\n\n"
+         "by the engine itself, and so are If and Loop on the CPU (their subgraphs are planned "
+         "and captured as conditional tasks; docs/development.md, \"Control flow\"). "
+         "`reprise-run --list-ops` prints the CPU and CUDA columns.\n\n"
       << "Node cases: " << passed << " passed, " << failed << " failed (each listed with its "
       << "reason in tests/conformance/known_failures.txt), " << skipped << " skipped ("
       << skipped - skipped_opset << " with an op no backend has, " << skipped_opset

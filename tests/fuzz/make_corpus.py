@@ -245,6 +245,31 @@ def onnx_seeds():
          helper.make_node("Upsample", ["tv"], ["z"], scales=[1.0, 2.0], mode="nearest")],
         [], [vi("z", shape=(1, 4))],
         [const("tx", np.array([[3.0, 1.0, 2.0]], dtype=np.float32))], opset=7))
+    # Control flow: an If whose branches read outer values, a Loop with a data-dependent
+    # condition and a scan output, an If nested in the Loop's body.
+    then_g = helper.make_graph([helper.make_node("Mul", ["x", "two"], ["yt"])], "then", [],
+                               [vi("yt")])
+    else_g = helper.make_graph([helper.make_node("Sub", ["x", "two"], ["ye"])], "else", [],
+                               [vi("ye")])
+    inner_if = helper.make_node("If", ["c_in"], ["v_out"], then_branch=helper.make_graph(
+        [helper.make_node("Add", ["v_in", "two"], ["vt"])], "t", [], [vi("vt", shape=(4,))]),
+        else_branch=helper.make_graph(
+        [helper.make_node("Mul", ["v_in", "two"], ["ve"])], "e", [], [vi("ve", shape=(4,))]))
+    body = helper.make_graph(
+        [inner_if, helper.make_node("ReduceMax", ["v_out"], ["m"], keepdims=0),
+         helper.make_node("Less", ["m", "hundred"], ["c_out"]),
+         helper.make_node("Identity", ["v_out"], ["scan"])], "body",
+        [vi("i", i64, ()), vi("c_in", TensorProto.BOOL, ()), vi("v_in", shape=(4,))],
+        [vi("c_out", TensorProto.BOOL, ()), vi("v_out", shape=(4,)), vi("scan", shape=(4,))])
+    write("fuzz_onnx_model", "control_flow", model(
+        [helper.make_node("ReduceSum", ["x"], ["s"], keepdims=0),
+         helper.make_node("Greater", ["s", "zero"], ["c"]),
+         helper.make_node("If", ["c"], ["y"], then_branch=then_g, else_branch=else_g),
+         helper.make_node("Loop", ["trips", "", "v0"], ["v", "scans"], body=body)],
+        [vi("x"), vi("v0", shape=(4,))], [vi("y"), vi("v", shape=(4,)), vi("scans", shape=(5, 4))],
+        [const("two", np.array(2, dtype=np.float32)), const("zero", np.array(0, dtype=np.float32)),
+         const("hundred", np.array(100, dtype=np.float32)),
+         const("trips", np.array(5, dtype=np.int64))]))
     repo = os.path.join(ROOT, "tools", "models", "repository", "add_sub", "1", "model.onnx")
     with open(repo, "rb") as fh:
         write("fuzz_onnx_model", "repository_add_sub", fh.read())

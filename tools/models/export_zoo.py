@@ -9,7 +9,10 @@ bidirectional LSTM with a per-step Linear head), gru_classifier (a GRU whose las
 a Linear head), swin_small_input (torchvision's Swin Transformer, shifted-window attention
 with its Mod / ScatterND masks, at two stages of width 32 on 56x56 images) and detection_head
 (a small convolutional box and score head whose boxes go through torchvision's nms, exported as
-NonMaxSuppression; the output's length follows the input's values) and qdq_cnn (a small CNN,
+NonMaxSuppression; the output's length follows the input's values), gated_branch (a head chosen
+by the sign of the input's sum: an If), greedy_decoder (greedy decoding of up to 10 tokens that
+stops when every row emits token 0: a Loop with a data-dependent condition; both scripted with
+torch.jit.script) and qdq_cnn (a small CNN,
 conv + batch norm + ReLU, a depthwise conv, a residual add and a Linear head, quantized to QDQ
 form by tools/models/quantize_qdq.py; its reference outputs are the float model's, from PyTorch,
 and its float ONNX model is kept as model_float.onnx).
@@ -30,7 +33,10 @@ import sys
 import time
 
 ALL = ["mlp", "mlp48", "resnet18", "resnet50", "mobilenet_v2", "transformer", "lstm_tagger",
-       "gru_classifier", "swin_small_input", "detection_head", "qdq_cnn"]
+       "gru_classifier", "swin_small_input", "detection_head", "qdq_cnn", "gated_branch",
+       "greedy_decoder"]
+# Models with Python control flow, exported through torch.jit.script (If and Loop nodes).
+SCRIPTED = {"gated_branch", "greedy_decoder"}
 # Bumped whenever the exported files change; an existing export of another version is redone.
 VERSION = "2"
 
@@ -161,6 +167,56 @@ def build(name, torch):
                 return self.head(torch.flatten(nn.functional.adaptive_avg_pool2d(x, 1), 1))
 
         return SmallCnn(), (3, 32, 32)
+    if name == "gated_branch":
+        class GatedBranch(nn.Module):
+            """A data-dependent branch (an ONNX If): the sign of the input's sum picks one of
+            two heads of the same shape."""
+
+            def __init__(self):
+                super().__init__()
+                self.inp = nn.Linear(16, 32)
+                self.a = nn.Linear(32, 8)
+                self.b = nn.Linear(32, 8)
+
+            def forward(self, x):
+                h = torch.relu(self.inp(x))
+                if bool(x.sum() > 0):
+                    y = torch.sigmoid(self.a(h))
+                else:
+                    y = torch.tanh(self.b(h)) * 2.0
+                return y
+
+        return GatedBranch(), (16,)
+    if name == "greedy_decoder":
+        class GreedyDecoder(nn.Module):
+            """Greedy decoding (an ONNX Loop with a data-dependent condition): a recurrent cell
+            emits the arg-max token step by step into a fixed buffer of 10 positions, until
+            every row emits token 0 or the buffer is full."""
+
+            def __init__(self):
+                super().__init__()
+                self.max_len = 10
+                self.enc = nn.Linear(16, 32)
+                self.emb = nn.Embedding(12, 32)
+                self.cell = nn.Linear(64, 32)
+                self.out = nn.Linear(32, 12)
+
+            def forward(self, x):
+                h = torch.tanh(self.enc(x))
+                tokens = torch.zeros(x.shape[0], self.max_len, dtype=torch.long)
+                tok = torch.zeros(x.shape[0], dtype=torch.long)
+                positions = torch.arange(self.max_len)
+                i = 0
+                done = False
+                while i < self.max_len and not done:
+                    h = torch.tanh(self.cell(torch.cat([self.emb(tok), h], 1)))
+                    tok = torch.argmax(self.out(h), 1)
+                    tokens = tokens + tok.unsqueeze(1) * (positions == i).long().unsqueeze(0)
+                    done = bool((tok == 0).all())
+                    i += 1
+                return tokens
+
+        return GreedyDecoder(), (16,)
     raise ValueError(f"unknown model {name}")
 
 
@@ -200,6 +256,8 @@ def export(name, out_dir, torch, np, reprise_run=None):
     if name == "qdq_cnn":
         # The float model is exported beside, then quantized into model.onnx (below).
         tmp = os.path.join(directory, "model_float.onnx")
+    if name in SCRIPTED:
+        model = torch.jit.script(model)
     # Exported with gradients enabled (TransformerEncoder's fast path is off then).
     torch.onnx.export(model, (example,), tmp, opset_version=17, input_names=["input"],
                       output_names=["output"],
@@ -207,6 +265,8 @@ def export(name, out_dir, torch, np, reprise_run=None):
     with torch.no_grad():
         for batch in (1, 4):
             x = torch.randn(batch, *sample_shape)
+            if name == "gated_branch" and bool(x.sum() > 0) != (batch == 1):
+                x = -x  # batch 1 takes the first branch, batch 4 the second
             y = model(x)
             np.save(os.path.join(directory, f"input_b{batch}.npy"), x.numpy())
             np.save(os.path.join(directory, f"output_b{batch}.npy"), y.numpy())

@@ -420,7 +420,7 @@ absl::Status ListOps() {
   cuda_ops = kernels::cuda::CudaKernelOps();
 #endif
   std::vector<std::string> ops = cpu.Ops();
-  for (const char* op : {"Constant", "Identity", "Dropout"}) ops.push_back(op);
+  for (const char* op : {"Constant", "Identity", "Dropout", "If", "Loop"}) ops.push_back(op);
   ops.insert(ops.end(), cuda_ops.begin(), cuda_ops.end());
   std::sort(ops.begin(), ops.end());
   ops.erase(std::unique(ops.begin(), ops.end()), ops.end());

@@ -8,6 +8,10 @@
 // Tolerance: max |engine - torch| <= 1e-4 * max |torch| over each output (float32 through
 // different summation orders; stated per model below when it needs more).
 //
+// gated_branch (an If on the sign of the input's sum; batch 1 takes one branch, batch 4 the
+// other) and greedy_decoder (a Loop whose condition comes from the tokens; exact tokens) also
+// check that their replayed instances hold the IF / WHILE conditional task.
+//
 // qdq_cnn is the QDQ (QuantizeLinear / DequantizeLinear) form of a small float CNN
 // (tools/models/quantize_qdq.py) compared with the float model's PyTorch outputs: the difference
 // is the quantization error. Measured with the engine: 0.0085 and 0.0088 relative on the stored
@@ -37,7 +41,21 @@ struct ZooCase {
   const char* name;
   double tolerance;
   double min_relative = 0.0;  // the least max |engine - torch| / max |torch| (quantized models)
+  /// Models with control flow: the conditional task ("if", "while") the replayed instance must
+  /// hold (If and Loop stay in the instance instead of falling back to eager).
+  const char* conditional = nullptr;
 };
+
+// The elements of a float or integer tensor as doubles.
+std::vector<double> Values(const TensorValue& tensor) {
+  std::vector<double> out;
+  if (tensor.dtype == DataType::kInt64) {
+    for (int64_t v : testing::Int64s(tensor)) out.push_back(static_cast<double>(v));
+  } else {
+    for (float v : testing::Floats(tensor)) out.push_back(v);
+  }
+  return out;
+}
 
 std::string FindModelDir(const std::string& name) {
   const char* dirs = std::getenv("REPRISE_ZOO_DIRS");
@@ -91,17 +109,28 @@ TEST_P(ZooTest, MatchesPyTorch) {
           EXPECT_TRUE(info.replayed)
               << "capture failed: " << (*session)->ListInstances().front().reason;
           EXPECT_EQ(info.captured, run == 0);
+          if (c.conditional != nullptr && run == 1) {
+            bool found = false;
+            for (const StreamInstanceInfo& instance : (*session)->ListInstances()) {
+              auto dump = (*session)->DumpInstance(instance.shape_signature, false);
+              ASSERT_TRUE(dump.ok()) << dump.status();
+              found |= dump->find(std::string("\"type\": \"") + c.conditional + "\"") !=
+                       std::string::npos;
+            }
+            EXPECT_TRUE(found) << c.name << ": no " << c.conditional << " task in the instances";
+          }
         } else {
           EXPECT_TRUE(info.eager);
         }
         ASSERT_EQ(out->size(), 1u);
         const TensorValue& got = (*out)[0].value;
         ASSERT_EQ(got.shape, expected->shape);
-        std::vector<float> g = testing::Floats(got), w = testing::Floats(*expected);
+        ASSERT_EQ(got.dtype, expected->dtype);
+        std::vector<double> g = Values(got), w = Values(*expected);
         double max_abs = 0.0, max_diff = 0.0;
         for (size_t i = 0; i < w.size(); ++i) {
           max_abs = std::max(max_abs, std::fabs(static_cast<double>(w[i])));
-          max_diff = std::max(max_diff, std::fabs(static_cast<double>(g[i]) - w[i]));
+          max_diff = std::max(max_diff, std::fabs(g[i] - w[i]));
         }
         // A vanishing reference would make any engine output look right.
         ASSERT_GT(max_abs, 1e-3) << c.name << ": the reference output is too small to compare";
@@ -122,7 +151,8 @@ INSTANTIATE_TEST_SUITE_P(
                       ZooCase{"mobilenet_v2", 1e-4}, ZooCase{"transformer", 1e-4},
                       ZooCase{"lstm_tagger", 1e-4}, ZooCase{"gru_classifier", 1e-4},
                       ZooCase{"swin_small_input", 1e-4}, ZooCase{"detection_head", 1e-4},
-                      ZooCase{"qdq_cnn", 3e-2, 1e-3}),
+                      ZooCase{"qdq_cnn", 3e-2, 1e-3}, ZooCase{"gated_branch", 1e-4, 0.0, "if"},
+                      ZooCase{"greedy_decoder", 0.0, 0.0, "while"}),
     [](const auto& p) { return std::string(p.param.name); });
 
 }  // namespace

@@ -1,0 +1,626 @@
+#include "runtime/engine/control_flow.h"
+
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "runtime/core/capture.h"
+#include "runtime/core/checked_size.h"
+#include "runtime/core/status_macros.h"
+#include "runtime/core/string_tensor.h"
+
+namespace reprise::runtime::engine {
+namespace {
+
+// Copies `bytes` from `src` to `dst`; the two may be the same buffer (a pass-through).
+void CopyBytes(void* dst, const void* src, size_t bytes) {
+  if (bytes > 0 && dst != src) std::memmove(dst, src, bytes);
+}
+
+bool ScalarTrue(const void* data, DataType dtype) {
+  switch (DataTypeSize(dtype)) {
+    case 1:
+      return *static_cast<const uint8_t*>(data) != 0;
+    case 2:
+      return *static_cast<const uint16_t*>(data) != 0;
+    case 4:
+      return *static_cast<const uint32_t*>(data) != 0;
+    case 8:
+      return *static_cast<const uint64_t*>(data) != 0;
+    default:
+      return false;
+  }
+}
+
+std::string DescText(DataType dtype, const Shape& shape) {
+  return absl::StrCat(DataTypeName(dtype), " ", ShapeToString(shape));
+}
+
+// A one-element boolean (or numeric) tensor: a condition.
+absl::Status CheckCondition(const TensorDesc& desc, absl::string_view what) {
+  if (NumElements(desc.shape) != 1 || DataTypeSize(desc.dtype) == 0 ||
+      desc.dtype == DataType::kString) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " must be one boolean, got ", DescText(desc.dtype, desc.shape)));
+  }
+  return absl::OkStatus();
+}
+
+// A task of a control-flow node that is not an ONNX op: staging, moving values, setting the
+// condition value. `fn(args)` does the work; `outputs` only says how many output pointers the
+// task is bound with.
+class HelperKernel : public PreparedKernel {
+ public:
+  using Fn = std::function<absl::Status(const KernelArgs&)>;
+  HelperKernel(std::string op, size_t num_outputs, Fn fn)
+      : op_(std::move(op)), outputs_(num_outputs), fn_(std::move(fn)) {
+    for (TensorDesc& out : outputs_) out.dtype = DataType::kUInt8;
+  }
+  absl::string_view op() const override { return op_; }
+  const std::vector<TensorDesc>& outputs() const override { return outputs_; }
+  absl::Status Run(const KernelArgs& args) const override { return fn_(args); }
+
+ private:
+  std::string op_;
+  std::vector<TensorDesc> outputs_;
+  Fn fn_;
+};
+
+// Plans a subgraph: its formal inputs `formal` (types and shapes; no values), then the outer
+// values it reads, from the node's `inputs`.
+absl::StatusOr<std::unique_ptr<ExecutionPlan>> PlanSubgraph(const Subgraph& subgraph,
+                                                            const std::vector<TensorDesc>& formal,
+                                                            const std::vector<TensorDesc>& inputs,
+                                                            const KernelRegistry& registry,
+                                                            const PlanOptions& options) {
+  const Graph& graph = *subgraph.graph;
+  if (graph.inputs.size() != formal.size() + subgraph.outer_inputs.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(subgraph.attribute, " has ", graph.inputs.size(),
+                                                   " inputs, expected ",
+                                                   formal.size() + subgraph.outer_inputs.size()));
+  }
+  PlanOptions sub = options;
+  sub.input_dtypes.clear();
+  std::vector<Shape> shapes;
+  std::vector<TensorValue> known;
+  known.reserve(graph.inputs.size());
+  std::vector<const TensorValue*> fixed;
+  bool any_fixed = false;
+  auto add = [&](const TensorDesc& desc, const Value& declared) -> absl::Status {
+    if (declared.dtype != DataType::kUndefined && declared.dtype != desc.dtype) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          subgraph.attribute, " input \"", declared.name, "\" is declared ",
+          DataTypeName(declared.dtype), ", the node gives ", DataTypeName(desc.dtype)));
+    }
+    sub.input_dtypes.push_back(desc.dtype);
+    shapes.push_back(desc.shape);
+    if (desc.data != nullptr) {
+      known.push_back(CopyTensorValue(desc.dtype, desc.shape, desc.data));
+      fixed.push_back(&known.back());
+      any_fixed = true;
+    } else {
+      fixed.push_back(nullptr);
+    }
+    return absl::OkStatus();
+  };
+  for (size_t i = 0; i < formal.size(); ++i) {
+    RETURN_IF_ERROR(add(formal[i], graph.values[graph.inputs[i]]));
+  }
+  for (size_t k = 0; k < subgraph.outer_inputs.size(); ++k) {
+    const size_t at = subgraph.outer_inputs[k];
+    if (at >= inputs.size() || !inputs[at].present) {
+      return absl::InternalError(
+          absl::StrCat(subgraph.attribute, ": outer value ", k, " is not an input of the node"));
+    }
+    RETURN_IF_ERROR(add(inputs[at], graph.values[graph.inputs[formal.size() + k]]));
+  }
+  auto plan = ExecutionPlan::Create(graph, registry, shapes, sub,
+                                    any_fixed ? fixed : std::vector<const TensorValue*>{});
+  if (!plan.ok()) {
+    return absl::Status(plan.status().code(),
+                        absl::StrCat(subgraph.attribute, ": ", plan.status().message()));
+  }
+  return plan;
+}
+
+size_t PlanBytes(const ExecutionPlan& plan) { return plan.arena_bytes() + plan.owned_bytes(); }
+
+absl::Status InBody(absl::string_view what, const absl::Status& status) {
+  if (status.ok()) return status;
+  return absl::Status(status.code(), absl::StrCat(what, ": ", status.message()));
+}
+
+// Captures `fn(body_stream, inner scope)` into `body`, a child instance of the capture.
+template <typename Fn>
+absl::Status CaptureBody(ModelRI* body, const CaptureScope& scope, Fn&& fn) {
+  ASSIGN_OR_RETURN(Stream * stream, scope.bodies->At(scope.depth));
+  RETURN_IF_ERROR(stream->BeginBodyCapture(body, scope.mode));
+  CaptureScope inner = scope;
+  inner.depth = scope.depth + 1;
+  absl::Status status = fn(stream, inner);
+  absl::Status ended = stream->EndBodyCapture();
+  RETURN_IF_ERROR(status);
+  return ended;
+}
+
+absl::Status Launch(Stream* stream, const PreparedKernel& kernel,
+                    const std::vector<const void*>& inputs, const std::vector<void*>& outputs) {
+  return stream->LaunchKernel(kernel, std::span<const void* const>(inputs.data(), inputs.size()),
+                              std::span<void* const>(outputs.data(), outputs.size()), nullptr);
+}
+
+// ---------------------------------------------------------------------------------------------
+// If
+
+class IfKernel : public ControlFlowKernel {
+ public:
+  // `branches[b]` is null when the condition known at planning excludes branch b.
+  IfKernel(const Node& node, std::unique_ptr<ExecutionPlan> then_plan,
+           std::unique_ptr<ExecutionPlan> else_plan, DataType cond_dtype,
+           std::vector<TensorDesc> outputs)
+      : outputs_(std::move(outputs)), cond_dtype_(cond_dtype) {
+    plans_[0] = std::move(then_plan);
+    plans_[1] = std::move(else_plan);
+    const char* names[2] = {"then_branch", "else_branch"};
+    for (int b = 0; b < 2; ++b) {
+      if (plans_[b] == nullptr) continue;
+      outer_[b] = node.FindSubgraph(names[b])->outer_inputs;
+      const ExecutionPlan* plan = plans_[b].get();
+      const std::vector<size_t>* outer = &outer_[b];
+      enter_[b] =
+          std::make_unique<HelperKernel>(absl::StrCat("If.", b == 0 ? "then" : "else", ".enter"), 0,
+                                         [plan, outer](const KernelArgs& args) {
+                                           for (size_t k = 0; k < outer->size(); ++k) {
+                                             const PlanTensor& in = plan->inputs()[k];
+                                             CopyBytes(in.data, args.inputs[(*outer)[k]], in.bytes);
+                                           }
+                                           return absl::OkStatus();
+                                         });
+      exit_[b] =
+          std::make_unique<HelperKernel>(absl::StrCat("If.", b == 0 ? "then" : "else", ".exit"),
+                                         outputs_.size(), [plan](const KernelArgs& args) {
+                                           for (size_t j = 0; j < plan->outputs().size(); ++j) {
+                                             const PlanTensor& out = plan->outputs()[j];
+                                             CopyBytes(args.outputs[j], out.data, out.bytes);
+                                           }
+                                           return absl::OkStatus();
+                                         });
+    }
+    if (plans_[0] != nullptr && plans_[1] != nullptr) {
+      set_condition_ = std::make_unique<HelperKernel>(
+          "If.condition", 1, [dtype = cond_dtype_](const KernelArgs& args) {
+            *static_cast<uint32_t*>(args.outputs[0]) = ScalarTrue(args.inputs[0], dtype) ? 1 : 0;
+            return absl::OkStatus();
+          });
+    }
+  }
+
+  absl::string_view op() const override { return "If"; }
+  const std::vector<TensorDesc>& outputs() const override { return outputs_; }
+  size_t owned_bytes() const override {
+    size_t bytes = 0;
+    for (const auto& plan : plans_) bytes += plan != nullptr ? PlanBytes(*plan) : 0;
+    return bytes;
+  }
+
+  absl::Status Run(const KernelArgs& args) const override {
+    const int b = Branch(args.inputs[0]);
+    RETURN_IF_ERROR(enter_[b]->Run(args));
+    RETURN_IF_ERROR(InBody(Name(b), plans_[b]->RunSteps()));
+    return exit_[b]->Run(args);
+  }
+
+  absl::Status Record(const PlanStep& step, Stream* stream,
+                      const CaptureScope& scope) const override {
+    if (set_condition_ == nullptr) {  // one branch: inline
+      const int b = plans_[0] != nullptr ? 0 : 1;
+      return RecordBranch(b, step, stream, scope);
+    }
+    ASSIGN_OR_RETURN(ConditionHandle condition,
+                     scope.root->CreateCondition(0, /*assign_default=*/true));
+    RETURN_IF_ERROR(Launch(stream, *set_condition_, {step.inputs[0]}, {condition.value}));
+    ASSIGN_OR_RETURN(std::vector<ModelRI*> bodies,
+                     stream->AddConditional(ConditionalKind::kIf, condition, 2));
+    for (int b = 0; b < 2; ++b) {
+      absl::Status captured =
+          CaptureBody(bodies[b], scope, [&](Stream* body, const CaptureScope& inner) {
+            return RecordBranch(b, step, body, inner);
+          });
+      if (!captured.ok()) return captured;
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  int Branch(const void* condition) const {
+    if (plans_[0] == nullptr) return 1;
+    if (plans_[1] == nullptr) return 0;
+    return ScalarTrue(condition, cond_dtype_) ? 0 : 1;
+  }
+  static const char* Name(int b) { return b == 0 ? "then_branch" : "else_branch"; }
+
+  absl::Status RecordBranch(int b, const PlanStep& step, Stream* stream,
+                            const CaptureScope& scope) const {
+    RETURN_IF_ERROR(Launch(stream, *enter_[b], step.inputs, {}));
+    RETURN_IF_ERROR(InBody(Name(b), EnqueuePlan(*plans_[b], stream, &scope)));
+    return Launch(stream, *exit_[b], {}, step.outputs);
+  }
+
+  std::vector<TensorDesc> outputs_;
+  DataType cond_dtype_;
+  std::unique_ptr<ExecutionPlan> plans_[2];
+  std::vector<size_t> outer_[2];
+  std::unique_ptr<HelperKernel> enter_[2], exit_[2];
+  std::unique_ptr<HelperKernel> set_condition_;
+};
+
+absl::StatusOr<std::unique_ptr<ControlFlowKernel>> PlanIf(const Node& node,
+                                                          const std::vector<TensorDesc>& inputs,
+                                                          const KernelRegistry& registry,
+                                                          const PlanOptions& options) {
+  const Subgraph* branches[2] = {node.FindSubgraph("then_branch"),
+                                 node.FindSubgraph("else_branch")};
+  if (branches[0] == nullptr || branches[1] == nullptr) {
+    return absl::InvalidArgumentError("needs both then_branch and else_branch");
+  }
+  if (inputs.empty() || !inputs[0].present) return absl::InvalidArgumentError("no condition");
+  RETURN_IF_ERROR(CheckCondition(inputs[0], "the condition"));
+  std::unique_ptr<ExecutionPlan> plans[2];
+  const bool known = inputs[0].data != nullptr;
+  const int chosen = known ? (ScalarTrue(inputs[0].data, inputs[0].dtype) ? 0 : 1) : -1;
+  for (int b = 0; b < 2; ++b) {
+    if (chosen >= 0 && b != chosen) continue;
+    ASSIGN_OR_RETURN(plans[b], PlanSubgraph(*branches[b], {}, inputs, registry, options));
+    if (plans[b]->outputs().size() != node.outputs.size()) {
+      return absl::InvalidArgumentError(absl::StrCat(branches[b]->attribute, " has ",
+                                                     plans[b]->outputs().size(),
+                                                     " outputs, the node ", node.outputs.size()));
+    }
+  }
+  const ExecutionPlan& first = chosen >= 0 ? *plans[chosen] : *plans[0];
+  std::vector<TensorDesc> outputs;
+  for (size_t j = 0; j < node.outputs.size(); ++j) {
+    const PlanTensor& out = first.outputs()[j];
+    if (chosen < 0) {
+      const PlanTensor& other = plans[1]->outputs()[j];
+      if (other.dtype != out.dtype) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("output ", j, " is ", DataTypeName(out.dtype), " in then_branch, ",
+                         DataTypeName(other.dtype), " in else_branch"));
+      }
+      if (other.shape != out.shape) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "output ", j, " has shape ", ShapeToString(out.shape), " in then_branch and ",
+            ShapeToString(other.shape),
+            " in else_branch, and the condition is only known at run time (a plan for the "
+            "condition's value is needed)"));
+      }
+    }
+    TensorDesc desc;
+    desc.dtype = out.dtype;
+    desc.shape = out.shape;
+    outputs.push_back(std::move(desc));
+  }
+  return std::unique_ptr<ControlFlowKernel>(new IfKernel(
+      node, std::move(plans[0]), std::move(plans[1]), inputs[0].dtype, std::move(outputs)));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Loop
+
+// The body's inputs: iteration number (int64 scalar), condition (bool scalar), the N
+// loop-carried values; its outputs: condition, the N carried values, the K scan slices.
+class LoopKernel : public ControlFlowKernel {
+ public:
+  LoopKernel(std::unique_ptr<ExecutionPlan> body, std::vector<size_t> outer, size_t num_carried,
+             std::optional<int64_t> iterations, int64_t max_iterations, DataType m_dtype,
+             DataType cond_dtype, std::vector<TensorDesc> outputs)
+      : body_(std::move(body)),
+        outer_(std::move(outer)),
+        num_carried_(num_carried),
+        iterations_(iterations),
+        max_iterations_(max_iterations),
+        m_dtype_(m_dtype),
+        cond_dtype_(cond_dtype),
+        outputs_(std::move(outputs)) {
+    size_t scratch = 0;
+    for (size_t k = 0; k < num_carried_; ++k) scratch += body_->inputs()[2 + k].bytes;
+    scratch_.resize(scratch);
+    begin_ = std::make_unique<HelperKernel>("Loop.begin", 1, [this](const KernelArgs& args) {
+      return Begin(args.inputs, static_cast<uint32_t*>(args.outputs[0]));
+    });
+    next_ = std::make_unique<HelperKernel>(
+        "Loop.next", outputs_.size() + 1, [this](const KernelArgs& args) {
+          return Next(args.outputs, static_cast<uint32_t*>(args.outputs[outputs_.size()]));
+        });
+    end_ = std::make_unique<HelperKernel>("Loop.end", num_carried_, [this](const KernelArgs& args) {
+      End(args.outputs);
+      return absl::OkStatus();
+    });
+  }
+
+  absl::string_view op() const override { return "Loop"; }
+  const std::vector<TensorDesc>& outputs() const override { return outputs_; }
+  size_t owned_bytes() const override { return PlanBytes(*body_) + scratch_.size(); }
+
+  absl::Status Run(const KernelArgs& args) const override {
+    uint32_t go = 0;
+    RETURN_IF_ERROR(Begin(args.inputs, &go));
+    while (go != 0) {
+      RETURN_IF_ERROR(InBody("body", body_->RunSteps()));
+      RETURN_IF_ERROR(Next(args.outputs, &go));
+    }
+    End(args.outputs);
+    return absl::OkStatus();
+  }
+
+  absl::Status Record(const PlanStep& step, Stream* stream,
+                      const CaptureScope& scope) const override {
+    ASSIGN_OR_RETURN(ConditionHandle condition,
+                     scope.root->CreateCondition(0, /*assign_default=*/true));
+    RETURN_IF_ERROR(Launch(stream, *begin_, step.inputs, {condition.value}));
+    ASSIGN_OR_RETURN(std::vector<ModelRI*> bodies,
+                     stream->AddConditional(ConditionalKind::kWhile, condition, 1));
+    std::vector<void*> next_outputs = step.outputs;
+    next_outputs.push_back(condition.value);
+    absl::Status captured =
+        CaptureBody(bodies[0], scope, [&](Stream* body, const CaptureScope& inner) {
+          absl::Status enqueued = InBody("body", EnqueuePlan(*body_, body, &inner));
+          return enqueued.ok() ? Launch(body, *next_, {}, next_outputs) : enqueued;
+        });
+    if (!captured.ok()) return captured;
+    std::vector<void*> carried(step.outputs.begin(), step.outputs.begin() + num_carried_);
+    return Launch(stream, *end_, {}, carried);
+  }
+
+ private:
+  int64_t ReadCount(const void* m) const {
+    if (m == nullptr) return std::numeric_limits<int64_t>::max();
+    if (m_dtype_ == DataType::kInt32) return *static_cast<const int32_t*>(m);
+    return *static_cast<const int64_t*>(m);
+  }
+  void SetIteration(int64_t iteration, bool condition) const {
+    std::memcpy(body_->inputs()[0].data, &iteration, sizeof iteration);
+    *body_->inputs()[1].data = condition ? 1 : 0;
+  }
+
+  // Stages the initial values and the outer values, and says whether a first iteration runs.
+  absl::Status Begin(const void* const* inputs, uint32_t* go) const {
+    trip_count_ = ReadCount(inputs[0]);
+    const bool condition = inputs[1] == nullptr || ScalarTrue(inputs[1], cond_dtype_);
+    for (size_t k = 0; k < num_carried_; ++k) {
+      const PlanTensor& in = body_->inputs()[2 + k];
+      CopyBytes(in.data, inputs[2 + k], in.bytes);
+    }
+    for (size_t k = 0; k < outer_.size(); ++k) {
+      const PlanTensor& in = body_->inputs()[2 + num_carried_ + k];
+      CopyBytes(in.data, inputs[outer_[k]], in.bytes);
+    }
+    iteration_ = 0;
+    SetIteration(0, condition);
+    *go = condition && trip_count_ > 0 ? 1 : 0;
+    return absl::OkStatus();
+  }
+
+  // After one iteration of the body: writes the scan slices, moves the carried values back to
+  // the body's inputs, and says whether another iteration runs.
+  absl::Status Next(void* const* outputs, uint32_t* go) const {
+    *go = 0;
+    const bool condition = ScalarTrue(body_->outputs()[0].data, body_->outputs()[0].dtype);
+    const size_t num_scans = outputs_.size() - num_carried_;
+    if (num_scans > 0 && (!iterations_.has_value() || iteration_ >= *iterations_)) {
+      return absl::InternalError(absl::StrCat("iteration ", iteration_,
+                                              " is past the trip count the loop was planned for"));
+    }
+    for (size_t k = 0; k < num_scans; ++k) {
+      const PlanTensor& slice = body_->outputs()[1 + num_carried_ + k];
+      CopyBytes(static_cast<uint8_t*>(outputs[num_carried_ + k]) +
+                    static_cast<size_t>(iteration_) * slice.bytes,
+                slice.data, slice.bytes);
+    }
+    // Through the scratch: a carried output may be another carried value's input.
+    uint8_t* at = scratch_.data();
+    for (size_t k = 0; k < num_carried_; ++k) {
+      const PlanTensor& out = body_->outputs()[1 + k];
+      CopyBytes(at, out.data, out.bytes);
+      at += out.bytes;
+    }
+    at = scratch_.data();
+    for (size_t k = 0; k < num_carried_; ++k) {
+      const PlanTensor& in = body_->inputs()[2 + k];
+      CopyBytes(in.data, at, in.bytes);
+      at += in.bytes;
+    }
+    ++iteration_;
+    SetIteration(iteration_, condition);
+    if (condition && iteration_ < trip_count_) {
+      if (iteration_ >= max_iterations_) {
+        return absl::ResourceExhaustedError(
+            absl::StrCat("the loop ran ", iteration_, " iterations, the most one request may run"));
+      }
+      *go = 1;
+    }
+    return absl::OkStatus();
+  }
+
+  void End(void* const* outputs) const {
+    for (size_t k = 0; k < num_carried_; ++k) {
+      const PlanTensor& in = body_->inputs()[2 + k];
+      CopyBytes(outputs[k], in.data, in.bytes);
+    }
+  }
+
+  std::unique_ptr<ExecutionPlan> body_;
+  std::vector<size_t> outer_;  // node input of each outer value the body reads
+  size_t num_carried_;
+  std::optional<int64_t> iterations_;  // the trip count planned for (scan outputs)
+  int64_t max_iterations_;
+  DataType m_dtype_, cond_dtype_;
+  std::vector<TensorDesc> outputs_;
+  // State of the run in progress (a plan runs one request at a time).
+  mutable std::vector<uint8_t> scratch_;
+  mutable int64_t iteration_ = 0;
+  mutable int64_t trip_count_ = 0;
+  std::unique_ptr<HelperKernel> begin_, next_, end_;
+};
+
+absl::StatusOr<std::unique_ptr<ControlFlowKernel>> PlanLoop(const Node& node,
+                                                            const std::vector<TensorDesc>& inputs,
+                                                            const KernelRegistry& registry,
+                                                            const PlanOptions& options) {
+  const Subgraph* body = node.FindSubgraph("body");
+  if (body == nullptr) return absl::InvalidArgumentError("needs a body");
+  if (body->num_formal_inputs < 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the body takes ", body->num_formal_inputs,
+                     " inputs; it takes at least the iteration number and the condition"));
+  }
+  const size_t num_carried = body->num_formal_inputs - 2;
+  if (inputs.size() < 2 + num_carried) {
+    return absl::InvalidArgumentError(absl::StrCat("the body takes ", num_carried,
+                                                   " loop-carried values, the node gives ",
+                                                   static_cast<int64_t>(inputs.size()) - 2));
+  }
+  for (size_t at : body->outer_inputs) {
+    if (at < 2 + num_carried) {
+      return absl::InternalError("an outer value of the body is a formal input of the node");
+    }
+  }
+  if (node.outputs.size() < num_carried) {
+    return absl::InvalidArgumentError(absl::StrCat("the node has ", node.outputs.size(),
+                                                   " outputs, fewer than its ", num_carried,
+                                                   " loop-carried values"));
+  }
+  const TensorDesc& m = inputs[0];
+  const TensorDesc& cond = inputs[1];
+  if (m.present &&
+      (NumElements(m.shape) != 1 || (m.dtype != DataType::kInt64 && m.dtype != DataType::kInt32))) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the trip count must be one int64, got ", DescText(m.dtype, m.shape)));
+  }
+  if (cond.present) RETURN_IF_ERROR(CheckCondition(cond, "the condition"));
+  std::vector<TensorDesc> formal(2);
+  formal[0].dtype = DataType::kInt64;
+  formal[1].dtype = DataType::kBool;
+  for (size_t k = 0; k < num_carried; ++k) {
+    const TensorDesc& in = inputs[2 + k];
+    if (!in.present) {
+      return absl::InvalidArgumentError(absl::StrCat("loop-carried value ", k, " is absent"));
+    }
+    TensorDesc desc;
+    desc.dtype = in.dtype;
+    desc.shape = in.shape;
+    formal.push_back(std::move(desc));
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<ExecutionPlan> plan,
+                   PlanSubgraph(*body, formal, inputs, registry, options));
+  const size_t num_scans = node.outputs.size() - num_carried;
+  if (plan->outputs().size() != 1 + num_carried + num_scans) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the body has ", plan->outputs().size(), " outputs, expected ", 1 + num_carried + num_scans,
+        " (condition, ", num_carried, " loop-carried values, ", num_scans, " scan outputs)"));
+  }
+  const PlanTensor& cond_out = plan->outputs()[0];
+  RETURN_IF_ERROR(CheckCondition(TensorDesc{cond_out.dtype, cond_out.shape, nullptr, true},
+                                 "the body's condition output"));
+  std::vector<TensorDesc> outputs;
+  for (size_t k = 0; k < num_carried; ++k) {
+    const PlanTensor& out = plan->outputs()[1 + k];
+    if (out.dtype != formal[2 + k].dtype || out.shape != formal[2 + k].shape) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "loop-carried value ", k, " enters the body as ",
+          DescText(formal[2 + k].dtype, formal[2 + k].shape), " and leaves it as ",
+          DescText(out.dtype, out.shape), " (a loop whose values change shape is not supported)"));
+    }
+    TensorDesc desc;
+    desc.dtype = out.dtype;
+    desc.shape = out.shape;
+    outputs.push_back(std::move(desc));
+  }
+  // Scan outputs need the number of iterations now: a known trip count, and a condition that
+  // the body passes through or sets to a constant.
+  std::optional<int64_t> iterations;
+  if (num_scans > 0) {
+    const bool m_known = !m.present || m.data != nullptr;
+    const bool cond_known = !cond.present || cond.data != nullptr;
+    const bool passthrough = cond_out.data == plan->inputs()[1].data;
+    if (m.present && m_known && cond_known && (passthrough || cond_out.known)) {
+      const int64_t count = m.dtype == DataType::kInt32 ? *static_cast<const int32_t*>(m.data)
+                                                        : *static_cast<const int64_t*>(m.data);
+      const bool first = !cond.present || ScalarTrue(cond.data, cond.dtype);
+      const bool again = passthrough || ScalarTrue(cond_out.data, cond_out.dtype);
+      iterations = !first || count <= 0 ? 0 : again ? count : 1;
+    }
+    if (!iterations.has_value()) {
+      return absl::FailedPreconditionError(
+          "scan outputs need the number of iterations when planning: a trip count and a "
+          "condition known then, and a body that passes the condition through or sets it "
+          "to a constant (a plan for the input values is needed)");
+    }
+    if (*iterations > options.max_loop_iterations) {
+      return absl::ResourceExhaustedError(absl::StrCat("the loop would run ", *iterations,
+                                                       " iterations, more than the ",
+                                                       options.max_loop_iterations, " allowed"));
+    }
+    for (size_t k = 0; k < num_scans; ++k) {
+      const PlanTensor& out = plan->outputs()[1 + num_carried + k];
+      TensorDesc desc;
+      desc.dtype = out.dtype;
+      desc.shape = {*iterations};
+      desc.shape.insert(desc.shape.end(), out.shape.begin(), out.shape.end());
+      if (!CheckedElementCount(desc.shape).has_value()) {
+        return absl::InvalidArgumentError(absl::StrCat("scan output ", k, " of shape ",
+                                                       ShapeToString(desc.shape),
+                                                       " overflows a 64-bit count"));
+      }
+      outputs.push_back(std::move(desc));
+    }
+  }
+  std::vector<size_t> outer = body->outer_inputs;
+  return std::unique_ptr<ControlFlowKernel>(
+      new LoopKernel(std::move(plan), std::move(outer), num_carried, iterations,
+                     options.max_loop_iterations, m.present ? m.dtype : DataType::kInt64,
+                     cond.present ? cond.dtype : DataType::kBool, std::move(outputs)));
+}
+
+}  // namespace
+
+absl::StatusOr<Stream*> BodyStreams::At(size_t depth) {
+  while (streams_.size() <= depth) {
+    ASSIGN_OR_RETURN(std::unique_ptr<Stream> stream, device_->CreateStream());
+    streams_.push_back(std::move(stream));
+  }
+  return streams_[depth].get();
+}
+
+absl::StatusOr<std::unique_ptr<ControlFlowKernel>> PlanControlFlow(
+    const Node& node, const std::vector<TensorDesc>& inputs, const KernelRegistry& registry,
+    const PlanOptions& options) {
+  if (node.op == "If") return PlanIf(node, inputs, registry, options);
+  if (node.op == "Loop") return PlanLoop(node, inputs, registry, options);
+  return absl::UnimplementedError(absl::StrCat(node.op, " is not a control-flow op"));
+}
+
+absl::Status EnqueuePlan(const ExecutionPlan& plan, Stream* stream, const CaptureScope* scope) {
+  for (const PlanStep& step : plan.steps()) {
+    absl::Status status =
+        scope != nullptr && step.control != nullptr
+            ? step.control->Record(step, stream, *scope)
+            : stream->LaunchKernel(
+                  *step.kernel,
+                  std::span<const void* const>(step.inputs.data(), step.inputs.size()),
+                  std::span<void* const>(step.outputs.data(), step.outputs.size()), step.workspace);
+    if (!status.ok()) {
+      return absl::Status(status.code(), absl::StrCat("node \"", step.node_name, "\" (", step.op,
+                                                      "): ", status.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace reprise::runtime::engine

@@ -1,0 +1,377 @@
+// If and Loop: subgraphs that read outer values, eager runs and replays whose instances hold
+// IF / WHILE conditional tasks, scan outputs, plans per value where shapes follow values, and
+// the guards (iterations, nesting).
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "runtime/core/device.h"
+#include "runtime/engine/execution_plan.h"
+#include "runtime/engine/model.h"
+#include "runtime/engine/stream_session.h"
+#include "tests/runtime/engine/test_models.h"
+
+namespace reprise::runtime::engine {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::ElementsAreArray;
+using testing::Floats;
+using testing::FloatTensor;
+using ::testing::HasSubstr;
+using testing::Int64s;
+using testing::ModelBuilder;
+
+constexpr int kFloat = onnx::TensorProto::FLOAT;
+constexpr int kInt64 = onnx::TensorProto::INT64;
+constexpr int kBool = onnx::TensorProto::BOOL;
+
+void SetGraph(onnx::NodeProto* node, const std::string& name, const ModelBuilder& graph) {
+  auto* attr = node->add_attribute();
+  attr->set_name(name);
+  attr->set_type(onnx::AttributeProto::GRAPH);
+  *attr->mutable_g() = const_cast<ModelBuilder&>(graph).proto().graph();
+}
+
+TensorValue Int64Scalar(int64_t v) {
+  TensorValue t{DataType::kInt64, {}, std::vector<uint8_t>(8)};
+  std::memcpy(t.bytes.data(), &v, 8);
+  return t;
+}
+
+TensorValue BoolScalar(bool v) { return TensorValue{DataType::kBool, {}, {uint8_t{v}}}; }
+
+// A Loop body: (i int64, c bool, carried...) -> (c, carried..., scans...).
+ModelBuilder Body(const std::vector<std::pair<std::string, std::vector<int64_t>>>& carried) {
+  ModelBuilder body;
+  body.Input("i", kInt64, {}).Input("c_in", kBool, {});
+  for (const auto& [name, dims] : carried) body.Input(name, kFloat, dims);
+  return body;
+}
+
+class ControlFlowTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto backend = CreateBackend("cpu");
+    ASSERT_TRUE(backend.ok()) << backend.status();
+    backend_ = std::move(backend).value();
+    auto device = backend_->device(0);
+    ASSERT_TRUE(device.ok()) << device.status();
+    device_ = *device;
+    if (!device_->kernels()->Has("Add")) {
+      ASSERT_TRUE(kernels::cpu::RegisterCpuKernels(device_->kernels()).ok());
+    }
+  }
+
+  std::shared_ptr<const Model> Load(const ModelBuilder& b) {
+    auto model = Model::LoadBytes(b.Bytes(), *device_->kernels());
+    EXPECT_TRUE(model.ok()) << model.status();
+    return model.ok() ? *model : nullptr;
+  }
+
+  std::unique_ptr<StreamSession> Session(std::shared_ptr<const Model> model, ExecMode mode) {
+    auto session = StreamSession::Create(std::move(model), device_, mode);
+    EXPECT_TRUE(session.ok()) << session.status();
+    return session.ok() ? std::move(session).value() : nullptr;
+  }
+
+  // The instances' dumps, joined.
+  static std::string Dumps(const StreamSession& session) {
+    std::string all;
+    for (const StreamInstanceInfo& info : session.ListInstances()) {
+      auto dump = session.DumpInstance(info.shape_signature, false);
+      EXPECT_TRUE(dump.ok()) << dump.status();
+      if (dump.ok()) all += *dump;
+    }
+    return all;
+  }
+
+  // y = If(sum(x) > 0) then x * 2 else x - 1; both branches read x and a constant of the
+  // outer graph.
+  ModelBuilder SignIf() {
+    ModelBuilder then_b, else_b;
+    then_b.Output("y_then", {-1, 4});
+    then_b.Node("Mul", {"x", "two"}, {"y_then"});
+    else_b.Output("y_else", {-1, 4});
+    else_b.Node("Sub", {"x", "one"}, {"y_else"});
+    ModelBuilder b;
+    b.Input("x", kFloat, {-1, 4}).Output("y", {-1, 4});
+    b.FloatInit("two", {}, {2.0f}).FloatInit("one", {}, {1.0f}).FloatInit("zero", {}, {0.0f});
+    auto& sum = b.Node("ReduceSum", {"x"}, {"s"});
+    testing::SetIntAttr(&sum, "keepdims", 0);
+    b.Node("Greater", {"s", "zero"}, {"c"});
+    auto& node = b.Node("If", {"c"}, {"y"}, "sign_if");
+    SetGraph(&node, "then_branch", then_b);
+    SetGraph(&node, "else_branch", else_b);
+    return b;
+  }
+
+  std::unique_ptr<Backend> backend_;
+  Device* device_ = nullptr;
+};
+
+TEST_F(ControlFlowTest, IfReplaysEitherBranchFromOneInstance) {
+  auto model = Load(SignIf());
+  ASSERT_NE(model, nullptr);
+  auto replay = Session(model, ExecMode::kReplay);
+  auto eager = Session(model, ExecMode::kEager);
+  ASSERT_NE(replay, nullptr);
+  ASSERT_NE(eager, nullptr);
+  const std::vector<float> pos = {1, 2, 3, 4, 5, 6, 7, 8};
+  const std::vector<float> neg = {-1, -2, 3, -4, 5, -6, -7, 0};
+  const std::vector<float> doubled = {2, 4, 6, 8, 10, 12, 14, 16};
+  const std::vector<float> minus_one = {-2, -3, 2, -5, 4, -7, -8, -1};
+  for (int round = 0; round < 2; ++round) {
+    for (const auto& [x, want] : {std::pair{pos, doubled}, std::pair{neg, minus_one}}) {
+      for (StreamSession* session : {replay.get(), eager.get()}) {
+        StreamRunInfo info;
+        auto out = session->Run({{"x", FloatTensor({2, 4}, x)}}, &info);
+        ASSERT_TRUE(out.ok()) << out.status();
+        EXPECT_EQ(Floats((*out)[0].value), want);
+        if (session == replay.get()) {
+          EXPECT_TRUE(info.replayed);
+          // One capture serves both branches: the condition is read at every replay.
+          EXPECT_EQ(info.captured, round == 0 && x == pos);
+        }
+      }
+    }
+  }
+  ASSERT_EQ(replay->ListInstances().size(), 1u);
+  EXPECT_EQ(replay->counters().value_plans, 0u);
+  const std::string dump = Dumps(*replay);
+  EXPECT_THAT(dump, HasSubstr("\"kind\": \"conditional\", \"type\": \"if\""));
+  EXPECT_THAT(dump, HasSubstr("\"op\": \"Mul\""));  // then_branch's body
+  EXPECT_THAT(dump, HasSubstr("\"op\": \"Sub\""));  // else_branch's body
+}
+
+TEST_F(ControlFlowTest, WhileLoopRunsUntilTheBodyClearsTheCondition) {
+  // v = x; while max(v) < 100 (at most 1000 times): v = v * 2.
+  ModelBuilder body = Body({{"v_in", {4}}});
+  body.Output("c_out", {}, kBool).Output("v_out", {4});
+  body.Node("Mul", {"v_in", "two"}, {"v_out"});
+  auto& max = body.Node("ReduceMax", {"v_out"}, {"m"});
+  testing::SetIntAttr(&max, "keepdims", 0);
+  body.Node("Less", {"m", "hundred"}, {"c_out"});
+  ModelBuilder b;
+  b.Input("x", kFloat, {4}).Output("v", {4});
+  b.Int64Init("trips", {}, {1000}).FloatInit("two", {}, {2.0f}).FloatInit("hundred", {}, {100.0f});
+  auto& loop = b.Node("Loop", {"trips", "", "x"}, {"v"}, "doubling");
+  SetGraph(&loop, "body", body);
+  auto model = Load(b);
+  ASSERT_NE(model, nullptr);
+  auto replay = Session(model, ExecMode::kReplay);
+  auto eager = Session(model, ExecMode::kEager);
+  ASSERT_NE(replay, nullptr);
+  ASSERT_NE(eager, nullptr);
+  for (const std::vector<float>& x :
+       {std::vector<float>{1, 2, 3, 0.5f}, {40, 1, 1, 1}, {0.25f, 0, 0, 0}, {200, 0, 0, 0}}) {
+    std::vector<float> want = x;
+    do {  // the body runs at least once (the condition starts true)
+      for (float& v : want) v *= 2;
+    } while (*std::max_element(want.begin(), want.end()) < 100);
+    for (StreamSession* session : {replay.get(), eager.get()}) {
+      auto out = session->Run({{"x", FloatTensor({4}, x)}});
+      ASSERT_TRUE(out.ok()) << out.status();
+      EXPECT_EQ(Floats((*out)[0].value), want);
+    }
+  }
+  EXPECT_EQ(replay->counters().captures, 1u);
+  EXPECT_THAT(Dumps(*replay), HasSubstr("\"type\": \"while\""));
+}
+
+TEST_F(ControlFlowTest, ScanOutputsOfAConstantTripCount) {
+  // s = s0; 5 times: s = s + x (an outer value); the scan output stacks every s.
+  ModelBuilder body = Body({{"s_in", {2}}});
+  body.Output("c_out", {}, kBool).Output("s_out", {2}).Output("scan", {2});
+  body.Node("Identity", {"c_in"}, {"c_out"});
+  body.Node("Add", {"s_in", "x"}, {"s_out"});
+  body.Node("Identity", {"s_out"}, {"scan"});
+  ModelBuilder b;
+  b.Input("x", kFloat, {2}).Input("s0", kFloat, {2}).Output("s", {2}).Output("scans", {-1, 2});
+  b.Int64Init("trips", {}, {5});
+  auto& loop = b.Node("Loop", {"trips", "", "s0"}, {"s", "scans"}, "accumulate");
+  SetGraph(&loop, "body", body);
+  auto model = Load(b);
+  ASSERT_NE(model, nullptr);
+  for (ExecMode mode : {ExecMode::kEager, ExecMode::kReplay}) {
+    auto session = Session(model, mode);
+    ASSERT_NE(session, nullptr);
+    for (float start : {10.0f, -3.0f}) {
+      auto out = session->Run(
+          {{"x", FloatTensor({2}, {1, 2})}, {"s0", FloatTensor({2}, {start, 2 * start})}});
+      ASSERT_TRUE(out.ok()) << out.status();
+      EXPECT_EQ(Floats((*out)[0].value), (std::vector<float>{start + 5, 2 * start + 10}));
+      EXPECT_EQ((*out)[1].value.shape, (Shape{5, 2}));
+      std::vector<float> want;
+      for (int i = 1; i <= 5; ++i) {
+        want.push_back(start + static_cast<float>(i));
+        want.push_back(2 * start + 2 * static_cast<float>(i));
+      }
+      EXPECT_EQ(Floats((*out)[1].value), want);
+    }
+  }
+}
+
+TEST_F(ControlFlowTest, ScanOutputsOfATripCountInputArePlannedPerValue) {
+  // The scan output's length is the trip count, an input: each value gets its own plan.
+  ModelBuilder body = Body({});
+  body.Output("c_out", {}, kBool).Output("scan", {}, kInt64);
+  body.Node("Identity", {"c_in"}, {"c_out"});
+  body.Node("Mul", {"i", "i"}, {"scan"});
+  ModelBuilder b;
+  b.Input("n", kInt64, {}).Output("squares", {-1}, kInt64);
+  auto& loop = b.Node("Loop", {"n", ""}, {"squares"}, "squares");
+  SetGraph(&loop, "body", body);
+  auto model = Load(b);
+  ASSERT_NE(model, nullptr);
+  auto session = Session(model, ExecMode::kReplay);
+  ASSERT_NE(session, nullptr);
+  for (int64_t n : {3, 5, 0, 3}) {
+    auto out = session->Run({{"n", Int64Scalar(n)}});
+    ASSERT_TRUE(out.ok()) << out.status();
+    std::vector<int64_t> want;
+    for (int64_t i = 0; i < n; ++i) want.push_back(i * i);
+    EXPECT_EQ(Int64s((*out)[0].value), want);
+  }
+  EXPECT_EQ(session->ListInstances().size(), 3u);  // n = 3, 5 and 0
+}
+
+TEST_F(ControlFlowTest, BranchesOfDifferentShapesArePlannedPerCondition) {
+  // then: x ([2, 3]); else: the column sums ([1, 3]). The condition is an input.
+  ModelBuilder then_b, else_b;
+  then_b.Output("t", {-1, 3});
+  then_b.Node("Identity", {"x"}, {"t"});
+  else_b.Output("e", {-1, 3});
+  auto& sum = else_b.Node("ReduceSum", {"x", "axes"}, {"e"});
+  testing::SetIntAttr(&sum, "keepdims", 1);
+  ModelBuilder b;
+  b.Input("c", kBool, {}).Input("x", kFloat, {2, 3}).Output("y", {-1, 3});
+  b.Int64Init("axes", {1}, {0});
+  auto& node = b.Node("If", {"c"}, {"y"}, "shape_if");
+  SetGraph(&node, "then_branch", then_b);
+  SetGraph(&node, "else_branch", else_b);
+  auto model = Load(b);
+  ASSERT_NE(model, nullptr);
+  auto session = Session(model, ExecMode::kReplay);
+  ASSERT_NE(session, nullptr);
+  const TensorValue x = FloatTensor({2, 3}, {1, 2, 3, 4, 5, 6});
+  for (bool c : {true, false, true}) {
+    auto out = session->Run({{"c", BoolScalar(c)}, {"x", x}});
+    ASSERT_TRUE(out.ok()) << out.status();
+    if (c) {
+      EXPECT_EQ((*out)[0].value.shape, (Shape{2, 3}));
+      EXPECT_EQ(Floats((*out)[0].value), Floats(x));
+    } else {
+      EXPECT_EQ((*out)[0].value.shape, (Shape{1, 3}));
+      EXPECT_THAT(Floats((*out)[0].value), ElementsAre(5, 7, 9));
+    }
+  }
+  // One plan per condition value, each shown with the value in its signature and counted.
+  EXPECT_EQ(session->counters().value_plans, 2u);
+  const auto instances = session->ListInstances();
+  ASSERT_EQ(instances.size(), 2u);
+  for (const StreamInstanceInfo& info : instances) {
+    EXPECT_THAT(info.shape_signature, HasSubstr("c:[]="));
+  }
+}
+
+TEST_F(ControlFlowTest, NestedIfInsideALoopRecordsNestedConditionals) {
+  // acc = a; for i in 0..3: acc = (i % 2 == 0) ? acc + 1 : acc * 2.
+  ModelBuilder then_b, else_b;
+  then_b.Output("t", {2});
+  then_b.Node("Add", {"acc_in", "one"}, {"t"});
+  else_b.Output("e", {2});
+  else_b.Node("Mul", {"acc_in", "two"}, {"e"});
+  ModelBuilder body = Body({{"acc_in", {2}}});
+  body.Output("c_out", {}, kBool).Output("acc_out", {2});
+  body.Int64Init("two_i", {}, {2}).Int64Init("zero_i", {}, {0});
+  body.Node("Identity", {"c_in"}, {"c_out"});
+  auto& mod = body.Node("Mod", {"i", "two_i"}, {"r"});
+  testing::SetIntAttr(&mod, "fmod", 0);
+  body.Node("Equal", {"r", "zero_i"}, {"even"});
+  auto& branch = body.Node("If", {"even"}, {"acc_out"}, "parity");
+  SetGraph(&branch, "then_branch", then_b);
+  SetGraph(&branch, "else_branch", else_b);
+  ModelBuilder b;
+  b.Input("a", kFloat, {2}).Output("acc", {2});
+  b.Int64Init("trips", {}, {4}).FloatInit("one", {}, {1.0f}).FloatInit("two", {}, {2.0f});
+  auto& loop = b.Node("Loop", {"trips", "", "a"}, {"acc"}, "steps");
+  SetGraph(&loop, "body", body);
+  auto model = Load(b);
+  ASSERT_NE(model, nullptr);
+  for (ExecMode mode : {ExecMode::kEager, ExecMode::kReplay}) {
+    auto session = Session(model, mode);
+    ASSERT_NE(session, nullptr);
+    for (int run = 0; run < 2; ++run) {
+      auto out = session->Run({{"a", FloatTensor({2}, {1, 2})}});
+      ASSERT_TRUE(out.ok()) << out.status();
+      EXPECT_THAT(Floats((*out)[0].value), ElementsAre(10, 14));
+    }
+    if (mode == ExecMode::kReplay) {
+      const std::string dump = Dumps(*session);
+      EXPECT_THAT(dump, HasSubstr("\"type\": \"while\""));
+      EXPECT_THAT(dump, HasSubstr("\"type\": \"if\""));
+    }
+  }
+}
+
+TEST_F(ControlFlowTest, ALoopStopsAtTheIterationCap) {
+  // A trip count from the client with a condition that never clears.
+  ModelBuilder body = Body({{"v_in", {1}}});
+  body.Output("c_out", {}, kBool).Output("v_out", {1});
+  body.Node("Identity", {"c_in"}, {"c_out"});
+  body.Node("Add", {"v_in", "one"}, {"v_out"});
+  ModelBuilder b;
+  b.Input("n", kInt64, {}).Input("x", kFloat, {1}).Output("v", {1});
+  b.FloatInit("one", {}, {1.0f});
+  auto& loop = b.Node("Loop", {"n", "", "x"}, {"v"}, "count");
+  SetGraph(&loop, "body", body);
+  auto model = Load(b);
+  ASSERT_NE(model, nullptr);
+  PlanOptions options;
+  options.max_loop_iterations = 100;
+  auto plan = ExecutionPlan::Create(model->graph(), *device_->kernels(), {{}, {1}}, options);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  const TensorValue x = FloatTensor({1}, {0});
+  const TensorValue n_ok = Int64Scalar(100);
+  auto out = (*plan)->Run({&n_ok, &x});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_THAT(Floats((*out)[0].value), ElementsAre(100));
+  const TensorValue n_huge = Int64Scalar(int64_t{1} << 62);
+  out = (*plan)->Run({&n_huge, &x});
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(out.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(out.status().message(), HasSubstr("node \"count\" (Loop)"));
+}
+
+TEST_F(ControlFlowTest, SubgraphsNestedTooDeepAreRefusedAtLoad) {
+  // If inside If inside ... (20 levels in the then branches).
+  ModelBuilder leaf;
+  leaf.Output("leaf", {1});
+  leaf.Node("Identity", {"x"}, {"leaf"});
+  ModelBuilder inner = leaf;
+  for (int level = 1; level <= 20; ++level) {
+    ModelBuilder outer;
+    const std::string out = absl::StrCat("y", level);
+    outer.Output(out, {1});
+    auto& node = outer.Node("If", {"c"}, {out});
+    SetGraph(&node, "then_branch", inner);
+    SetGraph(&node, "else_branch", leaf);
+    inner = std::move(outer);
+  }
+  ModelBuilder b;
+  b.Input("c", kBool, {}).Input("x", kFloat, {1}).Output("y", {1});
+  auto& node = b.Node("If", {"c"}, {"y"});
+  SetGraph(&node, "then_branch", inner);
+  SetGraph(&node, "else_branch", leaf);
+  auto model = Model::LoadBytes(b.Bytes(), *device_->kernels());
+  ASSERT_FALSE(model.ok());
+  EXPECT_THAT(model.status().message(), HasSubstr("nest more than"));
+}
+
+}  // namespace
+}  // namespace reprise::runtime::engine
