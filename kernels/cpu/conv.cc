@@ -19,6 +19,7 @@
 #include "kernels/cpu/kernel_util.h"
 #include "kernels/cpu/onednn_util.h"
 #include "kernels/cpu/window.h"
+#include "runtime/core/checked_size.h"
 #include "runtime/core/status_macros.h"
 
 namespace reprise::kernels::cpu {
@@ -300,14 +301,18 @@ absl::StatusOr<int64_t> CheckConvInputs(const PrepareContext& context, bool tran
   }
   // Conv: W [M, C/g, k...]; ConvTranspose: W [C, M/g, k...].
   const int64_t channels = x[1];
-  const bool ok = transposed ? (w[0] == channels && channels % group == 0)
-                             : (w[1] * group == channels && w[0] % group == 0);
+  // ConvTranspose's output channels, w[1] * group, checked (group comes from the model file).
+  int64_t transposed_out = 0;
+  const bool ok = transposed
+                      ? (w[0] == channels && channels % group == 0 &&
+                         runtime::CheckedMul(w[1], group, &transposed_out))
+                      : (channels % group == 0 && w[1] == channels / group && w[0] % group == 0);
   if (!ok) {
     return InvalidArgument(context, "weights ", runtime::ShapeToString(w), " do not match input ",
                            runtime::ShapeToString(x), " with group ", group);
   }
   if (HasInput(context, 2)) {
-    const int64_t out_channels = transposed ? w[1] * group : w[0];
+    const int64_t out_channels = transposed ? transposed_out : w[0];
     if (runtime::NumElements(context.inputs[2].shape) != out_channels) {
       return InvalidArgument(context, "bias ", runtime::ShapeToString(context.inputs[2].shape),
                              " does not match ", out_channels, " output channels");

@@ -276,6 +276,18 @@ TEST(ConvMiscTest, ErrorsNameTheNodeAndShapes) {
       h.Prepare("Conv", {Tensor::Of<float>({1, 1, 3, 3}, {}), Tensor::Of<float>({2, 1, 1, 1}, {}),
                          Tensor::Of<float>({3}, {})});
   EXPECT_EQ(bad_bias.status().code(), absl::StatusCode::kInvalidArgument);
+  // A group whose product with the weights' channels overflows (a model file's attribute):
+  // refused, not multiplied.
+  const int64_t huge = int64_t{1} << 62;
+  auto huge_group =
+      h.Prepare("ConvTranspose",
+                {Tensor::Of<float>({1, huge, 1, 1}, {}), Tensor::Of<float>({huge, 4, 1, 1}, {})},
+                Attrs({{"group", huge}}));
+  EXPECT_EQ(huge_group.status().code(), absl::StatusCode::kInvalidArgument);
+  auto huge_conv_group = h.Prepare(
+      "Conv", {Tensor::Of<float>({1, 2, 1, 1}, {}), Tensor::Of<float>({huge, 4, 1, 1}, {})},
+      Attrs({{"group", huge}}));
+  EXPECT_EQ(huge_conv_group.status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 // Reference ConvTranspose 2-D, weights [C, M/group, KH, KW].
