@@ -181,6 +181,8 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareFloatClass(const PrepareC
       bool* y = static_cast<bool*>(args.outputs[0]);
       for (int64_t i = 0; i < n; ++i) {
         if constexpr (kIsNaN) {
+          (void)negative;  // IsInf's attributes
+          (void)positive;
           y[i] = std::isnan(x[i]);
         } else {
           y[i] = std::isinf(x[i]) && (x[i] > 0 ? positive != 0 : negative != 0);
