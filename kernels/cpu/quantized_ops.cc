@@ -254,9 +254,10 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareMatMulInteger(
   return MakeKernel(context, {Desc(DataType::kInt32, plan.out)}, std::move(run));
 }
 
-// QLinearMatMul(a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point).
-absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareQLinearMatMul(
-    const PrepareContext& context) {
+// QLinearMatMul(a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point):
+// the direct loop, or only oneDNN (`onednn`), or oneDNN where it applies (`fallback`).
+absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareQLinearMatMulWith(
+    const PrepareContext& context, bool onednn, bool fallback) {
   RETURN_IF_ERROR(ExpectInputCount(context, 8, 8));
   RETURN_IF_ERROR(ExpectPresent(context, {"a", "a_scale", "a_zero_point", "b", "b_scale",
                                           "b_zero_point", "y_scale", "y_zero_point"}));
@@ -271,6 +272,10 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareQLinearMatMul(
   ASSIGN_OR_RETURN(ParamLayout b_zero, MatMulParam(context, 5, "b_zero_point", 3, "b", false));
   RETURN_IF_ERROR(ExpectOneElement(context, 6, "y_scale"));
   RETURN_IF_ERROR(ExpectOneElement(context, 7, "y_zero_point"));
+  if (onednn) {
+    auto kernel = PrepareOnednnQLinearMatMul(context, plan.out);
+    if (kernel.ok() || !absl::IsUnimplemented(kernel.status()) || !fallback) return kernel;
+  }
   const DataType y_type = context.inputs[7].dtype;
   const bool y_signed = y_type == DataType::kInt8;
   FunctionKernel::RunFn run;
@@ -294,6 +299,11 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareQLinearMatMul(
     });
   });
   return MakeKernel(context, {Desc(y_type, plan.out)}, std::move(run));
+}
+
+absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareQLinearMatMul(
+    const PrepareContext& context) {
+  return PrepareQLinearMatMulWith(context, /*onednn=*/true, /*fallback=*/true);
 }
 
 // ---- ConvInteger, QLinearConv ----
@@ -524,6 +534,16 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareQLinearConvOnednn(
     const PrepareContext& context) {
   ASSIGN_OR_RETURN(ConvPlan plan, CheckQLinearConv(context));
   return PrepareOnednnQLinearConv(context, GeometryOf(plan));
+}
+
+absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareQLinearMatMulDirect(
+    const PrepareContext& context) {
+  return PrepareQLinearMatMulWith(context, /*onednn=*/false, /*fallback=*/true);
+}
+
+absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareQLinearMatMulOnednn(
+    const PrepareContext& context) {
+  return PrepareQLinearMatMulWith(context, /*onednn=*/true, /*fallback=*/false);
 }
 
 absl::Status RegisterQuantizedOpKernels(runtime::KernelRegistry* registry) {

@@ -1,6 +1,7 @@
-// QLinearConv's two implementations: the direct loop (quantized_ops.cc, every case ONNX allows,
-// the reference) and oneDNN's int8 convolution (onednn_qlinear.cc, the common case, fast). The
-// registered kernel takes oneDNN's when it applies and the loop otherwise.
+// QLinearConv's and QLinearMatMul's two implementations: the direct loops (quantized_ops.cc,
+// every case ONNX allows, the reference) and oneDNN's int8 convolution and matmul
+// (onednn_qlinear.cc, the common cases, fast). The registered kernels take oneDNN's when it
+// applies and the loops otherwise.
 #ifndef REPRISE_KERNELS_CPU_QUANTIZED_OPS_H_
 #define REPRISE_KERNELS_CPU_QUANTIZED_OPS_H_
 
@@ -37,6 +38,19 @@ absl::StatusOr<std::unique_ptr<runtime::PreparedKernel>> PrepareQLinearConvDirec
 
 /// QLinearConv on oneDNN only: the direct kernel's checks, then PrepareOnednnQLinearConv.
 absl::StatusOr<std::unique_ptr<runtime::PreparedKernel>> PrepareQLinearConvOnednn(
+    const runtime::PrepareContext& context);
+
+/// QLinearMatMul on oneDNN's int8 matmul, `y` being the output shape the direct kernel computed:
+/// a of rank >= 2 (its batch dims and rows taken as one row axis) with one scale and zero point;
+/// b a 2-D int8 constant, scales one or one per column, zero points 0; y one scale and zero
+/// point; everything but a known at plan time. UNIMPLEMENTED otherwise (the loop runs it).
+absl::StatusOr<std::unique_ptr<runtime::PreparedKernel>> PrepareOnednnQLinearMatMul(
+    const runtime::PrepareContext& context, const runtime::Shape& y);
+
+/// QLinearMatMul by the direct loop only, and on oneDNN only (for tests, as for QLinearConv).
+absl::StatusOr<std::unique_ptr<runtime::PreparedKernel>> PrepareQLinearMatMulDirect(
+    const runtime::PrepareContext& context);
+absl::StatusOr<std::unique_ptr<runtime::PreparedKernel>> PrepareQLinearMatMulOnednn(
     const runtime::PrepareContext& context);
 
 }  // namespace reprise::kernels::cpu

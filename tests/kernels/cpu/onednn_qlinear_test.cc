@@ -1,7 +1,7 @@
-// QLinearConv on oneDNN (onednn_qlinear.cc) against the direct loop (quantized_ops.cc) over a
-// sweep of random shapes, types, zero points and scales. oneDNN rounds scale * accumulator in
-// float32, the loop in double: outputs may differ by one quantization step, no more, and on few
-// elements.
+// QLinearConv and QLinearMatMul on oneDNN (onednn_qlinear.cc) against the direct loops
+// (quantized_ops.cc) over a sweep of random shapes, types, zero points and scales. oneDNN rounds
+// scale * accumulator in float32, the loop in double: outputs may differ by one quantization step,
+// no more, and on few elements.
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -36,6 +36,7 @@ Tensor EightBits(DataType type, Shape shape, int lo, int hi, std::mt19937& rng, 
 }
 
 struct Case {
+  std::string op = "QLinearConv";
   std::vector<Tensor> inputs;
   Attributes attrs;
   std::string label;
@@ -107,6 +108,40 @@ Case RandomCase(uint32_t seed) {
   return c;
 }
 
+// One random QLinearMatMul: a [M, K] or [B, M, K], uint8 or int8; b [K, N] int8 with one scale
+// or one per column; y uint8 or int8.
+Case RandomMatMulCase(uint32_t seed) {
+  std::mt19937 rng(seed);
+  auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  const int64_t m = pick(1, 20), k = pick(1, 70), n = pick(1, 40);
+  Shape a = {m, k};
+  if (pick(0, 1) == 0) a.insert(a.begin(), pick(2, 3));
+  const DataType a_type = pick(0, 2) == 0 ? DataType::kInt8 : DataType::kUInt8;
+  const DataType y_type = pick(0, 1) == 0 ? DataType::kInt8 : DataType::kUInt8;
+  const bool a_signed = a_type == DataType::kInt8;
+  const bool y_signed = y_type == DataType::kInt8;
+  const bool per_column = pick(0, 2) != 0;
+  Case c;
+  c.op = "QLinearMatMul";
+  c.inputs.push_back(EightBits(a_type, a, a_signed ? -128 : 0, a_signed ? 127 : 255, rng, false));
+  c.inputs.push_back(Tensor::Of<float>({}, {RandomFloats(1, seed + 1, 0.005f, 0.03f)[0]}, true));
+  c.inputs.push_back(EightBits(a_type, {}, a_signed ? -20 : 100, a_signed ? 20 : 150, rng, true));
+  c.inputs.push_back(EightBits(DataType::kInt8, {k, n}, -127, 127, rng, true));
+  const Shape params = per_column ? Shape{n} : Shape{};
+  c.inputs.push_back(Tensor::Of<float>(
+      params, RandomFloats(per_column ? static_cast<size_t>(n) : 1, seed + 2, 0.002f, 0.01f),
+      true));
+  c.inputs.push_back(EightBits(DataType::kInt8, params, 0, 0, rng, true));
+  const double spread =
+      c.inputs[1].Values<float>()[0] * 0.006 * std::sqrt(static_cast<double>(k)) * 75.0 * 73.0;
+  c.inputs.push_back(Tensor::Of<float>({}, {static_cast<float>(spread / 40.0)}, true));
+  c.inputs.push_back(EightBits(y_type, {}, y_signed ? -10 : 0, y_signed ? 10 : 140, rng, true));
+  c.label = absl::StrCat("seed ", seed, ": a ", runtime::ShapeToString(a), " ",
+                         runtime::DataTypeName(a_type), ", b [", k, ",", n, "], y ",
+                         runtime::DataTypeName(y_type), per_column ? ", per-column" : "");
+  return c;
+}
+
 using Factory = absl::StatusOr<std::unique_ptr<PreparedKernel>> (*)(const PrepareContext&);
 
 absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareWith(Factory factory, const Case& c,
@@ -119,7 +154,7 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareWith(Factory factory, con
     descs->push_back(d);
   }
   PrepareContext context;
-  context.op = "QLinearConv";
+  context.op = c.op;
   context.name = "node";
   context.inputs = *descs;
   context.attributes = &c.attrs;
@@ -131,15 +166,17 @@ int ValueAt(const Tensor& t, size_t i) {
   return t.dtype == DataType::kInt8 ? static_cast<int8_t>(t.bytes[i]) : t.bytes[i];
 }
 
-TEST(OnednnQLinearConvTest, MatchesTheDirectLoopWithinOneStep) {
+// Runs 60 random cases of `make` on oneDNN (`fast`) and the loop (`ref`): every output within
+// one step, at most 1% of them off, oneDNN taking at least 50 cases.
+void ExpectWithinOneStep(Case (*make)(uint32_t), Factory fast_factory, Factory ref_factory) {
   KernelHarness h;
   int ran = 0;
   size_t elements = 0, off_by_one = 0;
   for (uint32_t seed = 1; seed <= 60; ++seed) {
-    const Case c = RandomCase(seed);
+    const Case c = make(seed);
     std::vector<TensorDesc> fast_descs, ref_descs;
-    auto fast = PrepareWith(&PrepareQLinearConvOnednn, c, &fast_descs);
-    auto ref = PrepareWith(&PrepareQLinearConvDirect, c, &ref_descs);
+    auto fast = PrepareWith(fast_factory, c, &fast_descs);
+    auto ref = PrepareWith(ref_factory, c, &ref_descs);
     ASSERT_TRUE(ref.ok()) << c.label << ": " << ref.status();
     if (!fast.ok()) {
       // Only "oneDNN has nothing but its reference code" is allowed here.
@@ -163,12 +200,21 @@ TEST(OnednnQLinearConvTest, MatchesTheDirectLoopWithinOneStep) {
     }
     elements += r.bytes.size();
   }
-  std::printf("onednn ran %d of 60 cases: %zu of %zu outputs one step off the loop\n", ran,
+  std::printf("%s: onednn ran %d of 60 cases: %zu of %zu outputs one step off the loop\n",
+              ::testing::UnitTest::GetInstance()->current_test_info()->test_suite_name(), ran,
               off_by_one, elements);
-  // oneDNN 2.6 on x86-64 has jit int8 convolutions for all of these; a machine where it has
+  // oneDNN 2.6 on x86-64 has jit int8 kernels for all of these; a machine where it has
   // only reference code for most would test little.
   EXPECT_GE(ran, 50) << "oneDNN took " << ran << " of 60 cases";
   EXPECT_LE(off_by_one * 100, elements) << off_by_one << " of " << elements << " off by one";
+}
+
+TEST(OnednnQLinearConvTest, MatchesTheDirectLoopWithinOneStep) {
+  ExpectWithinOneStep(&RandomCase, &PrepareQLinearConvOnednn, &PrepareQLinearConvDirect);
+}
+
+TEST(OnednnQLinearMatMulTest, MatchesTheDirectLoopWithinOneStep) {
+  ExpectWithinOneStep(&RandomMatMulCase, &PrepareQLinearMatMulOnednn, &PrepareQLinearMatMulDirect);
 }
 
 TEST(OnednnQLinearConvTest, RegisteredKernelFallsBackToTheLoop) {
