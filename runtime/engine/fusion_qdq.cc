@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/cpu/quantize_util.h"
 #include "runtime/core/checked_size.h"
 #include "runtime/engine/fusion_util.h"
 
@@ -149,10 +150,29 @@ int AddConstant(Graph* graph, const std::string& base, DataType dtype, Shape sha
   return id;
 }
 
-// The end of a pattern: the op's output read only by an optional Relu, whose output (or the
-// op's) is read only by a QuantizeLinear with constant per-tensor parameters.
+// QuantizeLinear's value for the real `t` (float32 arithmetic, as its kernel).
+int32_t QuantizeAt(float t, const PerTensor& y) {
+  const float scaled = t / y.scale_value;
+  return y.type == DataType::kInt8 ? kernels::cpu::Saturate<int8_t>(scaled, y.zero_value)
+                                   : kernels::cpu::Saturate<uint8_t>(scaled, y.zero_value);
+}
+
+// The bounds of a Relu (0, +inf) or of a Clip with constant ones; false for another node.
+bool ActivationBounds(const Graph& graph, const Node& node, float* lo, float* hi) {
+  if (!IsDefaultDomain(node) || node.inputs.empty() || node.outputs.size() != 1) return false;
+  if (node.op == "Relu" && node.inputs.size() == 1) {
+    *lo = 0.0f;
+    *hi = INFINITY;
+    return true;
+  }
+  return node.op == "Clip" && fusion::ClipBounds(graph, node, lo, hi) && !std::isnan(*lo) &&
+         !std::isnan(*hi) && *lo <= *hi;
+}
+
+// The end of a pattern: the op's output read only by an optional Relu or Clip, whose output
+// (or the op's) is read only by a QuantizeLinear with constant per-tensor parameters.
 struct Tail {
-  std::vector<int> taken;  // node indices after the op: [Relu,] QuantizeLinear
+  std::vector<int> taken;  // node indices after the op: [Relu | Clip,] QuantizeLinear
   PerTensor y;
   int output = Graph::kNoValue;
 };
@@ -166,11 +186,11 @@ std::optional<Tail> MatchTail(const Graph& graph, const std::vector<int>& uses,
   Tail tail;
   int next = consumer(out);
   if (next < 0) return std::nullopt;
-  bool relu = false;
+  std::optional<std::pair<float, float>> bounds;
   const Node* node = &graph.nodes[next];
-  if (node->op == "Relu" && IsDefaultDomain(*node) && node->inputs.size() == 1 &&
-      node->outputs.size() == 1) {
-    relu = true;
+  float lo, hi;
+  if (node->inputs[0] == out && ActivationBounds(graph, *node, &lo, &hi)) {
+    bounds = std::make_pair(lo, hi);
     tail.taken.push_back(next);
     next = consumer(node->outputs[0]);
     if (next < 0) return std::nullopt;
@@ -179,9 +199,14 @@ std::optional<Tail> MatchTail(const Graph& graph, const std::vector<int>& uses,
   if (!IsPlainQdq(*node, "QuantizeLinear")) return std::nullopt;
   std::optional<PerTensor> y = ReadPerTensor(graph, *node, /*zero_optional=*/true);
   if (!y.has_value()) return std::nullopt;
-  // Q(Relu(v)) = max(Q(v), yz): the same as Q(v) only when nothing quantizes below yz.
+  // Q is monotonic, so Q(clip(v, lo, hi)) = clamp(Q(v), Q(lo), Q(hi)): the same as Q(v) when
+  // Q(lo) and Q(hi) are the ends of the type (Relu: y's zero point is the lowest value).
   const int32_t lowest = y->type == DataType::kInt8 ? -128 : 0;
-  if (relu && y->zero_value != lowest) return std::nullopt;
+  const int32_t highest = y->type == DataType::kInt8 ? 127 : 255;
+  if (bounds.has_value() &&
+      (QuantizeAt(bounds->first, *y) != lowest || QuantizeAt(bounds->second, *y) != highest)) {
+    return std::nullopt;
+  }
   tail.taken.push_back(next);
   tail.y = *y;
   tail.output = node->outputs[0];

@@ -13,7 +13,7 @@ namespace reprise::runtime::engine {
 /// Rewrites, when `registry` has the QLinear op,
 ///
 ///   DequantizeLinear(xq, xs, xz) ─┐
-///   DequantizeLinear(Wq, ws, wz) ─┴→ Conv(·, ·, B?) [→ Relu] → QuantizeLinear(·, ys, yz)
+///   DequantizeLinear(Wq, ws, wz) ─┴→ Conv(·, ·, B?) [→ Relu | Clip] → QuantizeLinear(·, ys, yz)
 ///
 /// into QLinearConv(xq, xs, xz, Wq, ws, wz, ys, yz, B_int32) with
 /// B_int32[c] = round(B[c] / (xs * ws[c])), and the same around MatMul, and around Gemm
@@ -24,9 +24,11 @@ namespace reprise::runtime::engine {
 /// axis of a 2-D B for MatMul, B's output axis for Gemm); scales finite and > 0; xz and wz
 /// present or, for Wq only, absent (a zero of Wq's type is made); the Conv's (and Relu's)
 /// output read only by the next node of the pattern and not a graph output; a quantized bias
-/// that fits int32. A Relu is absorbed only when yz is the lowest value of its type (the
-/// quantized output is then never below the real zero, so the Relu changes nothing); another
-/// yz would need a clamp the QLinear ops do not have. The DequantizeLinear nodes stay when
+/// that fits int32. A Relu, or a Clip with constant bounds, is absorbed only when it changes
+/// nothing after quantization: QuantizeLinear of its bounds gives the lowest and the highest
+/// value of y's type (Relu: yz is the lowest; MobileNet's Clip(0, 6): also 6 / ys rounds to
+/// the top or beyond). Other bounds would need a clamp the QLinear ops do not have. The
+/// DequantizeLinear nodes stay when
 /// other nodes read their outputs (dead-node removal drops the others).
 /// Call it before constant folding, which would turn Wq's DequantizeLinear into float weights.
 /// Returns how many patterns were rewritten.

@@ -153,6 +153,36 @@ TEST_F(FusionQdqTest, ReluAboveTheLowestZeroPointIsLeftAlone) {
   EXPECT_EQ(CountOps(model->graph(), "QLinearConv"), 0);
 }
 
+// x → Q/DQ → Conv (1x1) → Clip(0, hi) → Q (uint8, zero point 0, scale `y_scale`) → DQ → y.
+std::string ClipModel(float hi, float y_scale) {
+  ModelBuilder b;
+  b.Input("x", onnx::TensorProto::FLOAT, {1, 3, 8, 8}).Output("y", {1, 4, 8, 8});
+  const std::string xdq = AddQdq(b, "x", "xq", 2.0f / 255, 128, kU8);
+  b.Node("Conv", {xdq, AddWeights(b, "w", {4, 3, 1, 1}, 0, 15)}, {"c"});
+  b.FloatInit("lo", {}, {0.0f}).FloatInit("hi", {}, {hi});
+  b.Node("Clip", {"c", "lo", "hi"}, {"r"});
+  b.FloatInit("ys", {}, {y_scale});
+  EightBitInit(b, "yz", {}, {0}, kU8);
+  b.Node("QuantizeLinear", {"r", "ys", "yz"}, {"yq"});
+  b.Node("DequantizeLinear", {"yq", "ys", "yz"}, {"y"});
+  return b.Bytes();
+}
+
+TEST_F(FusionQdqTest, ClipWhoseBoundsQuantizeToTheEndsIsAbsorbed) {
+  // Clip(0, 0.4) with y scale 0.4 / 255: Q(0) = 0 and Q(0.4) = 255, so Q(Clip(v)) = Q(v).
+  auto model = LoadWithinOneStep(ClipModel(0.4f, 0.4f / 255), ConvInput(), 0.4f / 255);
+  ASSERT_NE(model, nullptr);
+  EXPECT_EQ(CountOps(model->graph(), "QLinearConv"), 1);
+  EXPECT_EQ(CountOps(model->graph(), "Clip"), 0);
+}
+
+TEST_F(FusionQdqTest, ClipInsideTheQuantizedRangeIsLeftAlone) {
+  // Clip(0, 0.4) with y scale 0.8 / 255: Q(0.4) = 128, a clamp QLinearConv cannot do.
+  auto model = LoadWithinOneStep(ClipModel(0.4f, 0.8f / 255), ConvInput(), 0.8f / 255);
+  ASSERT_NE(model, nullptr);
+  EXPECT_EQ(CountOps(model->graph(), "QLinearConv"), 0);
+}
+
 TEST_F(FusionQdqTest, ConvOutputWithAnotherReaderIsLeftAlone) {
   auto fused = Model::LoadBytes(ConvModel(kU8, 0, true, /*conv_output_too=*/true), registry_);
   ASSERT_TRUE(fused.ok()) << fused.status();
