@@ -78,7 +78,7 @@ class OnednnInt8Kernel final : public PreparedKernel {
     try {
       const dnnl::engine& engine = CpuEngine();
       dnnl::stream stream(engine);
-      uint8_t* ws = static_cast<uint8_t*>(args.workspace);
+      auto* ws = static_cast<uint8_t*>(args.workspace);
       memory src_plain(p_.src_plain, engine, const_cast<void*>(args.inputs[0]));
       memory dst_plain(p_.dst_plain, engine, args.outputs[0]);
       memory src = src_plain;
@@ -175,7 +175,7 @@ absl::StatusOr<std::vector<float>> Multipliers(const PrepareContext& context) {
       return Unimplemented(context, "input ", i, " is not known at plan time");
     }
   }
-  const size_t w_zeros = static_cast<size_t>(runtime::NumElements(in[5].shape));
+  const auto w_zeros = static_cast<size_t>(runtime::NumElements(in[5].shape));
   for (size_t c = 0; c < w_zeros; ++c) {
     if (static_cast<const uint8_t*>(in[5].data)[c] != 0) {
       return Unimplemented(context, "the weights' zero point is not 0");

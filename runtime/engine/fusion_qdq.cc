@@ -107,7 +107,7 @@ std::optional<Weights> ReadWeights(const Graph& graph, const Node& node, int64_t
   w.data_id = node.inputs[0];
   w.data = ConstantOf(graph, w.data_id);
   if (w.data == nullptr || !IsEightBit(w.data->dtype)) return std::nullopt;
-  const int64_t rank = static_cast<int64_t>(w.data->shape.size());
+  const auto rank = static_cast<int64_t>(w.data->shape.size());
   if (channel_axis < 0 || channel_axis >= rank) return std::nullopt;
   w.scale = node.inputs[1];
   w.scales = ScalesOf(graph, w.scale);
@@ -245,7 +245,7 @@ std::optional<std::vector<uint8_t>> QuantizeBias(const Graph& graph, int bias, f
         static_cast<double>(x_scale) * static_cast<double>(w_scales[w_scales.size() == 1 ? 0 : c]);
     const double q = std::nearbyint(static_cast<double>(v) / s);
     if (!std::isfinite(q) || std::fabs(q) > static_cast<double>(INT32_MAX)) return std::nullopt;
-    const int32_t i = static_cast<int32_t>(q);
+    const auto i = static_cast<int32_t>(q);
     std::memcpy(bytes.data() + c * sizeof(int32_t), &i, sizeof(int32_t));
   }
   return bytes;
@@ -288,7 +288,7 @@ std::optional<Match> MatchOp(const Graph& graph, const std::vector<int>& uses,
   if (x_type != DataType::kUndefined && x_type != m.x.type) return std::nullopt;
   const TensorValue* wq = ConstantOf(graph, dw->inputs[0]);
   if (wq == nullptr) return std::nullopt;
-  const int64_t rank = static_cast<int64_t>(wq->shape.size());
+  const auto rank = static_cast<int64_t>(wq->shape.size());
   int64_t channel_axis = 0;
   if (conv) {
     if (rank < 3 || rank > 5) return std::nullopt;

@@ -87,7 +87,8 @@ Case RandomCase(uint32_t seed) {
   // y's scale: about 40 steps per standard deviation of the real output (x - x_zero about
   // +-75, w about +-73, average w scale 0.006), so that outputs use the range and a few
   // saturate.
-  const double taps = static_cast<double>(runtime::NumElements(w) / m);
+  // Products per output: the weights of one output channel (an exact integer).
+  const auto taps = static_cast<double>(runtime::NumElements(w)) / static_cast<double>(m);
   const double spread = c.inputs[1].Values<float>()[0] * 0.006 * std::sqrt(taps) * 75.0 * 73.0;
   c.inputs.push_back(Tensor::Of<float>({}, {static_cast<float>(spread / 40.0)}, true));
   c.inputs.push_back(EightBits(y_type, {}, y_signed ? -10 : 0, y_signed ? 10 : 140, rng, true));

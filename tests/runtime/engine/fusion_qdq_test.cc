@@ -262,7 +262,7 @@ std::string MatMulModel(const std::string& op, bool trans_b, bool bias) {
   std::vector<std::string> inputs = {xdq, w};
   if (bias) {
     b.FloatInit("c", {5}, RandomFloats(5, 62));
-    inputs.push_back("c");
+    inputs.emplace_back("c");
   }
   auto& node = b.Node(op, inputs, {"m"});
   if (trans_b) testing::SetIntAttr(&node, "transB", 1);
