@@ -6,12 +6,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <unordered_map>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/strings/match.h"
 #include "dnnl.hpp"
 #include "kernels/cpu/families.h"
@@ -221,68 +219,6 @@ class ConvKernel final : public PreparedKernel {
 };
 
 size_t AlignUp(size_t bytes) { return (bytes + 63) / 64 * 64; }
-
-// Weights packed into a primitive's layout, shared by the kernels of every plan of a model (a
-// model has one plan per input shape, per stream): keyed by the plan-time weights' address and
-// the packed layout. Entries are weak: packed weights live as long as a kernel uses them, and a
-// kernel keeps the source weights alive (TensorDesc::data), so a live entry's address cannot
-// have been reused by other weights.
-class PackedWeightCache {
- public:
-  std::shared_ptr<const memory> Find(const void* source, const memory::desc& packed) {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = entries_.find(source);
-    if (it == entries_.end()) return nullptr;
-    for (const Entry& entry : it->second) {
-      if (entry.desc != packed) continue;
-      if (auto hit = entry.packed.lock()) return hit;
-    }
-    return nullptr;
-  }
-
-  void Add(const void* source, const memory::desc& packed,
-           const std::shared_ptr<const memory>& weights) {
-    std::lock_guard<std::mutex> lock(mu_);
-    // Expired entries go first: the table stays as large as the live kernels need.
-    for (auto it = entries_.begin(); it != entries_.end();) {
-      std::erase_if(it->second, [](const Entry& e) { return e.packed.expired(); });
-      it = it->second.empty() ? entries_.erase(it) : std::next(it);
-    }
-    entries_[source].push_back(Entry{packed, weights});
-  }
-
- private:
-  struct Entry {
-    memory::desc desc;
-    std::weak_ptr<const memory> packed;
-  };
-  std::mutex mu_;
-  std::unordered_map<const void*, std::vector<Entry>> entries_ ABSL_GUARDED_BY(mu_);
-};
-
-PackedWeightCache& WeightCache() {
-  static PackedWeightCache* const cache = new PackedWeightCache();
-  return *cache;
-}
-
-// `source` (plain, `plain`) in the layout `packed`: borrowed when they are the same, else
-// reordered once (Winograd's weight transform is slow: ~45 ms for 512x512x3x3) or found in the
-// cache.
-std::shared_ptr<const memory> PackWeights(const void* source, const memory::desc& plain,
-                                          const memory::desc& packed) {
-  const dnnl::engine& engine = CpuEngine();
-  memory from(plain, engine, const_cast<void*>(source));
-  // Borrowed: the plan keeps the source alive.
-  if (packed == plain) return std::make_shared<const memory>(from);
-  if (auto hit = WeightCache().Find(source, packed)) return hit;
-  auto to = std::make_shared<memory>(packed, engine);
-  dnnl::stream stream(engine);
-  dnnl::reorder(from, *to).execute(stream, from, *to);
-  stream.wait();
-  std::shared_ptr<const memory> result = std::move(to);
-  WeightCache().Add(source, packed, result);
-  return result;
-}
 
 // Checks X [N,C,...], W [M,C/group,...] (Conv) and the optional bias [M]; returns group.
 absl::StatusOr<int64_t> CheckConvInputs(const PrepareContext& context, bool transposed,

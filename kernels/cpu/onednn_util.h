@@ -3,6 +3,8 @@
 #ifndef REPRISE_KERNELS_CPU_ONEDNN_UTIL_H_
 #define REPRISE_KERNELS_CPU_ONEDNN_UTIL_H_
 
+#include <memory>
+
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "dnnl.hpp"
@@ -13,8 +15,16 @@ namespace reprise::kernels::cpu {
 /// The process-wide CPU engine (created on first use; oneDNN engines are thread-safe).
 const dnnl::engine& CpuEngine();
 
-/// Row-major float32 descriptor of `dims` (rank 1 to 6).
-dnnl::memory::desc PlainDesc(const runtime::Shape& dims);
+/// `source` (stored as `plain`) in the layout `packed`: borrowed when the two are the same, else
+/// reordered once into memory the result owns, or found in a process-wide cache shared by the
+/// kernels of every plan of a model (keyed by `source`'s address and `packed`; entries live as
+/// long as a kernel holds the result). `source` must outlive the result (a plan-time constant).
+std::shared_ptr<const dnnl::memory> PackWeights(const void* source, const dnnl::memory::desc& plain,
+                                                const dnnl::memory::desc& packed);
+
+/// Row-major descriptor of `dims` (rank 1 to 6), float32 unless `type` says otherwise.
+dnnl::memory::desc PlainDesc(const runtime::Shape& dims,
+                             dnnl::memory::data_type type = dnnl::memory::data_type::f32);
 
 /// How a 4-D value passed between layout-aware kernels is stored: plain NCHW, channels-last
 /// (NHWC bytes, NCHW shape), or blocked (ChainTag). Named by the node attributes "x_layout",

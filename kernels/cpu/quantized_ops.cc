@@ -17,6 +17,7 @@
 #include "kernels/cpu/families.h"
 #include "kernels/cpu/kernel_util.h"
 #include "kernels/cpu/quantize_util.h"
+#include "kernels/cpu/quantized_ops.h"
 #include "kernels/cpu/window.h"
 #include "runtime/core/checked_size.h"
 #include "runtime/core/status_macros.h"
@@ -253,9 +254,10 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareMatMulInteger(
   return MakeKernel(context, {Desc(DataType::kInt32, plan.out)}, std::move(run));
 }
 
-// QLinearMatMul(a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point).
-absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareQLinearMatMul(
-    const PrepareContext& context) {
+// QLinearMatMul(a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point):
+// the direct loop, or only oneDNN (`onednn`), or oneDNN where it applies (`fallback`).
+absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareQLinearMatMulWith(
+    const PrepareContext& context, bool onednn, bool fallback) {
   RETURN_IF_ERROR(ExpectInputCount(context, 8, 8));
   RETURN_IF_ERROR(ExpectPresent(context, {"a", "a_scale", "a_zero_point", "b", "b_scale",
                                           "b_zero_point", "y_scale", "y_zero_point"}));
@@ -270,6 +272,10 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareQLinearMatMul(
   ASSIGN_OR_RETURN(ParamLayout b_zero, MatMulParam(context, 5, "b_zero_point", 3, "b", false));
   RETURN_IF_ERROR(ExpectOneElement(context, 6, "y_scale"));
   RETURN_IF_ERROR(ExpectOneElement(context, 7, "y_zero_point"));
+  if (onednn) {
+    auto kernel = PrepareOnednnQLinearMatMul(context, plan.out);
+    if (kernel.ok() || !absl::IsUnimplemented(kernel.status()) || !fallback) return kernel;
+  }
   const DataType y_type = context.inputs[7].dtype;
   const bool y_signed = y_type == DataType::kInt8;
   FunctionKernel::RunFn run;
@@ -295,6 +301,11 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareQLinearMatMul(
   return MakeKernel(context, {Desc(y_type, plan.out)}, std::move(run));
 }
 
+absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareQLinearMatMul(
+    const PrepareContext& context) {
+  return PrepareQLinearMatMulWith(context, /*onednn=*/true, /*fallback=*/true);
+}
+
 // ---- ConvInteger, QLinearConv ----
 
 // Conv's geometry: X [N, C, spatial...], W [M, C / group, kernel...], Y [N, M, output...].
@@ -304,6 +315,7 @@ struct ConvPlan {
   int64_t in_channels = 0;   // per group
   int64_t out_channels = 0;  // per group
   Window window;             // padded to three spatial axes (To3d)
+  Window spatial;            // over X's own spatial axes
   Shape out;
 };
 
@@ -337,6 +349,7 @@ absl::StatusOr<ConvPlan> PlanConv(const PrepareContext& context, size_t x_index,
   plan.group = group;
   plan.in_channels = w[1];
   plan.out_channels = w[0] / group;
+  plan.spatial = window;
   plan.window = To3d(std::move(window));
   return plan;
 }
@@ -432,8 +445,9 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareConvInteger(const Prepare
   return MakeKernel(context, {Desc(DataType::kInt32, plan.out)}, std::move(run));
 }
 
-// QLinearConv(x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point, B?).
-absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareQLinearConv(const PrepareContext& context) {
+// QLinearConv(x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point, B?):
+// the checks, and the plan of the direct loop.
+absl::StatusOr<ConvPlan> CheckQLinearConv(const PrepareContext& context) {
   RETURN_IF_ERROR(ExpectInputCount(context, 8, 9));
   RETURN_IF_ERROR(ExpectPresent(context, {"x", "x_scale", "x_zero_point", "w", "w_scale",
                                           "w_zero_point", "y_scale", "y_zero_point"}));
@@ -445,18 +459,26 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareQLinearConv(const Prepare
   const int64_t channels = plan.out[1];
   RETURN_IF_ERROR(ExpectOneElement(context, 1, "x_scale"));
   RETURN_IF_ERROR(ExpectOneElement(context, 2, "x_zero_point"));
-  ASSIGN_OR_RETURN(ParamLayout w_scale, ChannelParam(context, 4, "w_scale", channels));
-  ASSIGN_OR_RETURN(ParamLayout w_zero, ChannelParam(context, 5, "w_zero_point", channels));
+  RETURN_IF_ERROR(ChannelParam(context, 4, "w_scale", channels).status());
+  RETURN_IF_ERROR(ChannelParam(context, 5, "w_zero_point", channels).status());
   RETURN_IF_ERROR(ExpectOneElement(context, 6, "y_scale"));
   RETURN_IF_ERROR(ExpectOneElement(context, 7, "y_zero_point"));
-  const bool has_bias = HasInput(context, 8);
-  if (has_bias) {
+  if (HasInput(context, 8)) {
     RETURN_IF_ERROR(ExpectType(context, 8, {DataType::kInt32}));
     if (context.inputs[8].shape != Shape{channels}) {
       return InvalidArgument(context, "bias B has shape ", ShapeToString(context.inputs[8].shape),
                              ", expected [", channels, "] (one per output channel)");
     }
   }
+  return plan;
+}
+
+absl::StatusOr<std::unique_ptr<PreparedKernel>> DirectQLinearConv(const PrepareContext& context,
+                                                                  const ConvPlan& plan) {
+  const bool has_bias = HasInput(context, 8);
+  ParamLayout w_scale, w_zero;
+  if (runtime::NumElements(context.inputs[4].shape) != 1) w_scale = ParamLayout{0, 1};
+  if (runtime::NumElements(context.inputs[5].shape) != 1) w_zero = ParamLayout{0, 1};
   const bool x_signed = context.inputs[0].dtype == DataType::kInt8;
   const DataType y_type = context.inputs[7].dtype;
   const bool y_signed = y_type == DataType::kInt8;
@@ -488,7 +510,41 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareQLinearConv(const Prepare
   return MakeKernel(context, {Desc(y_type, plan.out)}, std::move(run));
 }
 
+QLinearConvGeometry GeometryOf(const ConvPlan& plan) {
+  return QLinearConvGeometry{plan.group, plan.spatial, plan.out};
+}
+
+// oneDNN where it applies (see quantized_ops.h), else the direct loop.
+absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareQLinearConv(const PrepareContext& context) {
+  ASSIGN_OR_RETURN(ConvPlan plan, CheckQLinearConv(context));
+  auto onednn = PrepareOnednnQLinearConv(context, GeometryOf(plan));
+  if (onednn.ok() || !absl::IsUnimplemented(onednn.status())) return onednn;
+  return DirectQLinearConv(context, plan);
+}
+
 }  // namespace
+
+absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareQLinearConvDirect(
+    const PrepareContext& context) {
+  ASSIGN_OR_RETURN(ConvPlan plan, CheckQLinearConv(context));
+  return DirectQLinearConv(context, plan);
+}
+
+absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareQLinearConvOnednn(
+    const PrepareContext& context) {
+  ASSIGN_OR_RETURN(ConvPlan plan, CheckQLinearConv(context));
+  return PrepareOnednnQLinearConv(context, GeometryOf(plan));
+}
+
+absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareQLinearMatMulDirect(
+    const PrepareContext& context) {
+  return PrepareQLinearMatMulWith(context, /*onednn=*/false, /*fallback=*/true);
+}
+
+absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareQLinearMatMulOnednn(
+    const PrepareContext& context) {
+  return PrepareQLinearMatMulWith(context, /*onednn=*/true, /*fallback=*/false);
+}
 
 absl::Status RegisterQuantizedOpKernels(runtime::KernelRegistry* registry) {
   RETURN_IF_ERROR(registry->Register("MatMulInteger", &PrepareMatMulInteger));

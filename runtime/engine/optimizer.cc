@@ -12,6 +12,7 @@
 #include "runtime/engine/aligned_buffer.h"
 #include "runtime/engine/fusion_conv.h"
 #include "runtime/engine/fusion_gemm.h"
+#include "runtime/engine/fusion_qdq.h"
 #include "runtime/engine/fusion_transformer.h"
 #include "runtime/engine/onnx_import.h"
 
@@ -260,6 +261,8 @@ absl::Status OptimizeForInference(Graph* graph, const KernelRegistry& registry,
     }
   }
   RemovePassThroughNodes(graph);
+  // Before folding, which would turn the weights' DequantizeLinear into float weights.
+  FuseQdqIntoQLinearOps(graph, registry);
   RemoveDeadNodes(graph);
   RETURN_IF_ERROR(FoldConstants(graph, registry, max_folded_bytes).status());
   RemoveDeadNodes(graph);

@@ -43,7 +43,8 @@ bool HasValueDependentShape(absl::string_view op);
 absl::StatusOr<int> FoldConstants(Graph* graph, const KernelRegistry& registry,
                                   int64_t max_folded_bytes = kDefaultMaxFoldedBytes);
 
-/// The standard pipeline for inference: pass-through removal, dead nodes, folding, dead nodes,
+/// The standard pipeline for inference: pass-through removal, QDQ patterns into QLinear ops
+/// (fusion_qdq.h), dead nodes, folding, dead nodes,
 /// then the rewrites of fusion_conv.h (BatchNormalization folding, Conv post-op fusion,
 /// blocked layout between fused convolutions), fusion_gemm.h (Gemm epilogues) and
 /// fusion_transformer.h (decomposed LayerNorm and GELU, MatMul epilogues).
