@@ -140,6 +140,20 @@ dnnl::primitive_attr Int8Attr(const std::vector<float>& scales, int channel_axis
   return attr;
 }
 
+}  // namespace
+
+bool OnednnInt8IsExact() {
+  static const bool exact = [] {
+    const int isa = static_cast<int>(dnnl::get_effective_cpu_isa());
+    const int avx512_vnni = static_cast<int>(dnnl::cpu_isa::avx512_core_vnni);
+    const int avx2_vnni = static_cast<int>(dnnl::cpu_isa::avx2_vnni);
+    return (isa & avx512_vnni) == avx512_vnni || (isa & avx2_vnni) == avx2_vnni;
+  }();
+  return exact;
+}
+
+namespace {
+
 // Tries `make(runtime_zero_points)` with constant zero points, then runtime ones; records in
 // `parts` the zero points Run must pass. nullopt when neither gives a primitive.
 template <typename Pd, typename Make>
@@ -195,6 +209,7 @@ absl::StatusOr<std::vector<float>> Multipliers(const PrepareContext& context) {
 
 absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareOnednnQLinearConv(
     const PrepareContext& context, const QLinearConvGeometry& geometry) {
+  if (!OnednnInt8IsExact()) return Unimplemented(context, "no VNNI: int16 sums would saturate");
   const auto& in = context.inputs;
   const bool has_bias = HasInput(context, 8);
   if (in[3].data == nullptr || (has_bias && in[8].data == nullptr)) {
@@ -278,6 +293,7 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareOnednnQLinearConv(
 
 absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareOnednnQLinearMatMul(
     const PrepareContext& context, const runtime::Shape& y) {
+  if (!OnednnInt8IsExact()) return Unimplemented(context, "no VNNI: int16 sums would saturate");
   const auto& in = context.inputs;
   const Shape& a = in[0].shape;
   const Shape& b = in[3].shape;
