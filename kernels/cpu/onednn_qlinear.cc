@@ -182,6 +182,34 @@ void LayOutWorkspace(OnednnInt8Kernel::Parts* parts) {
 // Error unless inputs 1, 2, 4..7 of a QLinear op are known at plan time and w_zero_point
 // (input 5) is all zeros; then the multipliers x_scale * w_scale[c] / y_scale (float32, as the
 // loops take them), one per w scale.
+// The primitive descriptor of `desc` with `attr`, or nullopt when oneDNN has only its reference
+// code for it (slower than the direct loop). Throws dnnl::error as the constructor does.
+template <typename Pd, typename OpDesc>
+std::optional<Pd> JitPd(const OpDesc& desc, const dnnl::primitive_attr& attr,
+                        const dnnl::engine& engine) {
+  Pd pd(desc, attr, engine);
+  if (absl::StartsWith(pd.impl_info_str(), "ref")) return std::nullopt;
+  return pd;
+}
+
+// The kernel of `pd`: its primitive and memory descriptors in `parts`, the int8 weights (input
+// 3, plain of `w_dims`) packed into the primitive's layout, output y's descriptor.
+template <typename Primitive, typename Pd>
+std::unique_ptr<PreparedKernel> MakeInt8Kernel(const PrepareContext& context, const Pd& pd,
+                                               const Shape& w_dims, const Shape& y,
+                                               OnednnInt8Kernel::Parts parts) {
+  parts.primitive = Primitive(pd);
+  parts.src_md = pd.src_desc();
+  parts.dst_md = pd.dst_desc();
+  parts.scratch_md = pd.scratchpad_desc();
+  parts.weights = PackWeights(context.inputs[3].data, PlainDesc(w_dims, memory::data_type::s8),
+                              pd.weights_desc());
+  LayOutWorkspace(&parts);
+  return std::make_unique<OnednnInt8Kernel>(
+      context.op, NodeLabel(context), std::vector<TensorDesc>{Desc(context.inputs[7].dtype, y)},
+      std::move(parts));
+}
+
 absl::StatusOr<std::vector<float>> Multipliers(const PrepareContext& context) {
   const auto& in = context.inputs;
   for (size_t i : {1, 2, 4, 5, 6, 7}) {
@@ -262,9 +290,7 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareOnednnQLinearConv(
                                              any(w_dims, memory::data_type::s8), parts.bias_md,
                                              any(y, y_type), strides, dilations, pad_l, pad_r);
         // Output scales per output channel: dst axis 1.
-        Pd pd(desc, Int8Attr(scales, 1, x_zero, y_zero, runtime_zero_points), engine);
-        if (absl::StartsWith(pd.impl_info_str(), "ref")) return std::nullopt;
-        return pd;
+        return JitPd<Pd>(desc, Int8Attr(scales, 1, x_zero, y_zero, runtime_zero_points), engine);
       } catch (const dnnl::error&) {
         return std::nullopt;
       }
@@ -274,16 +300,7 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareOnednnQLinearConv(
       return Unimplemented(context, "onednn has no int8 convolution but its reference code for ",
                            runtime::ShapeToString(x), " by ", runtime::ShapeToString(w));
     }
-    parts.primitive = dnnl::convolution_forward(*pd);
-    parts.src_md = pd->src_desc();
-    parts.dst_md = pd->dst_desc();
-    parts.scratch_md = pd->scratchpad_desc();
-    parts.weights =
-        PackWeights(in[3].data, PlainDesc(w_dims, memory::data_type::s8), pd->weights_desc());
-    LayOutWorkspace(&parts);
-    return std::make_unique<OnednnInt8Kernel>(context.op, NodeLabel(context),
-                                              std::vector<TensorDesc>{Desc(in[7].dtype, y)},
-                                              std::move(parts));
+    return MakeInt8Kernel<dnnl::convolution_forward>(context, *pd, w_dims, y, std::move(parts));
   } catch (const dnnl::error& e) {
     return Unimplemented(context, "onednn rejected the int8 convolution of ",
                          runtime::ShapeToString(x), " by ", runtime::ShapeToString(w), ": ",
@@ -329,9 +346,7 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareOnednnQLinearMatMul(
       try {
         dnnl::matmul::desc desc(parts.src_plain, b_any, parts.dst_plain);
         // Output scales per column: dst axis 1.
-        Pd pd(desc, Int8Attr(scales, 1, x_zero, y_zero, runtime_zero_points), engine);
-        if (absl::StartsWith(pd.impl_info_str(), "ref")) return std::nullopt;
-        return pd;
+        return JitPd<Pd>(desc, Int8Attr(scales, 1, x_zero, y_zero, runtime_zero_points), engine);
       } catch (const dnnl::error&) {
         return std::nullopt;
       }
@@ -341,16 +356,7 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareOnednnQLinearMatMul(
       return Unimplemented(context, "onednn has no int8 matmul but its reference code for ",
                            runtime::ShapeToString(a), " by ", runtime::ShapeToString(b));
     }
-    parts.primitive = dnnl::matmul(*pd);
-    parts.src_md = pd->src_desc();
-    parts.dst_md = pd->dst_desc();
-    parts.scratch_md = pd->scratchpad_desc();
-    parts.weights =
-        PackWeights(in[3].data, PlainDesc({k, n}, memory::data_type::s8), pd->weights_desc());
-    LayOutWorkspace(&parts);
-    return std::make_unique<OnednnInt8Kernel>(context.op, NodeLabel(context),
-                                              std::vector<TensorDesc>{Desc(in[7].dtype, y)},
-                                              std::move(parts));
+    return MakeInt8Kernel<dnnl::matmul>(context, *pd, {k, n}, y, std::move(parts));
   } catch (const dnnl::error& e) {
     return Unimplemented(context, "onednn rejected the int8 matmul of ", runtime::ShapeToString(a),
                          " by ", runtime::ShapeToString(b), ": ", e.what());

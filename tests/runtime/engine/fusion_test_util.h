@@ -45,18 +45,29 @@ class FusionTest : public ::testing::Test {
   std::shared_ptr<const Model> LoadBothWithin(const std::string& bytes, const TensorValue& x,
                                               float tolerance,
                                               std::shared_ptr<const Model>* unfused = nullptr) {
+    std::vector<float> want, got;
+    std::shared_ptr<const Model> fused = LoadBoth(bytes, x, &want, &got, unfused);
+    for (size_t i = 0; i < want.size() && i < got.size(); ++i) {
+      EXPECT_NEAR(got[i], want[i], tolerance * (1.0f + std::fabs(want[i]))) << "at " << i;
+    }
+    return fused;
+  }
+
+  /// Loads `bytes` with both registries and runs both on `x`: the first outputs in `*want`
+  /// (plain) and `*got` (rewritten), of the same non-zero size. Returns the rewritten model
+  /// (null on a load error) and, when asked, the plain one.
+  std::shared_ptr<const Model> LoadBoth(const std::string& bytes, const TensorValue& x,
+                                        std::vector<float>* want, std::vector<float>* got,
+                                        std::shared_ptr<const Model>* unfused = nullptr) {
     auto fused = Model::LoadBytes(bytes, registry_);
     auto plain = Model::LoadBytes(bytes, unfused_);
     EXPECT_TRUE(fused.ok()) << fused.status();
     EXPECT_TRUE(plain.ok()) << plain.status();
     if (!fused.ok() || !plain.ok()) return nullptr;
-    const std::vector<float> want = Run(*plain, x);
-    const std::vector<float> got = Run(*fused, x);
-    EXPECT_FALSE(want.empty());
-    EXPECT_EQ(got.size(), want.size());
-    for (size_t i = 0; i < want.size() && i < got.size(); ++i) {
-      EXPECT_NEAR(got[i], want[i], tolerance * (1.0f + std::fabs(want[i]))) << "at " << i;
-    }
+    *want = Run(*plain, x);
+    *got = Run(*fused, x);
+    EXPECT_FALSE(want->empty());
+    EXPECT_EQ(got->size(), want->size());
     if (unfused != nullptr) *unfused = *plain;
     return *fused;
   }
