@@ -3,7 +3,9 @@
 #include "absl/strings/str_join.h"
 #include "runtime/core/cpu/cpu_device.h"
 #include "runtime/core/device.h"
+#include "runtime/core/model_ri.h"
 #include "runtime/core/status_macros.h"
+#include "runtime/core/stream.h"
 #if REPRISE_WITH_CUDA
 #include "runtime/core/cuda/cuda_device.h"
 #endif
@@ -31,6 +33,20 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(absl::string_view name) {
 #endif
   return absl::NotFoundError(absl::StrCat(
       "no backend \"", name, "\"; available: ", absl::StrJoin(AvailableBackends(), ", ")));
+}
+
+}  // namespace reprise::runtime
+
+namespace reprise::runtime {
+
+absl::Status Stream::RunHostFuncAndWait(HostFn fn, void* user_data) {
+  RETURN_IF_ERROR(LaunchHostFunc(fn, user_data));
+  return Synchronize();
+}
+
+absl::Status ModelRI::Execute(Stream* stream) {
+  RETURN_IF_ERROR(ExecuteAsync(stream));
+  return stream->Synchronize();
 }
 
 }  // namespace reprise::runtime

@@ -53,6 +53,12 @@ class ModelRI {
   /// child (runs only through its parent), or if `stream` is capturing or of another device.
   virtual absl::Status ExecuteAsync(Stream* stream) = 0;
 
+  /// One execution, waited for: ExecuteAsync (a refused launch returns its error at once), then
+  /// `stream`'s Synchronize (its result, and the same refusals). A backend may run it on the
+  /// calling thread when `stream` has nothing queued (the CPU backend does: no hand-off to the
+  /// stream's worker and back); the stream's order holds either way.
+  virtual absl::Status Execute(Stream* stream);
+
   /// Creates a condition on this instance while it is being captured. With `assign_default`
   /// the value is reset to `default_value` at the start of every launch, so a host write made
   /// before a launch does NOT survive; without it the value persists across launches (starts

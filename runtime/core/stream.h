@@ -56,6 +56,11 @@ class Stream {
                                     std::span<void* const> outputs, void* workspace) = 0;
   /// Runs `fn(user_data)` in stream order on the stream's worker; an error is an async error.
   virtual absl::Status LaunchHostFunc(HostFn fn, void* user_data) = 0;
+  /// LaunchHostFunc, then Synchronize: `fn` runs in the stream's order and the call returns
+  /// once it and everything queued before it have run (Synchronize's refusals and error). A
+  /// backend may run `fn` on the calling thread when nothing is queued (the CPU backend does),
+  /// so a host thread that waits anyway pays no hand-off.
+  virtual absl::Status RunHostFuncAndWait(HostFn fn, void* user_data);
 
   /// Event tasks (event.h for the semantics).
   virtual absl::Status RecordEvent(Event* event) = 0;

@@ -43,7 +43,8 @@ absl::Status CpuModelRI::CheckSealed(absl::string_view what) const {
   return absl::OkStatus();
 }
 
-absl::Status CpuModelRI::ExecuteAsync(Stream* stream) {
+absl::StatusOr<CpuStream*> CpuModelRI::LaunchStream(Stream* stream,
+                                                    std::vector<uint64_t>* tickets) {
   if (data_->child) {
     return absl::FailedPreconditionError(
         absl::StrCat("instance ", id(), " is a conditional body; it runs only through its parent"));
@@ -63,13 +64,24 @@ absl::Status CpuModelRI::ExecuteAsync(Stream* stream) {
     }
   }
   // External records and waits bind now, in host order (event.h).
-  std::vector<uint64_t> tickets;
   for (const ExternalRef& ref : data_->externals) {
     const Task& task = data_->streams[ref.stream][ref.task];
-    tickets.push_back(task.kind == TaskKind::kEventRecord ? task.target.event->IssueRecord()
-                                                          : task.target.event->IssuedCount());
+    tickets->push_back(task.kind == TaskKind::kEventRecord ? task.target.event->IssueRecord()
+                                                           : task.target.event->IssuedCount());
   }
+  return cpu_stream;
+}
+
+absl::Status CpuModelRI::ExecuteAsync(Stream* stream) {
+  std::vector<uint64_t> tickets;
+  ASSIGN_OR_RETURN(CpuStream * cpu_stream, LaunchStream(stream, &tickets));
   return cpu_stream->EnqueueExecute(data_, std::move(tickets));
+}
+
+absl::Status CpuModelRI::Execute(Stream* stream) {
+  std::vector<uint64_t> tickets;
+  ASSIGN_OR_RETURN(CpuStream * cpu_stream, LaunchStream(stream, &tickets));
+  return cpu_stream->ExecuteAndWait(data_, std::move(tickets));
 }
 
 absl::StatusOr<ConditionHandle> CpuModelRI::CreateCondition(uint32_t default_value,

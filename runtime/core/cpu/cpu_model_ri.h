@@ -13,6 +13,8 @@
 
 namespace reprise::runtime::cpu {
 
+class CpuStream;
+
 class CpuDevice;
 
 /// A process-unique id for streams and instances.
@@ -30,6 +32,8 @@ class CpuModelRI final : public ModelRI {
 
   uint64_t id() const override { return data_->id; }
   absl::Status ExecuteAsync(Stream* stream) override;
+  /// Runs on the calling thread when the stream is idle (CpuStream::ExecuteAndWait).
+  absl::Status Execute(Stream* stream) override;
   absl::StatusOr<ConditionHandle> CreateCondition(uint32_t default_value,
                                                   bool assign_default) override;
   size_t NumStreams() const override;
@@ -55,6 +59,10 @@ class CpuModelRI final : public ModelRI {
   std::atomic<bool> sealed{false};
 
  private:
+  // The CPU stream a launch on `stream` runs on, after the checks every launch makes; appends
+  // the external events' tickets, bound now.
+  absl::StatusOr<CpuStream*> LaunchStream(Stream* stream, std::vector<uint64_t>* tickets);
+
   absl::Status CheckSealed(absl::string_view what) const;
 
   CpuDevice* const device_;

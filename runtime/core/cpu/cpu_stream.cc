@@ -2,7 +2,6 @@
 #include "runtime/core/cpu/cpu_stream.h"
 
 #include <algorithm>
-#include <chrono>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -57,71 +56,37 @@ CpuStream::~CpuStream() {
 
 Device* CpuStream::device() const { return device_; }
 
-namespace {
-
-// How long a thread that would block on the stream (the worker waiting for work, a host thread
-// waiting for the stream to drain) first polls instead. Waking a blocked thread costs tens of
-// microseconds on an idle machine (the core has to leave its idle state), as much as a whole
-// small model's replay; polling briefly keeps back-to-back work, and short runs waited on, free
-// of that cost. After the window the thread blocks as before, so an idle stream uses no CPU.
-constexpr std::chrono::microseconds kSpinWindow{50};
-
-inline void CpuRelax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#endif
-}
-
-// Polls `done` until it holds or the spin window has passed; true when it holds.
-template <typename Done>
-bool SpinUntil(Done done) {
-  const auto until = std::chrono::steady_clock::now() + kSpinWindow;
-  while (true) {
-    for (int i = 0; i < 64; ++i) {
-      if (done()) return true;
-      CpuRelax();
-    }
-    if (std::chrono::steady_clock::now() >= until) return done();
-  }
-}
-
-}  // namespace
-
 void CpuStream::WorkerLoop() {
   while (true) {
     {
       QueueItem item;
       {
         std::unique_lock<std::mutex> lock(mu_);
-        if (count_ == 0 && !stop_) {
-          lock.unlock();
-          SpinUntil([this] { return queued_.load(std::memory_order_acquire) > 0; });
-          lock.lock();
-        }
-        work_cv_.wait(lock, [this] { return stop_ || count_ > 0; });
+        work_cv_.wait(lock, [this] { return stop_ || (count_ > 0 && !inline_run_); });
         if (count_ == 0) return;  // stopping, and everything queued has run
         item = std::move(ring_[head_]);
         head_ = (head_ + 1) % ring_.size();
         --count_;
-        queued_.store(count_, std::memory_order_relaxed);
       }
       RunItem(item);
     }  // the item (and any instance it holds) is released before it counts as done
     std::lock_guard<std::mutex> lock(mu_);
-    busy_.store(--pending_, std::memory_order_release);
-    if (pending_ == 0) idle_cv_.notify_all();
+    if (--pending_ == 0) idle_cv_.notify_all();
   }
 }
 
-void CpuStream::RunItem(QueueItem& item) {
+RunEnv CpuStream::MakeRunEnv() {
   RunEnv env;
   env.sink.failed = &failed_;
   env.sink.mu = &error_mu_;
   env.sink.error = &error_;
   env.sink.cancel = &cancel_;
   env.stream_id = id_;
+  return env;
+}
+
+void CpuStream::RunItem(QueueItem& item) {
+  RunEnv env = MakeRunEnv();
   switch (item.kind) {
     case ItemKind::kTask:
       ExecuteTask(item.task, item.ptrs(), env, 0);
@@ -167,8 +132,6 @@ void CpuStream::Enqueue(QueueItem item) {
     ring_[(head_ + count_) % ring_.size()] = std::move(item);
     ++count_;
     ++pending_;
-    queued_.store(count_, std::memory_order_release);
-    busy_.store(pending_, std::memory_order_relaxed);
   }
   work_cv_.notify_one();
 }
@@ -314,7 +277,6 @@ absl::StatusOr<bool> CpuStream::Query() {
 
 absl::Status CpuStream::WaitIdleAndTakeError() {
   {
-    SpinUntil([this] { return busy_.load(std::memory_order_acquire) == 0; });
     std::unique_lock<std::mutex> lock(mu_);
     idle_cv_.wait(lock, [this] { return pending_ == 0; });
   }
@@ -323,6 +285,64 @@ absl::Status CpuStream::WaitIdleAndTakeError() {
   error_ = absl::OkStatus();
   failed_.store(false, std::memory_order_release);
   return status;
+}
+
+absl::StatusOr<bool> CpuStream::BeginInline() {
+  {
+    std::lock_guard<std::mutex> lock(CaptureMutex());
+    if (capture_ != nullptr) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("a waited-for run on stream ", id_, ", which is capturing"));
+    }
+    RETURN_IF_ERROR(CheckUnsafeCallLocked(absl::StrCat("stream synchronize (stream ", id_, ")")));
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  if (pending_ != 0 || stop_ || routed_.load(std::memory_order_acquire)) return false;
+  inline_run_ = true;
+  ++pending_;
+  return true;
+}
+
+void CpuStream::EndInline() {
+  bool queued;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    inline_run_ = false;
+    queued = count_ > 0;
+    if (--pending_ == 0) idle_cv_.notify_all();
+  }
+  if (queued) work_cv_.notify_one();
+}
+
+absl::Status CpuStream::ExecuteAndWait(std::shared_ptr<RiData> ri, std::vector<uint64_t> tickets) {
+  ASSIGN_OR_RETURN(bool here, BeginInline());
+  if (!here) {
+    RETURN_IF_ERROR(EnqueueExecute(std::move(ri), std::move(tickets)));
+    return WaitIdleAndTakeError();
+  }
+  {
+    RunEnv env = MakeRunEnv();
+    std::lock_guard<std::mutex> run_lock(ri->run_mu);  // behind a run of it on another stream
+    RunInstance(*ri, env, tickets.data());
+  }
+  ri.reset();  // released before the run counts as done, as a queued execution's
+  EndInline();
+  return WaitIdleAndTakeError();
+}
+
+absl::Status CpuStream::RunHostFuncAndWait(HostFn fn, void* user_data) {
+  if (fn == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat("stream ", id_, ": null host function"));
+  }
+  ASSIGN_OR_RETURN(bool here, BeginInline());
+  if (!here) {
+    RETURN_IF_ERROR(LaunchHostFunc(fn, user_data));
+    return WaitIdleAndTakeError();
+  }
+  absl::Status status = fn(user_data);
+  EndInline();
+  absl::Status earlier = WaitIdleAndTakeError();
+  return status.ok() ? earlier : status;
 }
 
 absl::Status CpuStream::EnqueueExecute(std::shared_ptr<RiData> ri, std::vector<uint64_t> tickets) {

@@ -47,6 +47,8 @@ class CpuStream final : public Stream {
   absl::Status LaunchKernel(const PreparedKernel& kernel, std::span<const void* const> inputs,
                             std::span<void* const> outputs, void* workspace) override;
   absl::Status LaunchHostFunc(HostFn fn, void* user_data) override;
+  /// On the calling thread when the stream is idle (see ExecuteAndWait).
+  absl::Status RunHostFuncAndWait(HostFn fn, void* user_data) override;
   absl::Status RecordEvent(Event* event) override;
   absl::Status WaitEvent(Event* event) override;
   absl::Status ResetEvent(Event* event) override;
@@ -68,6 +70,11 @@ class CpuStream final : public Stream {
 
   /// Queues one execution of `ri` with the external tickets bound at issue time.
   absl::Status EnqueueExecute(std::shared_ptr<RiData> ri, std::vector<uint64_t> tickets);
+  /// One execution of `ri`, waited for (ModelRI::Execute). When nothing is queued or running on
+  /// the stream, it runs on the calling thread and the stream counts as busy meanwhile: work
+  /// queued by other threads waits behind it, as behind a queued execution. Otherwise it is
+  /// queued. Then waits until the stream is idle and returns its error, like Synchronize.
+  absl::Status ExecuteAndWait(std::shared_ptr<RiData> ri, std::vector<uint64_t> tickets);
   /// Waits until idle and returns (clearing) the stream's async error; no capture checks.
   absl::Status WaitIdleAndTakeError();
   /// True when capturing or collecting a task update. Caller holds CaptureMutex().
@@ -93,6 +100,13 @@ class CpuStream final : public Stream {
   CpuStream(CpuDevice* device, bool is_default);
   void WorkerLoop();
   void RunItem(QueueItem& item);
+  // Where the tasks of this stream report their errors.
+  RunEnv MakeRunEnv();
+  // Unsafe-call checks of a synchronising call, then: true when the stream was idle and now
+  // counts as busy with a run on the calling thread (the worker takes nothing meanwhile), which
+  // EndInline ends.
+  absl::StatusOr<bool> BeginInline();
+  void EndInline();
   void Enqueue(QueueItem item);
   /// Records, collects into an update, or queues `task` (with its kernel pointers).
   absl::Status Submit(Task task, std::span<void* const> ptrs);
@@ -123,10 +137,9 @@ class CpuStream final : public Stream {
   size_t count_ ABSL_GUARDED_BY(mu_) = 0;
   size_t pending_ ABSL_GUARDED_BY(mu_) = 0;  // queued or running
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
-  // Mirrors of count_ and pending_ (written under mu_), polled without the lock before a
-  // thread blocks (see kSpinWindow in cpu_stream.cc).
-  std::atomic<size_t> queued_{0};
-  std::atomic<size_t> busy_{0};
+  // An execution runs on a caller's thread (ExecuteAndWait): the worker takes nothing until
+  // it ends, so the stream's order holds.
+  bool inline_run_ ABSL_GUARDED_BY(mu_) = false;
   uint32_t next_seq_ ABSL_GUARDED_BY(mu_) = 0;
 
   std::atomic<bool> cancel_{false};
