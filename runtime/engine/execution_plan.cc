@@ -39,6 +39,26 @@ absl::Status ExecutionPlan::StageInput(size_t index, const TensorValue& value) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<size_t> ExecutionPlan::StageView(size_t index, const InputView& view) {
+  if (index >= inputs_.size()) {
+    return absl::OutOfRangeError(
+        absl::StrCat("input index ", index, ", the plan has ", inputs_.size(), " inputs"));
+  }
+  const PlanTensor& input = inputs_[index];
+  const size_t given = view.piece_bytes();
+  if (given > input.bytes) {
+    return absl::OutOfRangeError(
+        absl::StrCat("input \"", input.name, "\" has ", given, " bytes, its buffer ", input.bytes));
+  }
+  uint8_t* out = input.data;
+  for (const auto& piece : view.pieces) {
+    if (!piece.empty()) std::memcpy(out, piece.data(), piece.size());
+    out += piece.size();
+  }
+  if (given < input.bytes) std::memset(out, 0, input.bytes - given);
+  return given;
+}
+
 absl::Status ExecutionPlan::UseArena(std::shared_ptr<AlignedBuffer> arena) {
   if (arena == nullptr) return absl::InvalidArgumentError("no arena given");
   if (arena->size() < arena_bytes_) {

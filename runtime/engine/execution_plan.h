@@ -13,6 +13,7 @@
 #include "runtime/core/status_macros.h"
 #include "runtime/engine/aligned_buffer.h"
 #include "runtime/engine/graph.h"
+#include "runtime/engine/validated_inputs.h"
 
 namespace reprise::runtime::engine {
 
@@ -144,6 +145,12 @@ class ExecutionPlan {
   /// `value` (its string bytes) must then stay alive and unchanged until the run's outputs
   /// have been read (ReadOutput copies strings out).
   absl::Status StageInput(size_t index, const TensorValue& value);
+  /// The request path's staging: copies `view`'s pieces into input `index`'s staging buffer
+  /// (each byte once) and zeros the rest of it (a batch's padding rows). The view was validated
+  /// and this plan was found by its shape (and, for a value-keyed plan, its value), so only the
+  /// bounds are checked: OUT_OF_RANGE when the pieces hold more than the buffer. Returns the
+  /// bytes copied.
+  absl::StatusOr<size_t> StageView(size_t index, const InputView& view);
   /// Runs every step on the calling thread, in order. Error names the failing node.
   absl::Status RunSteps() const;
   /// Copies output `index` out of the plan.

@@ -152,6 +152,21 @@ absl::StatusOr<std::vector<const TensorValue*>> Model::MatchInputs(
   return ordered;
 }
 
+absl::StatusOr<ValidatedInputs> Model::Validate(const std::vector<NamedTensor>& inputs) const {
+  ASSIGN_OR_RETURN(std::vector<const TensorValue*> ordered, MatchInputs(inputs));
+  std::vector<InputView> views;
+  views.reserve(ordered.size());
+  for (const TensorValue* value : ordered) {
+    InputView view;
+    view.dtype = value->dtype;
+    view.shape = value->shape;
+    view.pieces.emplace_back(value->bytes.data(), value->bytes.size());
+    view.value = value;
+    views.push_back(std::move(view));
+  }
+  return ValidatedInputs(std::move(views));
+}
+
 namespace {
 
 // A node of `graph` or of its subgraphs has output sizes that follow its input values.

@@ -13,6 +13,7 @@
 #include "runtime/engine/execution_plan.h"
 #include "runtime/engine/graph.h"
 #include "runtime/engine/optimizer.h"
+#include "runtime/engine/validated_inputs.h"
 
 namespace reprise::runtime::engine {
 
@@ -63,6 +64,15 @@ class Model {
   /// dim differs), with the expected and the given.
   absl::StatusOr<std::vector<const TensorValue*>> MatchInputs(
       const std::vector<NamedTensor>& inputs) const;
+
+  /// MatchInputs, as views of `inputs` (which must outlive the result and the runs given it).
+  absl::StatusOr<ValidatedInputs> Validate(const std::vector<NamedTensor>& inputs) const;
+  /// Wraps views that the caller checked against inputs() itself (in graph order, element types,
+  /// ranks and fixed dims as declared, pieces no larger than their shapes; e.g. the server's
+  /// codec, whose model signature is made from inputs()). Nothing is checked again here.
+  static ValidatedInputs AssumeValidated(std::vector<InputView> inputs) {
+    return ValidatedInputs(std::move(inputs));
+  }
 
   /// Plans for one shape per graph input (in graph order); see ExecutionPlan::Create for
   /// `fixed_inputs`.

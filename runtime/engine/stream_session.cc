@@ -16,6 +16,7 @@
 #include "absl/time/time.h"
 #include "runtime/core/capture.h"
 #include "runtime/core/status_macros.h"
+#include "runtime/core/string_tensor.h"
 #include "runtime/engine/control_flow.h"
 
 namespace reprise::runtime::engine {
@@ -167,7 +168,7 @@ struct StreamSession::Impl {
   void RecountBytes() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   // Captures the plan's steps; on success stores the instance, else marks the entry eager.
   void Capture(Entry* entry, StreamRunInfo* info);
-  // Enqueues every step and waits; the error names the node when a launch is refused.
+  // Runs every step in the stream's order and waits; the error names the node.
   absl::Status RunEager(const ExecutionPlan& plan);
   void MarkEager(Entry* entry, absl::string_view reason, StreamRunInfo* info);
 };
@@ -448,11 +449,13 @@ absl::StatusOr<Entry*> StreamSession::Impl::FindOrMake(
 }
 
 absl::Status StreamSession::Impl::RunEager(const ExecutionPlan& plan) {
-  absl::Status launch = EnqueuePlan(plan, stream.get(), /*scope=*/nullptr);
-  // Wait for what was queued even when a launch was refused: the tasks use the plan's buffers.
-  absl::Status sync = stream->Synchronize();
-  RETURN_IF_ERROR(launch);
-  return sync;
+  // The whole plan as one host function in the stream's order, on this thread when the stream
+  // is idle: the plan's buffers are host memory (see the class comment) and its steps run as a
+  // stream worker would run them, so nothing is handed off to be waited for. Errors name the
+  // node.
+  return stream->RunHostFuncAndWait(
+      [](void* p) { return static_cast<const ExecutionPlan*>(p)->RunSteps(); },
+      const_cast<ExecutionPlan*>(&plan));
 }
 
 StreamSession::StreamSession(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -487,25 +490,71 @@ absl::StatusOr<std::unique_ptr<StreamSession>> StreamSession::Create(
 
 absl::StatusOr<std::vector<NamedTensor>> StreamSession::Run(const std::vector<NamedTensor>& inputs,
                                                             StreamRunInfo* info, bool capture) {
+  ASSIGN_OR_RETURN(ValidatedInputs validated, impl_->model->Validate(inputs));
+  std::vector<NamedTensor> outputs;
+  RETURN_IF_ERROR(Run(
+      validated,
+      [&outputs](size_t, const PlanTensor& out) {
+        // Strings are copied out too: their views point into the plan or the staged inputs.
+        outputs.push_back(NamedTensor{out.name, CopyTensorValue(out.dtype, out.shape, out.data)});
+        return absl::OkStatus();
+      },
+      info, capture));
+  return outputs;
+}
+
+absl::Status StreamSession::Run(const ValidatedInputs& inputs, OutputVisitor visit,
+                                StreamRunInfo* info, bool capture) {
   StreamRunInfo local;
   StreamRunInfo* out_info = info != nullptr ? info : &local;
   *out_info = StreamRunInfo{};
   Impl& s = *impl_;
-  ASSIGN_OR_RETURN(std::vector<const TensorValue*> ordered, s.model->MatchInputs(inputs));
+  // What keys and plans need: each input's type and shape, and the values of the value-key
+  // candidates (small, or every input of a model planned per value), gathered when the caller
+  // has no whole value.
+  std::vector<TensorValue> gathered(inputs.size());
+  std::vector<const TensorValue*> ordered(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const InputView& view = inputs[i];
+    if (view.value != nullptr) {
+      ordered[i] = view.value;
+      continue;
+    }
+    TensorValue& carrier = gathered[i];
+    carrier.dtype = view.dtype;
+    carrier.shape = view.shape;
+    if (s.model->IsValueKeyCandidate(carrier)) {
+      carrier.bytes.resize(static_cast<size_t>(NumElements(view.shape)) * DataTypeSize(view.dtype));
+      size_t at = 0;
+      for (const auto& piece : view.pieces) {
+        if (piece.size() > carrier.bytes.size() - at) {
+          return absl::InvalidArgumentError(absl::StrCat("input \"", s.input_names[i],
+                                                         "\" has more bytes than its shape ",
+                                                         ShapeToString(view.shape), " holds"));
+        }
+        std::memcpy(carrier.bytes.data() + at, piece.data(), piece.size());
+        at += piece.size();
+      }
+    }
+    ordered[i] = &carrier;
+  }
   std::unique_ptr<Entry> transient;
   ASSIGN_OR_RETURN(Entry * entry, s.FindOrMake(ordered, out_info, capture, &transient));
   ExecutionPlan& plan = *entry->plan;
 
   const int64_t start = NowNs();
-  for (size_t i = 0; i < ordered.size(); ++i) RETURN_IF_ERROR(plan.StageInput(i, *ordered[i]));
+  uint64_t staged = 0;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    ASSIGN_OR_RETURN(size_t bytes, plan.StageView(i, inputs[i]));
+    staged += bytes;
+  }
 
   // Only this thread replaces entry->ri, so reading it without the lock is safe here.
   ModelRI* ri = entry->ri.get();
   bool ran = false;
   if (ri != nullptr) {
-    absl::Status status = ri->ExecuteAsync(s.stream.get());
-    absl::Status sync = s.stream->Synchronize();
-    if (status.ok()) status = sync;
+    // On the calling thread when the stream is idle (the CPU backend): no hand-off to wait on.
+    absl::Status status = ri->Execute(s.stream.get());
     bool first_replay;
     {
       std::lock_guard<std::mutex> lock(s.mu);
@@ -533,16 +582,13 @@ absl::StatusOr<std::vector<NamedTensor>> StreamSession::Run(const std::vector<Na
     s.counters.eager_runs += 1;
   }
 
-  std::vector<NamedTensor> outputs;
-  outputs.reserve(plan.outputs().size());
-  for (size_t i = 0; i < plan.outputs().size(); ++i) {
-    outputs.push_back(NamedTensor{plan.outputs()[i].name, plan.ReadOutput(i)});
-  }
+  for (size_t i = 0; i < plan.outputs().size(); ++i) RETURN_IF_ERROR(visit(i, plan.outputs()[i]));
   out_info->run_ns = NowNs() - start;
   std::lock_guard<std::mutex> lock(s.mu);
   entry->info.last_used_ms = absl::ToUnixMillis(absl::Now());
   entry->last_use = ++s.use_seq;
-  return outputs;
+  s.counters.staged_bytes += staged;
+  return absl::OkStatus();
 }
 
 std::vector<StreamInstanceInfo> StreamSession::ListInstances() const {

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -66,6 +67,9 @@ struct StreamSessionCounters {
   /// Plans made for input values, not only shapes (a shape follows a value: Reshape's shape
   /// input, an If whose branches differ in shape, a Loop's trip count before scan outputs).
   uint64_t value_plans = 0;
+  /// Input bytes copied into the plans' staging buffers (ExecutionPlan::StageView): a run copies
+  /// each byte of its inputs once.
+  uint64_t staged_bytes = 0;
   uint64_t live_instances = 0;  // plans held now
   uint64_t live_bytes = 0;      // their arenas and own buffers (what the budget counts)
   uint64_t arena_bytes = 0;     // their distinct arenas alone
@@ -109,7 +113,8 @@ struct StreamSessionOptions {
 /// THREAD_LOCAL mode (so that unsafe calls of other threads, e.g. other sessions synchronising
 /// their streams, neither fail nor invalidate it) one LaunchKernel per plan step, and the
 /// instance is executed for this run. Later runs copy the inputs into the plan's input buffers,
-/// ExecuteAsync the instance, Synchronize and copy the outputs out of the plan.
+/// Execute the instance (on the calling thread when the stream is idle) and hand the outputs
+/// to the caller from the plan's buffers.
 ///
 /// Staging: the recorded kernels read the plan's own input buffers (64-byte aligned host
 /// memory) and write its output buffers, whose addresses are fixed for the plan's life. That is
@@ -135,11 +140,23 @@ class StreamSession {
                                                                StreamSessionOptions options = {});
   ~StreamSession();
 
-  /// Validates `inputs` (Model::MatchInputs), finds or makes the plan and instance for their
-  /// shapes, runs and returns the outputs in graph order. If capturing a signature fails, that
-  /// signature runs eagerly from then on and the run still succeeds. `capture` false: a new
-  /// signature is planned but never captured (state "eager", e.g. a batch above the largest
-  /// capture bucket).
+  /// Called after a run with each output in graph order; `output.data` is valid during the
+  /// call only (the plan's buffer). An error ends the run with that error.
+  using OutputVisitor = absl::FunctionRef<absl::Status(size_t index, const PlanTensor& output)>;
+
+  /// The request path. Finds or makes the plan and instance for the inputs' shapes (and values,
+  /// for a value-keyed model), stages each input with one copy of its pieces
+  /// (ExecutionPlan::StageView), runs, and hands each output to `visit`. A replay runs on the
+  /// calling thread when the stream is idle (ModelRI::Execute). If capturing a signature fails,
+  /// that signature runs eagerly from then on and the run still succeeds. `capture` false: a
+  /// new signature is planned but never captured (state "eager", e.g. a batch above the largest
+  /// capture bucket). Nothing about the inputs is checked again beyond what only the plan
+  /// knows (its limits, the staging bounds).
+  absl::Status Run(const ValidatedInputs& inputs, OutputVisitor visit,
+                   StreamRunInfo* info = nullptr, bool capture = true);
+
+  /// The same for owned tensors (tools, tests, warm-up): validates them (Model::Validate) and
+  /// returns copies of the outputs in graph order.
   absl::StatusOr<std::vector<NamedTensor>> Run(const std::vector<NamedTensor>& inputs,
                                                StreamRunInfo* info = nullptr, bool capture = true);
 
