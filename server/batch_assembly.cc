@@ -135,45 +135,41 @@ absl::StatusOr<std::vector<NamedTensor>> AssembleBatch(const std::vector<Request
   return tensors;
 }
 
-absl::StatusOr<std::vector<OutputTensor>> SliceOutputs(const std::vector<NamedTensor>& outputs,
-                                                       std::span<const std::string> wanted,
-                                                       int64_t batch_rows, int64_t row_offset,
-                                                       int64_t rows) {
-  std::vector<OutputTensor> out;
-  out.reserve(wanted.size());
-  for (const std::string& name : wanted) {
-    const NamedTensor* found = nullptr;
-    for (const NamedTensor& t : outputs) {
-      if (t.name == name) found = &t;
+absl::StatusOr<OutputTensor> CopyOutputRows(const runtime::engine::PlanTensor& output,
+                                            int64_t batch_rows, int64_t row_offset, int64_t rows) {
+  OutputTensor t;
+  t.name = output.name;
+  t.dtype = output.dtype;
+  t.shape = output.shape;
+  const int64_t elements = runtime::NumElements(output.shape);
+  if (batch_rows < 0) {  // the whole output
+    row_offset = 0;
+    rows = 1;
+    batch_rows = 1;
+  } else {
+    if (output.shape.empty() || output.shape[0] != batch_rows) {
+      return absl::InternalError(absl::StrCat(
+          "output \"", output.name, "\" has shape ", runtime::ShapeToString(output.shape),
+          ", not a first dimension of the batch's ", batch_rows, " rows"));
     }
-    if (found == nullptr) {
-      return absl::InternalError(absl::StrCat("the engine returned no output \"", name, "\""));
+    if (row_offset < 0 || rows < 0 || row_offset > batch_rows - rows) {
+      return absl::InternalError(absl::StrCat("rows ", row_offset, " to ", row_offset + rows,
+                                              " of output \"", output.name, "\" with ", batch_rows,
+                                              " rows"));
     }
-    const runtime::TensorValue& v = found->value;
-    if (v.shape.empty() || v.shape[0] != batch_rows) {
-      return absl::InternalError(
-          absl::StrCat("output \"", name, "\" has shape [", absl::StrJoin(v.shape, ","),
-                       "], not a first dimension of the batch's ", batch_rows, " rows"));
-    }
-    const size_t row_bytes = batch_rows > 0 ? v.bytes.size() / static_cast<size_t>(batch_rows) : 0;
-    OutputTensor t;
-    t.name = name;
-    t.dtype = v.dtype;
-    t.shape = v.shape;
     t.shape[0] = rows;
-    if (v.dtype == runtime::DataType::kString) {
-      const int64_t row_elements = batch_rows > 0 ? runtime::NumElements(v.shape) / batch_rows : 0;
-      ASSIGN_OR_RETURN(
-          t.data, SerializeStrings(v.bytes.data(), row_offset * row_elements, rows * row_elements));
-      out.push_back(std::move(t));
-      continue;
-    }
-    const auto* begin =
-        reinterpret_cast<const char*>(v.bytes.data()) + row_bytes * static_cast<size_t>(row_offset);
-    t.data.assign(begin, row_bytes * static_cast<size_t>(rows));
-    out.push_back(std::move(t));
   }
-  return out;
+  const int64_t row_elements = batch_rows > 0 ? elements / batch_rows : 0;
+  if (output.dtype == runtime::DataType::kString) {
+    ASSIGN_OR_RETURN(t.data,
+                     SerializeStrings(output.data, row_offset * row_elements, rows * row_elements));
+    return t;
+  }
+  const size_t row_bytes = batch_rows > 0 ? output.bytes / static_cast<size_t>(batch_rows) : 0;
+  const auto* begin =
+      reinterpret_cast<const char*>(output.data) + row_bytes * static_cast<size_t>(row_offset);
+  t.data.assign(begin, row_bytes * static_cast<size_t>(rows));
+  return t;
 }
 
 }  // namespace reprise::server

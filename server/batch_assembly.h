@@ -30,12 +30,14 @@ using RequestInputs = std::span<const InputTensor>;
 absl::StatusOr<std::vector<runtime::engine::NamedTensor>> AssembleBatch(
     const std::vector<RequestInputs>& requests, int64_t padded_rows);
 
-/// Rows [`row_offset`, `row_offset` + `rows`) of each output named in `wanted` (in that
-/// order). Every such output must have a first dimension of `batch_rows`; INTERNAL naming the
-/// output otherwise (it has no batch dimension and cannot be split per request).
-absl::StatusOr<std::vector<OutputTensor>> SliceOutputs(
-    const std::vector<runtime::engine::NamedTensor>& outputs, std::span<const std::string> wanted,
-    int64_t batch_rows, int64_t row_offset, int64_t rows);
+/// One request's part of a batch's output `output` (the plan's buffer): rows [`row_offset`,
+/// `row_offset` + `rows`) of its `batch_rows`, or the whole output when `batch_rows` is -1 (a
+/// model without a batch dimension). The one copy of the data out of the engine (strings are
+/// serialized into the KServe form). INTERNAL naming the output when its first dimension is
+/// not `batch_rows` (it has no batch dimension and cannot be split per request) or the rows lie
+/// outside it.
+absl::StatusOr<OutputTensor> CopyOutputRows(const runtime::engine::PlanTensor& output,
+                                            int64_t batch_rows, int64_t row_offset, int64_t rows);
 
 }  // namespace reprise::server
 

@@ -60,6 +60,7 @@ absl::Status DynamicBatcher::Submit(BatchItem* item, bool run_here) {
   std::vector<BatchItem*> batch;
   std::vector<BatchItem*> expired;
   int worker = -1;
+  bool left = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) {
@@ -90,8 +91,11 @@ absl::Status DynamicBatcher::Submit(BatchItem* item, bool run_here) {
         if (!batch.empty()) busy_[static_cast<size_t>(worker)] = true;
       }
     }
+    left = queued_ > 0;
   }
-  changed_.notify_all();  // what is left (timers, other batches) is the workers'
+  // What is left (timers, other batches) is the workers'; a request that runs here wakes none
+  // of them (a wake-up is a futex call here and a context switch there).
+  if (left) changed_.notify_all();
   for (BatchItem* e : expired) {
     e->Reject(absl::DeadlineExceededError(
         absl::StrCat(options_.label, ": the request timed out in the queue")));
@@ -248,11 +252,14 @@ void DynamicBatcher::WorkerLoop(int worker) {
 }
 
 void DynamicBatcher::WorkerDone(int worker) {
+  bool queued;
   {
     std::lock_guard<std::mutex> lock(mu_);
     busy_[static_cast<size_t>(worker)] = false;
+    queued = queued_ > 0 || stopping_;
   }
-  changed_.notify_all();  // a worker may wait for this stream, or defer to it
+  // A worker may wait for this stream, or defer to it, only while requests are queued.
+  if (queued) changed_.notify_all();
 }
 
 void DynamicBatcher::Stop() {

@@ -12,7 +12,6 @@
 #include "runtime/core/status_macros.h"
 #include "server/batch_assembly.h"
 #include "server/bytes_tensor.h"
-#include "server/notification.h"
 #include "spdlog/spdlog.h"
 
 namespace reprise::server {
@@ -42,34 +41,6 @@ absl::StatusOr<NamedTensor> ToNamedTensor(const InputTensor& in) {
   t.value.shape = in.shape;
   t.value.bytes.assign(in.data.begin(), in.data.end());
   return t;
-}
-
-// The outputs named in `wanted`, whole (a model without a batch dimension).
-absl::StatusOr<std::vector<OutputTensor>> WholeOutputs(const std::vector<NamedTensor>& results,
-                                                       std::span<const std::string> wanted) {
-  std::vector<OutputTensor> out;
-  out.reserve(wanted.size());
-  for (const std::string& name : wanted) {
-    const NamedTensor* found = nullptr;
-    for (const NamedTensor& r : results) {
-      if (r.name == name) found = &r;
-    }
-    if (found == nullptr) {
-      return absl::InternalError(absl::StrCat("the engine returned no output \"", name, "\""));
-    }
-    OutputTensor t;
-    t.name = name;
-    t.dtype = found->value.dtype;
-    t.shape = found->value.shape;
-    if (t.dtype == runtime::DataType::kString) {
-      ASSIGN_OR_RETURN(t.data, SerializeStrings(found->value.bytes.data(), 0,
-                                                runtime::NumElements(found->value.shape)));
-    } else {
-      t.data.assign(found->value.bytes.begin(), found->value.bytes.end());
-    }
-    out.push_back(std::move(t));
-  }
-  return out;
 }
 
 }  // namespace
@@ -203,59 +174,97 @@ void EngineModel::InferAsync(std::span<const InputTensor> inputs,
                          ? std::numeric_limits<int64_t>::max()
                          : now + left;
   }
-  // Without batching a ready request runs on this thread when a stream is free (no hand-off).
-  // With batching it always goes to the workers: this thread (the server's decoding pool) must
-  // stay free to queue more requests, or batches could never form.
-  absl::Status queued = params_.batcher.batching ? batcher_.Enqueue(p) : batcher_.EnqueueAndRun(p);
+  // Without batching a ready request runs on this thread when a stream is free and the
+  // model's recent runs were short (no hand-off; the caller may be a gRPC callback thread, which
+  // must not be held long). With batching it always goes to the workers: this thread must stay
+  // free to queue more requests, or batches could never form.
+  const int64_t recent = recent_run_ns_.load(std::memory_order_relaxed);
+  const bool here = !params_.batcher.batching && recent > 0 && recent <= kMaxInlineRunNs;
+  absl::Status queued = here ? batcher_.EnqueueAndRun(p) : batcher_.Enqueue(p);
   if (!queued.ok()) {
     p->Finish(std::move(queued));
   }
 }
 
-absl::StatusOr<std::vector<OutputTensor>> EngineModel::Infer(std::span<const InputTensor> inputs,
-                                                             std::span<const std::string> outputs,
-                                                             const InferOptions& options,
-                                                             InferTimings* timings) {
-  absl::StatusOr<std::vector<OutputTensor>> result = absl::UnknownError("not run");
-  Notification done;
-  InferAsync(inputs, outputs, options,
-             [&](absl::StatusOr<std::vector<OutputTensor>> r, const InferTimings& t) {
-               result = std::move(r);
-               if (timings != nullptr) *timings = t;
-               done.Notify();
-             });
-  done.WaitForNotification();
-  return result;
-}
-
-absl::StatusOr<std::vector<NamedTensor>> EngineModel::RunOnStream(
-    int stream, const std::vector<Pending*>& items, int64_t rows, int64_t padded, bool capture,
-    StreamRunInfo* info, Phases* phases) {
+absl::Status EngineModel::RunOnStream(int stream, const std::vector<Pending*>& items,
+                                      int64_t padded, bool capture, StreamRunInfo* info,
+                                      Phases* phases,
+                                      std::vector<std::vector<OutputTensor>>* outputs) {
   // A last resort: limits are checked before allocation (codec, planner, budget), but a
-  // failed allocation on this worker thread must become the batch's error, never an abort.
+  // failed allocation on this thread must become the batch's error, never an abort.
   const int64_t start = NowNs();
   try {
-    absl::StatusOr<std::vector<NamedTensor>> tensors;
-    if (params_.max_batch_size <= 0 || (items.size() == 1 && padded == rows)) {
-      std::vector<NamedTensor> t;
-      for (const InputTensor& in : items[0]->inputs) {
-        absl::StatusOr<NamedTensor> named = ToNamedTensor(in);
-        if (!named.ok()) return named.status();
-        t.push_back(*std::move(named));
+    const std::span<const InputTensor> first = items[0]->inputs;
+    const bool batch_dim = params_.max_batch_size > 0;
+    const bool strings = std::any_of(first.begin(), first.end(), [](const InputTensor& in) {
+      return in.dtype == runtime::DataType::kString;
+    });
+    std::vector<runtime::engine::InputView> views(first.size());
+    // String inputs are converted from the wire form (and a batch's padding rows are copies of
+    // its first row, which a model that parses its strings accepts): assembled into tensors.
+    std::vector<NamedTensor> assembled;
+    if (strings) {
+      if (!batch_dim || (items.size() == 1 && padded == items[0]->rows)) {
+        for (const InputTensor& in : first) {
+          ASSIGN_OR_RETURN(NamedTensor t, ToNamedTensor(in));
+          assembled.push_back(std::move(t));
+        }
+      } else {
+        std::vector<RequestInputs> requests;
+        for (const Pending* p : items) requests.push_back(p->inputs);
+        ASSIGN_OR_RETURN(assembled, AssembleBatch(requests, padded));
       }
-      tensors = std::move(t);
+      for (size_t k = 0; k < assembled.size(); ++k) {
+        views[k].dtype = assembled[k].value.dtype;
+        views[k].shape = assembled[k].value.shape;
+        views[k].pieces.emplace_back(assembled[k].value.bytes.data(),
+                                     assembled[k].value.bytes.size());
+        views[k].value = &assembled[k].value;
+      }
     } else {
-      std::vector<RequestInputs> requests;
-      for (const Pending* p : items) requests.push_back(p->inputs);
-      tensors = AssembleBatch(requests, padded);
+      // Each request's bytes are staged straight into the plan (one copy); padding rows are
+      // zeros written there.
+      for (size_t k = 0; k < first.size(); ++k) {
+        views[k].dtype = first[k].dtype;
+        views[k].shape = first[k].shape;
+        if (batch_dim && !views[k].shape.empty()) views[k].shape[0] = padded;
+        for (const Pending* p : items) {
+          const absl::string_view data = p->inputs[k].data;
+          views[k].pieces.emplace_back(reinterpret_cast<const uint8_t*>(data.data()), data.size());
+        }
+      }
     }
-    const int64_t assembled = NowNs();
-    phases->input_ns += assembled - start;
-    if (!tensors.ok()) return tensors.status();
-    absl::StatusOr<std::vector<NamedTensor>> results =
-        sessions_[static_cast<size_t>(stream)]->Run(*tensors, info, capture);
-    phases->infer_ns += NowNs() - assembled;
-    return results;
+    // The codec checked every request against the signature, which EngineBackend made from
+    // the model's own inputs; a batch differs from its requests only in the first dimension.
+    const runtime::engine::ValidatedInputs inputs =
+        runtime::engine::Model::AssumeValidated(std::move(views));
+    const int64_t staged = NowNs();
+    phases->input_ns += staged - start;
+    int64_t copy_out_ns = 0;
+    uint64_t copied_out = 0;
+    absl::Status run = sessions_[static_cast<size_t>(stream)]->Run(
+        inputs,
+        [&](size_t, const runtime::engine::PlanTensor& out) -> absl::Status {
+          const int64_t t0 = NowNs();
+          int64_t offset = 0;
+          for (size_t r = 0; r < items.size(); ++r) {
+            const Pending* p = items[r];
+            for (size_t w = 0; w < p->outputs.size(); ++w) {
+              if (p->outputs[w] != out.name) continue;
+              ASSIGN_OR_RETURN((*outputs)[r][w],
+                               CopyOutputRows(out, batch_dim ? padded : -1, offset, p->rows));
+              copied_out += (*outputs)[r][w].data.size();
+            }
+            offset += p->rows;
+          }
+          copy_out_ns += NowNs() - t0;
+          return absl::OkStatus();
+        },
+        info, capture);
+    phases->infer_ns += NowNs() - staged - copy_out_ns;
+    phases->output_ns += copy_out_ns;
+    output_bytes_copied_.fetch_add(copied_out, std::memory_order_relaxed);
+    return run;
   } catch (const std::bad_alloc&) {
     return absl::ResourceExhaustedError("out of memory running the batch");
   } catch (const std::length_error&) {
@@ -279,22 +288,29 @@ std::vector<absl::StatusOr<std::vector<OutputTensor>>> EngineModel::RunItems(
     }
   }
   StreamRunInfo info;
-  absl::StatusOr<std::vector<NamedTensor>> results =
-      RunOnStream(stream, items, rows, padded, capture, &info, phases);
+  std::vector<std::vector<OutputTensor>> outputs(items.size());
+  for (size_t r = 0; r < items.size(); ++r) outputs[r].resize(items[r]->outputs.size());
+  absl::Status status = RunOnStream(stream, items, padded, capture, &info, phases, &outputs);
   if (info.captured) ObserveCapture(info.capture_ns);
   if (info.capture_failed) {
     // Once per shape and stream: the shape runs eagerly from now on.
     spdlog::warn("{}: capture on stream {} failed, the shape runs eagerly from now on: {}",
                  params_.label, stream, info.capture_error);
   }
+  if (status.ok() && (info.replayed || info.eager)) {
+    // What the next request's run will likely cost (InferAsync runs short ones in place).
+    const int64_t ns = info.run_ns;
+    const int64_t old = recent_run_ns_.load(std::memory_order_relaxed);
+    recent_run_ns_.store(old == 0 ? ns : (3 * old + ns) / 4, std::memory_order_relaxed);
+  }
   std::vector<absl::StatusOr<std::vector<OutputTensor>>> answers;
   answers.reserve(items.size());
-  if (!results.ok() && isolate_failure && items.size() > 1) {
+  if (!status.ok() && isolate_failure && items.size() > 1) {
     // One request may have failed the whole batch (e.g. a value that only the kernel can
     // refuse): run each alone once, so that it gets its own error and its neighbours their
     // results, and no client sees another's error text.
     spdlog::warn("{}: a batch of {} requests failed on stream {}; running them one by one: {}",
-                 params_.label, items.size(), stream, std::string(results.status().message()));
+                 params_.label, items.size(), stream, std::string(status.message()));
     for (Pending* p : items) {
       std::vector<absl::StatusOr<std::vector<OutputTensor>>> alone =
           RunItems(stream, {p}, false, phases);
@@ -302,24 +318,22 @@ std::vector<absl::StatusOr<std::vector<OutputTensor>>> EngineModel::RunItems(
     }
     return answers;
   }
-  const int64_t slice_start = NowNs();
-  int64_t offset = 0;
-  for (const Pending* p : items) {
-    if (!results.ok()) {
-      answers.push_back(results.status());
-    } else if (!batch_dim) {
-      answers.push_back(WholeOutputs(*results, p->outputs));
+  for (size_t r = 0; r < items.size(); ++r) {
+    if (status.ok()) {
+      for (size_t w = 0; w < outputs[r].size(); ++w) {
+        if (outputs[r][w].name.empty()) {
+          status = absl::InternalError(
+              absl::StrCat("the engine returned no output \"", items[r]->outputs[w], "\""));
+        }
+      }
+    }
+    if (!status.ok()) {
+      answers.push_back(absl::Status(
+          status.code(), absl::StrCat(params_.label, ": inference failed: ", status.message())));
     } else {
-      answers.push_back(SliceOutputs(*results, p->outputs, padded, offset, p->rows));
+      answers.push_back(std::move(outputs[r]));
     }
-    if (!answers.back().ok()) {
-      answers.back() = absl::Status(
-          answers.back().status().code(),
-          absl::StrCat(params_.label, ": inference failed: ", answers.back().status().message()));
-    }
-    offset += p->rows;
   }
-  phases->output_ns += NowNs() - slice_start;
   return answers;
 }
 
@@ -401,9 +415,11 @@ CaptureStats EngineModel::capture_stats() const {
     c.capture_failures += s.capture_failures;
     c.budget_refusals += s.budget_refusals;
     c.value_plans += s.value_plans;
+    c.input_bytes_copied += s.staged_bytes;
     c.live_instances += s.live_instances;
     c.live_bytes += s.live_bytes;
   }
+  c.output_bytes_copied = output_bytes_copied_.load(std::memory_order_relaxed);
   c.warmup_instances = warmup_instances_;
   c.warmup_ns = warmup_ns_;
   c.load_ns = load_ns_;

@@ -3,6 +3,7 @@
 #ifndef REPRISE_SERVER_ENGINE_MODEL_H_
 #define REPRISE_SERVER_ENGINE_MODEL_H_
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -54,12 +55,11 @@ class EngineModel final : public LoadedModel {
   ~EngineModel() override;
 
   const ModelSignature& signature() const override { return params_.signature; }
-  absl::StatusOr<std::vector<OutputTensor>> Infer(std::span<const InputTensor> inputs,
-                                                  std::span<const std::string> outputs,
-                                                  const InferOptions& options,
-                                                  InferTimings* timings) override;
   void InferAsync(std::span<const InputTensor> inputs, std::span<const std::string> outputs,
                   const InferOptions& options, InferDone done) override;
+  /// Queues the request, or runs it in place when a stream is free, batching is off and the
+  /// model's recent runs took at most kMaxInlineRunNs.
+  bool InfersWithoutBlocking() const override { return true; }
   std::vector<RuntimeInstanceInfo> ListRuntimeInstances() const override;
   absl::StatusOr<std::string> DumpRuntimeInstance(int stream, absl::string_view shape_signature,
                                                   bool verbose) const override;
@@ -86,11 +86,13 @@ class EngineModel final : public LoadedModel {
   // batch fails and `isolate_failure` is set, each request is run alone once instead.
   std::vector<absl::StatusOr<std::vector<OutputTensor>>> RunItems(
       int stream, const std::vector<Pending*>& items, bool isolate_failure, Phases* phases);
-  // Assembles the batch's inputs and runs them on the stream's session; allocation failures
-  // become RESOURCE_EXHAUSTED.
-  absl::StatusOr<std::vector<runtime::engine::NamedTensor>> RunOnStream(
-      int stream, const std::vector<Pending*>& items, int64_t rows, int64_t padded, bool capture,
-      runtime::engine::StreamRunInfo* info, Phases* phases);
+  // Runs `items` as one batch padded to `padded` rows on the stream's session: their inputs
+  // staged straight into the plan (one copy; string inputs are assembled first), each
+  // request's outputs copied once out of the plan into `outputs` (per item, in the order of
+  // its wanted outputs). Allocation failures become RESOURCE_EXHAUSTED.
+  absl::Status RunOnStream(int stream, const std::vector<Pending*>& items, int64_t padded,
+                           bool capture, runtime::engine::StreamRunInfo* info, Phases* phases,
+                           std::vector<std::vector<OutputTensor>>* outputs);
 
   const EngineModelParams params_;
   // Declared before the batcher: its workers use them until it stops (it is destroyed first).
@@ -103,6 +105,11 @@ class EngineModel final : public LoadedModel {
   uint64_t warmup_instances_ = 0;
   int64_t warmup_ns_ = 0;
   int64_t load_ns_ = 0;
+  // Runs of at most this long (recently) run on the calling thread when a stream is free.
+  static constexpr int64_t kMaxInlineRunNs = 1'000'000;
+  // A moving average of recent runs' time (0: none yet), for InferAsync's choice.
+  std::atomic<int64_t> recent_run_ns_{0};
+  std::atomic<uint64_t> output_bytes_copied_{0};
   DynamicBatcher batcher_;
 };
 

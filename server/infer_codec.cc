@@ -1,7 +1,6 @@
 #include "server/infer_codec.h"
 
 #include <algorithm>
-#include <array>
 #include <cstring>
 #include <limits>
 #include <optional>
@@ -20,23 +19,6 @@ namespace reprise::server {
 namespace {
 
 using runtime::DataType;
-
-constexpr std::array<std::pair<DataType, absl::string_view>, 14> kNames = {{
-    {DataType::kBool, "BOOL"},
-    {DataType::kUInt8, "UINT8"},
-    {DataType::kUInt16, "UINT16"},
-    {DataType::kUInt32, "UINT32"},
-    {DataType::kUInt64, "UINT64"},
-    {DataType::kInt8, "INT8"},
-    {DataType::kInt16, "INT16"},
-    {DataType::kInt32, "INT32"},
-    {DataType::kInt64, "INT64"},
-    {DataType::kFloat16, "FP16"},
-    {DataType::kFloat32, "FP32"},
-    {DataType::kFloat64, "FP64"},
-    {DataType::kString, "BYTES"},
-    {DataType::kBFloat16, "BF16"},
-}};
 
 std::string ShapeString(const google::protobuf::RepeatedField<int64_t>& shape) {
   return runtime::ShapeToString(runtime::Shape(shape.begin(), shape.end()));
@@ -267,20 +249,6 @@ absl::Status ReadCount(const google::protobuf::Map<std::string, inference::Infer
 }
 
 }  // namespace
-
-absl::string_view KServeDatatypeName(DataType type) {
-  for (const auto& [t, name] : kNames) {
-    if (t == type) return name;
-  }
-  return "";
-}
-
-absl::StatusOr<DataType> DataTypeFromKServe(absl::string_view name) {
-  for (const auto& [t, n] : kNames) {
-    if (n == name) return t;
-  }
-  return absl::InvalidArgumentError(absl::StrCat("unknown datatype \"", name, "\""));
-}
 
 absl::StatusOr<DecodedRequest> DecodeInferRequest(const inference::ModelInferRequest& request,
                                                   const ModelSignature& signature,

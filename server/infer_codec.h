@@ -12,15 +12,11 @@
 #include "absl/strings/string_view.h"
 #include "grpc_service.pb.h"
 #include "runtime/core/data_type.h"
+#include "server/kserve_types.h"
 #include "server/model_backend.h"
 #include "server/shared_memory.h"
 
 namespace reprise::server {
-
-/// KServe datatype name ("FP32", "BYTES", ...) of `type`; "" for a type KServe lacks.
-absl::string_view KServeDatatypeName(runtime::DataType type);
-/// The type a KServe datatype name denotes; INVALID_ARGUMENT for an unknown name.
-absl::StatusOr<runtime::DataType> DataTypeFromKServe(absl::string_view name);
 
 /// What one request may ask for (the server config's `limits`). Checked before anything is
 /// allocated for the request's tensors.

@@ -11,7 +11,6 @@
 #include "server/metrics.h"
 #include "server/model_config_override.h"
 #include "server/model_config_proto.h"
-#include "server/notification.h"
 
 namespace reprise::server {
 namespace {
@@ -23,23 +22,26 @@ void Add(inference::StatisticDuration* d, uint64_t count, uint64_t ns) {
   d->set_ns(ns);
 }
 
-// The queue and compute times of one Infer that ran; the execution (once per batch) when it
-// succeeded: Triton's execution_count and batch_stats count successful executions.
-void RecordTimings(const InferTimings& t, bool ok, VersionStats* stats) {
+// The one record of an Infer's timings, for both the statistics RPC and the metrics: its queue
+// and compute phases when it ran, and the execution (batch size, inferences) once per batch
+// when it succeeded (Triton's execution_count and batch_stats count successful executions).
+void RecordInferTimings(const InferTimings& t, bool ok, int64_t request_rows, VersionStats* stats,
+                        Metrics* metrics, absl::string_view model, absl::string_view version) {
   const bool ran = ok || t.batch_size > 0;
   if (!ran) return;  // refused or timed out in the queue: no execution to count
-  auto add = [](std::atomic<uint64_t>& counter, uint64_t v) {
-    counter.fetch_add(v, std::memory_order_relaxed);
+  auto add = [](std::atomic<uint64_t>& counter, int64_t v) {
+    counter.fetch_add(static_cast<uint64_t>(v), std::memory_order_relaxed);
   };
   add(stats->queue_count, 1);
-  add(stats->queue_ns, static_cast<uint64_t>(t.queue_ns));
+  add(stats->queue_ns, t.queue_ns);
   add(stats->compute_input_count, 1);
-  add(stats->compute_input_ns, static_cast<uint64_t>(t.compute_input_ns));
+  add(stats->compute_input_ns, t.compute_input_ns);
   add(stats->compute_count, 1);
-  add(stats->compute_ns, static_cast<uint64_t>(t.compute_ns));
+  add(stats->compute_ns, t.compute_ns);
   add(stats->compute_output_count, 1);
-  add(stats->compute_output_ns, static_cast<uint64_t>(t.compute_output_ns));
-  if (t.counts_execution && ok) {
+  add(stats->compute_output_ns, t.compute_output_ns);
+  const bool execution = t.counts_execution && ok;
+  if (execution) {
     add(stats->execution_count, 1);
     if (t.batch_size > 0) {
       stats->AddBatch(
@@ -47,23 +49,15 @@ void RecordTimings(const InferTimings& t, bool ok, VersionStats* stats) {
           static_cast<uint64_t>(t.compute_ns), static_cast<uint64_t>(t.compute_output_ns));
     }
   }
-}
-
-// The same numbers for Prometheus: queue and compute phases of every request that ran, and the
-// execution (batch size, inferences) once per batch.
-void RecordTimingMetrics(Metrics& metrics, absl::string_view model, absl::string_view version,
-                         const InferTimings& t, bool ok, int64_t request_rows) {
-  const bool ran = ok || t.batch_size > 0;
-  if (!ran) return;
-  metrics.RecordQueue(model, version, absl::Nanoseconds(t.queue_ns));
+  if (metrics == nullptr) return;
+  metrics->RecordQueue(model, version, absl::Nanoseconds(t.queue_ns));
   ComputeTimes times;
   times.input = absl::Nanoseconds(t.compute_input_ns);
   times.infer = absl::Nanoseconds(t.compute_ns);
   times.output = absl::Nanoseconds(t.compute_output_ns);
-  metrics.RecordCompute(model, version, times);
-  if (t.counts_execution && ok) {
-    metrics.RecordExecution(model, version, t.batch_size > 0 ? t.batch_size : request_rows);
-  }
+  metrics->RecordCompute(model, version, times);
+  if (execution)
+    metrics->RecordExecution(model, version, t.batch_size > 0 ? t.batch_size : request_rows);
 }
 
 std::string Label(const ServedVersion& v) {
@@ -312,39 +306,36 @@ void InferenceService::InferAsync(const inference::ModelInferRequest& request,
   InferOptions options = call->decoded.options;
   options.deadline = deadline;
   Call* raw = call.get();  // `call` moves into the callback, which outlives the borrow
-  raw->lease->model().InferAsync(
-      raw->decoded.inputs, raw->decoded.outputs, options,
-      [this, call = std::move(call)](absl::StatusOr<std::vector<OutputTensor>> outputs,
-                                     const InferTimings& timings) mutable {
-        RecordTimings(timings, outputs.ok(), &call->lease->stats());
-        if (info_.metrics != nullptr) {
-          RecordTimingMetrics(*info_.metrics, call->model_label, call->version_label, timings,
-                              outputs.ok(), static_cast<int64_t>(call->batch));
-        }
-        absl::Status status;
-        if (!outputs.ok()) {
-          status = absl::Status(
-              outputs.status().code(),
-              absl::StrCat(call->label, ": inference failed: ", outputs.status().message()));
-        } else {
-          status = EncodeInferResponse(*call->request, call->decoded,
-                                       std::to_string(call->lease->version()), *std::move(outputs),
-                                       call->label, call->response);
-        }
-        Complete(std::move(call), std::move(status));
-      });
-}
-
-absl::Status InferenceService::Infer(const inference::ModelInferRequest& request,
-                                     inference::ModelInferResponse* response, absl::Time deadline) {
-  absl::Status result;
-  Notification done;
-  InferAsync(request, response, deadline, [&](absl::Status status) {
-    result = std::move(status);
-    done.Notify();
-  });
-  done.WaitForNotification();
-  return result;
+  LoadedModel& model = raw->lease->model();
+  auto start_model = [this, raw, options, call = std::move(call)]() mutable {
+    raw->lease->model().InferAsync(
+        raw->decoded.inputs, raw->decoded.outputs, options,
+        [this, call = std::move(call)](absl::StatusOr<std::vector<OutputTensor>> outputs,
+                                       const InferTimings& timings) mutable {
+          RecordInferTimings(timings, outputs.ok(), static_cast<int64_t>(call->batch),
+                             &call->lease->stats(), info_.metrics, call->model_label,
+                             call->version_label);
+          absl::Status status;
+          if (!outputs.ok()) {
+            status = absl::Status(
+                outputs.status().code(),
+                absl::StrCat(call->label, ": inference failed: ", outputs.status().message()));
+          } else {
+            status = EncodeInferResponse(*call->request, call->decoded,
+                                         std::to_string(call->lease->version()),
+                                         *std::move(outputs), call->label, call->response);
+          }
+          Complete(std::move(call), std::move(status));
+        });
+  };
+  // A model whose InferAsync never holds the caller long (the engine's) is called on this
+  // thread, the RPC's own: no hand-off. Others may block for their whole run, which must not
+  // happen on a gRPC callback thread: they are called from the inference pool.
+  if (model.InfersWithoutBlocking()) {
+    start_model();
+  } else {
+    infer_executor_->Schedule(std::move(start_model));
+  }
 }
 
 grpc::ServerUnaryReactor* InferenceService::ModelInfer(grpc::CallbackServerContext* ctx,
@@ -356,12 +347,11 @@ grpc::ServerUnaryReactor* InferenceService::ModelInfer(grpc::CallbackServerConte
   }
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   const absl::Time deadline = DeadlineOf(ctx);
-  // Decoding runs on the executor; the model answers from its own worker (no thread waits).
-  infer_executor_->Schedule([this, reactor, request, response, deadline] {
-    InferAsync(*request, response, deadline, [this, reactor](absl::Status status) {
-      reactor->Finish(ToGrpcStatus(status));
-      gate_->Exit();  // after Finish: shutdown waits for this
-    });
+  // Decoded here; InferAsync hands the run to the inference pool only for a model that might
+  // block this thread.
+  InferAsync(*request, response, deadline, [this, reactor](absl::Status status) {
+    reactor->Finish(ToGrpcStatus(status));
+    gate_->Exit();  // after Finish: shutdown waits for this
   });
   return reactor;
 }
@@ -390,19 +380,17 @@ class InferenceService::StreamReactor final
       return;
     }
     const absl::Time deadline = service_->DeadlineOf(ctx_);
-    service_->infer_executor_->Schedule([this, deadline] {
-      service_->InferAsync(request_, response_.mutable_infer_response(), deadline,
-                           [this](absl::Status status) {
-                             InferenceService* const service = service_;  // `this` may go once
-                                                                          // written
-                             if (!status.ok()) {
-                               response_.clear_infer_response();
-                               response_.set_error_message(std::string(status.message()));
-                             }
-                             StartWrite(&response_);
-                             service->gate_->Exit();
-                           });
-    });
+    service_->InferAsync(request_, response_.mutable_infer_response(), deadline,
+                         [this](absl::Status status) {
+                           // `this` may go once written
+                           InferenceService* const service = service_;
+                           if (!status.ok()) {
+                             response_.clear_infer_response();
+                             response_.set_error_message(std::string(status.message()));
+                           }
+                           StartWrite(&response_);
+                           service->gate_->Exit();
+                         });
   }
 
   void OnWriteDone(bool ok) override {

@@ -108,15 +108,14 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
                                         const inference::LogSettingsRequest*,
                                         inference::LogSettingsResponse*) override;
 
-  /// Runs one inference: decodes on the calling thread, queues it in the model, and calls
-  /// `done` once `response` is filled (or with the error), on this thread or on the model's
-  /// worker. `request` and `response` must stay alive until then. Used by unary and stream RPCs.
+  /// Runs one inference: decodes and validates on the calling thread (the RPC's), then calls
+  /// the model there (or from the inference pool, for a model that may block:
+  /// LoadedModel::InfersWithoutBlocking), and calls `done` once `response` is filled (or with
+  /// the error), on this thread or on the model's worker. `request` and `response` must stay alive
+  /// until then. Used by unary and stream RPCs.
   void InferAsync(const inference::ModelInferRequest& request,
                   inference::ModelInferResponse* response, absl::Time deadline,
                   absl::AnyInvocable<void(absl::Status) &&> done);
-  /// InferAsync, waiting for the result.
-  absl::Status Infer(const inference::ModelInferRequest& request,
-                     inference::ModelInferResponse* response, absl::Time deadline);
 
  private:
   class StreamReactor;

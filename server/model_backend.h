@@ -114,6 +114,10 @@ struct CaptureStats {
   uint64_t capture_failures = 0;
   uint64_t budget_refusals = 0;
   uint64_t value_plans = 0;  // plans made for input values (StreamSessionCounters)
+  /// Tensor bytes copied on the request path: into the plans' input buffers (a request's
+  /// inputs once, a batch's by one gather) and out of them into the responses (once).
+  uint64_t input_bytes_copied = 0;
+  uint64_t output_bytes_copied = 0;
   uint64_t live_instances = 0;
   uint64_t live_bytes = 0;
   uint64_t warmup_instances = 0;      // instances captured by the warm-up at load
@@ -131,29 +135,30 @@ class LoadedModel {
   /// The tensors; fixed for the object's lifetime.
   virtual const ModelSignature& signature() const = 0;
 
-  /// Runs one inference. `inputs` are in the order of signature().inputs and already checked
-  /// against it (dtype, rank, fixed dimensions, byte size). `outputs` names the outputs wanted
-  /// (a subset of signature().outputs, no duplicates). `timings`, when not null, receives the
-  /// queue and compute time of the call. `options` schedule it (priority, timeout); a backend
-  /// without a queue ignores them. Thread-safe: called concurrently.
-  virtual absl::StatusOr<std::vector<OutputTensor>> Infer(std::span<const InputTensor> inputs,
-                                                          std::span<const std::string> outputs,
-                                                          const InferOptions& options,
-                                                          InferTimings* timings) = 0;
   /// Called once with the result of InferAsync and its timings.
   using InferDone =
       absl::AnyInvocable<void(absl::StatusOr<std::vector<OutputTensor>>, const InferTimings&) &&>;
-  /// Infer without blocking the caller where the backend can: `done` runs once, on this thread
-  /// or on one of the backend's, when the result is there. `inputs` and `outputs` are borrowed
-  /// until `done` is called. The default runs Infer on the calling thread.
-  virtual void InferAsync(std::span<const InputTensor> inputs, std::span<const std::string> outputs,
-                          const InferOptions& options, InferDone done) {
-    InferTimings timings;
-    absl::StatusOr<std::vector<OutputTensor>> result = Infer(inputs, outputs, options, &timings);
-    std::move(done)(std::move(result), timings);
-  }
 
-  /// Infer with the default options.
+  /// Runs one inference; `done` runs once, on this thread or on one of the backend's, when the
+  /// result is there. `inputs` are in the order of signature().inputs and already checked
+  /// against it (dtype, rank, fixed dimensions, byte size): nothing below checks them again.
+  /// `outputs` names the outputs wanted (a subset of signature().outputs, no duplicates).
+  /// `inputs` and `outputs` are borrowed until `done` is called. `options` schedule it
+  /// (priority, timeout, deadline); a backend without a queue ignores them. Thread-safe:
+  /// called concurrently.
+  virtual void InferAsync(std::span<const InputTensor> inputs, std::span<const std::string> outputs,
+                          const InferOptions& options, InferDone done) = 0;
+
+  /// True when InferAsync never holds the calling thread for long: it queues the work, or runs
+  /// it in place only when that is short. The server then calls it on the RPC's own thread;
+  /// otherwise from its inference pool.
+  virtual bool InfersWithoutBlocking() const { return false; }
+
+  /// InferAsync, waited for (tools and tests); `timings`, when not null, receives the call's.
+  absl::StatusOr<std::vector<OutputTensor>> Infer(std::span<const InputTensor> inputs,
+                                                  std::span<const std::string> outputs,
+                                                  const InferOptions& options,
+                                                  InferTimings* timings);
   absl::StatusOr<std::vector<OutputTensor>> Infer(std::span<const InputTensor> inputs,
                                                   std::span<const std::string> outputs,
                                                   InferTimings* timings) {

@@ -149,12 +149,16 @@ class FakeModel final : public LoadedModel {
 
   const ModelSignature& signature() const override { return signature_; }
 
-  absl::StatusOr<std::vector<OutputTensor>> Infer(std::span<const InputTensor> inputs,
-                                                  std::span<const std::string> outputs,
-                                                  const InferOptions& options,
-                                                  InferTimings* timings) override {
+  // Runs on the calling thread (a "blocking" model holds it until the blocker opens).
+  void InferAsync(std::span<const InputTensor> inputs, std::span<const std::string> outputs,
+                  const InferOptions& options, InferDone done) override {
     (void)options;  // the fake has no queue: nothing to schedule
-    (void)timings;  // zero timings are valid
+    std::move(done)(Compute(inputs, outputs), InferTimings{});  // zero timings are valid
+  }
+
+ private:
+  absl::StatusOr<std::vector<OutputTensor>> Compute(std::span<const InputTensor> inputs,
+                                                    std::span<const std::string> outputs) {
     if (!alive_.load()) backend_->use_after_destroy_.fetch_add(1);
     if (kind_ == "blocking") backend_->blocker().Enter();
     std::vector<OutputTensor> out;
@@ -186,6 +190,7 @@ class FakeModel final : public LoadedModel {
     return out;
   }
 
+ public:
   std::vector<RuntimeInstanceInfo> ListRuntimeInstances() const override {
     RuntimeInstanceInfo ri;
     ri.stream = 0;

@@ -115,10 +115,9 @@ TEST(MetricsTest, LoadCreatesZeroSeriesAndCountsFailures) {
 class InstanceModel final : public LoadedModel {
  public:
   const ModelSignature& signature() const override { return signature_; }
-  absl::StatusOr<std::vector<OutputTensor>> Infer(std::span<const InputTensor>,
-                                                  std::span<const std::string>, const InferOptions&,
-                                                  InferTimings*) override {
-    return std::vector<OutputTensor>{};
+  void InferAsync(std::span<const InputTensor>, std::span<const std::string>, const InferOptions&,
+                  InferDone done) override {
+    std::move(done)(std::vector<OutputTensor>{}, InferTimings{});
   }
   // Totals over the version's life: they include an instance that was evicted (and recaptured),
   // so they differ from the sums over the resident instances.

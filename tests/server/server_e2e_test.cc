@@ -440,7 +440,8 @@ TEST_F(ServerE2eTest, AdminListsAndDumpsInstances) {
     reprise::v1::ListInstancesRequest req;
     req.set_model("add");
     reprise::v1::ListInstancesResponse r;
-    ASSERT_TRUE(admin->ListInstances(&ctx, req, &r).ok());
+    grpc::Status listed = admin->ListInstances(&ctx, req, &r);
+    ASSERT_TRUE(listed.ok()) << listed.error_code() << " " << listed.error_message();
     ASSERT_EQ(r.instances_size(), 2);  // one per loaded version of the fake
     EXPECT_EQ(r.instances(1).version(), "2");
     EXPECT_EQ(r.instances(1).replays(), 2u);

@@ -20,7 +20,7 @@
 #include "grpc_service.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "runtime/engine/npy.h"
-#include "server/infer_codec.h"
+#include "server/kserve_types.h"
 #include "tools/common/client_channel.h"
 
 int main(int argc, char** argv) {

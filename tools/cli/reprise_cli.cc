@@ -32,7 +32,7 @@
 #include "reprise_admin.grpc.pb.h"
 #include "runtime/core/status_macros.h"
 #include "runtime/engine/npy.h"
-#include "server/infer_codec.h"
+#include "server/kserve_types.h"
 #include "tools/common/client_channel.h"
 #include "tools/common/http_client.h"
 

@@ -20,7 +20,7 @@
 #include "runtime/core/data_type.h"
 #include "runtime/core/status_macros.h"
 #include "runtime/engine/npy.h"
-#include "server/infer_codec.h"
+#include "server/kserve_types.h"
 #include "tools/bench/reprise_bench/bench_options.h"
 #include "tools/bench/reprise_bench/bench_report.h"
 #include "tools/bench/reprise_bench/http_load_runner.h"
