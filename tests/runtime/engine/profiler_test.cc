@@ -9,7 +9,6 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "kernels/cpu/cpu_kernels.h"
 #include "runtime/engine/profile_report.h"
 #include "tests/runtime/core/core_test_util.h"
 #include "tests/runtime/engine/test_models.h"
@@ -21,18 +20,11 @@ using testing::FloatTensor;
 using ::testing::HasSubstr;
 using testing::ModelBuilder;
 
-class ProfilerTest : public ::testing::Test {
+// The CPU device with its kernels (CoreTest) and a four-step model.
+class ProfilerTest : public runtime::testing::CoreTest {
  protected:
   void SetUp() override {
-    auto backend = CreateBackend("cpu");
-    ASSERT_TRUE(backend.ok()) << backend.status();
-    backend_ = std::move(backend).value();
-    auto device = backend_->device(0);
-    ASSERT_TRUE(device.ok()) << device.status();
-    device_ = *device;
-    if (!device_->kernels()->Has("Add")) {
-      ASSERT_TRUE(kernels::cpu::RegisterCpuKernels(device_->kernels()).ok());
-    }
+    CoreTest::SetUp();
     // y = -((x * s + x) - s), the Neg node unnamed.
     ModelBuilder b;
     b.Input("x", onnx::TensorProto::FLOAT, {-1, 4}).Input("s", onnx::TensorProto::FLOAT, {1});
@@ -107,8 +99,6 @@ class ProfilerTest : public ::testing::Test {
     }
   }
 
-  std::unique_ptr<Backend> backend_;
-  Device* device_ = nullptr;
   std::shared_ptr<const Model> model_;
   std::vector<NamedTensor> inputs_;
 };
