@@ -132,4 +132,40 @@ grpc::ServerUnaryReactor* AdminService::DumpInstance(
   return reactor;
 }
 
+grpc::ServerUnaryReactor* AdminService::ProfileModel(
+    grpc::CallbackServerContext* ctx, const reprise::v1::ProfileModelRequest* request,
+    reprise::v1::ProfileModelResponse* response) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  if (grpc::Status s = access_->Check(*ctx, ProtocolGroup::kAdmin); !s.ok()) {
+    reactor->Finish(s);
+    return reactor;
+  }
+  const int iterations = request->iterations() == 0 ? 10 : request->iterations();
+  const int top = request->top() == 0 ? 15 : request->top();
+  if (iterations < 1 || iterations > kMaxProfileIterations || top < 0) {
+    reactor->Finish(ToGrpcStatus(absl::InvalidArgumentError(
+        absl::StrCat("profile: iterations ", request->iterations(), " and top ", request->top(),
+                     " (want iterations 0 to ", kMaxProfileIterations, ", top >= 0)"))));
+    return reactor;
+  }
+  absl::StatusOr<VersionLease> lease = repository_->Acquire(request->model(), request->version());
+  if (!lease.ok()) {
+    reactor->Finish(ToGrpcStatus(lease.status()));
+    return reactor;
+  }
+  absl::StatusOr<ModelProfile> profile =
+      (*lease)->model().Profile(iterations, top, request->eager());
+  if (!profile.ok()) {
+    reactor->Finish(ToGrpcStatus(
+        absl::Status(profile.status().code(),
+                     absl::StrCat("model \"", (*lease)->model_name(), "\" version ",
+                                  (*lease)->version(), ": ", profile.status().message()))));
+    return reactor;
+  }
+  response->set_trace_json(std::move(profile->trace_json));
+  response->set_table(std::move(profile->table));
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
 }  // namespace reprise::server

@@ -40,6 +40,13 @@ class AdminService final : public reprise::v1::RuntimeInstances::CallbackService
   grpc::ServerUnaryReactor* DumpInstance(grpc::CallbackServerContext* ctx,
                                          const reprise::v1::DumpInstanceRequest* request,
                                          reprise::v1::DumpInstanceResponse* response) override;
+  /// Profiles one version on a stream of its own (LoadedModel::Profile) while holding it
+  /// loaded; iterations 0 means 10, more than kMaxProfileIterations is INVALID_ARGUMENT.
+  grpc::ServerUnaryReactor* ProfileModel(grpc::CallbackServerContext* ctx,
+                                         const reprise::v1::ProfileModelRequest* request,
+                                         reprise::v1::ProfileModelResponse* response) override;
+
+  static constexpr int kMaxProfileIterations = 100;
 
  private:
   ModelRepository* const repository_;

@@ -64,6 +64,7 @@ class EngineModel final : public LoadedModel {
   absl::StatusOr<std::string> DumpRuntimeInstance(int stream, absl::string_view shape_signature,
                                                   bool verbose) const override;
   CaptureStats capture_stats() const override;
+  absl::StatusOr<ModelProfile> Profile(int iterations, int top, bool eager) const override;
 
   /// Sets the load time reported by capture_stats (the backend measures the whole load).
   void set_load_ns(int64_t ns) { load_ns_ = ns; }

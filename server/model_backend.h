@@ -126,6 +126,12 @@ struct CaptureStats {
   CaptureTimeHistogram capture_time;  // every capture, warm-up included
 };
 
+/// A profile of one model version (LoadedModel::Profile).
+struct ModelProfile {
+  std::string trace_json;  // Chrome trace event format
+  std::string table;       // text: top steps, time per op type, share outside kernels
+};
+
 /// One loaded model version. Made by ModelBackend::Load; destroyed by the repository once no
 /// request uses it any more.
 class LoadedModel {
@@ -178,6 +184,17 @@ class LoadedModel {
     (void)verbose;
     return absl::NotFoundError(absl::StrCat("no runtime instance on stream ", stream,
                                             " for shape \"", shape_signature, "\""));
+  }
+
+  /// Profiles the model on a stream of its own (runtime/engine/profiler.h): `iterations` runs
+  /// of its declared input shapes, replayed (or the eager step loop when `eager`), with the
+  /// `top` steps in the table. Serving streams are not touched. UNIMPLEMENTED for a backend
+  /// without a profiler. Thread-safe.
+  virtual absl::StatusOr<ModelProfile> Profile(int iterations, int top, bool eager) const {
+    (void)iterations;
+    (void)top;
+    (void)eager;
+    return absl::UnimplementedError("this backend has no profiler");
   }
 };
 

@@ -10,6 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "runtime/core/runtime_types.h"
+#include "runtime/core/task_observer.h"
 
 namespace reprise::runtime {
 
@@ -78,6 +79,15 @@ class ModelRI {
 
   /// The instance as JSON (capture_semantics.md §5). Always valid JSON.
   virtual std::string DumpJson(DumpFlags flags) const = 0;
+
+  /// Installs `observer` (borrowed until it is removed; nullptr removes it): every launch that
+  /// starts afterwards reports each task it runs, timed, conditional bodies included
+  /// (task_observer.h). Change it only while no launch of the instance is pending. UNIMPLEMENTED
+  /// where the backend cannot time its tasks (the default); error for a conditional body.
+  virtual absl::Status SetTaskObserver(TaskObserver* observer) {
+    (void)observer;
+    return absl::UnimplementedError("this backend's instances cannot time their tasks");
+  }
 };
 
 }  // namespace reprise::runtime

@@ -379,6 +379,26 @@ class CliTest(unittest.TestCase):
                          [(0, "input:[4,64]")])
         dump = self.cli("dump", "mlp", "--stream", "0", "--shape", "input:[4,64]")
         self.assertIsInstance(dump, dict)
+
+        # profile: a trace with one span per plan step per run, on the stream's row, and a table.
+        trace_path = os.path.join(self.out.name, "trace.json")
+        profile = self.cli("profile", "mlp", "--iterations", "3", "--top", "4", "--trace",
+                           trace_path)
+        self.assertIn("steps by total time", profile["table"])
+        self.assertIn("outside kernels", profile["table"])
+        with open(trace_path) as f:
+            trace = json.load(f)
+        self.assertEqual(trace, json.loads(profile["trace_json"]))
+        spans = [e for e in trace["traceEvents"] if e["ph"] == "X"]
+        rows = {e["tid"]: e["args"]["name"] for e in trace["traceEvents"]
+                if e["name"] == "thread_name"}
+        steps = [e for e in spans if e["cat"] == "step"]
+        self.assertEqual(trace["otherData"]["mode"], "replay")
+        self.assertEqual(len([e for e in spans if e["cat"] == "run"]), 3)
+        self.assertEqual(len(steps), 3 * trace["otherData"]["steps"])
+        self.assertEqual({rows[e["tid"]] for e in steps}, {"stream 0"})
+        err = self.cli("profile", "mlp", "--iterations", "1000", ok=False)
+        self.assertIn("INVALID_ARGUMENT", err)
         self.assertEqual(self.cli("unload", "add_sub"), {"model": "add_sub", "unloaded": True})
 
         err = self.cli("metadata", "nope", ok=False)

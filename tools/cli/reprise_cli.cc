@@ -4,7 +4,8 @@
 //           [--private-key FILE --certificate-chain FILE] [-H NAME=VALUE] COMMAND [ARGS]
 //
 // Commands: health, models, load M, unload M, metadata M, infer M --input NAME=FILE.npy|random
-// [--output-dir DIR], stats [M], instances M, dump M --stream S --shape SIG [--verbose].
+// [--output-dir DIR], stats [M], instances M, dump M --stream S --shape SIG [--verbose],
+// profile M [--iterations N] [--top N] [--eager] [--trace FILE.json].
 // Human-readable output by default; --json prints one JSON document (the response message in
 // protobuf's JSON mapping, or for health and infer a small object). On an RPC error it prints
 // the gRPC status code and message to stderr and exits 1; a usage error exits 2.
@@ -13,6 +14,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <random>
 #include <string>
@@ -55,9 +57,13 @@ constexpr char kUsage[] =
     "  stats [MODEL]                   per-model statistics\n"
     "  instances MODEL                 the model's runtime instances (stream, shape, replays)\n"
     "  dump MODEL --stream S --shape SIG [--verbose]   one runtime instance as JSON\n"
+    "  profile MODEL [--iterations N] [--top N] [--eager] [--trace FILE.json]\n"
+    "                                  profile the model on a stream of its own: a table of\n"
+    "                                  the top steps; the Chrome-trace JSON into FILE\n"
     "options: --addr (default 127.0.0.1:8001; 8000 with -i http), --json (machine-readable\n"
     "  output), -i / --protocol grpc|http (KServe v2 over gRPC, the default, or HTTP/REST; over\n"
-    "  HTTP, infer sends binary tensors unless --json-tensors; instances / dump are gRPC only)\n"
+    "  HTTP, infer sends binary tensors unless --json-tensors; instances / dump / profile are\n"
+    "  gRPC only)\n"
     "  TLS and headers: --ssl, --root-certificates FILE, --private-key FILE,\n"
     "  --certificate-chain FILE, -H NAME=VALUE (see --help)\n";
 
@@ -73,6 +79,10 @@ struct Options {
   int stream = -1;
   std::string shape;
   bool verbose = false;
+  int iterations = 0;  // profile: 0 lets the server choose
+  int top = 0;
+  bool eager = false;
+  std::string trace;
   tools::ClientConnectionOptions connection;  // --ssl, certificates, -H
 };
 
@@ -136,6 +146,18 @@ absl::StatusOr<Options> ParseArgs(int argc, char** argv) {
       ASSIGN_OR_RETURN(o.shape, value(i, "--shape"));
     } else if (arg == "--verbose") {
       o.verbose = true;
+    } else if (is(arg, "--iterations") || is(arg, "--top")) {
+      const bool iterations = is(arg, "--iterations");
+      ASSIGN_OR_RETURN(std::string v, value(i, iterations ? "--iterations" : "--top"));
+      int* out = iterations ? &o.iterations : &o.top;
+      if (!absl::SimpleAtoi(v, out) || *out < 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(iterations ? "--iterations" : "--top", " \"", v, "\" is not a count"));
+      }
+    } else if (arg == "--eager") {
+      o.eager = true;
+    } else if (is(arg, "--trace")) {
+      ASSIGN_OR_RETURN(o.trace, value(i, "--trace"));
     } else if (arg == "-h" || arg == "--help") {
       o.command = "help";
     } else if (absl::StartsWith(arg, "--")) {
@@ -390,6 +412,33 @@ class Client {
     return absl::OkStatus();
   }
 
+  absl::Status Profile(const std::string& model) {
+    reprise::v1::ProfileModelRequest request;
+    request.set_model(model);
+    request.set_iterations(options_.iterations);
+    request.set_top(options_.top);
+    request.set_eager(options_.eager);
+    reprise::v1::ProfileModelResponse r;
+    grpc::ClientContext ctx;
+    RETURN_IF_ERROR(FromGrpc(admin_->ProfileModel(&ctx, request, &r)));
+    if (!options_.trace.empty()) {
+      std::ofstream file(options_.trace);
+      file << r.trace_json();
+      file.close();
+      if (!file) {
+        return absl::PermissionDeniedError(
+            absl::StrCat("cannot write --trace \"", options_.trace, "\""));
+      }
+    }
+    if (options_.json) {
+      std::cout << ToJson(r);
+    } else {
+      std::cout << r.table();
+      if (!options_.trace.empty()) std::cout << "trace written to " << options_.trace << "\n";
+    }
+    return absl::OkStatus();
+  }
+
  private:
   const Options& options_;
   std::shared_ptr<grpc::Channel> channel_;
@@ -552,7 +601,8 @@ int Run(int argc, char** argv) {
   }
   const bool needs_model = o.command == "load" || o.command == "unload" ||
                            o.command == "metadata" || o.command == "infer" ||
-                           o.command == "instances" || o.command == "dump";
+                           o.command == "instances" || o.command == "dump" ||
+                           o.command == "profile";
   if ((needs_model && o.positional.size() != 1) ||
       (!needs_model && o.positional.size() > (o.command == "stats" ? 1u : 0u))) {
     std::cerr << "reprise: wrong arguments for \"" << o.command << "\"\n" << kUsage;
@@ -567,7 +617,7 @@ int Run(int argc, char** argv) {
   }
   std::unique_ptr<tools::HttpClient> http;
   if (o.http) {
-    if (o.command == "instances" || o.command == "dump") {
+    if (o.command == "instances" || o.command == "dump" || o.command == "profile") {
       std::cerr << "reprise: \"" << o.command << "\" is a gRPC-only command (reprise.v1)\n";
       return 2;
     }
@@ -599,6 +649,8 @@ int Run(int argc, char** argv) {
     status = client.Instances(model);
   } else if (o.command == "dump") {
     status = client.Dump(model);
+  } else if (o.command == "profile") {
+    status = client.Profile(model);
   } else {
     std::cerr << "reprise: unknown command \"" << o.command << "\"\n" << kUsage;
     return 2;

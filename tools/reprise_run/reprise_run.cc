@@ -4,6 +4,7 @@
 //   reprise-run --model M.onnx [--input NAME=FILE.npy | NAME=random | NAME=zeros | FILE.npy]...
 //               [--shape NAME=1x3x224x224]... [--output-dir DIR] [--mode eager|replay]
 //               [--iterations N] [--warmup N] [--threads N] [--dump-ri FILE.json] [--json]
+//               [--profile FILE.json] [--profile-top N]
 //   reprise-run --list-ops
 //
 // --list-ops prints every op a backend has a kernel for (docs/operators.md adds the conformance
@@ -14,7 +15,11 @@
 // it; --mode eager launches every step on the stream. Timings cover one run each after the
 // first (which plans and captures; its plan and capture times are reported): staging the
 // inputs, executing, waiting for the stream, copying the outputs out. --dump-ri writes the
-// instance's verbose JSON dump. Exit status: 0 on success, 1 on a run-time error, 2 on a usage
+// instance's verbose JSON dump. --profile then profiles as many runs (runtime/engine/profiler.h:
+// the instance's replay timed task by task, or the eager step loop with --mode eager), writes a
+// Chrome-trace JSON (Perfetto, chrome://tracing) and prints a table of the --profile-top steps
+// (default 15), the time per op type and the share outside kernels (to stderr with --json).
+// Exit status: 0 on success, 1 on a run-time error, 2 on a usage
 // error.
 #include <algorithm>
 #include <chrono>
@@ -43,6 +48,8 @@
 #include "runtime/engine/model.h"
 #include "runtime/engine/npy.h"
 #include "runtime/engine/onnx_import.h"
+#include "runtime/engine/profile_report.h"
+#include "runtime/engine/profiler.h"
 #include "runtime/engine/stream_session.h"
 
 namespace reprise::tools {
@@ -69,6 +76,8 @@ struct Options {
   int warmup = 1;
   int threads = 1;
   std::string dump_ri;
+  std::string profile;
+  int profile_top = 15;
   bool json = false;
   bool list_ops = false;
 };
@@ -78,6 +87,7 @@ constexpr char kUsage[] =
     "                   [--shape NAME=1x3x224x224] [--output-dir DIR] [--mode eager|replay]\n"
     "                   [--iterations N] [--warmup N] [--threads N] [--dump-ri FILE.json]"
     " [--json]\n"
+    "                   [--profile FILE.json] [--profile-top N]\n"
     "       reprise-run --list-ops   (the ops each backend has a kernel for)\n";
 
 absl::StatusOr<Shape> ParseShape(absl::string_view text) {
@@ -158,6 +168,10 @@ absl::StatusOr<Options> ParseArgs(int argc, char** argv) {
       RETURN_IF_ERROR(int_flag("threads", value, 1, &options.threads));
     } else if (arg == "--dump-ri") {
       options.dump_ri = value;
+    } else if (arg == "--profile") {
+      options.profile = value;
+    } else if (arg == "--profile-top") {
+      RETURN_IF_ERROR(int_flag("profile-top", value, 0, &options.profile_top));
     } else {
       return absl::InvalidArgumentError(absl::StrCat("unknown flag ", arg));
     }
@@ -166,47 +180,6 @@ absl::StatusOr<Options> ParseArgs(int argc, char** argv) {
     return absl::InvalidArgumentError("--model is required");
   }
   return options;
-}
-
-// Fills `t` with uniform random values suited to its type.
-void FillRandom(TensorValue* t, std::mt19937* rng) {
-  const size_t n = static_cast<size_t>(runtime::NumElements(t->shape));
-  std::uniform_real_distribution<float> real(-1.0f, 1.0f);
-  std::uniform_int_distribution<int> small(0, 9);
-  uint8_t* p = t->bytes.data();
-  for (size_t i = 0; i < n; ++i) {
-    switch (t->dtype) {
-      case DataType::kFloat32: {
-        const float v = real(*rng);
-        std::memcpy(p + 4 * i, &v, 4);
-        break;
-      }
-      case DataType::kFloat64: {
-        const double v = real(*rng);
-        std::memcpy(p + 8 * i, &v, 8);
-        break;
-      }
-      case DataType::kInt64: {
-        const int64_t v = small(*rng);
-        std::memcpy(p + 8 * i, &v, 8);
-        break;
-      }
-      case DataType::kInt32: {
-        const int32_t v = small(*rng);
-        std::memcpy(p + 4 * i, &v, 4);
-        break;
-      }
-      case DataType::kBool:
-        p[i] = static_cast<uint8_t>(small(*rng) & 1);
-        break;
-      case DataType::kString:  // empty strings (zero views)
-        break;
-      default: {  // other types: random small bytes
-        const size_t elem = runtime::DataTypeSize(t->dtype);
-        for (size_t b = 0; b < elem; ++b) p[elem * i + b] = b == 0 ? small(*rng) : 0;
-      }
-    }
-  }
 }
 
 absl::StatusOr<std::vector<NamedTensor>> MakeInputs(const Model& model, const Options& options) {
@@ -263,7 +236,7 @@ absl::StatusOr<std::vector<NamedTensor>> MakeInputs(const Model& model, const Op
     TensorValue t{value.dtype, shape, {}};
     t.bytes.assign(
         static_cast<size_t>(runtime::NumElements(shape)) * runtime::DataTypeSize(value.dtype), 0);
-    if (source == "random") FillRandom(&t, &rng);
+    if (source == "random") runtime::engine::FillRandom(&t, &rng);
     inputs.push_back({value.name, std::move(t)});
   }
   return inputs;
@@ -289,6 +262,29 @@ std::string JsonString(absl::string_view s) {
     }
   }
   return out + "\"";
+}
+
+// --profile: profiles as many runs as were timed, writes the trace and prints the table.
+absl::Status WriteProfile(const Model& model, runtime::Device* device,
+                          const std::vector<NamedTensor>& inputs, const Options& options) {
+  runtime::engine::ProfileOptions profile_options;
+  profile_options.iterations = options.iterations;
+  profile_options.warmup = options.warmup;
+  profile_options.replay = options.mode == "replay";
+  ASSIGN_OR_RETURN(
+      runtime::engine::Profile profile,
+      runtime::engine::ProfileModel(model, device, inputs, profile_options, options.model));
+  std::ofstream file(options.profile);
+  file << runtime::engine::ProfileTraceJson(profile);
+  file.close();
+  if (!file) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("cannot write --profile \"", options.profile, "\""));
+  }
+  (options.json ? std::cerr : std::cout)
+      << runtime::engine::ProfileTable(profile, options.profile_top) << "trace written to "
+      << options.profile << "\n";
+  return absl::OkStatus();
 }
 
 absl::Status Run(const Options& options) {
@@ -407,6 +403,7 @@ absl::Status Run(const Options& options) {
         plan_us, capture_us, load_us, instance.state.c_str(), plan->steps().size(),
         plan->arena_bytes(), plan->intermediate_bytes());
   }
+  if (!options.profile.empty()) RETURN_IF_ERROR(WriteProfile(*model, device, inputs, options));
   return absl::OkStatus();
 }
 

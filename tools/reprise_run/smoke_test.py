@@ -5,8 +5,9 @@
 
 Checks: outputs written as .npy equal NumPy's result; --json prints one JSON object with the
 timing fields; --mode replay (the default) and --mode eager give the same outputs, replay
-captures and reports the capture time; --dump-ri writes JSON naming the ops; a bad input gives
-exit status 1 and a message naming the input.
+captures and reports the capture time; --dump-ri writes JSON naming the ops; --profile writes a
+Chrome-trace JSON with one span per plan step per run, nested in its run, on a stream's row, and
+prints the table; a bad input gives exit status 1 and a message naming the input.
 """
 import json
 import os
@@ -38,6 +39,36 @@ def make_model(path):
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     onnx.checker.check_model(model)
     onnx.save(model, path)
+
+
+def check_trace(path, mode, kernels, runs, check):
+    """The trace is Chrome-trace JSON: complete events with pid / tid / ts / dur (us), a
+    thread_name for each row, one step span per plan step per run named "<node> (<kernel>)",
+    in plan order and within its run's span."""
+    with open(path) as f:
+        d = json.load(f)
+    events = d["traceEvents"]
+    names = {e["tid"]: e["args"]["name"] for e in events
+             if e["ph"] == "M" and e["name"] == "thread_name"}
+    spans = [e for e in events if e["ph"] == "X"]
+    check(all(isinstance(e[k], (int, float)) for e in spans for k in ("pid", "tid", "ts", "dur"))
+          and all(e["dur"] >= 0 for e in spans), f"{mode}: malformed complete events")
+    check({e["tid"] for e in spans} <= set(names), f"{mode}: a row without a thread_name")
+    check(d["otherData"]["mode"] == mode, f"{mode}: mode {d['otherData']}")
+    run_spans = {e["args"]["run"]: e for e in spans if e["cat"] == "run"}
+    check(sorted(run_spans) == list(range(runs)), f"{mode}: runs {sorted(run_spans)}")
+    for r, outer in run_spans.items():
+        steps = sorted((e for e in spans if e["cat"] == "step" and e["args"]["run"] == r),
+                       key=lambda e: e["ts"])
+        check([e["args"]["kernel"] for e in steps] == kernels, f"{mode} run {r}: {steps}")
+        check([e["args"]["step"] for e in steps] == list(range(len(kernels))),
+              f"{mode} run {r}: step indices")
+        check(all(e["name"] == f"{e['args']['node']} ({e['args']['kernel']})" for e in steps),
+              f"{mode} run {r}: span names")
+        check(all(outer["ts"] <= e["ts"] and e["ts"] + e["dur"] <= outer["ts"] + outer["dur"]
+                  + 0.001 for e in steps), f"{mode} run {r}: a step outside its run")
+        want = "stream 0" if mode == "replay" else "eager steps (calling thread)"
+        check(all(names[e["tid"]] == want for e in steps), f"{mode}: rows {names}")
 
 
 def run(tool, *args):
@@ -99,6 +130,14 @@ def main():
                 d = json.load(f)
             ops = [t["op"] for s in d["streams"] for t in s["tasks"] if t["kind"] == "kernel"]
             check(ops == ["Add", "Mul", "Sub", "Div"], f"dumped ops: {ops}")
+        for mode in ("replay", "eager"):
+            trace = os.path.join(tmp, f"trace_{mode}.json")
+            r = run(tool, "--model", model, "--shape", "x=2x3", "--iterations", "3", "--mode", mode,
+                    "--profile", trace, "--profile-top", "3")
+            check(r.returncode == 0 and "top 3 steps by total time" in r.stdout
+                  and "outside kernels" in r.stdout, f"--profile ({mode}): {r.stdout}{r.stderr}")
+            if r.returncode == 0:
+                check_trace(trace, mode, ["Add", "Mul", "Sub", "Div"], 3, check)
         r = run(tool, "--model", model, "--shape", "x=2x3", "--mode", "eager", "--dump-ri", dump)
         check(r.returncode == 1 and "--dump-ri needs --mode replay" in r.stderr,
               f"--dump-ri in eager mode: {r.stderr}")

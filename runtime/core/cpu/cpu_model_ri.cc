@@ -155,4 +155,13 @@ std::string CpuModelRI::DumpJson(DumpFlags flags) const {
   return DumpRiJson(*data_, flags == DumpFlags::kVerbose);
 }
 
+absl::Status CpuModelRI::SetTaskObserver(TaskObserver* observer) {
+  if (data_->child) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "instance ", id(), " is a conditional body; set the observer on its top-level instance"));
+  }
+  data_->observer.store(observer, std::memory_order_release);
+  return absl::OkStatus();
+}
+
 }  // namespace reprise::runtime::cpu

@@ -41,6 +41,7 @@ class CpuModelRI final : public ModelRI {
   absl::StatusOr<size_t> NumTasks(int stream) const override;
   absl::Status GetTasks(int stream, std::span<TaskInfo> out) const override;
   std::string DumpJson(DumpFlags flags) const override;
+  absl::Status SetTaskObserver(TaskObserver* observer) override;
 
   RiData* data() const { return data_.get(); }
   const std::shared_ptr<RiData>& shared_data() const { return data_; }

@@ -1,7 +1,9 @@
 // The replay loop: a switch over the POD task kind, every pointer pre-bound.
+#include <chrono>
 #include <cstring>
 #include <thread>
 
+#include "absl/base/attributes.h"
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "runtime/core/cpu/cpu_event.h"
@@ -129,9 +131,9 @@ void RunConditional(const Conditional& cond, const RunEnv& env) {
   }
 }
 
-}  // namespace
-
-void ExecuteTask(const Task& task, void* const* ptrs, RunEnv& env, int stream) {
+// ExecuteTask without the observer.
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline void RunTask(const Task& task, void* const* ptrs, RunEnv& env,
+                                                 int stream) {
   const bool skip = env.sink.failed->load(std::memory_order_relaxed);
   switch (task.kind) {
     case TaskKind::kCopy:
@@ -190,6 +192,31 @@ void ExecuteTask(const Task& task, void* const* ptrs, RunEnv& env, int stream) {
   }
 }
 
+int64_t SteadyNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+void ExecuteTask(const Task& task, void* const* ptrs, RunEnv& env, int stream) {
+  if (env.observer == nullptr) [[likely]] {
+    RunTask(task, ptrs, env, stream);
+    return;
+  }
+  TaskTiming timing;
+  timing.instance = env.ri != nullptr ? env.ri->id : 0;
+  timing.stream = stream;
+  timing.seq = task.seq;
+  timing.kind = task.kind;
+  timing.kernel = task.kind == TaskKind::kKernel ? task.target.kernel : nullptr;
+  timing.start_ns = SteadyNs();
+  RunTask(task, ptrs, env, stream);
+  timing.end_ns = SteadyNs();
+  env.observer->OnTask(timing);
+}
+
 void RunInstance(RiData& ri, const RunEnv& outer, const uint64_t* tickets) {
   absl::InlinedVector<uint64_t, 4> bound;
   if (tickets == nullptr && !ri.externals.empty()) {
@@ -203,6 +230,8 @@ void RunInstance(RiData& ri, const RunEnv& outer, const uint64_t* tickets) {
   }
   RunEnv env = outer;
   env.ri = &ri;
+  // A body keeps its parent's observer; a top-level launch reads its own once.
+  if (env.observer == nullptr) env.observer = ri.observer.load(std::memory_order_acquire);
   env.tickets = tickets;
   env.epoch = ri.launches.fetch_add(1, std::memory_order_relaxed) + 1;
   for (const auto& cond : ri.conditions) {

@@ -18,6 +18,7 @@
 #include "absl/status/status.h"
 #include "runtime/core/kernel.h"
 #include "runtime/core/runtime_types.h"
+#include "runtime/core/task_observer.h"
 
 namespace reprise::runtime {
 class Device;
@@ -123,6 +124,8 @@ struct RiData {
   std::condition_variable slot_cv;
   std::vector<uint64_t> slot_epochs ABSL_GUARDED_BY(slot_mu);
   std::vector<std::unique_ptr<AuxWorker>> workers;  // one per stream after the first
+  /// Times the tasks of the launches that start while set (ModelRI::SetTaskObserver).
+  std::atomic<TaskObserver*> observer{nullptr};
 
   /// Called once the capture ended: sizes the runtime state, starts the workers.
   void Seal();
@@ -143,6 +146,8 @@ struct RunEnv {
   const uint64_t* tickets = nullptr;  // per ExternalRef of `ri`
   ErrorSink sink;
   uint64_t stream_id = 0;  // the executing stream, for messages
+  /// Set for a launch of an instance with an observer (its bodies inherit it); nullptr else.
+  TaskObserver* observer = nullptr;
 };
 
 /// Runs one task. `ptrs` is the flat pointer array the task's `args` index into; `stream` is

@@ -3,9 +3,12 @@
 
 #include <atomic>
 #include <chrono>
+#include <mutex>
 #include <thread>
+#include <vector>
 
 #include "gmock/gmock.h"
+#include "runtime/core/task_observer.h"
 #include "tests/runtime/core/core_test_util.h"
 
 namespace reprise::runtime::testing {
@@ -84,6 +87,81 @@ TEST_F(ForkJoinTest, TwoBranchesGiveTheSameResultAsEagerExecution) {
     ASSERT_TRUE(origin->Synchronize().ok());
     ExpectFloats(Read(out_), eager);
   }
+}
+
+class RecordingObserver final : public TaskObserver {
+ public:
+  struct Seen {
+    TaskTiming timing;
+    std::thread::id thread;
+  };
+  void OnTask(const TaskTiming& timing) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    seen_.push_back(Seen{timing, std::this_thread::get_id()});
+  }
+  std::vector<Seen> Take() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return std::move(seen_);
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<Seen> seen_;
+};
+
+// The task observer (task_observer.h): a replay reports each task it ran, on the stream that ran
+// it, while an observer is installed, and nothing once it is removed.
+TEST_F(ForkJoinTest, ReplayReportsEveryTaskToTheObserverOnlyWhileInstalled) {
+  auto origin = NewStream();
+  auto other = NewStream();
+  auto fork = NewEvent();
+  auto join = NewEvent();
+  ASSERT_TRUE(BeginCapture(origin.get(), CaptureMode::kGlobal).ok());
+  ASSERT_TRUE(Enqueue(origin.get(), other.get(), fork.get(), join.get()).ok());
+  auto ri = EndCapture(origin.get());
+  ASSERT_TRUE(ri.ok()) << ri.status();
+  RecordingObserver observer;
+
+  // Not installed: a launch reports nothing.
+  ASSERT_TRUE(ExecuteAsync(**ri, origin.get()).ok());
+  ASSERT_TRUE(origin->Synchronize().ok());
+
+  ASSERT_TRUE((*ri)->SetTaskObserver(&observer).ok());
+  for (int launch = 0; launch < 2; ++launch) {
+    ASSERT_TRUE(ExecuteAsync(**ri, origin.get()).ok());
+    ASSERT_TRUE(origin->Synchronize().ok());
+  }
+  ASSERT_TRUE((*ri)->SetTaskObserver(nullptr).ok());
+  ASSERT_TRUE(ExecuteAsync(**ri, origin.get()).ok());
+  ASSERT_TRUE(origin->Synchronize().ok());
+  std::vector<float> expected;
+  for (float x : SelfValues()) expected.push_back((x + 3.0f) + x * 3.0f);
+  ExpectFloats(Read(out_), expected);
+
+  const std::vector<RecordingObserver::Seen> seen = observer.Take();
+  // Per launch: stream 0 record, mul, wait, add; stream 1 wait, add, record.
+  ASSERT_EQ(seen.size(), 2u * 7u);
+  std::vector<std::vector<const PreparedKernel*>> kernels(2);
+  std::vector<std::thread::id> threads(2);
+  int kernel_tasks = 0;
+  for (const auto& s : seen) {
+    const TaskTiming& t = s.timing;
+    EXPECT_EQ(t.instance, (*ri)->id());
+    ASSERT_TRUE(t.stream == 0 || t.stream == 1) << t.stream;
+    EXPECT_LE(t.start_ns, t.end_ns);
+    if (threads[t.stream] == std::thread::id()) threads[t.stream] = s.thread;
+    EXPECT_EQ(s.thread, threads[t.stream]) << "stream " << t.stream << " changed threads";
+    if (t.kind == TaskKind::kKernel) {
+      ++kernel_tasks;
+      kernels[t.stream].push_back(t.kernel);
+    } else {
+      EXPECT_EQ(t.kernel, nullptr);
+    }
+  }
+  EXPECT_EQ(kernel_tasks, 6);
+  EXPECT_NE(threads[0], threads[1]);  // each stream of the instance runs on its own thread
+  EXPECT_THAT(kernels[0], ::testing::ElementsAre(mul_.get(), add_.get(), mul_.get(), add_.get()));
+  EXPECT_THAT(kernels[1], ::testing::ElementsAre(add_.get(), add_.get()));
 }
 
 // Two flags; each branch sets its own and waits (bounded) for the other's.
