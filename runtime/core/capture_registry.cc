@@ -86,31 +86,36 @@ absl::Status CheckUnsafeCall(absl::string_view call) {
   return CheckUnsafeCallLocked(call);
 }
 
-absl::Status RefuseOnCapturingStreamLocked(CaptureRecord* capture, absl::string_view call) {
+namespace {
+
+// Invalidates `capture` (reason: `call` + `reason`) and returns FAILED_PRECONDITION: `call`,
+// then `before` the capture's description, then `after`.
+absl::Status Refuse(CaptureRecord* capture, absl::string_view call, absl::string_view reason,
+                    absl::string_view before, absl::string_view after) {
   const std::string description = DescribeCapture(*capture);
-  InvalidateCapture(capture, absl::StrCat(call, " on a capturing stream"));
+  InvalidateCapture(capture, absl::StrCat(call, reason));
   return absl::FailedPreconditionError(
-      absl::StrCat(call, " on a stream taking part in ", description,
-                   " is illegal in every mode; the capture is now invalidated"));
+      absl::StrCat(call, before, description, after, "; the capture is now invalidated"));
+}
+
+}  // namespace
+
+absl::Status RefuseOnCapturingStreamLocked(CaptureRecord* capture, absl::string_view call) {
+  return Refuse(capture, call, " on a capturing stream", " on a stream taking part in ",
+                " is illegal in every mode");
 }
 
 absl::Status CheckEventSyncLocked(CaptureRecord* recorded_in, absl::string_view call) {
   if (recorded_in != nullptr && !recorded_in->ended) {
-    const std::string description = DescribeCapture(*recorded_in);
-    InvalidateCapture(recorded_in, absl::StrCat(call, " on an event recorded inside the capture"));
-    return absl::FailedPreconditionError(
-        absl::StrCat(call, " on an event recorded inside ", description,
-                     " is illegal in every mode; the capture is now invalidated"));
+    return Refuse(recorded_in, call, " on an event recorded inside the capture",
+                  " on an event recorded inside ", " is illegal in every mode");
   }
   return CheckUnsafeCallLocked(call);
 }
 
 absl::Status RefusePageableCopyLocked(CaptureRecord* capture, absl::string_view call) {
-  const std::string description = DescribeCapture(*capture);
-  InvalidateCapture(capture, absl::StrCat(call, " cannot be recorded"));
-  return absl::FailedPreconditionError(
-      absl::StrCat(call, " cannot be recorded in ", description,
-                   " (use pinned memory from MallocHost); the capture is now invalidated"));
+  return Refuse(capture, call, " cannot be recorded", " cannot be recorded in ",
+                " (use pinned memory from MallocHost)");
 }
 
 }  // namespace reprise::runtime

@@ -83,9 +83,9 @@ void AppendTask(const RiEnumeration& ri, int stream, size_t index, bool verbose,
       absl::StrAppend(out, ", \"type\": ", JsonQuote(ConditionalKindName(task.conditional)));
       if (verbose) absl::StrAppend(out, ", \"condition\": ", JsonPointer(task.condition));
       absl::StrAppend(out, ", \"bodies\": [\n");
-      for (size_t b = 0; b < task.num_bodies; ++b) {
-        AppendInstance(*ri.Body(stream, index, b), verbose, indent + 2, out);
-        absl::StrAppend(out, b + 1 < task.num_bodies ? ",\n" : "\n");
+      for (size_t b = 0; b < task.bodies.size(); ++b) {
+        AppendInstance(*task.bodies[b], verbose, indent + 2, out);
+        absl::StrAppend(out, b + 1 < task.bodies.size() ? ",\n" : "\n");
       }
       absl::StrAppend(out, pad, "]");
       break;

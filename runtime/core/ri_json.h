@@ -8,12 +8,15 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "absl/strings/string_view.h"
 #include "runtime/core/kernel.h"
 #include "runtime/core/runtime_types.h"
 
 namespace reprise::runtime {
+
+class RiEnumeration;
 
 /// One task as the writer reads it. Every pointer is borrowed for the duration of the dump; the
 /// writer prints pointers, it never dereferences the buffers. Fields a kind does not use stay at
@@ -41,10 +44,10 @@ struct RiTaskView {
   const void* event = nullptr;
   // Host functions.
   const void* user_data = nullptr;
-  // Conditionals: kind, condition value and the number of bodies (RiEnumeration::Body).
+  // Conditionals: kind, condition value and a view of each body (owned by this view).
   ConditionalKind conditional = ConditionalKind::kIf;
   const void* condition = nullptr;
-  size_t num_bodies = 0;
+  std::vector<std::unique_ptr<RiEnumeration>> bodies;
   // Stream switch / activate (build.h): the target stream's index; a switch compares *src with
   // *rhs as `dtype`.
   int target_stream = -1;
@@ -86,8 +89,6 @@ class RiEnumeration {
   virtual bool HeadStream(int /*stream*/) const { return false; }
   virtual size_t NumTasks(int stream) const = 0;
   virtual RiTaskView Task(int stream, size_t index) const = 0;
-  /// Body `body` of the conditional task `index` of `stream`; owned by the caller.
-  virtual std::unique_ptr<RiEnumeration> Body(int stream, size_t index, size_t body) const = 0;
 
   virtual size_t NumConditions() const { return 0; }
   virtual RiConditionView Condition(size_t /*index*/) const { return RiConditionView{}; }

@@ -61,7 +61,9 @@ class CpuRiView final : public RiEnumeration {
         const Conditional& conditional = data_.conditionals[task.aux];
         view.conditional = conditional.kind;
         view.condition = conditional.value;
-        view.num_bodies = conditional.bodies.size();
+        for (const auto& body : conditional.bodies) {
+          view.bodies.push_back(std::make_unique<CpuRiView>(*body));
+        }
         break;
       }
       case TaskKind::kStreamSwitch:
@@ -76,11 +78,6 @@ class CpuRiView final : public RiEnumeration {
         break;
     }
     return view;
-  }
-
-  std::unique_ptr<RiEnumeration> Body(int stream, size_t index, size_t body) const override {
-    const Conditional& conditional = data_.conditionals[data_.streams[stream][index].aux];
-    return std::make_unique<CpuRiView>(*conditional.bodies[body]);
   }
 
   size_t NumConditions() const override { return data_.conditions.size(); }

@@ -89,56 +89,38 @@ class CudaRiView final : public RiEnumeration {
   size_t NumStreams() const override { return ri_.streams.size(); }
   size_t NumTasks(int stream) const override { return ri_.streams[stream].size(); }
 
+  // CudaTask keeps each argument in its own field, so every field is passed on; the writer
+  // reads those of the task's kind (switch / activate tasks are never recorded on cuda).
   RiTaskView Task(int stream, size_t index) const override {
     const CudaTask& task = ri_.streams[stream][index];
+    const std::span<const void* const> args(task.args);
+    const size_t num_inputs = std::min<size_t>(task.num_inputs, args.size());
     RiTaskView view;
     view.seq = task.seq;
     view.kind = task.kind;
     view.group = task.group;
-    switch (task.kind) {
-      case TaskKind::kKernel: {
-        const size_t num_inputs = std::min<size_t>(task.num_inputs, task.args.size());
-        view.op = task.op;
-        view.kernel = task.kernel;
-        view.inputs = std::span<const void* const>(task.args).first(num_inputs);
-        view.outputs = std::span<const void* const>(task.args).subspan(num_inputs);
-        view.workspace = task.workspace;
-        break;
+    view.op = task.op;
+    view.kernel = task.kernel;
+    view.inputs = args.first(num_inputs);
+    view.outputs = args.subspan(num_inputs);
+    view.workspace = task.workspace;
+    view.copy_kind = task.copy_kind;
+    view.dst = task.dst;
+    view.src = task.src;
+    view.bytes = task.bytes;
+    view.value = task.value;
+    view.external = task.external;
+    view.event = task.dst;      // event tasks keep the event in dst
+    view.user_data = task.dst;  // host functions keep their user data in dst
+    if (task.kind == TaskKind::kConditional) {
+      const CudaModelRI::Conditional& conditional = ri_.conditionals[task.value];
+      view.conditional = conditional.kind;
+      view.condition = conditional.condition->value;
+      for (const CudaModelRI* body : conditional.bodies) {
+        view.bodies.push_back(std::make_unique<CudaRiView>(*body));
       }
-      case TaskKind::kCopy:
-      case TaskKind::kMemset:
-        view.copy_kind = task.copy_kind;
-        view.dst = task.dst;
-        view.src = task.src;
-        view.bytes = task.bytes;
-        view.value = task.value;
-        break;
-      case TaskKind::kEventRecord:
-      case TaskKind::kEventWait:
-      case TaskKind::kEventReset:
-        view.external = task.external;
-        view.event = task.dst;
-        break;
-      case TaskKind::kHostFunc:
-        view.user_data = task.dst;
-        break;
-      case TaskKind::kConditional: {
-        const auto& conditional = ri_.conditionals[task.value];
-        view.conditional = conditional.kind;
-        view.condition = conditional.condition->value;
-        view.num_bodies = conditional.bodies.size();
-        break;
-      }
-      case TaskKind::kStreamSwitch:
-      case TaskKind::kStreamActivate:
-        break;  // never recorded on cuda (cuda_model_ri.h)
     }
     return view;
-  }
-
-  std::unique_ptr<RiEnumeration> Body(int stream, size_t index, size_t body) const override {
-    const auto& conditional = ri_.conditionals[ri_.streams[stream][index].value];
-    return std::make_unique<CudaRiView>(*conditional.bodies[body]);
   }
 
   size_t NumGroups() const override { return ri_.groups.size(); }

@@ -39,6 +39,14 @@ class BuildTest : public CoreTest {
     return static_cast<T*>(*ptr);
   }
 
+  /// A new build with `head` bound as HEAD and `others` as DEFAULT, in that order.
+  std::unique_ptr<ModelRI> BeginWith(Stream* head, const std::vector<Stream*>& others) {
+    auto ri = Begin();
+    EXPECT_TRUE(BindStream(*ri, head, StreamBinding::kHead).ok());
+    for (Stream* other : others) EXPECT_TRUE(BindStream(*ri, other, StreamBinding::kDefault).ok());
+    return ri;
+  }
+
   void EndAll(ModelRI& ri, const std::vector<Stream*>& streams) {
     for (Stream* stream : streams) ASSERT_TRUE(EndTask(ri, stream).ok());
   }
@@ -335,10 +343,7 @@ TEST_F(BuildTest, BuildEndRefusesWhatCouldNeverRunAndStaysOpen) {
   int32_t* value = DeviceValue<int32_t>(1);
   {
     // A switch on a DEFAULT path that nothing starts.
-    auto ri = Begin();
-    ASSERT_TRUE(BindStream(*ri, a.get(), StreamBinding::kHead).ok());
-    ASSERT_TRUE(BindStream(*ri, b.get(), StreamBinding::kDefault).ok());
-    ASSERT_TRUE(BindStream(*ri, c.get(), StreamBinding::kDefault).ok());
+    auto ri = BeginWith(a.get(), {b.get(), c.get()});
     ASSERT_TRUE(
         SwitchStream(value, CompareOp::kEqual, value, SwitchDataType::kInt32, c.get(), b.get())
             .ok());
@@ -350,11 +355,8 @@ TEST_F(BuildTest, BuildEndRefusesWhatCouldNeverRunAndStaysOpen) {
     EXPECT_THAT(never.message(), HasSubstr("a stream switch among them"));
   }
   {
-    // A cycle of activations (a -> b -> c -> b) could never end.
-    auto ri = Begin();
-    ASSERT_TRUE(BindStream(*ri, a.get(), StreamBinding::kHead).ok());
-    ASSERT_TRUE(BindStream(*ri, b.get(), StreamBinding::kDefault).ok());
-    ASSERT_TRUE(BindStream(*ri, c.get(), StreamBinding::kDefault).ok());
+    // a activates b, b activates c, c switches back to b: a cycle that could never end.
+    auto ri = BeginWith(a.get(), {b.get(), c.get()});
     ASSERT_TRUE(ActiveStream(b.get(), a.get()).ok());
     ASSERT_TRUE(ActiveStream(c.get(), b.get()).ok());
     ASSERT_TRUE(
@@ -370,9 +372,7 @@ TEST_F(BuildTest, BuildEndRefusesWhatCouldNeverRunAndStaysOpen) {
   }
   {
     // A failed BuildEnd leaves the build open: it can be fixed and ended.
-    auto ri = Begin();
-    ASSERT_TRUE(BindStream(*ri, a.get(), StreamBinding::kHead).ok());
-    ASSERT_TRUE(BindStream(*ri, b.get(), StreamBinding::kDefault).ok());
+    auto ri = BeginWith(a.get(), {b.get()});
     ASSERT_TRUE(EndTask(*ri, b.get()).ok());
     EXPECT_FALSE(BuildEnd(*ri).ok());  // a is not ended
     ASSERT_TRUE(ActiveStream(b.get(), a.get()).ok());
