@@ -58,6 +58,7 @@ void InvalidateCapture(CaptureRecord* capture, absl::string_view reason) {
 }
 
 std::string DescribeCapture(const CaptureRecord& capture) {
+  if (capture.built) return absl::StrCat("build of ", capture.origin);
   return absl::StrCat(capture.body ? "body capture " : "capture ", capture.id, " (",
                       CaptureModeName(capture.mode), ") on ", capture.origin);
 }

@@ -40,6 +40,9 @@ struct CaptureRecord {
   bool ended = false;
   /// A conditional body's capture (named "body capture" in messages).
   bool body = false;
+  /// Not a capture but a build (build.h; named "build of instance N", `origin` being the
+  /// instance). Builds are never registered: they refuse no call.
+  bool built = false;
   /// False for a backend's private recording (CUDA's task-update scratch capture), which the
   /// unsafe-call rule ignores.
   bool checks_unsafe_calls = true;
@@ -64,7 +67,8 @@ size_t ActiveCaptureCount();
 /// Caller holds CaptureMutex().
 void InvalidateCapture(CaptureRecord* capture, absl::string_view reason);
 
-/// "capture 7 (global) on stream 3", "body capture 9 (relaxed) on cuda stream 4".
+/// "capture 7 (global) on stream 3", "body capture 9 (relaxed) on cuda stream 4", "build of
+/// instance 12".
 std::string DescribeCapture(const CaptureRecord& capture);
 
 /// Applies capture.h's mode table to a potentially unsafe call named `call` made by the calling

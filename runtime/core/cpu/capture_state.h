@@ -33,7 +33,6 @@ struct CaptureStreamState {
 /// One capture or build. Guarded by CaptureMutex(). A capture is registered with the capture
 /// registry while it is active; a build is not (it refuses no call).
 struct CaptureState : CaptureRecord {
-  bool built = false;                          // a build (BuildBegin), not a capture
   std::unique_ptr<CpuModelRI> owned_instance;  // top-level capture: handed out by EndCapture
   CpuModelRI* instance = nullptr;              // the instance being filled
   RiData* data = nullptr;

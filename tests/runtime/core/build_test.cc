@@ -275,7 +275,7 @@ TEST_F(BuildTest, BindAndRecordErrors) {
   auto capturing = NewStream();
   ASSERT_TRUE(BeginCapture(capturing.get(), CaptureMode::kRelaxed).ok());
   absl::Status busy = BindStream(*ri, capturing.get(), StreamBinding::kHead);
-  EXPECT_THAT(busy.message(), HasSubstr("already capturing"));
+  EXPECT_THAT(std::string(busy.message()), HasSubstr("already capturing"));
   EXPECT_TRUE(EndCapture(capturing.get()).ok());
 
   ASSERT_TRUE(BindStream(*ri, a.get(), StreamBinding::kHead).ok());
