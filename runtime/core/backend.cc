@@ -1,4 +1,5 @@
-// The backend registry: a fixed table (no static initialisers); the CPU is always present.
+// The backend registry: a fixed table (no static initialisers); the CPU is always present. Also
+// the default (UNIMPLEMENTED) bodies of the interfaces' optional slots.
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "runtime/core/cpu/cpu_device.h"
@@ -11,6 +12,35 @@
 #endif
 
 namespace reprise::runtime {
+
+absl::StatusOr<std::unique_ptr<ModelRI>> Device::BuildBegin() {
+  return absl::UnimplementedError(
+      absl::StrCat(name(), ": this backend cannot build instances (BuildBegin); capture instead"));
+}
+
+absl::Status Stream::SwitchStream(const void*, CompareOp, const void*, SwitchDataType, Stream*) {
+  return absl::UnimplementedError(
+      absl::StrCat("stream ", id(), ": this backend cannot record stream switches"));
+}
+
+absl::Status Stream::ActiveStream(Stream*) {
+  return absl::UnimplementedError(
+      absl::StrCat("stream ", id(), ": this backend cannot record stream activations"));
+}
+
+namespace {
+
+absl::Status CannotBuild(const ModelRI& instance) {
+  return absl::UnimplementedError(
+      absl::StrCat("instance ", instance.id(), ": this backend cannot build instances"));
+}
+
+}  // namespace
+
+absl::Status ModelRI::BindStream(Stream*, StreamBinding) { return CannotBuild(*this); }
+absl::Status ModelRI::EndTask(Stream*) { return CannotBuild(*this); }
+absl::Status ModelRI::BuildEnd() { return CannotBuild(*this); }
+absl::Status ModelRI::UnbindStream(Stream*) { return CannotBuild(*this); }
 
 std::vector<std::string> AvailableBackends() {
 #if REPRISE_WITH_CUDA

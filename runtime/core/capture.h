@@ -13,6 +13,11 @@
 // becomes INVALIDATED (EndCapture then fails). A permitted unsafe call runs at once and is not
 // recorded. Synchronising or querying the capturing stream itself, or an event recorded inside
 // the capture, is refused in every mode (and invalidates the capture).
+//
+// These rules hold across backends: they are kept once, by the capture registry
+// (capture_registry.h), against the captures active on every backend's streams, so a GLOBAL
+// capture on a CPU stream refuses an unsafe call made on a CUDA stream, and the other way round.
+// Instances can also be built without capture (build.h).
 #ifndef REPRISE_RUNTIME_CORE_CAPTURE_H_
 #define REPRISE_RUNTIME_CORE_CAPTURE_H_
 
@@ -45,7 +50,8 @@ inline absl::StatusOr<std::unique_ptr<ModelRI>> EndCapture(Stream* stream) {
 inline CaptureInfo GetCaptureInfo(Stream* stream) { return stream->GetCaptureInfo(); }
 
 /// Sets the calling thread's mode to `*mode` and writes the previous one into `*mode`. A
-/// thread's mode starts as GLOBAL.
+/// thread's mode starts as GLOBAL; it applies to unsafe calls on every backend. Defined by the
+/// capture registry (capture_registry.cc).
 void ExchangeThreadCaptureMode(CaptureMode* mode);
 
 /// The calling thread's current mode.

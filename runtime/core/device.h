@@ -53,6 +53,9 @@ class Device {
   virtual Stream* default_stream() = 0;
   /// A new event, owned by the caller.
   virtual absl::StatusOr<std::unique_ptr<Event>> CreateEvent(EventFlags flags) = 0;
+  /// A new instance being built (build.h), owned by the caller. Optional: UNIMPLEMENTED unless
+  /// the backend builds instances.
+  virtual absl::StatusOr<std::unique_ptr<ModelRI>> BuildBegin();
 
   /// Waits for every stream of the device; returns the first async error found (clearing it).
   /// A potentially unsafe call.

@@ -24,7 +24,8 @@ struct RiStreamInfo {
 };
 
 /// A recorded task sequence over one or more streams (joined by events), with every buffer
-/// pointer bound at capture time. Made by EndCapture (capture.h), owned by its caller; child
+/// pointer bound at capture time. Made by EndCapture (capture.h) or by BuildBegin .. BuildEnd
+/// (build.h), owned by its caller; child
 /// instances (conditional bodies) are owned by their parent and destroyed with it.
 ///
 /// Buffers: the instance does NOT own the buffers its tasks use, nor the prepared kernels or
@@ -88,6 +89,13 @@ class ModelRI {
     (void)observer;
     return absl::UnimplementedError("this backend's instances cannot time their tasks");
   }
+  /// Building (build.h), on an instance made by Device::BuildBegin. `stream` is borrowed; it
+  /// stays bound (its async calls recorded or refused) until UnbindStream or until this
+  /// instance is destroyed. Optional: UNIMPLEMENTED unless the backend builds instances.
+  virtual absl::Status BindStream(Stream* stream, StreamBinding binding);
+  virtual absl::Status EndTask(Stream* stream);
+  virtual absl::Status BuildEnd();
+  virtual absl::Status UnbindStream(Stream* stream);
 };
 
 }  // namespace reprise::runtime

@@ -20,6 +20,10 @@ absl::string_view TaskKindName(TaskKind kind) {
       return "host_function";
     case TaskKind::kConditional:
       return "conditional";
+    case TaskKind::kStreamSwitch:
+      return "stream_switch";
+    case TaskKind::kStreamActivate:
+      return "stream_activate";
   }
   return "unknown";
 }
@@ -70,6 +74,36 @@ absl::string_view ConditionalKindName(ConditionalKind kind) {
       return "while";
     case ConditionalKind::kSwitch:
       return "switch";
+  }
+  return "unknown";
+}
+
+absl::string_view CompareOpName(CompareOp op) {
+  switch (op) {
+    case CompareOp::kEqual:
+      return "equal";
+    case CompareOp::kNotEqual:
+      return "not_equal";
+    case CompareOp::kGreater:
+      return "greater";
+    case CompareOp::kGreaterOrEqual:
+      return "greater_or_equal";
+    case CompareOp::kLess:
+      return "less";
+    case CompareOp::kLessOrEqual:
+      return "less_or_equal";
+  }
+  return "unknown";
+}
+
+absl::string_view SwitchDataTypeName(SwitchDataType type) {
+  switch (type) {
+    case SwitchDataType::kInt32:
+      return "int32";
+    case SwitchDataType::kUint32:
+      return "uint32";
+    case SwitchDataType::kInt64:
+      return "int64";
   }
   return "unknown";
 }

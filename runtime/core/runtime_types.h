@@ -46,7 +46,26 @@ enum class TaskKind : uint8_t {
   kEventReset,
   kHostFunc,
   kConditional,
+  kStreamSwitch,    // built instances: jump to another stream when a comparison holds
+  kStreamActivate,  // built instances: start another stream in parallel
 };
+
+/// How a stream is bound to an instance being built (build.h): HEAD streams start at every
+/// launch; DEFAULT streams only when a switch or activate task of the instance starts them.
+enum class StreamBinding : uint8_t { kDefault, kHead };
+
+/// The comparison of a stream switch: `*value <op> *rhs`.
+enum class CompareOp : uint8_t {
+  kEqual,
+  kNotEqual,
+  kGreater,
+  kGreaterOrEqual,
+  kLess,
+  kLessOrEqual
+};
+
+/// The type both operands of a stream switch are read as.
+enum class SwitchDataType : uint8_t { kInt32, kUint32, kInt64 };
 
 /// Conditional tasks (scenario 2 of capture_semantics.md §7).
 enum class ConditionalKind : uint8_t { kIf, kWhile, kSwitch };
@@ -99,6 +118,8 @@ absl::string_view CopyKindName(CopyKind kind);
 absl::string_view CaptureModeName(CaptureMode mode);
 absl::string_view CaptureStatusName(CaptureStatus status);
 absl::string_view ConditionalKindName(ConditionalKind kind);
+absl::string_view CompareOpName(CompareOp op);              // "equal", "greater_or_equal", ...
+absl::string_view SwitchDataTypeName(SwitchDataType type);  // "int32", "uint32", "int64"
 
 }  // namespace reprise::runtime
 

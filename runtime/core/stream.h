@@ -99,6 +99,13 @@ class Stream {
   /// is an error and leaves the instance unchanged.
   virtual absl::Status BeginTaskUpdate(TaskGroup group) = 0;
   virtual absl::Status EndTaskUpdate() = 0;
+
+  /// Built instances (build.h): records a stream switch / activate task on this stream, which
+  /// must be bound to an instance being built (as must the target). Optional: UNIMPLEMENTED
+  /// unless the backend builds instances.
+  virtual absl::Status SwitchStream(const void* value, CompareOp compare, const void* rhs,
+                                    SwitchDataType dtype, Stream* true_stream);
+  virtual absl::Status ActiveStream(Stream* target);
 };
 
 }  // namespace reprise::runtime

@@ -65,6 +65,35 @@ TEST_F(CudaCaptureTest, SeedSampleFourReplays) {
   EXPECT_TRUE(device_->FreeHost(host_self).ok());
 }
 
+// The capture registry is shared: a GLOBAL capture on a CPU stream refuses an unsafe call on the
+// CUDA device, and a GLOBAL CUDA capture refuses one on the CPU device.
+TEST_F(CudaCaptureTest, GlobalCaptureRefusesUnsafeCallsAcrossBackends) {
+  auto cpu_backend = CreateBackend("cpu");
+  ASSERT_TRUE(cpu_backend.ok());
+  auto cpu = (*cpu_backend)->device(0);
+  ASSERT_TRUE(cpu.ok());
+  auto cpu_stream = (*cpu)->CreateStream();
+  ASSERT_TRUE(cpu_stream.ok());
+  ASSERT_TRUE(BeginCapture(cpu_stream->get(), CaptureMode::kGlobal).ok());
+  auto refused = device_->Malloc(64);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(GetCaptureInfo(cpu_stream->get()).status, CaptureStatus::kInvalidated);
+  EXPECT_FALSE(EndCapture(cpu_stream->get()).ok());
+
+  auto stream = NewStream();
+  ASSERT_TRUE(BeginCapture(stream.get(), CaptureMode::kGlobal).ok());
+  EXPECT_EQ((*cpu)->Malloc(64).status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(GetCaptureInfo(stream.get()).status, CaptureStatus::kInvalidated);
+  EXPECT_FALSE(EndCapture(stream.get()).ok());
+}
+
+// Built instances are not implemented on CUDA (cuda_device.h says why).
+TEST_F(CudaCaptureTest, BuildBeginIsUnimplemented) {
+  auto ri = device_->BuildBegin();
+  EXPECT_EQ(ri.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(std::string(ri.status().message()), HasSubstr("capture the work instead"));
+}
+
 TEST_F(CudaCaptureTest, DefaultStreamAndDoubleCaptureAreRefused) {
   EXPECT_FALSE(BeginCapture(device_->default_stream(), CaptureMode::kGlobal).ok());
   auto stream = NewStream();

@@ -1,75 +1,49 @@
-// Book-keeping of the CPU backend's captures: one process-wide mutex guards every capture, the
-// capture bindings of streams and events, and the list of active captures that the capture-mode
-// rules (runtime/core/capture.h) are checked against.
+// Book-keeping of the CPU backend's recordings: a capture (of a top-level instance or of a
+// conditional body) or a build (build.h), the streams taking part, and their vector clocks. The
+// capture rules themselves (modes, unsafe calls, invalidation) are the core's capture registry
+// (runtime/core/capture_registry.h); CaptureMutex() there guards everything here.
 #ifndef REPRISE_RUNTIME_CORE_CPU_CAPTURE_STATE_H_
 #define REPRISE_RUNTIME_CORE_CPU_CAPTURE_STATE_H_
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <string>
-#include <thread>
 #include <vector>
 
-#include <condition_variable>  // NOLINT: see docs/development.md (TSan)
-#include <mutex>               // NOLINT
-#include "absl/status/status.h"
-#include "absl/strings/string_view.h"
+#include "runtime/core/capture_registry.h"
 #include "runtime/core/runtime_types.h"
 
 namespace reprise::runtime::cpu {
 
-class CpuEvent;
 class CpuModelRI;
 class CpuStream;
 struct RiData;
 
-/// The capture mutex. Lock order: a stream's queue mutex is never held while taking it.
-std::mutex& CaptureMutex();
-
-/// One stream taking part in a capture.
+/// One stream taking part in a capture or bound to a build.
 struct CaptureStreamState {
   CpuStream* stream = nullptr;
   // Vector clock: clock[t] = how many of stream t's tasks this stream's next task comes after.
   std::vector<uint32_t> clock;
   int open_group = -1;
+  // Builds: the stream's task list was closed by EndTask.
+  bool task_end = false;
 };
 
-/// One capture (of a top-level instance, or of a conditional body). Guarded by CaptureMutex().
-struct CaptureState {
-  uint64_t id = 0;
-  uint64_t origin_stream_id = 0;
-  CaptureMode mode = CaptureMode::kGlobal;
-  std::thread::id thread;
-  CaptureStatus status = CaptureStatus::kActive;
-  bool ended = false;
-  std::string invalid_reason;
-  bool body = false;
-  std::unique_ptr<CpuModelRI> owned_instance;  // top-level: handed out by EndCapture
+/// One capture or build. Guarded by CaptureMutex(). A capture is registered with the capture
+/// registry while it is active; a build is not (it refuses no call).
+struct CaptureState : CaptureRecord {
+  std::unique_ptr<CpuModelRI> owned_instance;  // top-level capture: handed out by EndCapture
   CpuModelRI* instance = nullptr;              // the instance being filled
   RiData* data = nullptr;
-  std::vector<CaptureStreamState> streams;  // [0] is the origin
+  std::vector<CaptureStreamState> streams;  // capture: [0] is the origin; build: bind order
 };
 
-/// Registers `capture` as active (caller holds CaptureMutex()).
-void AddActiveCapture(std::shared_ptr<CaptureState> capture);
-/// Removes it and marks it ended (caller holds CaptureMutex()).
-void RemoveActiveCapture(const CaptureState* capture);
-/// Invalidates `capture` with a reason (caller holds CaptureMutex()).
-void InvalidateCapture(CaptureState* capture, absl::string_view reason);
-
-/// Applies the mode table to a potentially unsafe call named `call` made by this thread.
-/// FAILED_PRECONDITION (and the disturbed captures become INVALIDATED) when refused.
-absl::Status CheckUnsafeCall(absl::string_view call);
-/// The same, with the caller already holding CaptureMutex().
-absl::Status CheckUnsafeCallLocked(absl::string_view call);
-/// For event synchronise / query: illegal on an event recorded inside an active capture.
-absl::Status CheckEventSync(CpuEvent* event, absl::string_view call);
-
 /// Element-wise max of two vector clocks, into `into` (grown as needed).
-void MergeClock(std::vector<uint32_t>* into, const std::vector<uint32_t>& from);
-
-/// "capture 7 (global) on stream 3".
-std::string DescribeCapture(const CaptureState& capture);
+inline void MergeClock(std::vector<uint32_t>* into, const std::vector<uint32_t>& from) {
+  if (into->size() < from.size()) into->resize(from.size(), 0);
+  for (size_t i = 0; i < from.size(); ++i) (*into)[i] = std::max((*into)[i], from[i]);
+}
 
 }  // namespace reprise::runtime::cpu
 

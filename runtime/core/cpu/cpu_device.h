@@ -37,6 +37,8 @@ class CpuDevice final : public Device {
   absl::StatusOr<std::unique_ptr<Stream>> CreateStream() override;
   Stream* default_stream() override;
   absl::StatusOr<std::unique_ptr<Event>> CreateEvent(EventFlags flags) override;
+  /// Native: see runtime/core/build.h (cpu_build.cc).
+  absl::StatusOr<std::unique_ptr<ModelRI>> BuildBegin() override;
   absl::Status Synchronize() override;
   KernelRegistry* kernels() override { return &kernels_; }
 

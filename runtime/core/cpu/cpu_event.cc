@@ -8,8 +8,13 @@
 
 namespace reprise::runtime::cpu {
 
+absl::Status CpuEvent::CheckSync(absl::string_view call) {
+  std::lock_guard<std::mutex> lock(CaptureMutex());
+  return CheckEventSyncLocked(binding.capture.get(), call);
+}
+
 absl::Status CpuEvent::Synchronize() {
-  RETURN_IF_ERROR(CheckEventSync(this, "event synchronize"));
+  RETURN_IF_ERROR(CheckSync("event synchronize"));
   std::unique_lock<std::mutex> lock(mu_);
   const uint64_t target = issued_;
   cv_.wait(lock, [this, target] { return completed_ >= target; });
@@ -17,7 +22,7 @@ absl::Status CpuEvent::Synchronize() {
 }
 
 absl::StatusOr<bool> CpuEvent::Query() {
-  RETURN_IF_ERROR(CheckEventSync(this, "event query"));
+  RETURN_IF_ERROR(CheckSync("event query"));
   std::lock_guard<std::mutex> lock(mu_);
   return completed_ >= issued_;
 }

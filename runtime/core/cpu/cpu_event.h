@@ -44,10 +44,13 @@ class CpuEvent final : public Event {
   /// Returns false when `cancel` became true first.
   bool WaitFor(uint64_t target, const std::atomic<bool>* cancel);
 
-  /// Guarded by the capture mutex (capture_state.h).
+  /// Guarded by CaptureMutex() (capture_registry.h).
   EventCaptureBinding binding;
 
  private:
+  /// Refuses (and invalidates) when recorded inside an active capture; else the unsafe-call rule.
+  absl::Status CheckSync(absl::string_view call);
+
   const bool external_;
   std::mutex mu_;
   std::condition_variable cv_;

@@ -3,7 +3,6 @@
 #include <atomic>
 
 #include "absl/strings/str_cat.h"
-#include "runtime/core/cpu/capture_state.h"
 #include "runtime/core/cpu/cpu_device.h"
 #include "runtime/core/cpu/cpu_event.h"
 #include "runtime/core/cpu/cpu_stream.h"
@@ -21,7 +20,19 @@ CpuModelRI::CpuModelRI(CpuDevice* device, CpuModelRI* parent)
       parent_(parent),
       data_(std::make_shared<RiData>(NextObjectId(), device, parent != nullptr)) {}
 
-CpuModelRI::~CpuModelRI() = default;
+CpuModelRI::~CpuModelRI() {
+  if (build_ == nullptr) return;
+  // A build abandoned (or never unbound): its streams run eagerly again.
+  std::lock_guard<std::mutex> lock(CaptureMutex());
+  for (CaptureStreamState& state : build_->streams) {
+    if (state.stream != nullptr && state.stream->capture_locked() == build_) {
+      state.stream->DetachLocked();
+    }
+    state.stream = nullptr;
+  }
+  build_->ended = true;
+  build_->instance = nullptr;
+}
 
 CpuModelRI* CpuModelRI::AddChild() {
   children_.push_back(std::make_unique<CpuModelRI>(device_, this));
@@ -37,8 +48,8 @@ bool CpuModelRI::AnyChildCapturing() const {
 
 absl::Status CpuModelRI::CheckSealed(absl::string_view what) const {
   if (!sealed.load(std::memory_order_acquire)) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(what, " of instance ", id(), ": the instance is still being captured"));
+    return absl::FailedPreconditionError(absl::StrCat(
+        what, " of instance ", id(), ": the instance is still being captured or built"));
   }
   return absl::OkStatus();
 }
@@ -60,7 +71,8 @@ absl::StatusOr<CpuStream*> CpuModelRI::LaunchStream(Stream* stream,
     if (cpu_stream->RoutedLocked()) {
       return absl::FailedPreconditionError(
           absl::StrCat("instance ", id(), " cannot be launched on stream ", cpu_stream->id(),
-                       ", which is capturing or has a task update open"));
+                       ", which is capturing, bound to an instance being built or has a task "
+                       "update open"));
     }
   }
   // External records and waits bind now, in host order (event.h).
@@ -89,7 +101,7 @@ absl::StatusOr<ConditionHandle> CpuModelRI::CreateCondition(uint32_t default_val
   std::lock_guard<std::mutex> lock(CaptureMutex());
   if (!capturing) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "instance ", id(), " is not being captured; conditions are made while capturing"));
+        "instance ", id(), " is not being captured or built; conditions are made then"));
   }
   auto slot = std::make_unique<ConditionSlot>();
   slot->value = default_value;

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/core/cpu/capture_state.h"
 #include "runtime/core/cpu/task.h"
 #include "runtime/core/model_ri.h"
 
@@ -24,7 +25,8 @@ uint64_t NextObjectId();
 std::string DumpRiJson(const RiData& data, bool verbose);
 
 /// See ModelRI. Made at BeginCapture (top-level, owned by the capture until EndCapture hands it
-/// out) or by AddConditional (a child, owned by its parent).
+/// out), by AddConditional (a child, owned by its parent) or by BuildBegin (owned by the
+/// caller; build.h).
 class CpuModelRI final : public ModelRI {
  public:
   CpuModelRI(CpuDevice* device, CpuModelRI* parent);
@@ -42,6 +44,13 @@ class CpuModelRI final : public ModelRI {
   absl::Status GetTasks(int stream, std::span<TaskInfo> out) const override;
   std::string DumpJson(DumpFlags flags) const override;
   absl::Status SetTaskObserver(TaskObserver* observer) override;
+  absl::Status BindStream(Stream* stream, StreamBinding binding) override;
+  absl::Status EndTask(Stream* stream) override;
+  absl::Status BuildEnd() override;
+  absl::Status UnbindStream(Stream* stream) override;
+
+  /// Makes this (new, empty, top-level) instance one being built (cpu_build.cc).
+  void StartBuild();
 
   RiData* data() const { return data_.get(); }
   const std::shared_ptr<RiData>& shared_data() const { return data_; }
@@ -65,11 +74,20 @@ class CpuModelRI final : public ModelRI {
   absl::StatusOr<CpuStream*> LaunchStream(Stream* stream, std::vector<uint64_t>* tickets);
 
   absl::Status CheckSealed(absl::string_view what) const;
+  /// The bound stream `stream` as a CpuStream of this build, and its index. Caller holds
+  /// CaptureMutex().
+  absl::StatusOr<int> BoundIndexLocked(Stream* stream, absl::string_view what) const;
+  /// BuildEnd's checks of the stream graph: reachability and cycles. Caller holds
+  /// CaptureMutex().
+  absl::Status CheckStreamGraphLocked() const;
 
   CpuDevice* const device_;
   CpuModelRI* const parent_;
   std::shared_ptr<RiData> data_;
   std::vector<std::unique_ptr<CpuModelRI>> children_;
+  // A built instance: its build (bound streams), kept after BuildEnd for UnbindStream.
+  // Guarded by CaptureMutex().
+  std::shared_ptr<CaptureState> build_;
 };
 
 }  // namespace reprise::runtime::cpu

@@ -30,7 +30,7 @@ CpuStream::~CpuStream() {
       std::shared_ptr<CaptureState> capture = std::move(capture_);
       InvalidateCapture(capture.get(), absl::StrCat("stream ", id_, " was destroyed"));
       capture->streams[capture_index_].stream = nullptr;
-      if (capture_index_ == 0) {
+      if (capture_index_ == 0 && !capture->built) {
         // The origin is gone: nobody can end the capture, so it ends here (no instance).
         RemoveActiveCapture(capture.get());
         capture->ended = true;
@@ -172,13 +172,7 @@ absl::Status CpuStream::MemcpyAsync(void* dst, const void* src, size_t bytes, Co
     const std::string call = absl::StrCat("asynchronous copy (", CopyKindName(kind),
                                           ") with pageable host memory on stream ", id_);
     std::lock_guard<std::mutex> lock(CaptureMutex());
-    if (capture_ != nullptr) {
-      const std::string description = DescribeCapture(*capture_);
-      InvalidateCapture(capture_.get(), absl::StrCat(call, " cannot be recorded"));
-      return absl::FailedPreconditionError(
-          absl::StrCat(call, " cannot be recorded in ", description,
-                       " (use pinned memory from MallocHost); the capture is now invalidated"));
-    }
+    if (capture_ != nullptr) return RefusePageableCopyLocked(capture_.get(), call);
     RETURN_IF_ERROR(CheckUnsafeCallLocked(call));
   }
   Task task;
@@ -247,14 +241,12 @@ absl::Status CpuStream::LaunchHostFunc(HostFn fn, void* user_data) {
 absl::Status CpuStream::Synchronize() {
   {
     std::lock_guard<std::mutex> lock(CaptureMutex());
-    if (capture_ != nullptr) {
-      const std::string description = DescribeCapture(*capture_);
-      InvalidateCapture(capture_.get(), "stream synchronize on a capturing stream");
-      return absl::FailedPreconditionError(
-          absl::StrCat("stream synchronize on stream ", id_, ", which is capturing in ",
-                       description, ", is illegal in every mode; the capture is now invalidated"));
+    const std::string call = absl::StrCat("stream synchronize (stream ", id_, ")");
+    // A stream bound to a build runs nothing of the build: waiting for it is harmless.
+    if (capture_ != nullptr && !capture_->built) {
+      return RefuseOnCapturingStreamLocked(capture_.get(), call);
     }
-    RETURN_IF_ERROR(CheckUnsafeCallLocked(absl::StrCat("stream synchronize (stream ", id_, ")")));
+    RETURN_IF_ERROR(CheckUnsafeCallLocked(call));
   }
   return WaitIdleAndTakeError();
 }
@@ -262,14 +254,11 @@ absl::Status CpuStream::Synchronize() {
 absl::StatusOr<bool> CpuStream::Query() {
   {
     std::lock_guard<std::mutex> lock(CaptureMutex());
-    if (capture_ != nullptr) {
-      const std::string description = DescribeCapture(*capture_);
-      InvalidateCapture(capture_.get(), "stream query on a capturing stream");
-      return absl::FailedPreconditionError(
-          absl::StrCat("stream query on stream ", id_, ", which is capturing in ", description,
-                       ", is illegal in every mode; the capture is now invalidated"));
+    const std::string call = absl::StrCat("stream query (stream ", id_, ")");
+    if (capture_ != nullptr && !capture_->built) {
+      return RefuseOnCapturingStreamLocked(capture_.get(), call);
     }
-    RETURN_IF_ERROR(CheckUnsafeCallLocked(absl::StrCat("stream query (stream ", id_, ")")));
+    RETURN_IF_ERROR(CheckUnsafeCallLocked(call));
   }
   std::lock_guard<std::mutex> lock(mu_);
   return pending_ == 0;

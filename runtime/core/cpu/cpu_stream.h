@@ -67,6 +67,9 @@ class CpuStream final : public Stream {
   absl::StatusOr<TaskGroup> EndTaskGroup() override;
   absl::Status BeginTaskUpdate(TaskGroup group) override;
   absl::Status EndTaskUpdate() override;
+  absl::Status SwitchStream(const void* value, CompareOp compare, const void* rhs,
+                            SwitchDataType dtype, Stream* true_stream) override;
+  absl::Status ActiveStream(Stream* target) override;
 
   /// Queues one execution of `ri` with the external tickets bound at issue time.
   absl::Status EnqueueExecute(std::shared_ptr<RiData> ri, std::vector<uint64_t> tickets);
@@ -79,6 +82,16 @@ class CpuStream final : public Stream {
   absl::Status WaitIdleAndTakeError();
   /// True when capturing or collecting a task update. Caller holds CaptureMutex().
   bool RoutedLocked() const { return capture_ != nullptr || update_ != nullptr; }
+
+  // Builds (cpu_build.cc); the caller holds CaptureMutex().
+  /// The capture or build this stream records into (null when none) and its index there.
+  const std::shared_ptr<CaptureState>& capture_locked() const { return capture_; }
+  int capture_index_locked() const { return capture_index_; }
+  bool update_open_locked() const { return update_ != nullptr; }
+  /// Binds the stream as stream `index` of `build`.
+  void AttachLocked(std::shared_ptr<CaptureState> build, int index);
+  /// Unbinds it: its async calls run eagerly again.
+  void DetachLocked();
 
  private:
   enum class ItemKind : uint8_t { kTask, kExecute, kApplyUpdate };

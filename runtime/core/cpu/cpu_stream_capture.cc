@@ -29,8 +29,15 @@ absl::Status CpuStream::RecordLocked(Task task, std::span<void* const> ptrs) {
                                                       capture.invalid_reason,
                                                       "); the task was not recorded"));
   }
-  RiData& data = *capture.data;
   CaptureStreamState& state = capture.streams[capture_index_];
+  if (capture.built && (capture.ended || state.task_end)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "stream ", id_, " is bound to ", capture.origin, ", whose ",
+        capture.ended ? "build has ended; unbind the stream (UnbindStream) to use it eagerly"
+                      : "task list on this stream was closed by EndTask",
+        "; the task was not recorded"));
+  }
+  RiData& data = *capture.data;
   std::vector<Task>& tasks = data.streams[capture_index_];
   task.seq = static_cast<uint32_t>(tasks.size());
   task.group = state.open_group;
@@ -62,7 +69,7 @@ absl::Status CpuStream::BeginCapture(CaptureMode mode) {
   }
   auto capture = std::make_shared<CaptureState>();
   capture->id = NextObjectId();
-  capture->origin_stream_id = id_;
+  capture->origin = absl::StrCat("stream ", id_);
   capture->mode = mode;
   capture->thread = std::this_thread::get_id();
   capture->owned_instance = std::make_unique<CpuModelRI>(device_, nullptr);
@@ -107,7 +114,7 @@ absl::Status CpuStream::BeginBodyCapture(ModelRI* body, CaptureMode mode) {
   }
   auto capture = std::make_shared<CaptureState>();
   capture->id = NextObjectId();
-  capture->origin_stream_id = id_;
+  capture->origin = absl::StrCat("stream ", id_);
   capture->mode = mode;
   capture->thread = std::this_thread::get_id();
   capture->body = true;
@@ -126,6 +133,10 @@ absl::Status CpuStream::BeginBodyCapture(ModelRI* body, CaptureMode mode) {
 absl::Status CpuStream::FinishCaptureLocked(bool body) {
   if (capture_ == nullptr) {
     return absl::FailedPreconditionError(absl::StrCat("stream ", id_, " is not capturing"));
+  }
+  if (capture_->built) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "stream ", id_, " is bound to ", capture_->origin, "; a build ends with BuildEnd"));
   }
   if (capture_index_ != 0) {
     return absl::FailedPreconditionError(absl::StrCat("stream ", id_, " was forked into ",
@@ -289,6 +300,11 @@ absl::Status CpuStream::WaitEvent(Event* event) {
   if (update_ != nullptr) {
     return absl::FailedPreconditionError(
         absl::StrCat("stream ", id_, ": event tasks cannot be part of a task update"));
+  }
+  if (bound != nullptr && bound->built) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("stream ", id_, " waits on an event recorded in ", bound->origin,
+                     " being built; bind the stream to the instance (BindStream) instead"));
   }
   if (bound != nullptr) {
     // Fork: this stream joins the capture in which the event was recorded.

@@ -11,8 +11,36 @@
 
 namespace reprise::runtime::cpu {
 
-/// Runs one extra stream of an instance for each launch of it. Holds no reference to the
-/// instance (the instance owns the worker and joins it when destroyed).
+/// Which streams of a built instance have started in one launch, and how many still run.
+struct BuiltLaunch {
+  const RunEnv* root = nullptr;  // the launch's environment (outlives every stream's run)
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<uint8_t> started ABSL_GUARDED_BY(mu);
+  int running ABSL_GUARDED_BY(mu) = 0;
+};
+
+namespace {
+
+// Runs stream `stream` of `ri` to its end, or until a stream switch jumps away.
+void RunStream(RiData& ri, int stream, RunEnv& env) {
+  void* const* ptrs = ri.ptrs.data();
+  for (const Task& task : ri.streams[stream]) {
+    if (!ExecuteTask(task, ptrs, env, stream)) return;
+  }
+}
+
+void FinishBuiltStream(BuiltLaunch& launch) {
+  std::lock_guard<std::mutex> lock(launch.mu);
+  --launch.running;
+  // Notified under the lock: the launch (on the waiter's stack) ends once it sees 0.
+  launch.cv.notify_all();
+}
+
+}  // namespace
+
+/// Runs one extra stream of an instance for each launch of it (every stream of a built one). Holds
+/// no reference to the instance (the instance owns the worker and joins it when destroyed).
 class AuxWorker {
  public:
   AuxWorker(RiData* ri, int stream) : ri_(ri), stream_(stream), thread_([this] { Loop(); }) {}
@@ -51,9 +79,8 @@ class AuxWorker {
         env = env_;
       }
       RunEnv local = *env;
-      const std::vector<Task>& tasks = ri_->streams[stream_];
-      void* const* ptrs = ri_->ptrs.data();
-      for (const Task& task : tasks) ExecuteTask(task, ptrs, local, stream_);
+      RunStream(*ri_, stream_, local);
+      if (local.launch != nullptr) FinishBuiltStream(*local.launch);
       {
         std::lock_guard<std::mutex> lock(mu_);
         env_ = nullptr;
@@ -85,7 +112,9 @@ void RiData::Seal() {
     std::lock_guard<std::mutex> lock(slot_mu);
     slot_epochs.assign(num_slots, 0);
   }
-  for (size_t s = 1; s < streams.size(); ++s) {
+  // A built instance runs every stream on a worker; a captured one runs stream 0 on the
+  // launching stream's thread.
+  for (size_t s = built ? 0 : 1; s < streams.size(); ++s) {
     workers.push_back(std::make_unique<AuxWorker>(this, static_cast<int>(s)));
   }
 }
@@ -131,19 +160,96 @@ void RunConditional(const Conditional& cond, const RunEnv& env) {
   }
 }
 
-// ExecuteTask without the observer.
-ABSL_ATTRIBUTE_ALWAYS_INLINE inline void RunTask(const Task& task, void* const* ptrs, RunEnv& env,
+template <typename T>
+bool Compare(CompareOp op, T lhs, T rhs) {
+  switch (op) {
+    case CompareOp::kEqual:
+      return lhs == rhs;
+    case CompareOp::kNotEqual:
+      return lhs != rhs;
+    case CompareOp::kGreater:
+      return lhs > rhs;
+    case CompareOp::kGreaterOrEqual:
+      return lhs >= rhs;
+    case CompareOp::kLess:
+      return lhs < rhs;
+    case CompareOp::kLessOrEqual:
+      return lhs <= rhs;
+  }
+  return false;
+}
+
+template <typename T>
+bool CompareAs(const Task& task) {
+  T lhs;
+  T rhs;
+  std::memcpy(&lhs, task.src, sizeof(T));
+  std::memcpy(&rhs, task.target.none, sizeof(T));
+  return Compare(SwitchCompare(task), lhs, rhs);
+}
+
+bool SwitchHolds(const Task& task) {
+  switch (SwitchType(task)) {
+    case SwitchDataType::kInt32:
+      return CompareAs<int32_t>(task);
+    case SwitchDataType::kUint32:
+      return CompareAs<uint32_t>(task);
+    case SwitchDataType::kInt64:
+      return CompareAs<int64_t>(task);
+  }
+  return false;
+}
+
+// Starts stream `target` of the built instance being launched, unless it already started in
+// this launch (a stream runs at most once per launch).
+void StartBuiltStream(const RunEnv& env, uint64_t target) {
+  BuiltLaunch& launch = *env.launch;
+  {
+    std::lock_guard<std::mutex> lock(launch.mu);
+    if (launch.started[target]) return;
+    launch.started[target] = 1;
+    ++launch.running;
+  }
+  env.ri->workers[target]->Start(launch.root);
+}
+
+// One launch of a built instance: the HEAD streams start, the others when a switch or activate
+// task starts them; returns once every started stream has finished.
+void RunBuiltInstance(RiData& ri, RunEnv& env) {
+  BuiltLaunch launch;
+  launch.root = &env;
+  {
+    std::lock_guard<std::mutex> lock(launch.mu);
+    launch.started.assign(ri.streams.size(), 0);
+  }
+  env.launch = &launch;
+  for (size_t s = 0; s < ri.streams.size(); ++s) {
+    if (ri.head[s]) StartBuiltStream(env, s);
+  }
+  std::vector<uint8_t> started;
+  {
+    std::unique_lock<std::mutex> lock(launch.mu);
+    launch.cv.wait(lock, [&launch] { return launch.running == 0; });
+    started = launch.started;
+  }
+  for (size_t s = 0; s < started.size(); ++s) {
+    if (started[s]) ri.workers[s]->Wait();
+  }
+}
+
+// ExecuteTask without the observer; false after a stream switch that jumped.
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline bool RunTask(const Task& task, void* const* ptrs, RunEnv& env,
                                                  int stream) {
   const bool skip = env.sink.failed->load(std::memory_order_relaxed);
   switch (task.kind) {
     case TaskKind::kCopy:
       if (!skip) std::memcpy(task.dst, task.src, task.bytes);
-      return;
+      return true;
     case TaskKind::kMemset:
       if (!skip) std::memset(task.dst, static_cast<int>(task.aux), task.bytes);
-      return;
+      return true;
     case TaskKind::kKernel: {
-      if (skip) return;
+      if (skip) return true;
       void* const* args = ptrs + task.args;
       KernelArgs kernel_args;
       kernel_args.inputs = reinterpret_cast<const void* const*>(args);
@@ -151,13 +257,13 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline void RunTask(const Task& task, void* const* 
       kernel_args.workspace = args[task.num_inputs + task.num_outputs];
       absl::Status status = task.target.kernel->Run(kernel_args);
       if (!status.ok()) ReportTaskFailure(env, task, stream, status);
-      return;
+      return true;
     }
     case TaskKind::kHostFunc: {
-      if (skip) return;
+      if (skip) return true;
       absl::Status status = task.target.fn(task.dst);
       if (!status.ok()) ReportTaskFailure(env, task, stream, status);
-      return;
+      return true;
     }
     case TaskKind::kEventRecord:
       if (task.sub == kSlotEvent) {
@@ -167,7 +273,7 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline void RunTask(const Task& task, void* const* 
       } else {
         task.target.event->Complete(task.sub == kEagerEvent ? task.aux : env.tickets[task.aux]);
       }
-      return;
+      return true;
     case TaskKind::kEventWait:
       if (task.sub == kSlotEvent) {
         RiData* ri = env.ri;
@@ -182,14 +288,22 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline void RunTask(const Task& task, void* const* 
                             absl::CancelledError("the stream was destroyed while waiting"));
         }
       }
-      return;
+      return true;
     case TaskKind::kEventReset:
       task.target.event->Reset();
-      return;
+      return true;
     case TaskKind::kConditional:
       if (!skip) RunConditional(env.ri->conditionals[task.aux], env);
-      return;
+      return true;
+    case TaskKind::kStreamSwitch:
+      if (!SwitchHolds(task)) return true;
+      StartBuiltStream(env, task.aux);
+      return false;  // a jump: the rest of this stream does not run
+    case TaskKind::kStreamActivate:
+      StartBuiltStream(env, task.aux);
+      return true;
   }
+  return true;
 }
 
 int64_t SteadyNs() {
@@ -200,10 +314,9 @@ int64_t SteadyNs() {
 
 }  // namespace
 
-void ExecuteTask(const Task& task, void* const* ptrs, RunEnv& env, int stream) {
+bool ExecuteTask(const Task& task, void* const* ptrs, RunEnv& env, int stream) {
   if (env.observer == nullptr) [[likely]] {
-    RunTask(task, ptrs, env, stream);
-    return;
+    return RunTask(task, ptrs, env, stream);
   }
   TaskTiming timing;
   timing.instance = env.ri != nullptr ? env.ri->id : 0;
@@ -212,9 +325,10 @@ void ExecuteTask(const Task& task, void* const* ptrs, RunEnv& env, int stream) {
   timing.kind = task.kind;
   timing.kernel = task.kind == TaskKind::kKernel ? task.target.kernel : nullptr;
   timing.start_ns = SteadyNs();
-  RunTask(task, ptrs, env, stream);
+  const bool go_on = RunTask(task, ptrs, env, stream);
   timing.end_ns = SteadyNs();
   env.observer->OnTask(timing);
+  return go_on;
 }
 
 void RunInstance(RiData& ri, const RunEnv& outer, const uint64_t* tickets) {
@@ -233,14 +347,17 @@ void RunInstance(RiData& ri, const RunEnv& outer, const uint64_t* tickets) {
   // A body keeps its parent's observer; a top-level launch reads its own once.
   if (env.observer == nullptr) env.observer = ri.observer.load(std::memory_order_acquire);
   env.tickets = tickets;
+  env.launch = nullptr;
   env.epoch = ri.launches.fetch_add(1, std::memory_order_relaxed) + 1;
   for (const auto& cond : ri.conditions) {
     if (cond->assign_default) cond->value = cond->default_value;
   }
+  if (ri.built) {
+    RunBuiltInstance(ri, env);
+    return;
+  }
   for (auto& worker : ri.workers) worker->Start(&env);
-  const std::vector<Task>& tasks = ri.streams[0];
-  void* const* ptrs = ri.ptrs.data();
-  for (const Task& task : tasks) ExecuteTask(task, ptrs, env, 0);
+  RunStream(ri, 0, env);
   for (auto& worker : ri.workers) worker->Wait();
 }
 

@@ -59,6 +59,17 @@ struct Task {
   uint64_t aux = 0;
 };
 
+/// A stream switch (build.h) keeps its comparison and operand type in Task::sub, its value
+/// pointer in Task::src, its right-hand side in Task::target.none and its target stream's index
+/// in Task::aux.
+inline uint8_t PackSwitch(CompareOp compare, SwitchDataType dtype) {
+  return static_cast<uint8_t>(static_cast<uint8_t>(compare) | (static_cast<uint8_t>(dtype) << 4));
+}
+inline CompareOp SwitchCompare(const Task& task) { return static_cast<CompareOp>(task.sub & 0xf); }
+inline SwitchDataType SwitchType(const Task& task) {
+  return static_cast<SwitchDataType>(task.sub >> 4);
+}
+
 /// Number of pointers a kernel task owns in the flat array.
 inline uint32_t NumArgPointers(const Task& task) {
   return task.kind == TaskKind::kKernel ? task.num_inputs + task.num_outputs + 1u : 0u;
@@ -104,6 +115,10 @@ struct RiData {
   const uint64_t id;
   Device* const device;
   const bool child;
+  // A built instance (build.h): streams start at HEAD streams and through switch / activate
+  // tasks, each on its own worker. Set before any task is recorded.
+  bool built = false;
+  std::vector<uint8_t> head;  // built: per stream, 1 when bound as HEAD
 
   // Written while capturing (under the capture mutex), read-only after the capture ends, except
   // for task updates (applied on a stream's worker, ordered by the caller).
@@ -139,20 +154,24 @@ struct ErrorSink {
   const std::atomic<bool>* cancel = nullptr;  // set when the stream is being destroyed
 };
 
+struct BuiltLaunch;
+
 /// State of one launch of an instance, shared by the threads that run its streams.
 struct RunEnv {
   RiData* ri = nullptr;  // nullptr for eager tasks
   uint64_t epoch = 0;
   const uint64_t* tickets = nullptr;  // per ExternalRef of `ri`
   ErrorSink sink;
-  uint64_t stream_id = 0;  // the executing stream, for messages
+  uint64_t stream_id = 0;         // the executing stream, for messages
+  BuiltLaunch* launch = nullptr;  // a launch of a built instance: which streams started
   /// Set for a launch of an instance with an observer (its bodies inherit it); nullptr else.
   TaskObserver* observer = nullptr;
 };
 
 /// Runs one task. `ptrs` is the flat pointer array the task's `args` index into; `stream` is
-/// the task's stream index in `env.ri` (0 for eager tasks).
-void ExecuteTask(const Task& task, void* const* ptrs, RunEnv& env, int stream);
+/// the task's stream index in `env.ri` (0 for eager tasks). Returns false when the rest of the
+/// stream must not run (a stream switch whose comparison held: it jumped).
+bool ExecuteTask(const Task& task, void* const* ptrs, RunEnv& env, int stream);
 
 /// Runs every stream of `ri` once (extra streams on its workers), binding external tickets
 /// from `tickets` (computed now when null). The caller holds ri.run_mu for a top-level launch.

@@ -1,7 +1,8 @@
 // Book-keeping of the CUDA backend's captures. CUDA's stream capture records the graph; this
-// keeps what Reprise adds on top: the capture's mode, thread and status, the Reprise streams
-// taking part, the task list per stream (for enumeration, task groups and DumpJson) and the
-// capture-mode rules of runtime/core/capture.h, checked here rather than by CUDA.
+// keeps what Reprise adds on top: the Reprise streams taking part and the task list per stream
+// (for enumeration, task groups and DumpJson). The capture's mode, thread and status, and the
+// capture-mode rules of runtime/core/capture.h, are the core's capture registry
+// (runtime/core/capture_registry.h), shared with every other backend, not CUDA's.
 #ifndef REPRISE_RUNTIME_CORE_CUDA_CUDA_CAPTURE_H_
 #define REPRISE_RUNTIME_CORE_CUDA_CUDA_CAPTURE_H_
 
@@ -10,12 +11,10 @@
 #include <cstdint>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
-#include <mutex>  // NOLINT: see docs/development.md (TSan)
-#include "absl/status/status.h"
-#include "absl/strings/string_view.h"
+#include "runtime/core/capture_registry.h"
+#include "runtime/core/kernel.h"
 #include "runtime/core/runtime_types.h"
 
 namespace reprise::runtime::cuda {
@@ -40,7 +39,9 @@ void CUDART_CB RunHostCall(void* host_call);
 struct CudaTask {
   uint32_t seq = 0;
   TaskKind kind = TaskKind::kCopy;
-  std::string op;  // kernels
+  std::string op;                          // kernels
+  const PreparedKernel* kernel = nullptr;  // kernels, for DumpJson(kVerbose); borrowed
+  uint16_t num_inputs = 0;                 // kernels: args = inputs, then outputs
   int stream = 0;
   int group = -1;
   cudaGraphNode_t node = nullptr;
@@ -53,20 +54,14 @@ struct CudaTask {
   uint32_t value = 0;  // memset value, or the conditional's index
   bool external = false;
   std::vector<const void*> args;  // kernel inputs then outputs
+  const void* workspace = nullptr;
 };
 
 /// One capture: of a top-level instance, of a conditional body, or the private capture that
-/// collects a task update. Guarded by CaptureMutex().
-struct CudaCapture {
+/// collects a task update (not checked by the unsafe-call rule). Guarded by CaptureMutex().
+struct CudaCapture : CaptureRecord {
   enum class Purpose : uint8_t { kInstance, kBody, kUpdate };
-  uint64_t id = 0;
   Purpose purpose = Purpose::kInstance;
-  CaptureMode mode = CaptureMode::kGlobal;
-  std::thread::id thread;
-  uint64_t origin_stream_id = 0;
-  CaptureStatus status = CaptureStatus::kActive;
-  std::string invalid_reason;
-  bool ended = false;
   cudaGraph_t graph = nullptr;  // the graph being filled (CUDA-owned until EndCapture)
   std::unique_ptr<CudaModelRI> owned_instance;  // kInstance: handed out by EndCapture
   CudaModelRI* instance = nullptr;              // kInstance / kBody: the instance being filled
@@ -77,22 +72,6 @@ struct CudaCapture {
   std::vector<CudaTask> update_tasks;
   std::vector<std::unique_ptr<HostCall>> update_host_calls;
 };
-
-/// The CUDA backend's capture mutex. Lock order: taken before any device mutex.
-std::mutex& CaptureMutex();
-
-void AddActiveCapture(std::shared_ptr<CudaCapture> capture);  // caller holds CaptureMutex()
-void RemoveActiveCapture(const CudaCapture* capture);         // caller holds CaptureMutex()
-/// Marks `capture` INVALIDATED with `reason` (first reason wins).
-void InvalidateCapture(CudaCapture* capture, absl::string_view reason);
-/// "capture 7 (global) on stream 3".
-std::string DescribeCapture(const CudaCapture& capture);
-
-/// Applies capture.h's mode table to a potentially unsafe call `call` from this thread against
-/// the CUDA backend's active captures; FAILED_PRECONDITION (and the refusing captures become
-/// INVALIDATED) when refused.
-absl::Status CheckUnsafeCall(absl::string_view call);
-absl::Status CheckUnsafeCallLocked(absl::string_view call);
 
 /// Number of nodes in `graph` (0 on error).
 size_t GraphNodeCount(cudaGraph_t graph);

@@ -217,6 +217,14 @@ absl::StatusOr<std::unique_ptr<Stream>> CudaDevice::CreateStream() {
 
 Stream* CudaDevice::default_stream() { return default_stream_.get(); }
 
+absl::StatusOr<std::unique_ptr<ModelRI>> CudaDevice::BuildBegin() {
+  return absl::UnimplementedError(absl::StrCat(
+      name_,
+      ": built instances (BuildBegin, stream switch / activate) are not implemented on the "
+      "cuda backend; capture the work instead (conditional tasks for the choice), see "
+      "runtime/core/cuda/cuda_device.h"));
+}
+
 absl::StatusOr<std::unique_ptr<Event>> CudaDevice::CreateEvent(EventFlags flags) {
   ASSIGN_OR_RETURN(std::unique_ptr<CudaEvent> event, CudaEvent::Create(this, flags));
   return std::unique_ptr<Event>(std::move(event));

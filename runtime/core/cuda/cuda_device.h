@@ -50,6 +50,16 @@ class CudaDevice final : public Device {
   absl::StatusOr<std::unique_ptr<Stream>> CreateStream() override;
   Stream* default_stream() override;
   absl::StatusOr<std::unique_ptr<Event>> CreateEvent(EventFlags flags) override;
+  /// Built instances (runtime/core/build.h) are not implemented on CUDA: always UNIMPLEMENTED,
+  /// nothing is allocated. The mapping is known but not written: a stream switch would become a
+  /// conditional node (CUDA 12.4+) whose body is the target stream's graph, and an activate a
+  /// forked branch of the graph. It is not a direct mapping: after a conditional node, the graph
+  /// always goes on with the nodes that follow it, so the tasks after a switch would have to
+  /// move into the node's else-body (a rewrite of the recorded streams), and a branch cannot be
+  /// started from inside another branch's body, so every activated stream reached through a
+  /// switch would have to be copied into that body. Until that rewrite exists, capture the work
+  /// instead, with AddConditional for the choice.
+  absl::StatusOr<std::unique_ptr<ModelRI>> BuildBegin() override;
   absl::Status Synchronize() override;
   KernelRegistry* kernels() override { return &kernels_; }
 

@@ -20,15 +20,7 @@ CudaEvent::~CudaEvent() { (void)cudaEventDestroy(event_); }
 absl::Status CudaEvent::CheckSync(absl::string_view call) {
   std::lock_guard<std::mutex> lock(CaptureMutex());
   std::shared_ptr<CudaCapture> capture = recorded_in.lock();
-  if (capture != nullptr && !capture->ended) {
-    const std::string description = DescribeCapture(*capture);
-    InvalidateCapture(capture.get(),
-                      absl::StrCat(call, " on an event recorded inside the capture"));
-    return absl::FailedPreconditionError(
-        absl::StrCat(call, " on an event recorded inside ", description,
-                     " is illegal in every mode; the capture is now invalidated"));
-  }
-  return CheckUnsafeCallLocked(call);
+  return CheckEventSyncLocked(capture.get(), call);
 }
 
 absl::Status CudaEvent::Synchronize() {

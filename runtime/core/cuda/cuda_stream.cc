@@ -118,15 +118,11 @@ absl::Status CudaStream::MemcpyAsync(void* dst, const void* src, size_t bytes, C
   RETURN_IF_ERROR(device_->Activate());
   if (pageable) {
     {
+      const std::string call = absl::StrCat(what, " with pageable host memory");
       std::lock_guard<std::mutex> lock(CaptureMutex());
-      if (capture_ != nullptr) {
-        InvalidateCapture(capture_.get(), "a copy with pageable host memory was issued");
-        return absl::FailedPreconditionError(
-            absl::StrCat(what, ": a copy with pageable host memory cannot be recorded in ",
-                         DescribeCapture(*capture_), "; the capture is now invalidated"));
-      }
+      if (capture_ != nullptr) return RefusePageableCopyLocked(capture_.get(), call);
+      RETURN_IF_ERROR(CheckUnsafeCallLocked(call));
     }
-    RETURN_IF_ERROR(CheckUnsafeCall("memcpy_async with pageable host memory"));
     ScopedCudaRelaxed relaxed;
     return CudaStatus(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream_), what);
   }
@@ -176,8 +172,11 @@ absl::Status CudaStream::LaunchKernel(const PreparedKernel& kernel,
   task.kind = TaskKind::kKernel;
   if (routed_.load(std::memory_order_acquire)) {
     task.op = std::string(kernel.op());
+    task.kernel = &kernel;
+    task.num_inputs = static_cast<uint16_t>(inputs.size());
     task.args.assign(inputs.begin(), inputs.end());
     task.args.insert(task.args.end(), outputs.begin(), outputs.end());
+    task.workspace = workspace;
   }
   return Issue(std::move(task), [&]() -> absl::Status {
     absl::Status status = cuda_kernel->Launch(args, stream_);
@@ -212,14 +211,9 @@ absl::Status CudaStream::LaunchHostFunc(HostFn fn, void* user_data) {
 absl::Status CudaStream::Synchronize() {
   {
     std::lock_guard<std::mutex> lock(CaptureMutex());
-    if (capture_ != nullptr) {
-      const std::string description = DescribeCapture(*capture_);
-      InvalidateCapture(capture_.get(), "the capturing stream was synchronised");
-      return absl::FailedPreconditionError(
-          absl::StrCat("synchronize of cuda stream ", id_, " while it takes part in ", description,
-                       " is illegal in every mode; the capture is now invalidated"));
-    }
-    RETURN_IF_ERROR(CheckUnsafeCallLocked("stream synchronize"));
+    const std::string call = absl::StrCat("stream synchronize (cuda stream ", id_, ")");
+    if (capture_ != nullptr) return RefuseOnCapturingStreamLocked(capture_.get(), call);
+    RETURN_IF_ERROR(CheckUnsafeCallLocked(call));
   }
   RETURN_IF_ERROR(device_->Activate());
   ScopedCudaRelaxed relaxed;
@@ -232,14 +226,9 @@ absl::Status CudaStream::Synchronize() {
 absl::StatusOr<bool> CudaStream::Query() {
   {
     std::lock_guard<std::mutex> lock(CaptureMutex());
-    if (capture_ != nullptr) {
-      const std::string description = DescribeCapture(*capture_);
-      InvalidateCapture(capture_.get(), "the capturing stream was queried");
-      return absl::FailedPreconditionError(
-          absl::StrCat("query of cuda stream ", id_, " while it takes part in ", description,
-                       " is illegal in every mode; the capture is now invalidated"));
-    }
-    RETURN_IF_ERROR(CheckUnsafeCallLocked("stream query"));
+    const std::string call = absl::StrCat("stream query (cuda stream ", id_, ")");
+    if (capture_ != nullptr) return RefuseOnCapturingStreamLocked(capture_.get(), call);
+    RETURN_IF_ERROR(CheckUnsafeCallLocked(call));
   }
   ScopedCudaRelaxed relaxed;
   const cudaError_t error = cudaStreamQuery(stream_);

@@ -38,9 +38,11 @@ void CudaStream::FinishLocked(CudaCapture* capture) {
 
 absl::Status CudaStream::StartCaptureLocked(std::shared_ptr<CudaCapture> capture,
                                             cudaGraph_t graph) {
-  capture->id = NextCudaObjectId();
+  capture->id = NextCaptureId();
   capture->thread = std::this_thread::get_id();
-  capture->origin_stream_id = id_;
+  capture->origin = absl::StrCat("cuda stream ", id_);
+  capture->body = capture->purpose == CudaCapture::Purpose::kBody;
+  capture->checks_unsafe_calls = capture->purpose != CudaCapture::Purpose::kUpdate;
   capture->streams = {this};
   const cudaStreamCaptureMode mode = ToCuda(capture->mode);
   if (graph != nullptr) {
