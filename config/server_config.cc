@@ -30,10 +30,10 @@ absl::Status ParseInto(const YamlReader& r, const YAML::Node& root, ServerConfig
                               "shutdown", "log", "grpc", "http"}));
 
   const YAML::Node server = YamlReader::Child(root, "server");
-  RETURN_IF_ERROR(
-      r.CheckMap(server, "server",
-                 {"listen_address", "grpc_port", "metrics_port", "allow_metrics", "metrics_address",
-                  "strict_readiness", "allow_http", "http_port", "http_address"}));
+  RETURN_IF_ERROR(r.CheckMap(
+      server, "server",
+      {"listen_address", "grpc_port", "metrics_port", "allow_metrics", "metrics_address",
+       "grpc_inflight_metric", "strict_readiness", "allow_http", "http_port", "http_address"}));
   RETURN_IF_ERROR(r.ReadBool(server, "server", "allow_http", &c->allow_http));
   RETURN_IF_ERROR(ReadInt32(r, server, "server", "http_port", 0, 65535, &c->http_port));
   RETURN_IF_ERROR(r.ReadString(server, "server", "http_address", &c->http_address));
@@ -42,6 +42,7 @@ absl::Status ParseInto(const YamlReader& r, const YAML::Node& root, ServerConfig
   RETURN_IF_ERROR(ReadInt32(r, server, "server", "grpc_port", 0, 65535, &c->grpc_port));
   RETURN_IF_ERROR(ReadInt32(r, server, "server", "metrics_port", 0, 65535, &c->metrics_port));
   RETURN_IF_ERROR(r.ReadBool(server, "server", "allow_metrics", &c->allow_metrics));
+  RETURN_IF_ERROR(r.ReadBool(server, "server", "grpc_inflight_metric", &c->grpc_inflight_metric));
   RETURN_IF_ERROR(r.ReadBool(server, "server", "strict_readiness", &c->strict_readiness));
 
   const YAML::Node repo = YamlReader::Child(root, "repository");

@@ -146,7 +146,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const config::ServerConfig
 
   if (config.allow_metrics) {
     s->metrics_->AddCollectable(std::make_shared<MetricsCollector>(
-        s->repository_.get(), backend, &s->grpc_inflight_, config.capture_memory_budget_bytes));
+        s->repository_.get(), backend, config.grpc_inflight_metric ? &s->grpc_inflight_ : nullptr,
+        config.capture_memory_budget_bytes));
     const std::string& metrics_address =
         config.metrics_address.empty() ? config.listen_address : config.metrics_address;
     absl::StatusOr<std::unique_ptr<MetricsEndpoint>> endpoint =
@@ -164,9 +165,13 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const config::ServerConfig
   ApplyGrpcLimits(config, &builder);
   builder.RegisterService(s->guarded_inference_service_.get());
   if (s->admin_service_ != nullptr) builder.RegisterService(s->admin_service_.get());
-  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
-  interceptors.push_back(std::make_unique<InflightCallsInterceptorFactory>(&s->grpc_inflight_));
-  builder.experimental().SetInterceptorCreators(std::move(interceptors));
+  if (config.allow_metrics && config.grpc_inflight_metric) {
+    // Opt-in: with any interceptor, gRPC runs its interception path for every call.
+    std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>
+        interceptors;
+    interceptors.push_back(std::make_unique<InflightCallsInterceptorFactory>(&s->grpc_inflight_));
+    builder.experimental().SetInterceptorCreators(std::move(interceptors));
+  }
   s->grpc_server_ = builder.BuildAndStart();
   if (s->grpc_server_ == nullptr || s->port_ == 0) {
     return absl::UnavailableError(absl::StrCat("cannot listen on ", address));

@@ -350,6 +350,7 @@ TEST(ServerMetricsTest, CountsTheRequestsAServerAnswered) {
   config.metrics_port = 0;
   config.model_repositories = {repo.path()};
   config.cpu_threads = 2;
+  config.grpc_inflight_metric = true;  // opt-in (a gRPC interceptor)
   absl::StatusOr<std::unique_ptr<Server>> server = Server::Start(config, &backend);
   ASSERT_TRUE(server.ok()) << server.status();
   ASSERT_TRUE((*server)->WaitForStartupLoads().ok());
@@ -395,6 +396,15 @@ TEST(ServerMetricsTest, CountsTheRequestsAServerAnswered) {
   }
   EXPECT_EQ(inflight, 0.0);
   EXPECT_TRUE((*server)->Shutdown());
+
+  // Off by default: no interceptor, and the gauge is not exported.
+  config.grpc_inflight_metric = false;
+  absl::StatusOr<std::unique_ptr<Server>> plain = Server::Start(config, &backend);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_FALSE(
+      Value(HttpGet((*plain)->metrics_port(), "/metrics"), "reprise_grpc_server_inflight_calls")
+          .has_value());
+  EXPECT_TRUE((*plain)->Shutdown());
 }
 
 TEST(ServerMetricsTest, AllowMetricsFalseServesNoPort) {
