@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
@@ -75,8 +76,14 @@ class Metrics {
 
  private:
   struct Families;
+  struct Series;
+  // The per-request series of a (model, version), made on first use.
+  const Series& SeriesFor(absl::string_view model, absl::string_view version);
+
   std::shared_ptr<prometheus::Registry> registry_;
   std::unique_ptr<Families> families_;
+  std::mutex series_mu_;
+  absl::flat_hash_map<std::string, std::unique_ptr<Series>> series_ ABSL_GUARDED_BY(series_mu_);
   mutable std::mutex mu_;
   std::vector<std::shared_ptr<prometheus::Collectable>> collectables_ ABSL_GUARDED_BY(mu_);
 };
