@@ -9,7 +9,7 @@
 #            openssl, Python with onnx / numpy / grpcio / PyTorch, the ONNX test data,
 #            Prometheus (promtool), docker-compose (config checks only, no engine).
 #   --bench  --serve plus the benchmark report (tools/bench/run-all.sh): PyTorch for the zoo
-#            models, matplotlib, Node.js's npm for ONNX Runtime.
+#            models, matplotlib, Node.js's npm for ONNX Runtime, perf for flame graphs.
 #   --all    all of the above and clang-tidy (the default).
 #   --list   print the packages of the chosen set and exit (no root needed).
 # Idempotent and quiet when everything is present. Otherwise it prints what it will install
@@ -49,6 +49,8 @@ test=(
 bench=(
   libbenchmark-dev python3-numpy python3-onnx python3-torch python3-torchvision
   python3-matplotlib
+  # perf record for the request path's flame graphs (tools/bench/request_path.py --flame-svg)
+  linux-perf
 )
 # by hand only (no script runs it): the .clang-tidy checks
 dev=(clang-tidy)
