@@ -189,6 +189,8 @@ absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& arg
       RETURN_IF_ERROR(ParseInt(f, 0, 65535, &c.metrics_port));
     } else if (f.name == "allow-metrics") {
       ASSIGN_OR_RETURN(c.allow_metrics, ParseTritonBool(f));
+    } else if (f.name == "grpc-inflight-metric") {
+      ASSIGN_OR_RETURN(c.grpc_inflight_metric, ParseTritonBool(f));
     } else if (f.name == "strict-readiness") {
       ASSIGN_OR_RETURN(c.strict_readiness, ParseTritonBool(f));
     } else if (f.name == "log-format") {
@@ -255,6 +257,8 @@ std::string Usage() {
   --metrics-address ADDR        /metrics listen address (server.metrics_address; default: the
                                 gRPC address)
   --allow-metrics true|false    serve /metrics at all (server.allow_metrics, default true)
+  --grpc-inflight-metric true|false  export reprise_grpc_server_inflight_calls (a gRPC
+                                interceptor; server.grpc_inflight_metric, default false)
   --strict-readiness true|false not ready while a startup model failed to load
                                 (server.strict_readiness, default true)
   --model-control-mode MODE     none | explicit | poll (repository.control_mode)

@@ -102,7 +102,7 @@ class PrometheusTest(unittest.TestCase):
         self.assertEqual((r.stdout + r.stderr).decode().strip(), "")
 
     def test_docs_list_every_exported_metric(self):
-        with Daemon(SERVER, REPO) as daemon:
+        with Daemon(SERVER, REPO, ["--grpc-inflight-metric=true"]) as daemon:
             infer_mlp(STUBS, daemon.grpc_port, 2)
             text = daemon.scrape()
         exported = {n for n in metric_families(text) if n.startswith(("reprise_", "process_"))}
