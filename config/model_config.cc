@@ -33,7 +33,7 @@ const absl::flat_hash_map<std::string, absl::flat_hash_set<std::string>>& Suppor
         "max_queue_size"}},
       {"inference.ModelInput", {"name", "data_type", "format", "dims"}},
       {"inference.ModelOutput", {"name", "data_type", "dims", "label_filename"}},
-      {"inference.ModelInstanceGroup", {"name", "count", "kind"}},
+      {"inference.ModelInstanceGroup", {"name", "count", "kind", "gpus"}},
       {"inference.ModelVersionPolicy", {"latest", "all", "specific"}},
       {"inference.ModelVersionPolicy.Latest", {"num_versions"}},
       {"inference.ModelVersionPolicy.All", {}},
@@ -390,6 +390,21 @@ absl::StatusOr<ModelSettings> ModelSettingsFromConfig(const ParsedModelConfig& p
                                                         kMaxInstances, " instances in all"));
     }
     group.kind = inference::ModelInstanceGroup::Kind_Name(g.kind());
+    // Triton's rule: a KIND_AUTO group that names GPUs is a KIND_GPU group.
+    if (g.gpus_size() > 0 && g.kind() == inference::ModelInstanceGroup::KIND_AUTO) {
+      group.kind = "KIND_GPU";
+    }
+    if (g.gpus_size() > 0 && group.kind != "KIND_GPU") {
+      return at.Error(Join(path, "gpus"), absl::StrCat("names GPUs for a ", group.kind,
+                                                       " group; only KIND_GPU "
+                                                       "(or KIND_AUTO) groups run on GPUs"));
+    }
+    for (int gpu : g.gpus()) {
+      if (gpu < 0) {
+        return at.Error(Join(path, "gpus"), absl::StrCat("must be GPU indices >= 0, got ", gpu));
+      }
+      group.gpus.push_back(gpu);
+    }
     s.instance_groups.push_back(std::move(group));
   }
   RETURN_IF_ERROR(CheckVersionPolicy(c, at, &s.version_policy));

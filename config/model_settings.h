@@ -61,7 +61,11 @@ struct VersionPolicy {
 /// One `instance_group` entry; `count` is the number of streams of the model.
 struct InstanceGroup {
   int count = 1;
-  std::string kind = "KIND_AUTO";  // KIND_AUTO, KIND_GPU, KIND_CPU, KIND_MODEL
+  /// KIND_AUTO, KIND_GPU, KIND_CPU, KIND_MODEL. KIND_GPU runs the model on a CUDA device
+  /// (`gpus`); the others on the CPU. A KIND_AUTO group that lists `gpus` is KIND_GPU.
+  std::string kind = "KIND_AUTO";
+  /// KIND_GPU only: the CUDA device indices (`cuda:N`); empty: GPU 0.
+  std::vector<int> gpus;
 };
 
 /// `dynamic_batching.default_queue_policy` (Triton's ModelQueuePolicy, the keys Reprise uses).

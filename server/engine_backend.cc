@@ -12,7 +12,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "kernels/cpu/cpu_kernels.h"
+#if REPRISE_SERVE_CUDA
+#include "kernels/cuda/cuda_kernels.h"
+#endif
 #include "runtime/core/status_macros.h"
+#include "runtime/engine/device_plan.h"
 #include "runtime/engine/onnx_import.h"
 #include "runtime/engine/stream_session.h"
 #include "server/cpu_budget.h"
@@ -147,6 +151,38 @@ absl::StatusOr<ModelSignature> SignatureFromGraph(const Model& model,
   return signature;
 }
 
+absl::StatusOr<DevicePlacement> PlacementFor(const config::ModelSettings& settings,
+                                             absl::string_view label) {
+  DevicePlacement placement;
+  bool gpu = false, other = false;
+  std::vector<int> gpus;
+  for (const config::InstanceGroup& g : settings.instance_groups) {
+    if (g.kind != "KIND_GPU") {
+      other = true;
+      continue;
+    }
+    gpu = true;
+    for (int index : g.gpus.empty() ? std::vector<int>{0} : g.gpus) {
+      if (std::find(gpus.begin(), gpus.end(), index) == gpus.end()) gpus.push_back(index);
+    }
+  }
+  if (!gpu) return placement;
+  if (other) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(label,
+                     ": instance_group mixes KIND_GPU with other kinds; a model runs on "
+                     "one device"));
+  }
+  if (gpus.size() > 1) {
+    return absl::UnimplementedError(
+        absl::StrCat(label, ": instance_group names GPUs [", absl::StrJoin(gpus, ","),
+                     "]; a model runs on one GPU (load it once per GPU under another name)"));
+  }
+  placement.backend = "cuda";
+  placement.index = gpus[0];
+  return placement;
+}
+
 absl::StatusOr<std::unique_ptr<EngineBackend>> EngineBackend::Create(EngineBackendOptions options) {
   ASSIGN_OR_RETURN(std::unique_ptr<runtime::Backend> backend, runtime::CreateBackend("cpu"));
   ASSIGN_OR_RETURN(runtime::Device * device, backend->device(0));
@@ -162,6 +198,41 @@ EngineBackend::EngineBackend(std::shared_ptr<runtime::Backend> backend, runtime:
       options_(options),
       budget_(std::make_shared<runtime::engine::InstanceBudget>(
           static_cast<uint64_t>(std::max<int64_t>(options.memory_budget_bytes, 0)))) {}
+
+absl::StatusOr<std::pair<std::shared_ptr<runtime::Backend>, runtime::Device*>>
+EngineBackend::DeviceFor(const DevicePlacement& placement, absl::string_view label) {
+  if (placement.backend == "cpu") return std::make_pair(backend_, device_);
+  const std::string name = absl::StrCat(placement.backend, ":", placement.index);
+#if !REPRISE_SERVE_CUDA
+  // The CUDA kernels are not linked in (server/CMakeLists.txt says why).
+  return absl::FailedPreconditionError(
+      absl::StrCat(label, ": instance_group asks for KIND_GPU on ", name,
+                   ", but this reprise-server was built without GPU serving (cmake "
+                   "-DREPRISE_SERVE_CUDA=ON, config/README.md \"Serving on a GPU\")"));
+#else
+  std::lock_guard<std::mutex> lock(cuda_mu_);
+  if (cuda_ == nullptr) {
+    absl::StatusOr<std::unique_ptr<runtime::Backend>> cuda = runtime::CreateBackend("cuda");
+    if (!cuda.ok()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(label, ": instance_group asks for KIND_GPU on ", name,
+                       ", but no CUDA device can be used: ", cuda.status().message()));
+    }
+    cuda_ = *std::move(cuda);
+  }
+  if (placement.index >= cuda_->device_count()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(label, ": instance_group asks for KIND_GPU on ", name, ", but there is no ",
+                     name, " (", cuda_->device_count(), " CUDA device(s))"));
+  }
+  ASSIGN_OR_RETURN(runtime::Device * device, cuda_->device(placement.index));
+  if (std::find(cuda_ready_.begin(), cuda_ready_.end(), placement.index) == cuda_ready_.end()) {
+    RETURN_IF_ERROR(kernels::cuda::RegisterCudaKernels(device->kernels()));
+    cuda_ready_.push_back(placement.index);
+  }
+  return std::make_pair(cuda_, device);
+#endif
+}
 
 absl::StatusOr<std::unique_ptr<LoadedModel>> EngineBackend::Load(const LoadSpec& spec) {
   const auto start = std::chrono::steady_clock::now();
@@ -179,13 +250,27 @@ absl::StatusOr<std::unique_ptr<LoadedModel>> EngineBackend::Load(const LoadSpec&
     spdlog::warn("{}: intra_op_threads {} x {} streams exceeds the {} cores; using {} threads",
                  label, options_.intra_op_threads, streams, cores, model_options.intra_op_threads);
   }
+  ASSIGN_OR_RETURN(DevicePlacement placement, PlacementFor(settings, label));
+  ASSIGN_OR_RETURN(auto backend_and_device, DeviceFor(placement, label));
+  runtime::Device* const device = backend_and_device.second;
   ASSIGN_OR_RETURN(std::shared_ptr<const Model> model,
-                   Model::LoadFile(spec.model_path, *device_->kernels(), model_options));
+                   Model::LoadFile(spec.model_path, *device->kernels(), model_options));
   ASSIGN_OR_RETURN(ModelSignature signature, SignatureFromGraph(*model, settings, label));
 
   EngineModelParams params;
-  params.backend = backend_;
-  params.device = device_;
+  if (!device->host_memory()) {
+    // The weights go to the device once, shared by every stream's plans.
+    absl::StatusOr<std::shared_ptr<const runtime::engine::DeviceConstants>> constants =
+        runtime::engine::DeviceConstants::Create(*model, device);
+    if (!constants.ok()) {
+      return absl::Status(constants.status().code(),
+                          absl::StrCat(label, ": uploading the weights to ", device->name(), ": ",
+                                       constants.status().message()));
+    }
+    params.session.device_constants = *std::move(constants);
+  }
+  params.backend = std::move(backend_and_device.first);
+  params.device = device;
   params.model = std::move(model);
   params.signature = std::move(signature);
   params.label = label;
@@ -256,14 +341,23 @@ BatcherOptions BatcherOptionsFor(const config::ModelSettings& settings,
 }
 
 std::vector<DeviceMemoryInfo> EngineBackend::MemoryUsage() const {
-  const runtime::MemoryStats s = device_->memory_stats();
-  DeviceMemoryInfo info;
-  info.device = std::string(device_->name());
-  info.in_use = s.device_in_use;
-  info.peak = s.device_peak;
-  info.pinned_in_use = s.pinned_in_use;
-  info.pinned_peak = s.pinned_peak;
-  return {info};
+  auto info = [](const runtime::Device& device) {
+    const runtime::MemoryStats s = device.memory_stats();
+    DeviceMemoryInfo i;
+    i.device = std::string(device.name());
+    i.in_use = s.device_in_use;
+    i.peak = s.device_peak;
+    i.pinned_in_use = s.pinned_in_use;
+    i.pinned_peak = s.pinned_peak;
+    return i;
+  };
+  std::vector<DeviceMemoryInfo> devices = {info(*device_)};
+  std::lock_guard<std::mutex> lock(cuda_mu_);
+  for (int index : cuda_ready_) {
+    absl::StatusOr<runtime::Device*> device = cuda_->device(index);
+    if (device.ok()) devices.push_back(info(**device));
+  }
+  return devices;
 }
 
 }  // namespace reprise::server

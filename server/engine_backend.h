@@ -1,10 +1,14 @@
 // The real ModelBackend: models run on the graph engine (runtime/engine) over the runtime
-// core's CPU device, each version with a pool of streams whose StreamSessions capture the first
-// run of a shape and replay it afterwards.
+// core's CPU device, or a CUDA device for a KIND_GPU instance group, each version with a pool
+// of streams whose StreamSessions capture the first run of a shape and replay it afterwards.
 #ifndef REPRISE_SERVER_ENGINE_BACKEND_H_
 #define REPRISE_SERVER_ENGINE_BACKEND_H_
 
 #include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "config/model_settings.h"
@@ -32,10 +36,27 @@ struct EngineBackendOptions {
   int64_t max_plan_bytes = int64_t{2} << 30;  // one plan's buffers (limits.max_plan_bytes)
 };
 
-/// Loads ONNX model versions on the CPU device. Create makes the device and registers the CPU
-/// kernels once; every loaded model keeps the device alive (shared ownership), so models may
-/// outlive the backend object. Load is thread-safe; the loaded models are too (LoadedModel).
-/// All models share one instance memory budget (`memory_budget_bytes`); each keeps it alive.
+/// Where a model runs: the CPU ("cpu", device 0) or a CUDA device ("cuda", N: `cuda:N`).
+struct DevicePlacement {
+  std::string backend = "cpu";
+  int index = 0;
+};
+
+/// The device of `settings`' instance groups: the CPU, unless the groups are KIND_GPU (then
+/// their GPU, GPU 0 when they name none). INVALID_ARGUMENT when KIND_GPU groups are mixed with
+/// other kinds, UNIMPLEMENTED when they name more than one GPU (a model runs on one device).
+/// `label` prefixes messages.
+absl::StatusOr<DevicePlacement> PlacementFor(const config::ModelSettings& settings,
+                                             absl::string_view label);
+
+/// Loads ONNX model versions on the CPU device, or on a CUDA device when the model's config
+/// says KIND_GPU (PlacementFor). Create makes the CPU device and registers the CPU kernels
+/// once; in a build with REPRISE_SERVE_CUDA the CUDA backend is made, and its kernels
+/// registered, by the first GPU model's load (a load that finds no usable GPU, or a build
+/// without it, fails with FAILED_PRECONDITION naming the model and the device). Every loaded model
+/// keeps its device alive (shared ownership), so models may outlive the backend object. Load is
+/// thread-safe; the loaded models are too (LoadedModel). All models share one instance memory
+/// budget (`memory_budget_bytes`); each keeps it alive.
 class EngineBackend final : public ModelBackend {
  public:
   static absl::StatusOr<std::unique_ptr<EngineBackend>> Create(EngineBackendOptions options = {});
@@ -49,15 +70,24 @@ class EngineBackend final : public ModelBackend {
   /// inputs and outputs; symbolic dimensions are -1.
   absl::StatusOr<config::GraphTensors> ReadGraphTensors(
       const std::string& model_path) const override;
-  /// The CPU device's memory counters.
+  /// The memory counters of the CPU device and of every CUDA device in use.
   std::vector<DeviceMemoryInfo> MemoryUsage() const override;
 
  private:
   EngineBackend(std::shared_ptr<runtime::Backend> backend, runtime::Device* device,
                 EngineBackendOptions options);
+  // The device of `placement` and the backend that owns it; the CUDA backend is made (and a
+  // CUDA device's kernels registered) on first use. FAILED_PRECONDITION, naming the model and
+  // the device, where it cannot be used. `label` names the model.
+  absl::StatusOr<std::pair<std::shared_ptr<runtime::Backend>, runtime::Device*>> DeviceFor(
+      const DevicePlacement& placement, absl::string_view label);
 
   std::shared_ptr<runtime::Backend> backend_;
   runtime::Device* device_;  // owned by backend_
+  // std::mutex rather than absl::Mutex (TSan, docs/development.md).
+  mutable std::mutex cuda_mu_;
+  std::shared_ptr<runtime::Backend> cuda_;  // guarded by cuda_mu_; null until a GPU model loads
+  std::vector<int> cuda_ready_;             // guarded by cuda_mu_: devices with their kernels
   EngineBackendOptions options_;
   std::shared_ptr<runtime::engine::InstanceBudget> budget_;
 };

@@ -112,6 +112,7 @@ inference::ModelConfig ToModelConfigProto(const config::ModelSettings& settings,
     auto* group = out.add_instance_group();
     group->set_count(g.count);
     group->set_kind(KindFromName(g.kind));
+    for (int gpu : g.gpus) group->add_gpus(gpu);
   }
   const config::CaptureSettings& capture = settings.capture;
   if (!capture.buckets.empty() || capture.warmup.has_value() ||

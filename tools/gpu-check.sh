@@ -6,7 +6,8 @@
 #   tools/gpu-check.sh [BUNDLE_DIR]        (default build/gpu-bundle)
 #
 # Runs: the gpu-labelled test binaries (probe, backend, capture semantics incl. the seed sample,
-# the GPU-vs-CPU differential kernel test), the zoo models (MLP, transformer, ResNet-18 exported
+# the GPU-vs-CPU differential kernel test, serving on cuda:0), the daemon serving the MLP on
+# cuda:0 (KIND_GPU) and on the CPU, answered by the CLI and compared, the zoo models (MLP, transformer, ResNet-18 exported
 # there when torch can) on the GPU against the CPU backend, with eager-vs-graph-replay timing at
 # batch 1, and PyTorch's eager vs CUDA-graph timing of the same architectures when torch sees
 # the GPU. Everything it prints also goes to $OUT/gpu-check.log when $OUT is set. Exit status:
@@ -42,7 +43,8 @@ export LD_LIBRARY_PATH="$work/lib${cublas_dir:+:$cublas_dir}${LD_LIBRARY_PATH:+:
 export REPRISE_PYTHON=$(command -v python3 || echo /usr/bin/python3)
 bin=$work/bin
 
-for t in cuda_probe_test cuda_backend_test cuda_capture_test cuda_kernels_diff_test; do
+for t in cuda_probe_test cuda_backend_test cuda_capture_test cuda_kernels_diff_test \
+         cuda_serving_test; do
   step "$t"
   timeout 120 "$bin/$t" --gtest_brief=1 >"$work/$t.out" 2>&1
   status=$?
@@ -51,6 +53,59 @@ for t in cuda_probe_test cuda_backend_test cuda_capture_test cuda_kernels_diff_t
   if [[ $status -eq 0 ]] && grep -q 'SKIPPED' "$work/$t.out"; then status=99; fi
   result "$t" "$status"
 done
+
+step "daemon: reprise-server serving the MLP on cuda:0 (KIND_GPU) and on the CPU, via the CLI"
+daemon_check() {
+  local repo=$work/repo addr=127.0.0.1:18001 kind
+  for kind in gpu cpu; do
+    mkdir -p "$repo/mlp_$kind/1" && cp tools/models/repository/mlp/1/model.onnx "$repo/mlp_$kind/1/"
+  done
+  printf 'name: mlp_gpu\nmax_batch_size: 8\ninstance_group: [{count: 2, kind: KIND_GPU, gpus: [0]}]\n' \
+    >"$repo/mlp_gpu/config.yaml"
+  printf 'name: mlp_cpu\nmax_batch_size: 8\ninstance_group: [{count: 1, kind: KIND_CPU}]\n' \
+    >"$repo/mlp_cpu/config.yaml"
+  # --allow-metrics=false: with cuBLAS linked the metrics endpoint cannot start (server/CMakeLists.txt).
+  OMP_NUM_THREADS=1 "$bin/reprise-server" --model-repository "$repo" --grpc-address=127.0.0.1 \
+    --grpc-port=18001 --http-port=0 --allow-metrics=false >"$work/server.log" 2>&1 &
+  local pid=$! ready=""
+  for _ in $(seq 1 120); do
+    if "$bin/reprise" --addr "$addr" health 2>/dev/null | grep -q '^ready: yes'; then ready=1; break; fi
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.5
+  done
+  local status=1
+  if [[ -n $ready ]]; then
+    status=0
+    "$bin/reprise" --addr "$addr" models || status=1
+    for batch in b1 b4; do
+      for kind in gpu cpu; do
+        timeout 60 "$bin/reprise" --addr "$addr" infer "mlp_$kind" \
+          --input "input=tools/models/zoo/mlp/input_$batch.npy" --output-dir "$work/out_${kind}_$batch" ||
+          status=1
+      done
+      python3 - "$work/out_gpu_$batch/output.npy" "$work/out_cpu_$batch/output.npy" <<'PY' || status=1
+import sys
+import numpy as np
+got, want = np.load(sys.argv[1]), np.load(sys.argv[2])
+assert got.shape == want.shape, (got.shape, want.shape)
+diff = float(np.abs(got - want).max())
+limit = 1e-4 * max(float(np.abs(want).max()), 1.0)
+print(f"{sys.argv[1]}: shape {got.shape}, max |gpu - cpu| = {diff:.3g} (limit {limit:.3g})")
+sys.exit(0 if diff <= limit else 1)
+PY
+    done
+    "$bin/reprise" --addr "$addr" instances mlp_gpu || status=1
+  else
+    echo "the daemon did not become ready"
+  fi
+  kill "$pid" 2>/dev/null
+  wait "$pid" 2>/dev/null
+  echo "--- server log (tail)"
+  tail -n 30 "$work/server.log"
+  return "$status"
+}
+daemon_check
+result "daemon on cuda:0 vs CPU" $?
 
 step "zoo models: GPU vs CPU, eager launch vs graph replay at batch 1"
 zoo=tools/models/zoo

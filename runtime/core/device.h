@@ -39,6 +39,11 @@ class Device {
   virtual absl::Status Free(void* ptr) = 0;
   virtual absl::StatusOr<void*> MallocHost(size_t bytes) = 0;
   virtual absl::Status FreeHost(void* ptr) = 0;
+  /// True when Malloc's memory is host memory that the host may read and write directly and
+  /// kernels may be given host pointers (the CPU backend). False (the default) for a device
+  /// with its own memory: data reaches it through copies (the engine then relocates a plan
+  /// into device memory and stages through pinned memory, runtime/engine/device_plan.h).
+  virtual bool host_memory() const { return false; }
   /// Where `ptr` lives (kPageableHost for anything this device did not allocate).
   virtual MemoryKind KindOf(const void* ptr) const = 0;
   virtual MemoryStats memory_stats() const = 0;

@@ -50,12 +50,7 @@ absl::StatusOr<size_t> ExecutionPlan::StageView(size_t index, const InputView& v
     return absl::OutOfRangeError(
         absl::StrCat("input \"", input.name, "\" has ", given, " bytes, its buffer ", input.bytes));
   }
-  uint8_t* out = input.data;
-  for (const auto& piece : view.pieces) {
-    if (!piece.empty()) std::memcpy(out, piece.data(), piece.size());
-    out += piece.size();
-  }
-  if (given < input.bytes) std::memset(out, 0, input.bytes - given);
+  view.CopyTo(input.data, input.bytes);
   return given;
 }
 

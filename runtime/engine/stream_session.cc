@@ -116,6 +116,9 @@ constexpr size_t kMinRememberedSignatures = 64;
 // An evicted entry keeps only its statistics (plan and instance null).
 struct Entry {
   std::unique_ptr<ExecutionPlan> plan;  // declared before `ri`: outlives it
+  // The plan relocated into device memory (StreamSession's "Staging"); null on host memory.
+  // Declared after `plan` (it borrows the plan's kernels) and before `ri` (which records it).
+  std::unique_ptr<DevicePlan> device_plan;
   std::unique_ptr<ModelRI> ri;
   BudgetHold owned;  // the plan's owned bytes (ExecutionPlan::owned_bytes) in the budget
   StreamInstanceInfo info;
@@ -131,6 +134,10 @@ struct StreamSession::Impl {
   std::vector<std::string> input_names;  // graph order
   bool value_keyed = false;              // touched by the running thread only
   std::unique_ptr<Stream> stream;
+  // Device plans (StreamSession's "Staging"): set at Create, with the model's constants on the
+  // device that they share.
+  bool on_device = false;
+  std::shared_ptr<const DeviceConstants> constants;
   // Where the bodies of If and Loop nodes are captured (made on the first such capture).
   BodyStreams body_streams{nullptr};
   // std::mutex rather than absl::Mutex (TSan, docs/development.md).
@@ -170,6 +177,12 @@ struct StreamSession::Impl {
   void Capture(Entry* entry, StreamRunInfo* info);
   // Runs every step in the stream's order and waits; the error names the node.
   absl::Status RunEager(const ExecutionPlan& plan);
+  // Device plans: relocates `plan` (UNIMPLEMENTED names what cannot run on the device);
+  // captures a device plan's copies and steps as Capture does; runs it eagerly and waits.
+  absl::StatusOr<std::unique_ptr<DevicePlan>> Place(const ExecutionPlan& plan,
+                                                    absl::string_view signature) const;
+  void CaptureDevicePlan(Entry* entry, StreamRunInfo* info);
+  absl::Status RunDevicePlan(const DevicePlan& plan);
   void MarkEager(Entry* entry, absl::string_view reason, StreamRunInfo* info);
 };
 
@@ -281,7 +294,8 @@ bool StreamSession::Impl::EvictLru(const Entry* keep) {
   }
   if (victim_it == entries.end()) return false;
   Entry* victim = victim_it->second.get();
-  victim->ri.reset();    // before the plan whose buffers it binds
+  victim->ri.reset();  // before the plan whose buffers it binds
+  victim->device_plan.reset();
   victim->plan.reset();  // frees its arena (and that arena's budget) if no other plan uses it
   victim->owned.Reset();
   if (!victim->capture_failed) {
@@ -315,6 +329,7 @@ bool StreamSession::Impl::MakeRoom(uint64_t bytes, const Entry* keep, StreamRunI
 }
 
 void StreamSession::Impl::Capture(Entry* entry, StreamRunInfo* info) {
+  if (entry->device_plan != nullptr) return CaptureDevicePlan(entry, info);
   const int64_t start = NowNs();
   absl::Status status = BeginCapture(stream.get(), CaptureMode::kThreadLocal);
   if (!status.ok()) {
@@ -402,6 +417,9 @@ absl::StatusOr<Entry*> StreamSession::Impl::FindOrMake(
     // it): run once on the plan's own buffers and cache nothing. Such a plan lives only during
     // this run and is bounded by limits.max_plan_bytes.
     *transient = std::make_unique<Entry>();
+    if (on_device) {
+      ASSIGN_OR_RETURN((*transient)->device_plan, Place(*plan, display));
+    }
     (*transient)->plan = std::move(plan);
     (*transient)->info.shape_signature = display;
     info->transient = true;
@@ -415,6 +433,10 @@ absl::StatusOr<Entry*> StreamSession::Impl::FindOrMake(
     ASSIGN_OR_RETURN(arena, NewArena(bytes));
   }
   RETURN_IF_ERROR(plan->UseArena(arena));
+  std::unique_ptr<DevicePlan> placed;
+  if (on_device) {
+    ASSIGN_OR_RETURN(placed, Place(*plan, display));
+  }
   Entry* raw = existing;
   {
     std::lock_guard<std::mutex> lock(mu);
@@ -428,6 +450,7 @@ absl::StatusOr<Entry*> StreamSession::Impl::FindOrMake(
       entries.emplace(signature, std::move(entry));
     }
     raw->plan = std::move(plan);
+    raw->device_plan = std::move(placed);
     raw->owned = std::move(owned_hold);
     raw->last_use = ++use_seq;  // newest: never the one forgotten
     ForgetEvicted();
@@ -458,6 +481,53 @@ absl::Status StreamSession::Impl::RunEager(const ExecutionPlan& plan) {
       const_cast<ExecutionPlan*>(&plan));
 }
 
+absl::StatusOr<std::unique_ptr<DevicePlan>> StreamSession::Impl::Place(
+    const ExecutionPlan& plan, absl::string_view signature) const {
+  absl::StatusOr<std::unique_ptr<DevicePlan>> placed =
+      DevicePlan::Create(*model, plan, device, constants);
+  if (!placed.ok()) {
+    return absl::Status(placed.status().code(),
+                        absl::StrCat("the plan for ", signature, " cannot run on ", device->name(),
+                                     ": ", placed.status().message()));
+  }
+  return placed;
+}
+
+void StreamSession::Impl::CaptureDevicePlan(Entry* entry, StreamRunInfo* info) {
+  const int64_t start = NowNs();
+  absl::Status status = BeginCapture(stream.get(), CaptureMode::kThreadLocal);
+  if (!status.ok()) {
+    info->capture_ns = NowNs() - start;
+    MarkEager(entry, absl::StrCat("begin capture: ", status.message()), info);
+    return;
+  }
+  // The H2D copies from pinned memory, the steps and the D2H copies, as one instance.
+  absl::Status launch = entry->device_plan->Enqueue(stream.get());
+  absl::StatusOr<std::unique_ptr<ModelRI>> ri = EndCapture(stream.get());  // in every case
+  info->capture_ns = NowNs() - start;
+  if (!launch.ok() || !ri.ok()) {
+    MarkEager(entry,
+              launch.ok() ? absl::StrCat("end capture: ", ri.status().message())
+                          : absl::StrCat("recording ", launch.message()),
+              info);
+    return;
+  }
+  std::lock_guard<std::mutex> lock(mu);
+  entry->ri = *std::move(ri);
+  entry->info.state = "captured";
+  entry->info.reason.clear();
+  entry->info.captures += 1;
+  entry->info.capture_ns = info->capture_ns;
+  counters.captures += 1;
+  info->captured = true;
+}
+
+absl::Status StreamSession::Impl::RunDevicePlan(const DevicePlan& plan) {
+  absl::Status enqueued = plan.Enqueue(stream.get());
+  absl::Status done = stream->Synchronize();  // also after a failed enqueue: nothing pending
+  return enqueued.ok() ? done : enqueued;
+}
+
 StreamSession::StreamSession(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 StreamSession::~StreamSession() {
@@ -485,6 +555,21 @@ absl::StatusOr<std::unique_ptr<StreamSession>> StreamSession::Create(
   }
   impl->stream = *std::move(stream);
   impl->body_streams = BodyStreams(device);
+  impl->on_device = options.device_plans || !device->host_memory();
+  if (impl->on_device) {
+    impl->constants = options.device_constants;
+    if (impl->constants == nullptr) {
+      absl::StatusOr<std::shared_ptr<const DeviceConstants>> constants =
+          DeviceConstants::Create(*impl->model, device);
+      if (!constants.ok()) {
+        return absl::Status(
+            constants.status().code(),
+            absl::StrCat("stream session on ", device->name(),
+                         ": the model's constants: ", constants.status().message()));
+      }
+      impl->constants = *std::move(constants);
+    }
+  }
   return std::unique_ptr<StreamSession>(new StreamSession(std::move(impl)));
 }
 
@@ -541,11 +626,13 @@ absl::Status StreamSession::Run(const ValidatedInputs& inputs, OutputVisitor vis
   std::unique_ptr<Entry> transient;
   ASSIGN_OR_RETURN(Entry * entry, s.FindOrMake(ordered, out_info, capture, &transient));
   ExecutionPlan& plan = *entry->plan;
+  DevicePlan* placed = entry->device_plan.get();  // null on host memory
 
   const int64_t start = NowNs();
   uint64_t staged = 0;
   for (size_t i = 0; i < inputs.size(); ++i) {
-    ASSIGN_OR_RETURN(size_t bytes, plan.StageView(i, inputs[i]));
+    ASSIGN_OR_RETURN(size_t bytes, placed != nullptr ? placed->StageView(i, inputs[i])
+                                                     : plan.StageView(i, inputs[i]));
     staged += bytes;
   }
 
@@ -575,14 +662,15 @@ absl::Status StreamSession::Run(const ValidatedInputs& inputs, OutputVisitor vis
     }
   }
   if (!ran) {
-    RETURN_IF_ERROR(s.RunEager(plan));
+    RETURN_IF_ERROR(placed != nullptr ? s.RunDevicePlan(*placed) : s.RunEager(plan));
     out_info->eager = true;
     std::lock_guard<std::mutex> lock(s.mu);
     entry->info.eager_runs += 1;
     s.counters.eager_runs += 1;
   }
 
-  for (size_t i = 0; i < plan.outputs().size(); ++i) RETURN_IF_ERROR(visit(i, plan.outputs()[i]));
+  const std::vector<PlanTensor>& outputs = placed != nullptr ? placed->outputs() : plan.outputs();
+  for (size_t i = 0; i < outputs.size(); ++i) RETURN_IF_ERROR(visit(i, outputs[i]));
   out_info->run_ns = NowNs() - start;
   std::lock_guard<std::mutex> lock(s.mu);
   entry->info.last_used_ms = absl::ToUnixMillis(absl::Now());
@@ -638,5 +726,7 @@ StreamSessionCounters StreamSession::counters() const {
 ExecMode StreamSession::mode() const { return impl_->mode; }
 
 const Model& StreamSession::model() const { return *impl_->model; }
+
+bool StreamSession::device_plans() const { return impl_->on_device; }
 
 }  // namespace reprise::runtime::engine

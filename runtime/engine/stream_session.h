@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "runtime/core/device.h"
+#include "runtime/engine/device_plan.h"
 #include "runtime/engine/execution_plan.h"
 #include "runtime/engine/model.h"
 
@@ -103,6 +104,15 @@ struct StreamSessionOptions {
   /// budget_refusals), and a plan larger than the whole budget is refused
   /// (RESOURCE_EXHAUSTED).
   InstanceBudget* budget = nullptr;
+  /// Run device plans (DevicePlan: the plan relocated into Device::Malloc memory, inputs staged
+  /// through pinned memory with recorded copies) even on a device whose memory is host memory,
+  /// e.g. to test the device path on the CPU backend. A device without host memory
+  /// (Device::host_memory() false, e.g. CUDA) always runs device plans.
+  bool device_plans = false;
+  /// The model's constants on the device, for device plans; shared with the model's other
+  /// sessions on that device (made with DeviceConstants::Create for the same model and
+  /// device). Null: the session uploads its own copy at Create.
+  std::shared_ptr<const DeviceConstants> device_constants;
 };
 
 /// A model bound to one stream of `device`, with its own plan and instance cache keyed by the
@@ -116,17 +126,23 @@ struct StreamSessionOptions {
 /// Execute the instance (on the calling thread when the stream is idle) and hand the outputs
 /// to the caller from the plan's buffers.
 ///
-/// Staging: the recorded kernels read the plan's own input buffers (64-byte aligned host
-/// memory) and write its output buffers, whose addresses are fixed for the plan's life. That is
-/// right for the CPU backend (device memory is host memory) and only for it: a device with its
-/// own memory would need pinned (`MallocHost`) staging with recorded H2D / D2H copies and a
-/// plan allocated with `Device::Malloc`, which the planner does not do yet.
+/// Staging: on a device whose memory is host memory (the CPU backend, Device::host_memory())
+/// the recorded kernels read the plan's own input buffers (64-byte aligned host memory) and
+/// write its output buffers, whose addresses are fixed for the plan's life: a run copies its
+/// inputs once into those buffers and the caller reads the outputs where the plan wrote them.
+/// On a device with its own memory (CUDA) each plan is relocated into device memory
+/// (DevicePlan: arena, staging and output buffers from Device::Malloc; the model's constants
+/// uploaded once per session, or shared through StreamSessionOptions::device_constants):
+/// a run copies its inputs once into pinned host memory (Device::MallocHost), and the stream
+/// runs the H2D copies, the steps and the D2H copies of the outputs back into pinned memory,
+/// all recorded in the captured instance (a CUDA graph), so a replay is one launch. If and Loop
+/// steps and string tensors run only on host memory: their plans fail there (UNIMPLEMENTED).
 ///
 /// Failure: when BeginCapture, a recorded launch, EndCapture or the first replay of a
 /// signature fails, that signature runs eagerly from then on (state "eager", the error kept as
 /// `reason`) and the run still succeeds when the eager run does.
 ///
-/// Value-keyed models (Session's rule, Model::PlanForInputs): once a model needed a plan with
+/// Value-keyed models (Model::PlanForInputs): once a model needed a plan with
 /// input values fixed, signatures also hold the values of the value-key candidate inputs, e.g.
 /// "x:[2,3];shape:[2]=(3,2)", one plan and instance per distinct value.
 ///
@@ -168,6 +184,8 @@ class StreamSession {
 
   ExecMode mode() const;
   const Model& model() const;
+  /// Whether runs go through device plans (see Staging in the class comment).
+  bool device_plans() const;
 
  private:
   struct Impl;

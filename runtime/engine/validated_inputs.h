@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <span>
 #include <utility>
 #include <vector>
@@ -34,6 +35,17 @@ struct InputView {
     size_t n = 0;
     for (const auto& piece : pieces) n += piece.size();
     return n;
+  }
+
+  /// Copies the pieces to `out`, one after the other, and zeros the rest of its `bytes` (a
+  /// batch's padding rows). The caller has checked that piece_bytes() <= `bytes`.
+  void CopyTo(uint8_t* out, size_t bytes) const {
+    size_t at = 0;
+    for (const auto& piece : pieces) {
+      if (!piece.empty()) std::memcpy(out + at, piece.data(), piece.size());
+      at += piece.size();
+    }
+    if (at < bytes) std::memset(out + at, 0, bytes - at);
   }
 };
 

@@ -109,6 +109,30 @@ TEST(ModelConfigTextTest, ValueErrorsNameFileLineAndField) {
   EXPECT_THAT(TextError("max_batch_size: -1"), HasSubstr("field \"max_batch_size\""));
 }
 
+TEST(ModelConfigTextTest, InstanceGroupsNameTheirGpus) {
+  absl::StatusOr<ModelSettings> s =
+      FromText("instance_group [ { count: 2 kind: KIND_GPU gpus: [ 1 ] } ]");
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_EQ(s->instance_groups.size(), 1u);
+  EXPECT_EQ(s->instance_groups[0].kind, "KIND_GPU");
+  EXPECT_EQ(s->instance_groups[0].count, 2);
+  EXPECT_THAT(s->instance_groups[0].gpus, ElementsAre(1));
+  // Triton's rule: KIND_AUTO with GPUs is KIND_GPU; KIND_GPU without them means GPU 0.
+  s = FromText("instance_group [ { gpus: [ 0 ] } ]");
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->instance_groups[0].kind, "KIND_GPU");
+  s = FromText("instance_group [ { kind: KIND_GPU } ]");
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_TRUE(s->instance_groups[0].gpus.empty());
+
+  EXPECT_THAT(TextError("instance_group [ { kind: KIND_CPU gpus: [ 0 ] } ]"),
+              HasSubstr("field \"instance_group[0].gpus\": names GPUs for a KIND_CPU group"));
+  EXPECT_THAT(TextError("instance_group [ { kind: KIND_GPU gpus: [ -1 ] } ]"),
+              HasSubstr("field \"instance_group[0].gpus\": must be GPU indices >= 0, got -1"));
+  EXPECT_THAT(YamlError("instance_group: [{kind: KIND_GPU, gpus: [0, -2]}]\n"),
+              HasSubstr("got -2"));
+}
+
 TEST(ModelConfigTextTest, SameMessagesForYaml) {
   // The same mistake in either format: the same field and message, the file's own line.
   const std::string text =
@@ -134,7 +158,6 @@ TEST(ModelConfigTextTest, UnimplementedFeaturesAreRefusedByName) {
            {"model_warmup [ { name: \"w\" batch_size: 1 } ]", "model_warmup"},
            {"parameters { key: \"intra_op_thread_count\" value { string_value: \"1\" } }",
             "parameters"},
-           {"instance_group [ { count: 1 gpus: [ 0 ] } ]", "instance_group[0].gpus"},
            {"input [ { name: \"x\" data_type: TYPE_FP32 dims: [1] reshape { shape: [] } } ]",
             "input[0].reshape"},
            {"max_batch_size: 4\ndynamic_batching { preserve_ordering: true }",

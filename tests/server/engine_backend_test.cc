@@ -197,6 +197,51 @@ TEST_F(EngineBackendTest, BrokenFileFailsWithTheEnginesMessage) {
             false);
 }
 
+TEST_F(EngineBackendTest, GpuModelWithoutAGpuRefusesToLoadNamingTheModelAndDevice) {
+#if REPRISE_SERVE_CUDA
+  if (runtime::CreateBackend("cuda").ok()) GTEST_SKIP() << "a GPU is present";
+#endif
+  absl::Status s = LoadError("max_batch_size: 8\ninstance_group: [{kind: KIND_GPU, gpus: [0]}]\n");
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(s.message(), HasSubstr("model \"mlp\" version 1: instance_group asks for "
+                                     "KIND_GPU on cuda:0, but "));
+  // The reason: no usable device (the driver's words), or a build without GPU serving.
+  EXPECT_THAT(s.message(), ::testing::AnyOf(HasSubstr("no CUDA device can be used: "),
+                                            HasSubstr("was built without")));
+  // The CPU device still serves.
+  EXPECT_TRUE(LoadError("instance_group: [{kind: KIND_CPU}]\n").ok());
+  std::vector<DeviceMemoryInfo> memory = backend_->MemoryUsage();
+  ASSERT_EQ(memory.size(), 1u);
+  EXPECT_EQ(memory[0].device, "cpu:0");
+}
+
+TEST(PlacementForTest, KindGpuGroupsPlaceTheModelOnOneCudaDevice) {
+  auto placement = [](const std::string& yaml) {
+    return PlacementFor(Settings(yaml, "m"), "model \"m\" version 1");
+  };
+  absl::StatusOr<DevicePlacement> p = placement("");
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->backend, "cpu");
+  p = placement("instance_group: [{count: 2, kind: KIND_CPU}, {kind: KIND_AUTO}]");
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->backend, "cpu");
+  p = placement("instance_group: [{count: 2, kind: KIND_GPU}]");  // no gpus: GPU 0
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->backend, "cuda");
+  EXPECT_EQ(p->index, 0);
+  p = placement("instance_group: [{kind: KIND_GPU, gpus: [1]}, {kind: KIND_GPU, gpus: [1]}]");
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->index, 1);
+
+  p = placement("instance_group: [{kind: KIND_GPU, gpus: [0, 1]}]");
+  EXPECT_EQ(p.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(p.status().message(), HasSubstr("model \"m\" version 1: instance_group names "
+                                              "GPUs [0,1]; a model runs on one GPU"));
+  p = placement("instance_group: [{kind: KIND_GPU}, {kind: KIND_CPU}]");
+  EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(p.status().message(), HasSubstr("mixes KIND_GPU with other kinds"));
+}
+
 // Streams x intra-op threads stays within the cores: 0 shares the cores out, a configured value
 // is kept when it fits and cut (and reported) when it does not; never below one thread.
 TEST(IntraOpThreadsTest, SharesTheCoresAmongTheStreams) {

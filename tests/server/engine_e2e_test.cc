@@ -253,6 +253,38 @@ TEST_F(EngineE2eTest, BrokenReloadKeepsTheOldVersionServing) {
   EXPECT_TRUE(ready);
 }
 
+// A model whose config asks for a GPU, where there is none: the load fails with a message that
+// names the model and the device, the index says why, and the other models keep serving.
+// (With a GPU, cuda_serving_test serves such a model.)
+TEST_F(EngineE2eTest, GpuModelWithoutAGpuFailsToLoadNamingTheDevice) {
+#if REPRISE_SERVE_CUDA
+  if (runtime::CreateBackend("cuda").ok()) GTEST_SKIP() << "a GPU is present";
+#endif
+  fs::copy(kRepo + "/mlp", repo_.path() + "/mlp_gpu", fs::copy_options::recursive);
+  repo_.WriteConfig("mlp_gpu",
+                    "name: mlp_gpu\nmax_batch_size: 8\n"
+                    "instance_group: [{count: 1, kind: KIND_GPU, gpus: [0]}]\n");
+  grpc::Status s = Load("mlp_gpu");
+  EXPECT_FALSE(s.ok());
+  EXPECT_THAT(s.error_message(), HasSubstr("model \"mlp_gpu\" version 1: instance_group asks "
+                                           "for KIND_GPU on cuda:0, but "));
+  inference::ModelInferRequest request = MlpRequest(Npy(kZoo + "/input_b1.npy"));
+  request.set_model_name("mlp_gpu");
+  inference::ModelInferResponse resp;
+  s = Infer(request, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_THAT(s.error_message(), HasSubstr("cuda:0"));
+  grpc::ClientContext ctx;
+  inference::RepositoryIndexResponse index;
+  ASSERT_TRUE(stub_->RepositoryIndex(&ctx, {}, &index).ok());
+  std::string reason;
+  for (const auto& m : index.models()) {
+    if (m.name() == "mlp_gpu") reason = m.reason();
+  }
+  EXPECT_THAT(reason, HasSubstr("KIND_GPU on cuda:0"));
+  EXPECT_TRUE(Infer(MlpRequest(Npy(kZoo + "/input_b1.npy")), &resp).ok());
+}
+
 TEST_F(EngineE2eTest, AdminListsAndDumpsTheCapturedInstances) {
   const runtime::TensorValue input = Npy(kZoo + "/input_b4.npy");
   for (int i = 0; i < 3; ++i) {

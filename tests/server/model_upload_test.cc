@@ -166,7 +166,9 @@ TEST(ModelConfigOverrideTest, BadConfigsAreRefusedByName) {
   refused(R"({"optimization": {"graph": {"level": 1}}})", "field \"optimization");
   refused(R"({"input": [{"name": "x", "data_type": "TYPE_FP32", "dims": [1], "reshape": {}}]})",
           "field \"input[0].reshape\"");
-  refused(R"({"instance_group": [{"count": 1, "gpus": [0]}]})", "instance_group[0].gpus");
+  refused(R"({"instance_group": [{"count": 1, "kind": "KIND_CPU", "gpus": [0]}]})",
+          "field \"instance_group[0].gpus\": names GPUs for a KIND_CPU group");
+  refused(R"({"instance_group": [{"count": 1, "gpus": [-1]}]})", "instance_group[0].gpus");
   // Values config.yaml refuses are refused with its messages.
   refused(R"({"name": "other"})", "the model's directory is \"m\"");
   refused(R"({"input": [{"name": "x", "data_type": "TYPE_FP32", "dims": []}]})",

@@ -30,6 +30,7 @@ class CpuDevice final : public Device {
   absl::Status Free(void* ptr) override;
   absl::StatusOr<void*> MallocHost(size_t bytes) override;
   absl::Status FreeHost(void* ptr) override;
+  bool host_memory() const override { return true; }
   MemoryKind KindOf(const void* ptr) const override;
   MemoryStats memory_stats() const override;
   absl::Status Memcpy(void* dst, const void* src, size_t bytes, CopyKind kind) override;

@@ -10,7 +10,6 @@
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/fused_ops.h"
 #include "runtime/engine/model.h"
-#include "runtime/engine/session.h"
 #include "tests/runtime/engine/fusion_test_util.h"
 #include "tests/runtime/engine/test_models.h"
 

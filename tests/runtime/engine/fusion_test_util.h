@@ -13,7 +13,6 @@
 #include "gtest/gtest.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "runtime/engine/model.h"
-#include "runtime/engine/session.h"
 #include "tests/runtime/engine/test_models.h"
 
 namespace reprise::runtime::engine::testing {
@@ -32,8 +31,7 @@ class FusionTest : public ::testing::Test {
 
   /// The first output of `model` for the input "x" (empty, with a failure, on error).
   static std::vector<float> Run(const std::shared_ptr<const Model>& model, const TensorValue& x) {
-    Session session(model);
-    auto out = session.Run({{"x", x}});
+    auto out = RunPlan(*model, {{"x", x}});
     EXPECT_TRUE(out.ok()) << out.status();
     if (!out.ok() || out->empty()) return {};
     return Floats((*out)[0].value);

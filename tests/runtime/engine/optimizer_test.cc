@@ -4,7 +4,6 @@
 #include "gtest/gtest.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "runtime/engine/model.h"
-#include "runtime/engine/session.h"
 #include "tests/runtime/engine/test_models.h"
 
 namespace reprise::runtime::engine {
@@ -20,8 +19,7 @@ class OptimizerTest : public ::testing::Test {
   void SetUp() override { ASSERT_TRUE(kernels::cpu::RegisterCpuKernels(&registry_).ok()); }
 
   std::vector<float> RunOne(const std::shared_ptr<const Model>& model, const TensorValue& x) {
-    Session session(model);
-    auto out = session.Run({{"x", x}});
+    auto out = testing::RunPlan(*model, {{"x", x}});
     EXPECT_TRUE(out.ok()) << out.status();
     if (!out.ok() || out->empty()) return {};
     return Floats((*out)[0].value);
@@ -56,8 +54,7 @@ TEST_F(OptimizerTest, FoldedGraphOutputIsStillReturned) {
   b.Node("Add", {"x", "k"}, {"y"});
   auto model = Model::LoadBytes(b.Bytes(), registry_);
   ASSERT_TRUE(model.ok()) << model.status();
-  Session session(*model);
-  auto out = session.Run({{"x", FloatTensor({1}, {1})}});
+  auto out = testing::RunPlan(**model, {{"x", FloatTensor({1}, {1})}});
   ASSERT_TRUE(out.ok()) << out.status();
   ASSERT_EQ(out->size(), 2u);
   EXPECT_EQ((*out)[0].name, "y");
@@ -101,8 +98,7 @@ TEST_F(OptimizerTest, InferenceDropoutWithMaskGivesAnAllTrueMask) {
   b.Node("Dropout", {"x"}, {"y", "mask"}, "drop");
   auto model = Model::LoadBytes(b.Bytes(), registry_);
   ASSERT_TRUE(model.ok()) << model.status();
-  Session session(*model);
-  auto out = session.Run({{"x", FloatTensor({3, 2}, {1, 2, 3, 4, 5, 6})}});
+  auto out = testing::RunPlan(**model, {{"x", FloatTensor({3, 2}, {1, 2, 3, 4, 5, 6})}});
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_EQ(Floats((*out)[0].value), (std::vector<float>{1, 2, 3, 4, 5, 6}));
   EXPECT_EQ((*out)[1].value.dtype, DataType::kBool);

@@ -6,7 +6,6 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/cpu_kernels.h"
-#include "runtime/engine/session.h"
 #include "tests/runtime/core/core_test_util.h"
 #include "tests/runtime/engine/test_models.h"
 
@@ -79,6 +78,7 @@ class ForwardingDevice : public Device {
   absl::Status Free(void* ptr) override { return inner_->Free(ptr); }
   absl::StatusOr<void*> MallocHost(size_t bytes) override { return inner_->MallocHost(bytes); }
   absl::Status FreeHost(void* ptr) override { return inner_->FreeHost(ptr); }
+  bool host_memory() const override { return inner_->host_memory(); }
   MemoryKind KindOf(const void* ptr) const override { return inner_->KindOf(ptr); }
   MemoryStats memory_stats() const override { return inner_->memory_stats(); }
   absl::Status Memcpy(void* dst, const void* src, size_t bytes, CopyKind kind) override {
@@ -142,8 +142,10 @@ class StreamSessionTest : public ::testing::Test {
   }
 
   std::unique_ptr<StreamSession> NewSession(std::shared_ptr<const Model> model, ExecMode mode,
-                                            Device* device = nullptr) {
-    auto session = StreamSession::Create(std::move(model), device ? device : device_, mode);
+                                            Device* device = nullptr,
+                                            StreamSessionOptions options = {}) {
+    auto session =
+        StreamSession::Create(std::move(model), device ? device : device_, mode, options);
     EXPECT_TRUE(session.ok()) << session.status();
     return session.ok() ? std::move(session).value() : nullptr;
   }
@@ -166,23 +168,33 @@ class StreamSessionTest : public ::testing::Test {
   std::shared_ptr<const Model> div_model_;
 };
 
-TEST_F(StreamSessionTest, ReplayEqualsEagerEqualsSession) {
+// Host plans and device plans (DevicePlan on the CPU backend: relocated buffers, pinned
+// staging, recorded copies), replayed and eager, all equal one plain run of the plan.
+TEST_F(StreamSessionTest, ReplayEqualsEagerEqualsThePlan) {
+  StreamSessionOptions on_device;
+  on_device.device_plans = true;
   auto replay = NewSession(div_model_, ExecMode::kReplay);
   auto eager = NewSession(div_model_, ExecMode::kEager);
+  auto device_replay = NewSession(div_model_, ExecMode::kReplay, nullptr, on_device);
+  auto device_eager = NewSession(div_model_, ExecMode::kEager, nullptr, on_device);
   ASSERT_NE(replay, nullptr);
   ASSERT_NE(eager, nullptr);
-  Session reference(div_model_);
+  ASSERT_NE(device_replay, nullptr);
+  ASSERT_NE(device_eager, nullptr);
+  EXPECT_FALSE(replay->device_plans());
+  EXPECT_TRUE(device_replay->device_plans());
   for (auto [n, start, scale] : {std::tuple<int64_t, float, float>{1, 0.f, 2.f},
                                  {3, -1.f, 0.25f},
                                  {1, 7.f, -3.f},
                                  {3, 2.f, 5.f},
                                  {2, 1.f, 1.f}}) {
     SCOPED_TRACE(::testing::Message() << "n=" << n << " start=" << start << " scale=" << scale);
-    auto want = reference.Run(Inputs(n, start, scale));
+    auto want = testing::RunPlan(*div_model_, Inputs(n, start, scale));
     ASSERT_TRUE(want.ok()) << want.status();
     ASSERT_EQ(want->size(), 2u);
     EXPECT_EQ(Floats((*want)[0].value), Expected(n, start, scale));
-    for (StreamSession* session : {replay.get(), eager.get()}) {
+    for (StreamSession* session :
+         {replay.get(), eager.get(), device_replay.get(), device_eager.get()}) {
       auto got = session->Run(Inputs(n, start, scale));
       ASSERT_TRUE(got.ok()) << got.status();
       ASSERT_EQ(got->size(), 2u);
@@ -195,6 +207,10 @@ TEST_F(StreamSessionTest, ReplayEqualsEagerEqualsSession) {
   }
   EXPECT_EQ(replay->mode(), ExecMode::kReplay);
   EXPECT_EQ(eager->mode(), ExecMode::kEager);
+  // Three shapes, each captured once on the device path too; replays count every run.
+  EXPECT_EQ(device_replay->counters().captures, 3u);
+  EXPECT_EQ(device_replay->counters().replays, 5u);
+  EXPECT_EQ(device_eager->counters().eager_runs, 5u);
   EXPECT_EQ(&replay->model(), div_model_.get());
 }
 

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "runtime/core/status_macros.h"
+#include "runtime/engine/model.h"
 
 namespace reprise::runtime::engine::testing {
 
@@ -100,6 +101,14 @@ std::vector<float> Floats(const TensorValue& tensor) {
   std::vector<float> v(tensor.bytes.size() / sizeof(float));
   if (!v.empty()) std::memcpy(v.data(), tensor.bytes.data(), tensor.bytes.size());
   return v;
+}
+
+absl::StatusOr<std::vector<NamedTensor>> RunPlan(const Model& model,
+                                                 const std::vector<NamedTensor>& inputs) {
+  ASSIGN_OR_RETURN(std::vector<const TensorValue*> ordered, model.MatchInputs(inputs));
+  bool value_keyed = false;
+  ASSIGN_OR_RETURN(std::unique_ptr<ExecutionPlan> plan, model.PlanForInputs(ordered, &value_keyed));
+  return plan->Run(ordered);
 }
 
 std::vector<int64_t> Int64s(const TensorValue& tensor) {

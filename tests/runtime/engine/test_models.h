@@ -7,10 +7,13 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "onnx/onnx_pb.h"
 #include "runtime/core/kernel.h"
+#include "runtime/engine/execution_plan.h"
 #include "runtime/engine/graph.h"
+#include "runtime/engine/model.h"
 
 namespace reprise::runtime::engine::testing {
 
@@ -48,6 +51,12 @@ std::vector<int64_t> Int64s(const TensorValue& tensor);
 
 /// `n` floats uniform in [lo, hi), the same for the same `seed`.
 std::vector<float> RandomFloats(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f);
+
+/// One run of `model` without a stream: matches `inputs` to the graph inputs
+/// (Model::MatchInputs, which checks them), plans for them (Model::PlanForInputs) and runs the
+/// plan on the calling thread (ExecutionPlan::Run). The outputs in graph order.
+absl::StatusOr<std::vector<NamedTensor>> RunPlan(const Model& model,
+                                                 const std::vector<NamedTensor>& inputs);
 
 /// How many nodes of `graph` run `op`.
 int CountOps(const Graph& graph, absl::string_view op);
