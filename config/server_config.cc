@@ -26,8 +26,8 @@ absl::Status ReadInt32(const YamlReader& r, const YAML::Node& map, absl::string_
 
 absl::Status ParseInto(const YamlReader& r, const YAML::Node& root, ServerConfig* c) {
   RETURN_IF_ERROR(r.CheckMap(root, "",
-                             {"server", "repository", "runtime", "limits", "batching", "capture",
-                              "shutdown", "log", "grpc", "http"}));
+                             {"server", "repository", "runtime", "kernels", "limits", "batching",
+                              "capture", "shutdown", "log", "grpc", "http"}));
 
   const YAML::Node server = YamlReader::Child(root, "server");
   RETURN_IF_ERROR(r.CheckMap(
@@ -74,6 +74,12 @@ absl::Status ParseInto(const YamlReader& r, const YAML::Node& root, ServerConfig
   RETURN_IF_ERROR(ReadInt32(r, runtime, "runtime", "cpu_threads", 0, 4096, &c->cpu_threads));
   RETURN_IF_ERROR(
       ReadInt32(r, runtime, "runtime", "intra_op_threads", 0, 4096, &c->intra_op_threads));
+
+  const YAML::Node kernels = YamlReader::Child(root, "kernels");
+  RETURN_IF_ERROR(r.CheckMap(kernels, "kernels", {"conv_winograd", "conv_chain_layout"}));
+  RETURN_IF_ERROR(r.ReadBool(kernels, "kernels", "conv_winograd", &c->kernels_conv_winograd));
+  RETURN_IF_ERROR(r.ReadEnum(kernels, "kernels", "conv_chain_layout", {"auto", "nhwc"},
+                             &c->kernels_conv_chain_layout));
 
   const YAML::Node batching = YamlReader::Child(root, "batching");
   RETURN_IF_ERROR(r.CheckMap(batching, "batching",

@@ -69,6 +69,9 @@ struct ServerConfig {
   // Threads of one kernel on a stream (oneDNN); 0 = the cores shared out among a model's
   // streams. A model's streams x threads is kept within the cores.
   int intra_op_threads = 0;
+  // kernels: the choices of the CPU device's kernels (kernels::cpu::CpuKernelOptions)
+  bool kernels_conv_winograd = true;               // try oneDNN's Winograd for 3x3 convolutions
+  std::string kernels_conv_chain_layout = "auto";  // conv chains: auto (blocked) or nhwc
   // limits: what one request may ask for (config/README.md, "Limits"). Checked before any
   // allocation; a request over one gets RESOURCE_EXHAUSTED (INVALID_ARGUMENT for a shape that
   // cannot exist) naming the limit.

@@ -186,7 +186,7 @@ absl::StatusOr<DevicePlacement> PlacementFor(const config::ModelSettings& settin
 absl::StatusOr<std::unique_ptr<EngineBackend>> EngineBackend::Create(EngineBackendOptions options) {
   ASSIGN_OR_RETURN(std::unique_ptr<runtime::Backend> backend, runtime::CreateBackend("cpu"));
   ASSIGN_OR_RETURN(runtime::Device * device, backend->device(0));
-  RETURN_IF_ERROR(kernels::cpu::RegisterCpuKernels(device->kernels()));
+  RETURN_IF_ERROR(kernels::cpu::RegisterCpuKernels(device->kernels(), options.cpu_kernels));
   return std::unique_ptr<EngineBackend>(
       new EngineBackend(std::shared_ptr<runtime::Backend>(std::move(backend)), device, options));
 }

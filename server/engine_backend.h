@@ -12,6 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "config/model_settings.h"
+#include "kernels/cpu/cpu_kernels.h"
 #include "runtime/core/device.h"
 #include "runtime/engine/model.h"
 #include "runtime/engine/stream_session.h"
@@ -33,7 +34,8 @@ struct EngineBackendOptions {
   int max_instances_per_stream = 16;
   bool warmup = false;
   int64_t memory_budget_bytes = 0;  // plans and instances of every model (a cap); 0: no limit
-  int64_t max_plan_bytes = int64_t{2} << 30;  // one plan's buffers (limits.max_plan_bytes)
+  int64_t max_plan_bytes = int64_t{2} << 30;   // one plan's buffers (limits.max_plan_bytes)
+  kernels::cpu::CpuKernelOptions cpu_kernels;  // the CPU device's kernels (config `kernels:`)
 };
 
 /// Where a model runs: the CPU ("cpu", device 0) or a CUDA device ("cuda", N: `cuda:N`).

@@ -62,6 +62,11 @@ int main(int argc, char** argv) {
   engine_options.warmup = config.capture_warmup;
   engine_options.memory_budget_bytes = config.capture_memory_budget_bytes;
   engine_options.max_plan_bytes = config.max_plan_bytes;
+  engine_options.cpu_kernels.conv_winograd = config.kernels_conv_winograd;
+  // Checked by the config parser (auto or nhwc).
+  engine_options.cpu_kernels.conv_chain_layout =
+      reprise::kernels::cpu::ParseConvChainLayout(config.kernels_conv_chain_layout)
+          .value_or(reprise::kernels::cpu::ConvChainLayout::kAuto);
   absl::StatusOr<std::unique_ptr<reprise::server::EngineBackend>> backend =
       reprise::server::EngineBackend::Create(engine_options);
   if (!backend.ok()) {

@@ -1,12 +1,29 @@
 #include "kernels/cpu/cpu_kernels.h"
 
+#include <memory>
+
+#include "absl/strings/str_cat.h"
 #include "kernels/cpu/binary.h"
+#include "kernels/cpu/cpu_kernel_state.h"
 #include "kernels/cpu/families.h"
 #include "runtime/core/status_macros.h"
 
 namespace reprise::kernels::cpu {
 
-absl::Status RegisterCpuKernels(runtime::KernelRegistry* registry) {
+absl::string_view ConvChainLayoutName(ConvChainLayout layout) {
+  return layout == ConvChainLayout::kNhwc ? "nhwc" : "auto";
+}
+
+absl::StatusOr<ConvChainLayout> ParseConvChainLayout(absl::string_view name) {
+  if (name == "auto") return ConvChainLayout::kAuto;
+  if (name == "nhwc") return ConvChainLayout::kNhwc;
+  return absl::InvalidArgumentError(
+      absl::StrCat("conv chain layout \"", name, "\" is neither auto nor nhwc"));
+}
+
+absl::Status RegisterCpuKernels(runtime::KernelRegistry* registry,
+                                const CpuKernelOptions& options) {
+  RETURN_IF_ERROR(registry->SetState(std::make_shared<CpuKernelState>(options)));
   RETURN_IF_ERROR(RegisterBinaryKernels(registry));
   RETURN_IF_ERROR(RegisterUnaryKernels(registry));
   RETURN_IF_ERROR(RegisterCastKernels(registry));
@@ -26,6 +43,7 @@ absl::Status RegisterCpuKernels(runtime::KernelRegistry* registry) {
   RETURN_IF_ERROR(RegisterGemmKernels(registry));
   RETURN_IF_ERROR(RegisterEinsumKernels(registry));
   RETURN_IF_ERROR(RegisterConvKernels(registry));
+  RETURN_IF_ERROR(RegisterConvTransposeKernels(registry));
   RETURN_IF_ERROR(RegisterPoolKernels(registry));
   RETURN_IF_ERROR(RegisterOnednnPoolKernels(registry));
   RETURN_IF_ERROR(RegisterResizeKernels(registry));

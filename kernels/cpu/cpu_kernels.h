@@ -1,14 +1,42 @@
-// The CPU backend's kernel table.
+// The CPU backend's kernel table and the options its kernels are registered with.
 #ifndef REPRISE_KERNELS_CPU_CPU_KERNELS_H_
 #define REPRISE_KERNELS_CPU_CPU_KERNELS_H_
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "runtime/core/kernel.h"
 
 namespace reprise::kernels::cpu {
 
-/// Registers every CPU kernel into `registry`. Called once per backend; no static initialisers.
-absl::Status RegisterCpuKernels(runtime::KernelRegistry* registry);
+/// How values passed between convolutions (and the max pooling inside such chains) are stored.
+enum class ConvChainLayout {
+  /// Channel blocks of the vector width oneDNN's fastest convolutions use here: nChw16c with
+  /// AVX-512, nChw8c with AVX2, channels-last (NHWC) without either.
+  kAuto,
+  /// Channels-last whatever the CPU (for comparisons).
+  kNhwc,
+};
+
+/// "auto" / "nhwc".
+absl::string_view ConvChainLayoutName(ConvChainLayout layout);
+/// The layout named "auto" or "nhwc"; INVALID_ARGUMENT naming `name` otherwise.
+absl::StatusOr<ConvChainLayout> ParseConvChainLayout(absl::string_view name);
+
+/// Choices of a device's CPU kernels (the daemon's `kernels:` config section, reprise-run's
+/// --conv-winograd and --conv-chain-layout). The defaults are the fastest here.
+struct CpuKernelOptions {
+  /// Try oneDNN's Winograd algorithm for 2-D 3x3 stride-1 convolutions with weights known at
+  /// plan time (oneDNN has it with AVX-512 only); false: the direct algorithm always.
+  bool conv_winograd = true;
+  ConvChainLayout conv_chain_layout = ConvChainLayout::kAuto;
+};
+
+/// Registers every CPU kernel into `registry` (a device's) and installs their state
+/// (CpuKernelState: `options` and the device's packed-weight cache). Called once per registry;
+/// no static initialisers, and no state shared with another registry.
+absl::Status RegisterCpuKernels(runtime::KernelRegistry* registry,
+                                const CpuKernelOptions& options = {});
 
 }  // namespace reprise::kernels::cpu
 

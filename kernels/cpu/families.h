@@ -45,8 +45,10 @@ absl::Status RegisterNormalizationKernels(runtime::KernelRegistry* registry);
 absl::Status RegisterGemmKernels(runtime::KernelRegistry* registry);
 /// einsum.cc: Einsum.
 absl::Status RegisterEinsumKernels(runtime::KernelRegistry* registry);
-/// conv.cc: Conv (oneDNN), ConvTranspose.
+/// conv.cc: Conv, FusedConv, FusedConvDw (oneDNN).
 absl::Status RegisterConvKernels(runtime::KernelRegistry* registry);
+/// conv_transpose.cc: ConvTranspose (sgemm + col2im).
+absl::Status RegisterConvTransposeKernels(runtime::KernelRegistry* registry);
 /// pool.cc: MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool, MaxUnpool, RoiAlign.
 absl::Status RegisterPoolKernels(runtime::KernelRegistry* registry);
 absl::Status RegisterOnednnPoolKernels(runtime::KernelRegistry* registry);

@@ -114,8 +114,9 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareFusedMaxPool(const Prepar
   }
   const Shape y = {x[0], x[1], win.output[0], win.output[1]};
   std::vector<TensorDesc> outputs = {Desc(DataType::kFloat32, y)};
-  const memory::desc x_stored = StoredDesc(x, x_storage);
-  const memory::desc y_stored = StoredDesc(y, y_storage);
+  const memory::format_tag chain = ChainTag(context);
+  const memory::desc x_stored = StoredDesc(x, x_storage, chain);
+  const memory::desc y_stored = StoredDesc(y, y_storage, chain);
   // oneDNN wants (in + pad_l + pad_r - kernel) / stride + 1 == out: ceil_mode's extra window
   // becomes more right padding, which max pooling ignores.
   memory::dims strides, kernel, pad_l, pad_r;
@@ -145,7 +146,7 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareFusedMaxPool(const Prepar
   // The stored layouts as they are; else the blocked layout at both ends, with reorders.
   std::optional<dnnl::pooling_forward::primitive_desc> pd = make(x_stored, y_stored);
   if (!pd.has_value())
-    pd = make(StoredDesc(x, Storage::kBlocked), StoredDesc(y, Storage::kBlocked));
+    pd = make(StoredDesc(x, Storage::kBlocked, chain), StoredDesc(y, Storage::kBlocked, chain));
   if (!pd.has_value()) pd = make(PlainDesc(x), PlainDesc(y));
   if (!pd.has_value()) {
     return Unimplemented(context, "onednn has no max pooling of ", runtime::ShapeToString(x));

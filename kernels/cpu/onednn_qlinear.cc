@@ -202,8 +202,8 @@ std::unique_ptr<PreparedKernel> MakeInt8Kernel(const PrepareContext& context, co
   parts.src_md = pd.src_desc();
   parts.dst_md = pd.dst_desc();
   parts.scratch_md = pd.scratchpad_desc();
-  parts.weights = PackWeights(context.inputs[3].data, PlainDesc(w_dims, memory::data_type::s8),
-                              pd.weights_desc());
+  parts.weights = PackWeights(context, context.inputs[3].data,
+                              PlainDesc(w_dims, memory::data_type::s8), pd.weights_desc());
   LayOutWorkspace(&parts);
   return std::make_unique<OnednnInt8Kernel>(
       context.op, NodeLabel(context), std::vector<TensorDesc>{Desc(context.inputs[7].dtype, y)},

@@ -1,82 +1,77 @@
 #include "kernels/cpu/onednn_util.h"
 
-#include <cstdlib>
+#include <algorithm>
+#include <iterator>
 #include <memory>
-#include <mutex>
-#include <string>
-#include <unordered_map>
+#include <utility>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
 #include "kernels/cpu/kernel_util.h"
 
 namespace reprise::kernels::cpu {
 
 using dnnl::memory;
 
-namespace {
-
-// Weights packed into a primitive's layout, shared by the kernels of every plan of a model (a
-// model has one plan per input shape, per stream): keyed by the plan-time weights' address and
-// the packed layout. Entries are weak: packed weights live as long as a kernel uses them, and a
-// kernel keeps the source weights alive (TensorDesc::data), so a live entry's address cannot
-// have been reused by other weights.
-class PackedWeightCache {
- public:
-  std::shared_ptr<const memory> Find(const void* source, const memory::desc& packed) {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = entries_.find(source);
-    if (it == entries_.end()) return nullptr;
-    for (const Entry& entry : it->second) {
-      if (entry.desc != packed) continue;
-      if (auto hit = entry.packed.lock()) return hit;
+std::shared_ptr<const memory> PackedWeightCache::Find(const void* source,
+                                                      const memory::desc& packed) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = entries_.find(source);
+  if (it == entries_.end()) return nullptr;
+  for (const Entry& entry : it->second) {
+    if (entry.desc != packed) continue;
+    if (auto hit = entry.packed.lock()) {
+      ++reused_;
+      return hit;
     }
-    return nullptr;
   }
-
-  void Add(const void* source, const memory::desc& packed,
-           const std::shared_ptr<const memory>& weights) {
-    std::lock_guard<std::mutex> lock(mu_);
-    // Expired entries go first: the table stays as large as the live kernels need.
-    for (auto it = entries_.begin(); it != entries_.end();) {
-      std::erase_if(it->second, [](const Entry& e) { return e.packed.expired(); });
-      it = it->second.empty() ? entries_.erase(it) : std::next(it);
-    }
-    entries_[source].push_back(Entry{packed, weights});
-  }
-
- private:
-  struct Entry {
-    memory::desc desc;
-    std::weak_ptr<const memory> packed;
-  };
-  std::mutex mu_;
-  std::unordered_map<const void*, std::vector<Entry>> entries_ ABSL_GUARDED_BY(mu_);
-};
-
-PackedWeightCache& WeightCache() {
-  static PackedWeightCache* const cache = new PackedWeightCache();
-  return *cache;
+  return nullptr;
 }
 
-}  // namespace
+void PackedWeightCache::Add(const void* source, const memory::desc& packed,
+                            const std::shared_ptr<const memory>& weights) {
+  std::lock_guard<std::mutex> lock(mu_);
+  // Expired entries go first: the table stays as large as the live kernels need.
+  for (auto it = entries_.begin(); it != entries_.end();) {
+    std::erase_if(it->second, [](const Entry& e) { return e.packed.expired(); });
+    it = it->second.empty() ? entries_.erase(it) : std::next(it);
+  }
+  entries_[source].push_back(Entry{packed, weights});
+  ++packed_;
+}
+
+PackedWeightStats PackedWeightCache::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  PackedWeightStats stats;
+  for (const auto& [source, entries] : entries_) {
+    stats.live += static_cast<size_t>(std::count_if(
+        entries.begin(), entries.end(), [](const Entry& e) { return !e.packed.expired(); }));
+  }
+  stats.packed = packed_;
+  stats.reused = reused_;
+  return stats;
+}
 
 // `source` (plain, `plain`) in the layout `packed`: borrowed when they are the same, else
-// reordered once (Winograd's weight transform is slow: ~45 ms for 512x512x3x3) or found in the
-// cache.
-std::shared_ptr<const memory> PackWeights(const void* source, const memory::desc& plain,
+// found in the device's cache or reordered once (Winograd's weight transform is slow: ~45 ms for
+// 512x512x3x3).
+std::shared_ptr<const memory> PackWeights(const runtime::PrepareContext& context,
+                                          const void* source, const memory::desc& plain,
                                           const memory::desc& packed) {
   const dnnl::engine& engine = CpuEngine();
   memory from(plain, engine, const_cast<void*>(source));
   // Borrowed: the plan keeps the source alive.
   if (packed == plain) return std::make_shared<const memory>(from);
-  if (auto hit = WeightCache().Find(source, packed)) return hit;
+  const CpuKernelState* state = CpuKernelStateOf(context);
+  PackedWeightCache* cache = state != nullptr ? &state->weight_cache() : nullptr;
+  if (cache != nullptr) {
+    if (auto hit = cache->Find(source, packed)) return hit;
+  }
   auto to = std::make_shared<memory>(packed, engine);
   dnnl::stream stream(engine);
   dnnl::reorder(from, *to).execute(stream, from, *to);
   stream.wait();
   std::shared_ptr<const memory> result = std::move(to);
-  WeightCache().Add(source, packed, result);
+  if (cache != nullptr) cache->Add(source, packed, result);
   return result;
 }
 
@@ -93,18 +88,16 @@ memory::desc PlainDesc(const runtime::Shape& dims, memory::data_type type) {
   return memory::desc(memory::dims(dims.begin(), dims.end()), type, kTags[rank - 1]);
 }
 
-memory::format_tag ChainTag() {
-  static const memory::format_tag tag = [] {
-    const char* forced = std::getenv("REPRISE_CONV_CHAIN_LAYOUT");
-    if (forced != nullptr && std::string(forced) == "nhwc") return memory::format_tag::nhwc;
-    const int isa = static_cast<int>(dnnl::get_effective_cpu_isa());
-    const int avx512 = static_cast<int>(dnnl::cpu_isa::avx512_core);
-    const int avx2 = static_cast<int>(dnnl::cpu_isa::avx2);
-    if ((isa & avx512) == avx512) return memory::format_tag::nChw16c;
-    if ((isa & avx2) == avx2) return memory::format_tag::nChw8c;
+memory::format_tag ChainTag(const runtime::PrepareContext& context) {
+  if (CpuOptionsOf(context).conv_chain_layout == ConvChainLayout::kNhwc) {
     return memory::format_tag::nhwc;
-  }();
-  return tag;
+  }
+  const int isa = static_cast<int>(dnnl::get_effective_cpu_isa());
+  const int avx512 = static_cast<int>(dnnl::cpu_isa::avx512_core);
+  const int avx2 = static_cast<int>(dnnl::cpu_isa::avx2);
+  if ((isa & avx512) == avx512) return memory::format_tag::nChw16c;
+  if ((isa & avx2) == avx2) return memory::format_tag::nChw8c;
+  return memory::format_tag::nhwc;
 }
 
 absl::StatusOr<Storage> LayoutAttr(const runtime::PrepareContext& context, absl::string_view name) {
@@ -116,10 +109,10 @@ absl::StatusOr<Storage> LayoutAttr(const runtime::PrepareContext& context, absl:
   return InvalidArgument(context, name, " \"", *layout, "\" is none of nchw, nhwc, blocked");
 }
 
-memory::desc StoredDesc(const runtime::Shape& dims, Storage how) {
+memory::desc StoredDesc(const runtime::Shape& dims, Storage how, memory::format_tag chain) {
   if (dims.size() != 4 || how == Storage::kPlain) return PlainDesc(dims);
   return memory::desc(memory::dims(dims.begin(), dims.end()), memory::data_type::f32,
-                      how == Storage::kNhwc ? memory::format_tag::nhwc : ChainTag());
+                      how == Storage::kNhwc ? memory::format_tag::nhwc : chain);
 }
 
 }  // namespace reprise::kernels::cpu

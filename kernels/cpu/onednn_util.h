@@ -1,25 +1,58 @@
-// What the oneDNN-backed CPU kernels share: the engine, plain descriptors, and the blocked
-// layout that values between convolutions (and the pooling inside such chains) are stored in.
+// What the oneDNN-backed CPU kernels share: the engine, plain descriptors, the device's packed
+// weights, and the blocked layout that values between convolutions (and the pooling inside such
+// chains) are stored in.
 #ifndef REPRISE_KERNELS_CPU_ONEDNN_UTIL_H_
 #define REPRISE_KERNELS_CPU_ONEDNN_UTIL_H_
 
 #include <memory>
+#include <mutex>  // NOLINT: see docs/development.md (TSan)
+#include <unordered_map>
+#include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "dnnl.hpp"
+#include "kernels/cpu/cpu_kernel_state.h"
 #include "runtime/core/kernel.h"
 
 namespace reprise::kernels::cpu {
 
-/// The process-wide CPU engine (created on first use; oneDNN engines are thread-safe).
+/// The CPU engine (created on first use). Process-wide but not state: a oneDNN CPU engine is an
+/// immutable, thread-safe handle that owns no memory of ours.
 const dnnl::engine& CpuEngine();
 
+/// Weights packed into a primitive's layout, shared by the kernels of every plan of a device (a
+/// model has one plan per input shape, per stream), keyed by the plan-time weights' address and
+/// the packed layout. One per CpuKernelState. Entries are weak: packed weights live as long as a
+/// kernel uses them, and a kernel keeps the source weights alive (TensorDesc::data), so a live
+/// entry's address cannot have been reused by other weights. Thread-safe.
+class PackedWeightCache {
+ public:
+  /// The live packed weights of `source` in `packed`, or null (counted as a hit when found).
+  std::shared_ptr<const dnnl::memory> Find(const void* source, const dnnl::memory::desc& packed);
+  /// Remembers `weights` (counted as a pack); drops the expired entries first.
+  void Add(const void* source, const dnnl::memory::desc& packed,
+           const std::shared_ptr<const dnnl::memory>& weights);
+  PackedWeightStats stats() const;
+
+ private:
+  struct Entry {
+    dnnl::memory::desc desc;
+    std::weak_ptr<const dnnl::memory> packed;
+  };
+  mutable std::mutex mu_;
+  std::unordered_map<const void*, std::vector<Entry>> entries_ ABSL_GUARDED_BY(mu_);
+  uint64_t packed_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t reused_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
 /// `source` (stored as `plain`) in the layout `packed`: borrowed when the two are the same, else
-/// reordered once into memory the result owns, or found in a process-wide cache shared by the
-/// kernels of every plan of a model (keyed by `source`'s address and `packed`; entries live as
-/// long as a kernel holds the result). `source` must outlive the result (a plan-time constant).
-std::shared_ptr<const dnnl::memory> PackWeights(const void* source, const dnnl::memory::desc& plain,
+/// found in the packed-weight cache of the device preparing `context`, or reordered once into
+/// memory the result owns (and cached there; not cached outside a registry with a
+/// CpuKernelState). `source` must outlive the result (a plan-time constant).
+std::shared_ptr<const dnnl::memory> PackWeights(const runtime::PrepareContext& context,
+                                                const void* source, const dnnl::memory::desc& plain,
                                                 const dnnl::memory::desc& packed);
 
 /// Row-major descriptor of `dims` (rank 1 to 6), float32 unless `type` says otherwise.
@@ -31,16 +64,18 @@ dnnl::memory::desc PlainDesc(const runtime::Shape& dims,
 /// "y_layout", "r_layout": "nchw" (or absent), "nhwc", "blocked".
 enum class Storage { kPlain, kNhwc, kBlocked };
 
-/// The blocked layout: channel blocks of the vector width oneDNN's fastest convolutions use
-/// here (nChw16c with AVX-512, nChw8c with AVX2), channels-last without either.
-/// REPRISE_CONV_CHAIN_LAYOUT=nhwc forces channels-last (for comparisons). Read once.
-dnnl::memory::format_tag ChainTag();
+/// The blocked layout on the device preparing `context` (CpuKernelOptions::conv_chain_layout):
+/// channel blocks of the vector width oneDNN's fastest convolutions use here (nChw16c with
+/// AVX-512, nChw8c with AVX2), channels-last without either or when the options say nhwc.
+dnnl::memory::format_tag ChainTag(const runtime::PrepareContext& context);
 
 /// The storage named by the layout attribute `name` of the node being prepared.
 absl::StatusOr<Storage> LayoutAttr(const runtime::PrepareContext& context, absl::string_view name);
 
-/// `dims` stored as `how` (plain for anything but 4-D).
-dnnl::memory::desc StoredDesc(const runtime::Shape& dims, Storage how);
+/// `dims` stored as `how` (plain for anything but 4-D), `chain` being the blocked layout
+/// (ChainTag).
+dnnl::memory::desc StoredDesc(const runtime::Shape& dims, Storage how,
+                              dnnl::memory::format_tag chain);
 
 }  // namespace reprise::kernels::cpu
 

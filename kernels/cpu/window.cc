@@ -174,6 +174,42 @@ absl::StatusOr<Window> TransposedWindow(const PrepareContext& context,
   return w;
 }
 
+absl::StatusOr<int64_t> CheckConvInputs(const PrepareContext& context, bool transposed,
+                                        size_t max_inputs) {
+  RETURN_IF_ERROR(ExpectInputCount(context, 2, max_inputs));
+  for (size_t i = 0; i < context.inputs.size(); ++i) {
+    if (HasInput(context, i)) RETURN_IF_ERROR(ExpectType(context, i, {DataType::kFloat32}));
+  }
+  const Shape& x = context.inputs[0].shape;
+  const Shape& w = context.inputs[1].shape;
+  ASSIGN_OR_RETURN(int64_t group, AttrsOf(context).GetInt("group", 1));
+  if (x.size() < 3 || x.size() > 5 || w.size() != x.size() || group < 1) {
+    return InvalidArgument(context, "input ", runtime::ShapeToString(x), " and weights ",
+                           runtime::ShapeToString(w), " (group ", group,
+                           ") are not a 1-D, 2-D or 3-D convolution");
+  }
+  // Conv: W [M, C/g, k...]; ConvTranspose: W [C, M/g, k...].
+  const int64_t channels = x[1];
+  // ConvTranspose's output channels, w[1] * group, checked (group comes from the model file).
+  int64_t transposed_out = 0;
+  const bool ok = transposed
+                      ? (w[0] == channels && channels % group == 0 &&
+                         runtime::CheckedMul(w[1], group, &transposed_out))
+                      : (channels % group == 0 && w[1] == channels / group && w[0] % group == 0);
+  if (!ok) {
+    return InvalidArgument(context, "weights ", runtime::ShapeToString(w), " do not match input ",
+                           runtime::ShapeToString(x), " with group ", group);
+  }
+  if (HasInput(context, 2)) {
+    const int64_t out_channels = transposed ? transposed_out : w[0];
+    if (runtime::NumElements(context.inputs[2].shape) != out_channels) {
+      return InvalidArgument(context, "bias ", runtime::ShapeToString(context.inputs[2].shape),
+                             " does not match ", out_channels, " output channels");
+    }
+  }
+  return group;
+}
+
 Window To3d(Window w) {
   const size_t missing = w.input.size() < 3 ? 3 - w.input.size() : 0;
   auto front = [missing](std::vector<int64_t>& v, int64_t value) {

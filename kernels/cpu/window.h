@@ -35,6 +35,11 @@ absl::StatusOr<Window> TransposedWindow(const PrepareContext& context,
                                         const std::vector<int64_t>& input,
                                         const std::vector<int64_t>& default_kernel);
 
+/// Checks Conv's inputs X [N,C,...], W [M,C/group,...] and the optional bias [M] (ConvTranspose's:
+/// W [C,M/group,...], bias [M]), all float32, 2 to `max_inputs` of them; returns group.
+absl::StatusOr<int64_t> CheckConvInputs(const PrepareContext& context, bool transposed,
+                                        size_t max_inputs = 3);
+
 /// Pads every vector of `window` at the front to three spatial axes (size 1, kernel 1,
 /// stride 1, dilation 1, no padding), so that loops can be written for 3-D only.
 Window To3d(Window window);

@@ -1,63 +1,31 @@
 // cuBLAS-backed ops: Gemm, MatMul (batched) and Conv (im2col + GEMM per image and group).
 #include <cublas_v2.h>
 
-#include <map>
+#include <memory>
+#include <mutex>  // NOLINT: see docs/development.md (TSan)
 #include <utility>
 
-#include <mutex>  // NOLINT: see docs/development.md (TSan)
-#include "absl/base/thread_annotations.h"
+#include "kernels/cuda/cuda_kernel_state.h"
 #include "kernels/cuda/op_kernel.h"
 #include "runtime/core/status_macros.h"
 
 namespace reprise::kernels::cuda {
 namespace {
 
-constexpr size_t kCublasWorkspace = 32u << 20;
-
-// One cuBLAS handle per device, made at Prepare (never during a capture), with a fixed
-// workspace so that cuBLAS allocates nothing while a capture records its kernels. Calls on a
-// handle are serialised (cublasSetStream + the call).
-struct Blas {
-  std::mutex mu;
-  cublasHandle_t handle ABSL_GUARDED_BY(mu) = nullptr;
-};
-
-absl::Status BlasStatus(cublasStatus_t status, absl::string_view what) {
-  if (status == CUBLAS_STATUS_SUCCESS) return absl::OkStatus();
-  return absl::InternalError(absl::StrCat(what, ": cublas status ", static_cast<int>(status)));
-}
-
-absl::StatusOr<Blas*> CreateBlasForCurrentDevice() {
-  static auto* mu = new std::mutex();
-  static auto* handles = new std::map<int, std::unique_ptr<Blas>>();
-  int device = 0;
-  RETURN_IF_ERROR(CheckLaunch(cudaGetDevice(&device), "cublas"));
-  std::lock_guard<std::mutex> lock(*mu);
-  auto& blas = (*handles)[device];
-  if (blas == nullptr) {
-    auto created = std::make_unique<Blas>();
-    std::lock_guard<std::mutex> blas_lock(created->mu);
-    RETURN_IF_ERROR(BlasStatus(cublasCreate(&created->handle), "cublasCreate"));
-    void* workspace = nullptr;
-    RETURN_IF_ERROR(CheckLaunch(cudaMalloc(&workspace, kCublasWorkspace), "cublas workspace"));
-    RETURN_IF_ERROR(BlasStatus(cublasSetWorkspace(created->handle, workspace, kCublasWorkspace),
-                               "cublasSetWorkspace"));
-    blas = std::move(created);
-  }
-  return blas.get();
-}
-
-// The handle, or (when none can be made: no device) the error, reported by Launch. Prepare thus
-// works without a GPU (plans can be checked on a build machine).
+// The device's handle (in the registry's CudaKernelState, which the reference keeps alive), or
+// (when none can be made: no device) the error, reported by Launch. Prepare thus works without a
+// GPU (plans can be checked on a build machine).
 struct BlasRef {
+  std::shared_ptr<runtime::KernelState> owner;
   Blas* blas = nullptr;
   absl::Status error;
 };
 
-BlasRef BlasForCurrentDevice() {
-  auto blas = CreateBlasForCurrentDevice();
-  if (blas.ok()) return BlasRef{*blas, absl::OkStatus()};
-  return BlasRef{nullptr, blas.status()};
+absl::StatusOr<BlasRef> BlasFor(const PrepareContext& context) {
+  ASSIGN_OR_RETURN(CudaKernelState * state, CudaKernelStateOf(context));
+  absl::StatusOr<Blas*> blas = state->BlasForCurrentDevice();
+  if (!blas.ok()) return BlasRef{nullptr, nullptr, blas.status()};
+  return BlasRef{context.kernel_state, *blas, absl::OkStatus()};
 }
 
 // Row-major C[M,N] = alpha * op(A)[M,K] op(B)[K,N] + beta * C, batched with element strides.
@@ -101,7 +69,7 @@ absl::Status RequireFloat(const PrepareContext& context) {
 absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareGemm(const PrepareContext& context) {
   ASSIGN_OR_RETURN(std::unique_ptr<OpKernel> kernel, PrepareReference(context));
   RETURN_IF_ERROR(RequireFloat(context));
-  const BlasRef blas = BlasForCurrentDevice();
+  ASSIGN_OR_RETURN(const BlasRef blas, BlasFor(context));
   const Attributes& attrs = *context.attributes;
   GemmShape g;
   ASSIGN_OR_RETURN(int64_t trans_a, attrs.GetInt("transA", 0));
@@ -139,7 +107,7 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareGemm(const PrepareContext
 absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareMatMul(const PrepareContext& context) {
   ASSIGN_OR_RETURN(std::unique_ptr<OpKernel> kernel, PrepareReference(context));
   RETURN_IF_ERROR(RequireFloat(context));
-  const BlasRef blas = BlasForCurrentDevice();
+  ASSIGN_OR_RETURN(const BlasRef blas, BlasFor(context));
   Shape a = context.inputs[0].shape;
   Shape b = context.inputs[1].shape;
   if (a.size() == 1) a.insert(a.begin(), 1);
@@ -188,7 +156,7 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareConv(const PrepareContext
   const Shape& w = context.inputs[1].shape;
   const Shape& out = kernel->outputs()[0].shape;
   if (x.size() != 4) return absl::UnimplementedError("Conv: the cuda kernel is 2-D (NCHW) only");
-  const BlasRef blas = BlasForCurrentDevice();
+  ASSIGN_OR_RETURN(const BlasRef blas, BlasFor(context));
   const Attributes& attrs = *context.attributes;
   ASSIGN_OR_RETURN(std::string auto_pad, attrs.GetString("auto_pad", "NOTSET"));
   if (auto_pad != "NOTSET" && auto_pad != "VALID") {

@@ -10,10 +10,12 @@
 
 namespace reprise::kernels::cuda {
 
-/// Registers the CUDA kernels into `registry` (a CUDA device's). Output shapes and attribute
-/// checks come from the CPU kernels' Prepare (the reference), so both backends agree on them;
-/// the CUDA side supports float32 compute (int64 / int32 / bool for copies, Cast and Gather).
-/// Kernels that need cuBLAS create the device's handle at Prepare, never during a capture.
+/// Registers the CUDA kernels into `registry` (a CUDA device's) and installs their state
+/// (kernels/cuda/cuda_kernel_state.h: the CPU reference kernels and the device's cuBLAS handle).
+/// Output shapes and attribute checks come from the CPU kernels' Prepare (the reference), so both
+/// backends agree on them; the CUDA side supports float32 compute (int64 / int32 / bool for
+/// copies, Cast and Gather). Kernels that need cuBLAS create the device's handle at Prepare,
+/// never during a capture; it is destroyed with the registry's state.
 absl::Status RegisterCudaKernels(runtime::KernelRegistry* registry);
 
 /// The op names RegisterCudaKernels registers, sorted.

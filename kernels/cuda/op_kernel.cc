@@ -3,22 +3,12 @@
 #include <algorithm>
 #include <utility>
 
-#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cuda/cuda_kernel_state.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "runtime/core/status_macros.h"
 
 namespace reprise::kernels::cuda {
 namespace {
-
-// The CPU kernels, as the reference for shapes and attribute checks. Filled once; read-only.
-const runtime::KernelRegistry& CpuRegistry() {
-  static const runtime::KernelRegistry* registry = [] {
-    auto* r = new runtime::KernelRegistry();
-    (void)cpu::RegisterCpuKernels(r);
-    return r;
-  }();
-  return *registry;
-}
 
 using Factory = absl::StatusOr<std::unique_ptr<PreparedKernel>> (*)(const PrepareContext&);
 
@@ -120,7 +110,9 @@ absl::StatusOr<void*> OpKernel::Upload(const void* data, size_t bytes) {
 }
 
 absl::StatusOr<std::unique_ptr<OpKernel>> PrepareReference(const PrepareContext& context) {
-  ASSIGN_OR_RETURN(std::unique_ptr<PreparedKernel> reference, CpuRegistry().Prepare(context));
+  ASSIGN_OR_RETURN(CudaKernelState * state, CudaKernelStateOf(context));
+  ASSIGN_OR_RETURN(std::unique_ptr<PreparedKernel> reference,
+                   state->cpu_reference().Prepare(context));
   return std::make_unique<OpKernel>(std::string(context.op), std::move(reference), nullptr);
 }
 
@@ -229,7 +221,8 @@ absl::Status RegisterCudaKernels(runtime::KernelRegistry* registry) {
   for (const Entry& entry : kEntries) {
     RETURN_IF_ERROR(registry->Register(entry.op, entry.factory));
   }
-  return absl::OkStatus();
+  ASSIGN_OR_RETURN(std::shared_ptr<CudaKernelState> state, CudaKernelState::Create());
+  return registry->SetState(std::move(state));
 }
 
 std::vector<std::string> CudaKernelOps() {

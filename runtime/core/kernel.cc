@@ -1,6 +1,7 @@
 #include "runtime/core/kernel.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 
@@ -67,6 +68,14 @@ absl::Status KernelRegistry::Register(std::string op, KernelFactory factory) {
   return absl::OkStatus();
 }
 
+absl::Status KernelRegistry::SetState(std::shared_ptr<KernelState> state) {
+  if (state_ != nullptr) {
+    return absl::AlreadyExistsError("the kernel registry already has a kernel library's state");
+  }
+  state_ = std::move(state);
+  return absl::OkStatus();
+}
+
 KernelFactory KernelRegistry::Find(absl::string_view op) const {
   auto it = factories_.find(op);
   return it == factories_.end() ? nullptr : it->second;
@@ -86,7 +95,11 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> KernelRegistry::Prepare(
   if (factory == nullptr) {
     return absl::NotFoundError(absl::StrCat("no kernel for op \"", context.op, "\""));
   }
-  return factory(context);
+  // A registry nested in another library (the CUDA kernels' CPU reference) prepares with its
+  // own state, not the caller's.
+  PrepareContext with_state = context;
+  with_state.kernel_state = state_;
+  return factory(with_state);
 }
 
 }  // namespace reprise::runtime

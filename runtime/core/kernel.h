@@ -67,6 +67,20 @@ class Attributes {
   absl::flat_hash_map<std::string, AttributeValue> values_;
 };
 
+/// What a backend's kernel library keeps per registry, hence per device: the options it was
+/// registered with, its caches (packed weights) and library handles (cuBLAS). Made by the
+/// library's Register function (e.g. kernels::cpu::RegisterCpuKernels) and installed in the
+/// registry, which hands it to every kernel it prepares (PrepareContext::kernel_state). No kernel
+/// state is process-wide: two devices never share one (a copy of a registry shares its state),
+/// and it is freed with the last registry holding it
+/// (a prepared kernel that needs it at Run keeps a reference).
+///
+/// Thread-safety: implementations are thread-safe (the plans of several streams prepare at once).
+class KernelState {
+ public:
+  virtual ~KernelState() = default;
+};
+
 /// Everything a kernel may look at while preparing.
 struct PrepareContext {
   absl::string_view op;    // e.g. "Conv"
@@ -76,6 +90,9 @@ struct PrepareContext {
   int num_outputs = 1;                     // how many outputs the node declares
   const Attributes* attributes = nullptr;  // never null when passed by the engine
   int intra_op_threads = 1;
+  /// The preparing registry's state (set by KernelRegistry::Prepare; null when it has none or
+  /// when a factory is called directly). A kernel keeps it only if it needs it at Run.
+  std::shared_ptr<KernelState> kernel_state;
 };
 
 /// Pointers bound for one Run. Borrowed for the duration of Run.
@@ -105,6 +122,10 @@ class PreparedKernel {
   /// the engine keeps such a buffer until the end of the run. Whoever runs a kernel allocates
   /// max(dense size, this).
   virtual size_t output_storage_bytes(size_t /*i*/) const { return 0; }
+  /// The implementation chosen at Prepare where a kernel has several (e.g. the oneDNN
+  /// implementation of a convolution, "jit_wino_4x3:avx512_core"), for dumps and tests; empty
+  /// when there is nothing to tell.
+  virtual std::string implementation() const { return {}; }
   /// Computes the outputs. Errors are values; nothing here may throw.
   virtual absl::Status Run(const KernelArgs& args) const = 0;
 };
@@ -113,21 +134,29 @@ using KernelFactory =
     absl::StatusOr<std::unique_ptr<PreparedKernel>> (*)(const PrepareContext& context);
 
 /// Op name → factory, filled explicitly by the kernel library of a backend (no static
-/// initialisers). Not thread-safe while being filled; read-only afterwards.
+/// initialisers), with that library's KernelState. Not thread-safe while being filled;
+/// read-only afterwards.
 class KernelRegistry {
  public:
   /// Error if `op` is already registered.
   absl::Status Register(std::string op, KernelFactory factory);
+  /// Installs the kernel library's state, shared with every kernel prepared here. ALREADY_EXISTS
+  /// when the registry has one (a registry holds one library's kernels).
+  absl::Status SetState(std::shared_ptr<KernelState> state);
+  /// The installed state; null when none.
+  const std::shared_ptr<KernelState>& state() const { return state_; }
   /// nullptr when no kernel is registered for `op`.
   KernelFactory Find(absl::string_view op) const;
   bool Has(absl::string_view op) const { return Find(op) != nullptr; }
   /// Sorted list of registered op names.
   std::vector<std::string> Ops() const;
-  /// Finds the factory and prepares; NOT_FOUND names the op when none is registered.
+  /// Finds the factory and prepares with this registry's state as `context.kernel_state`
+  /// (whatever the caller set); NOT_FOUND names the op when none is registered.
   absl::StatusOr<std::unique_ptr<PreparedKernel>> Prepare(const PrepareContext& context) const;
 
  private:
   absl::flat_hash_map<std::string, KernelFactory> factories_;
+  std::shared_ptr<KernelState> state_;
 };
 
 }  // namespace reprise::runtime

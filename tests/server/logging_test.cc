@@ -105,11 +105,14 @@ TEST(DescribeConfigTest, NamesTheEffectiveValues) {
   c.grpc_port = 9001;
   c.model_repositories = {"/a", "/b"};
   c.log_format = "json";
+  c.kernels_conv_winograd = false;
   const std::string line = DescribeConfig(c);
   EXPECT_THAT(line, HasSubstr("server.grpc_port=9001"));
   EXPECT_THAT(line, HasSubstr("server.metrics_port=8002"));
   EXPECT_THAT(line, HasSubstr("repository.paths=[/a,/b]"));
   EXPECT_THAT(line, HasSubstr("log.format=json"));
+  EXPECT_THAT(line, HasSubstr("kernels.conv_winograd=false"));
+  EXPECT_THAT(line, HasSubstr("kernels.conv_chain_layout=auto"));
 }
 
 TEST(ObservabilityFlagsTest, ParsesAllowMetricsAndLogFormat) {

@@ -4,7 +4,8 @@
 //   reprise-run --model M.onnx [--input NAME=FILE.npy | NAME=random | NAME=zeros | FILE.npy]...
 //               [--shape NAME=1x3x224x224]... [--output-dir DIR] [--mode eager|replay]
 //               [--iterations N] [--warmup N] [--threads N] [--dump-ri FILE.json] [--json]
-//               [--profile FILE.json] [--profile-top N]
+//               [--profile FILE.json] [--profile-top N] [--conv-winograd on|off]
+//               [--conv-chain-layout auto|nhwc]
 //   reprise-run --list-ops
 //
 // --list-ops prints every op a backend has a kernel for (docs/operators.md adds the conformance
@@ -19,6 +20,9 @@
 // the instance's replay timed task by task, or the eager step loop with --mode eager), writes a
 // Chrome-trace JSON (Perfetto, chrome://tracing) and prints a table of the --profile-top steps
 // (default 15), the time per op type and the share outside kernels (to stderr with --json).
+// --conv-winograd and --conv-chain-layout are the CPU device's kernel options (the daemon's
+// `kernels:` config section): off keeps convolutions off oneDNN's Winograd algorithm; nhwc keeps
+// conv chains channels-last (the layout of a CPU without AVX2), for comparisons.
 // Exit status: 0 on success, 1 on a run-time error, 2 on a usage
 // error.
 #include <algorithm>
@@ -80,6 +84,7 @@ struct Options {
   int profile_top = 15;
   bool json = false;
   bool list_ops = false;
+  kernels::cpu::CpuKernelOptions kernel_options;
 };
 
 constexpr char kUsage[] =
@@ -87,7 +92,8 @@ constexpr char kUsage[] =
     "                   [--shape NAME=1x3x224x224] [--output-dir DIR] [--mode eager|replay]\n"
     "                   [--iterations N] [--warmup N] [--threads N] [--dump-ri FILE.json]"
     " [--json]\n"
-    "                   [--profile FILE.json] [--profile-top N]\n"
+    "                   [--profile FILE.json] [--profile-top N] [--conv-winograd on|off]\n"
+    "                   [--conv-chain-layout auto|nhwc]\n"
     "       reprise-run --list-ops   (the ops each backend has a kernel for)\n";
 
 absl::StatusOr<Shape> ParseShape(absl::string_view text) {
@@ -172,6 +178,20 @@ absl::StatusOr<Options> ParseArgs(int argc, char** argv) {
       options.profile = value;
     } else if (arg == "--profile-top") {
       RETURN_IF_ERROR(int_flag("profile-top", value, 0, &options.profile_top));
+    } else if (arg == "--conv-winograd") {
+      if (value != "on" && value != "off") {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--conv-winograd is on or off, got \"", value, "\""));
+      }
+      options.kernel_options.conv_winograd = value == "on";
+    } else if (arg == "--conv-chain-layout") {
+      absl::StatusOr<kernels::cpu::ConvChainLayout> layout =
+          kernels::cpu::ParseConvChainLayout(value);
+      if (!layout.ok()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--conv-chain-layout is auto or nhwc, got \"", value, "\""));
+      }
+      options.kernel_options.conv_chain_layout = *layout;
     } else {
       return absl::InvalidArgumentError(absl::StrCat("unknown flag ", arg));
     }
@@ -298,7 +318,7 @@ absl::Status Run(const Options& options) {
   // The CPU device of the runtime core; the model is loaded with the device's kernel registry.
   ASSIGN_OR_RETURN(std::unique_ptr<runtime::Backend> backend, runtime::CreateBackend("cpu"));
   ASSIGN_OR_RETURN(runtime::Device * device, backend->device(0));
-  RETURN_IF_ERROR(kernels::cpu::RegisterCpuKernels(device->kernels()));
+  RETURN_IF_ERROR(kernels::cpu::RegisterCpuKernels(device->kernels(), options.kernel_options));
   runtime::engine::ModelOptions model_options;
   model_options.intra_op_threads = options.threads;
   const auto load_start = Clock::now();

@@ -7,7 +7,8 @@ Checks: outputs written as .npy equal NumPy's result; --json prints one JSON obj
 timing fields; --mode replay (the default) and --mode eager give the same outputs, replay
 captures and reports the capture time; --dump-ri writes JSON naming the ops; --profile writes a
 Chrome-trace JSON with one span per plan step per run, nested in its run, on a stream's row, and
-prints the table; a bad input gives exit status 1 and a message naming the input.
+prints the table; the kernel option flags are accepted (bad values exit 2); a bad input gives exit
+status 1 and a message naming the input.
 """
 import json
 import os
@@ -151,6 +152,22 @@ def main():
 
         r = run(tool, "--model", model, "--shape", "x=2x3", "--mode", "other")
         check(r.returncode == 2 and "--mode is eager or replay" in r.stderr, f"mode: {r.stderr}")
+
+        # The CPU device's kernel options (the model has no convolution: the flags are accepted
+        # and change nothing).
+        r = run(tool, "--model", model, "--input", f"x={tmp}/x.npy", "--input", f"y={tmp}/y.npy",
+                "--output-dir", os.path.join(tmp, "out_options"), "--iterations", "2",
+                "--conv-winograd", "off", "--conv-chain-layout=nhwc")
+        check(r.returncode == 0, f"kernel options: {r.stderr}")
+        if r.returncode == 0:
+            got = np.load(os.path.join(tmp, "out_options", "out.npy"))
+            check(np.allclose(got, expected, rtol=1e-6, atol=1e-6), "kernel options: out.npy")
+        r = run(tool, "--model", model, "--shape", "x=2x3", "--conv-chain-layout", "nchw16c")
+        check(r.returncode == 2 and "--conv-chain-layout is auto or nhwc" in r.stderr,
+              f"chain layout: {r.stderr}")
+        r = run(tool, "--model", model, "--shape", "x=2x3", "--conv-winograd", "maybe")
+        check(r.returncode == 2 and "--conv-winograd is on or off" in r.stderr,
+              f"winograd: {r.stderr}")
 
         r = run(tool, "--model", os.path.join(tmp, "missing.onnx"))
         check(r.returncode == 1 and "missing.onnx" in r.stderr, f"missing model: {r.stderr}")

@@ -73,10 +73,14 @@ struct Tensor {
 /// `n` floats uniform in [lo, hi), reproducible per seed.
 std::vector<float> RandomFloats(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f);
 
-/// Owns a registry with every CPU kernel.
+/// Owns a registry with every CPU kernel (default options), or borrows one (a device's, which
+/// must outlive the harness).
 class KernelHarness {
  public:
   KernelHarness();
+  explicit KernelHarness(const runtime::KernelRegistry* registry);
+  KernelHarness(const KernelHarness&) = delete;
+  KernelHarness& operator=(const KernelHarness&) = delete;
 
   /// Prepares `op` for `inputs`.
   absl::StatusOr<std::unique_ptr<runtime::PreparedKernel>> Prepare(
@@ -94,7 +98,8 @@ class KernelHarness {
 
  private:
   std::vector<runtime::TensorDesc> Descs(const std::vector<Tensor>& inputs) const;
-  runtime::KernelRegistry registry_;
+  runtime::KernelRegistry own_;
+  const runtime::KernelRegistry* registry_ = &own_;
 };
 
 /// Attributes from a list of (name, value) pairs.

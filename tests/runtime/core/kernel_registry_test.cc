@@ -20,6 +20,19 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareNull(const PrepareContext
   return std::make_unique<NullKernel>();
 }
 
+// A kernel library's state: counts the kernels prepared with it.
+struct CountingState final : KernelState {
+  int prepared = 0;
+};
+
+// Fails unless prepared with a CountingState, which it counts in.
+absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareCounted(const PrepareContext& context) {
+  auto* state = dynamic_cast<CountingState*>(context.kernel_state.get());
+  if (state == nullptr) return absl::FailedPreconditionError("no counting state");
+  ++state->prepared;
+  return std::make_unique<NullKernel>();
+}
+
 TEST(KernelRegistryTest, RegisterFindPrepare) {
   KernelRegistry registry;
   ASSERT_TRUE(registry.Register("Null", &PrepareNull).ok());
@@ -38,6 +51,34 @@ TEST(KernelRegistryTest, RegisterFindPrepare) {
   auto missing = registry.Prepare(context);
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
   EXPECT_NE(missing.status().message().find("Conv"), absl::string_view::npos);
+}
+
+TEST(KernelRegistryTest, PreparesWithItsOwnState) {
+  KernelRegistry a, b;
+  ASSERT_TRUE(a.Register("Counted", &PrepareCounted).ok());
+  ASSERT_TRUE(b.Register("Counted", &PrepareCounted).ok());
+  PrepareContext context;
+  context.op = "Counted";
+  EXPECT_EQ(a.Prepare(context).status().code(), absl::StatusCode::kFailedPrecondition);
+  auto state_a = std::make_shared<CountingState>();
+  auto state_b = std::make_shared<CountingState>();
+  ASSERT_TRUE(a.SetState(state_a).ok());
+  ASSERT_TRUE(b.SetState(state_b).ok());
+  EXPECT_EQ(a.SetState(state_b).code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(a.state(), state_a);
+  // A state the caller put in the context is replaced by the registry's.
+  context.kernel_state = state_b;
+  ASSERT_TRUE(a.Prepare(context).ok());
+  ASSERT_TRUE(a.Prepare(context).ok());
+  ASSERT_TRUE(b.Prepare(context).ok());
+  EXPECT_EQ(state_a->prepared, 2);
+  EXPECT_EQ(state_b->prepared, 1);
+  // The registry owns its state: it goes with the registry.
+  std::weak_ptr<CountingState> weak = state_a;
+  state_a.reset();
+  EXPECT_FALSE(weak.expired());
+  a = KernelRegistry();
+  EXPECT_TRUE(weak.expired());
 }
 
 TEST(AttributesTest, TypedGettersAndFallbacks) {

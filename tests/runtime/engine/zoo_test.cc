@@ -44,7 +44,21 @@ struct ZooCase {
   /// Models with control flow: the conditional task ("if", "while") the replayed instance must
   /// hold (If and Loop stay in the instance instead of falling back to eager).
   const char* conditional = nullptr;
+  /// The CPU device's kernel options, and the suffix naming a case that changes them.
+  kernels::cpu::CpuKernelOptions options = {};
+  const char* variant = nullptr;
 };
+
+// `model` again with other kernel options: "nhwc" (channels-last conv chains, the layout of a
+// CPU without AVX2) or "direct" (no Winograd, as without AVX-512).
+ZooCase Variant(const char* model, const char* variant) {
+  ZooCase c{model, 1e-4};
+  c.variant = variant;
+  if (std::string(variant) == "nhwc")
+    c.options.conv_chain_layout = kernels::cpu::ConvChainLayout::kNhwc;
+  if (std::string(variant) == "direct") c.options.conv_winograd = false;
+  return c;
+}
 
 // The elements of a float or integer tensor as doubles.
 std::vector<double> Values(const TensorValue& tensor) {
@@ -80,7 +94,7 @@ TEST_P(ZooTest, MatchesPyTorch) {
   ASSERT_TRUE(backend.ok()) << backend.status();
   auto device = (*backend)->device(0);
   ASSERT_TRUE(device.ok()) << device.status();
-  ASSERT_TRUE(kernels::cpu::RegisterCpuKernels((*device)->kernels()).ok());
+  ASSERT_TRUE(kernels::cpu::RegisterCpuKernels((*device)->kernels(), c.options).ok());
   auto model = Model::LoadFile(dir + "/model.onnx", *(*device)->kernels());
   if (model.status().code() == absl::StatusCode::kUnimplemented) {
     GTEST_SKIP() << c.name << ": " << model.status().message();
@@ -152,8 +166,14 @@ INSTANTIATE_TEST_SUITE_P(
                       ZooCase{"lstm_tagger", 1e-4}, ZooCase{"gru_classifier", 1e-4},
                       ZooCase{"swin_small_input", 1e-4}, ZooCase{"detection_head", 1e-4},
                       ZooCase{"qdq_cnn", 3e-2, 1e-3}, ZooCase{"gated_branch", 1e-4, 0.0, "if"},
-                      ZooCase{"greedy_decoder", 0.0, 0.0, "while"}),
-    [](const auto& p) { return std::string(p.param.name); });
+                      ZooCase{"greedy_decoder", 0.0, 0.0, "while"}, Variant("resnet18", "nhwc"),
+                      Variant("mobilenet_v2", "nhwc"), Variant("resnet18", "direct"),
+                      Variant("mobilenet_v2", "direct")),
+    [](const auto& p) {
+      std::string name = p.param.name;
+      if (p.param.variant != nullptr) name += std::string("_") + p.param.variant;
+      return name;
+    });
 
 }  // namespace
 }  // namespace reprise::runtime::engine

@@ -1,0 +1,272 @@
+// Kernel state per device: two CPU devices whose kernels were registered with different
+// CpuKernelOptions choose differently (Winograd or not, the layout of conv chains) without any
+// environment variable, and each device has its own packed-weight cache, freed with the device.
+// Results are compared with a plain loop (tolerance 1e-4 absolute + 1e-4 relative).
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "kernels/cpu/cpu_kernel_state.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/fused_ops.h"
+#include "runtime/core/device.h"
+#include "tests/kernels/cpu/kernel_test_util.h"
+
+namespace reprise::kernels::cpu::testing {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+// A CPU backend (one device) whose registry holds the CPU kernels with `options`.
+struct TestDevice {
+  std::unique_ptr<runtime::Backend> backend;
+  runtime::Device* device = nullptr;
+  const runtime::KernelRegistry* kernels() const { return device->kernels(); }
+};
+
+TestDevice MakeDevice(const CpuKernelOptions& options) {
+  TestDevice d;
+  auto backend = runtime::CreateBackend("cpu");
+  if (!backend.ok()) return d;
+  d.backend = *std::move(backend);
+  auto device = d.backend->device(0);
+  if (!device.ok()) return d;
+  d.device = *device;
+  if (!RegisterCpuKernels(d.device->kernels(), options).ok()) d.device = nullptr;
+  return d;
+}
+
+CpuKernelOptions WithoutWinograd() {
+  CpuKernelOptions options;
+  options.conv_winograd = false;
+  return options;
+}
+
+CpuKernelOptions NhwcChains() {
+  CpuKernelOptions options;
+  options.conv_chain_layout = ConvChainLayout::kNhwc;
+  return options;
+}
+
+// A same-size convolution of C channels to C (stride 1, pads k/2) whose weights and bias are
+// known at Prepare: Winograd's shape when k is 3 and H x W >= 196.
+struct SameConv {
+  int64_t c, h, w, k;
+  std::vector<float> x, weights, bias;
+
+  SameConv(int64_t channels, int64_t height, int64_t width, int64_t kernel)
+      : c(channels),
+        h(height),
+        w(width),
+        k(kernel),
+        x(RandomFloats(c * h * w, 1)),
+        weights(RandomFloats(c * c * k * k, 2)),
+        bias(RandomFloats(c, 3)) {}
+
+  std::vector<Tensor> Inputs() const {
+    return {Tensor::Of<float>({1, c, h, w}, x), Tensor::Of<float>({c, c, k, k}, weights, true),
+            Tensor::Of<float>({c}, bias, true)};
+  }
+
+  // Conv's attributes; FusedConv's with `y_layout`.
+  runtime::Attributes Attributes(const std::string& y_layout = "") const {
+    const int64_t p = k / 2;
+    runtime::Attributes attrs = Attrs({{"pads", std::vector<int64_t>{p, p, p, p}}});
+    if (!y_layout.empty()) attrs.Set("y_layout", y_layout);
+    return attrs;
+  }
+
+  // Y [1, C, H, W], plain NCHW.
+  std::vector<float> Reference() const {
+    const int64_t p = k / 2;
+    std::vector<float> y(c * h * w);
+    for (int64_t m = 0; m < c; ++m) {
+      for (int64_t i = 0; i < h; ++i) {
+        for (int64_t j = 0; j < w; ++j) {
+          double acc = bias[m];
+          for (int64_t ci = 0; ci < c; ++ci) {
+            for (int64_t ki = 0; ki < k; ++ki) {
+              for (int64_t kj = 0; kj < k; ++kj) {
+                const int64_t hi = i - p + ki, wj = j - p + kj;
+                if (hi < 0 || hi >= h || wj < 0 || wj >= w) continue;
+                acc += x[(ci * h + hi) * w + wj] * weights[((m * c + ci) * k + ki) * k + kj];
+              }
+            }
+          }
+          y[(m * h + i) * w + j] = static_cast<float>(acc);
+        }
+      }
+    }
+    return y;
+  }
+};
+
+void ExpectNear(const std::vector<float>& got, const std::vector<float>& want) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_NEAR(got[i], want[i], 1e-4 + 1e-4 * std::fabs(want[i])) << "element " << i;
+  }
+}
+
+TEST(CpuKernelStateTest, RegistryHoldsTheOptionsItWasRegisteredWith) {
+  TestDevice fast = MakeDevice({});
+  TestDevice direct = MakeDevice(WithoutWinograd());
+  ASSERT_NE(fast.device, nullptr);
+  ASSERT_NE(direct.device, nullptr);
+  const CpuKernelState* fast_state = CpuKernelStateOf(*fast.kernels());
+  const CpuKernelState* direct_state = CpuKernelStateOf(*direct.kernels());
+  ASSERT_NE(fast_state, nullptr);
+  ASSERT_NE(direct_state, nullptr);
+  EXPECT_NE(fast_state, direct_state);
+  EXPECT_TRUE(fast_state->options().conv_winograd);
+  EXPECT_FALSE(direct_state->options().conv_winograd);
+  // A registry holds one library's state.
+  EXPECT_FALSE(RegisterCpuKernels(fast.device->kernels()).ok());
+  EXPECT_EQ(CpuKernelStateOf(runtime::KernelRegistry()), nullptr);
+}
+
+TEST(CpuKernelStateTest, WinogradIsADeviceOption) {
+  TestDevice fast = MakeDevice({});
+  TestDevice direct = MakeDevice(WithoutWinograd());
+  ASSERT_NE(fast.device, nullptr);
+  ASSERT_NE(direct.device, nullptr);
+  const SameConv conv(16, 16, 16, 3);  // 256 output pixels
+  const std::vector<float> want = conv.Reference();
+  std::string implementation[2];
+  int i = 0;
+  for (const TestDevice* device : {&fast, &direct}) {
+    SCOPED_TRACE(i == 0 ? "winograd allowed" : "winograd off");
+    KernelHarness h(device->kernels());
+    auto kernel = h.Prepare("Conv", conv.Inputs(), conv.Attributes());
+    ASSERT_TRUE(kernel.ok()) << kernel.status();
+    implementation[i++] = (*kernel)->implementation();
+    auto out = h.RunPrepared(**kernel, conv.Inputs());
+    ASSERT_TRUE(out.ok()) << out.status();
+    ExpectNear((*out)[0].Values<float>(), want);
+  }
+  EXPECT_FALSE(implementation[1].empty());
+  EXPECT_THAT(implementation[1], Not(HasSubstr("wino")));
+  if (!absl::StrContains(implementation[0], "wino")) {
+    GTEST_SKIP() << "oneDNN has no Winograd convolution on this CPU (AVX-512 only); it chose "
+                 << implementation[0];
+  }
+  EXPECT_NE(implementation[0], implementation[1]);
+}
+
+TEST(CpuKernelStateTest, ChainLayoutIsADeviceOption) {
+  TestDevice blocked = MakeDevice({});
+  TestDevice nhwc = MakeDevice(NhwcChains());
+  ASSERT_NE(blocked.device, nullptr);
+  ASSERT_NE(nhwc.device, nullptr);
+  // Four channels: a channel block (8 or 16) pads them, channels-last does not.
+  const SameConv conv(4, 6, 5, 1);
+  const std::vector<float> want = conv.Reference();
+  const size_t dense = want.size() * sizeof(float);
+  const int64_t pixels = conv.h * conv.w;
+
+  KernelHarness h_nhwc(nhwc.kernels());
+  auto kernel = h_nhwc.Prepare(kFusedConvOp, conv.Inputs(), conv.Attributes("blocked"));
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  EXPECT_EQ((*kernel)->output_storage_bytes(0), dense);
+  auto out = h_nhwc.RunPrepared(**kernel, conv.Inputs());
+  ASSERT_TRUE(out.ok()) << out.status();
+  const std::vector<float> channels_last = (*out)[0].Values<float>();
+  ASSERT_EQ(channels_last.size(), want.size());
+  std::vector<float> got(want.size());
+  for (int64_t m = 0; m < conv.c; ++m) {
+    for (int64_t p = 0; p < pixels; ++p) got[m * pixels + p] = channels_last[p * conv.c + m];
+  }
+  ExpectNear(got, want);
+
+  KernelHarness h_blocked(blocked.kernels());
+  kernel = h_blocked.Prepare(kFusedConvOp, conv.Inputs(), conv.Attributes("blocked"));
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  const size_t stored = (*kernel)->output_storage_bytes(0);
+  if (stored == dense) GTEST_SKIP() << "the automatic chain layout is channels-last on this CPU";
+  // nChw16c or nChw8c: one block of `block` channels, the last ones zero padding.
+  const int64_t block = static_cast<int64_t>(stored / (pixels * sizeof(float)));
+  ASSERT_TRUE(block == 8 || block == 16) << stored << " bytes";
+  out = h_blocked.RunPrepared(**kernel, conv.Inputs());
+  ASSERT_TRUE(out.ok()) << out.status();
+  const std::vector<float> blocks = (*out)[0].Values<float>();
+  ASSERT_EQ(blocks.size(), static_cast<size_t>(block * pixels));
+  for (int64_t m = 0; m < conv.c; ++m) {
+    for (int64_t p = 0; p < pixels; ++p) got[m * pixels + p] = blocks[p * block + m];
+  }
+  ExpectNear(got, want);
+}
+
+TEST(CpuKernelStateTest, PackedWeightsArePerDevice) {
+  TestDevice a = MakeDevice({});
+  TestDevice b = MakeDevice({});
+  ASSERT_NE(a.device, nullptr);
+  ASSERT_NE(b.device, nullptr);
+  const CpuKernelState* state_a = CpuKernelStateOf(*a.kernels());
+  const CpuKernelState* state_b = CpuKernelStateOf(*b.kernels());
+  ASSERT_NE(state_a, nullptr);
+  ASSERT_NE(state_b, nullptr);
+  const SameConv conv(16, 16, 16, 3);
+  const std::vector<Tensor> inputs = conv.Inputs();  // the same weights' address for every Prepare
+  const runtime::Attributes attrs = conv.Attributes();
+  KernelHarness h_a(a.kernels()), h_b(b.kernels());
+
+  auto first = h_a.Prepare("Conv", inputs, attrs);
+  ASSERT_TRUE(first.ok()) << first.status();
+  PackedWeightStats stats = state_a->weight_stats();
+  if (stats.packed == 0) GTEST_SKIP() << "oneDNN uses the plain weights here: nothing is packed";
+  EXPECT_EQ(stats.packed, 1u);
+  EXPECT_EQ(stats.reused, 0u);
+  EXPECT_EQ(stats.live, 1u);
+  // A second plan on the same device reuses the packed weights.
+  auto second = h_a.Prepare("Conv", inputs, attrs);
+  ASSERT_TRUE(second.ok()) << second.status();
+  stats = state_a->weight_stats();
+  EXPECT_EQ(stats.packed, 1u);
+  EXPECT_EQ(stats.reused, 1u);
+  // Another device packs its own.
+  auto other = h_b.Prepare("Conv", inputs, attrs);
+  ASSERT_TRUE(other.ok()) << other.status();
+  EXPECT_EQ(state_b->weight_stats().packed, 1u);
+  EXPECT_EQ(state_b->weight_stats().reused, 0u);
+  EXPECT_EQ(state_a->weight_stats().packed, 1u);
+
+  // The cache holds its entries weakly: the kernels of device a gone, it holds nothing live.
+  first->reset();
+  second->reset();
+  EXPECT_EQ(state_a->weight_stats().live, 0u);
+  EXPECT_EQ(state_b->weight_stats().live, 1u);
+
+  // Destroying device a frees its state and cache, while a kernel prepared on it still runs
+  // from the packed weights it holds.
+  auto survivor = h_a.Prepare("Conv", inputs, attrs);
+  ASSERT_TRUE(survivor.ok()) << survivor.status();
+  std::weak_ptr<runtime::KernelState> weak = a.kernels()->state();
+  ASSERT_FALSE(weak.expired());
+  a.backend.reset();
+  EXPECT_TRUE(weak.expired());
+  auto out = h_b.RunPrepared(**survivor, inputs);
+  ASSERT_TRUE(out.ok()) << out.status();
+  ExpectNear((*out)[0].Values<float>(), conv.Reference());
+  // Device b is unaffected.
+  auto again = h_b.Prepare("Conv", inputs, attrs);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(state_b->weight_stats().reused, 1u);
+}
+
+TEST(CpuKernelStateTest, FactoryOutsideARegistryUsesTheDefaults) {
+  runtime::PrepareContext context;
+  EXPECT_EQ(CpuKernelStateOf(context), nullptr);
+  EXPECT_TRUE(CpuOptionsOf(context).conv_winograd);
+  EXPECT_EQ(CpuOptionsOf(context).conv_chain_layout, ConvChainLayout::kAuto);
+  EXPECT_EQ(ConvChainLayoutName(ConvChainLayout::kNhwc), "nhwc");
+  EXPECT_EQ(*ParseConvChainLayout("auto"), ConvChainLayout::kAuto);
+  EXPECT_FALSE(ParseConvChainLayout("nchw16c").ok());
+}
+
+}  // namespace
+}  // namespace reprise::kernels::cpu::testing
