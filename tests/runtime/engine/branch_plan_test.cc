@@ -8,13 +8,13 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "kernels/cpu/cpu_kernels.h"
 #include "runtime/core/capture.h"
 #include "runtime/core/device.h"
 #include "runtime/engine/control_flow.h"
 #include "runtime/engine/memory_plan.h"
 #include "runtime/engine/model.h"
 #include "runtime/engine/stream_session.h"
+#include "tests/runtime/core/core_test_util.h"
 #include "tests/runtime/engine/test_models.h"
 
 namespace reprise::runtime::engine {
@@ -169,20 +169,9 @@ std::string ChainModel() {
   return b.Bytes();
 }
 
-class BranchCaptureTest : public ::testing::Test {
+// The CPU device with its kernels (CoreTest).
+class BranchCaptureTest : public runtime::testing::CoreTest {
  protected:
-  void SetUp() override {
-    auto backend = CreateBackend("cpu");
-    ASSERT_TRUE(backend.ok()) << backend.status();
-    backend_ = std::move(backend).value();
-    auto device = backend_->device(0);
-    ASSERT_TRUE(device.ok()) << device.status();
-    device_ = *device;
-    if (!device_->kernels()->Has("Add")) {
-      ASSERT_TRUE(kernels::cpu::RegisterCpuKernels(device_->kernels()).ok());
-    }
-  }
-
   std::shared_ptr<const Model> Load(const std::string& bytes, int threads, int branch_streams) {
     ModelOptions options;
     options.intra_op_threads = threads;
@@ -198,9 +187,6 @@ class BranchCaptureTest : public ::testing::Test {
     EXPECT_TRUE(outputs.ok()) << outputs.status();
     return outputs.ok() ? testing::Floats((*outputs)[0].value) : std::vector<float>{};
   }
-
-  std::unique_ptr<Backend> backend_;
-  Device* device_ = nullptr;
 };
 
 TensorValue Input(uint32_t seed) {
