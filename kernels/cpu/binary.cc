@@ -61,12 +61,14 @@ T ApplyArith(Arith op, T a, T b) {
   return a;
 }
 
-// out[i] = f(a[i], b[i]) over a broadcast plan of two operands (a, b).
+// out[i] = f(a[i], b[i]) over a broadcast plan of two operands (a, b), split over up to
+// `threads` threads when large enough (each element is computed as serially: same bits).
 template <typename TA, typename TB, typename TO, typename F>
-void BinaryLoop(const BroadcastPlan& plan, const TA* a, const TB* b, TO* out, F f) {
+void BinaryLoop(const BroadcastPlan& plan, const TA* a, const TB* b, TO* out, F f, int threads = 1,
+                double cost = 1.0) {
   const int64_t sa = plan.strides[0].back();
   const int64_t sb = plan.strides[1].back();
-  ForEachRow(plan, [&](int64_t o, const int64_t* offs, int64_t n) {
+  ForEachRowParallel(plan, threads, cost, [&](int64_t o, const int64_t* offs, int64_t n) {
     const TA* pa = a + offs[0];
     const TB* pb = b + offs[1];
     TO* po = out + o;
@@ -147,7 +149,8 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareArith(const PrepareContex
   }
   FunctionKernel::RunFn run;
   const bool ok = DispatchNumeric(dtype, [&]<typename T>() {
-    run = [plans, n, alpha, count = runtime::NumElements(out)](const KernelArgs& args) {
+    const int threads = context.intra_op_threads;
+    run = [plans, n, alpha, threads, count = runtime::NumElements(out)](const KernelArgs& args) {
       T* o = static_cast<T*>(args.outputs[0]);
       const auto in = [&](size_t i) { return static_cast<const T*>(args.inputs[i]); };
       if (n == 1) {
@@ -155,16 +158,19 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareArith(const PrepareContex
       } else if (plans.size() == 1) {
         if (kOp == Arith::kAdd && alpha != 1.0f) {
           const T a = static_cast<T>(alpha);
-          BinaryLoop(plans[0], in(0), in(1), o,
-                     [a](T x, T y) { return static_cast<T>(x + y * a); });
+          BinaryLoop(
+              plans[0], in(0), in(1), o, [a](T x, T y) { return static_cast<T>(x + y * a); },
+              threads);
         } else {
-          BinaryLoop(plans[0], in(0), in(1), o, [](T x, T y) { return ApplyArith(kOp, x, y); });
+          BinaryLoop(
+              plans[0], in(0), in(1), o, [](T x, T y) { return ApplyArith(kOp, x, y); }, threads);
         }
       } else {
         BroadcastCopy(plans[0], in(0), o);
         for (size_t i = 1; i < n; ++i) {
-          BinaryLoop(plans[i], static_cast<const T*>(o), in(i), o,
-                     [](T x, T y) { return ApplyArith(kOp, x, y); });
+          BinaryLoop(
+              plans[i], static_cast<const T*>(o), in(i), o,
+              [](T x, T y) { return ApplyArith(kOp, x, y); }, threads);
         }
       }
       if constexpr (kOp == Arith::kMean) {

@@ -189,6 +189,30 @@ BroadcastPlan MakeStridedPlan(const Shape& out, std::vector<std::vector<int64_t>
   return plan;
 }
 
+void ParallelFor(int64_t n, int threads, double cost_per_item,
+                 absl::FunctionRef<void(int64_t, int64_t)> fn, int64_t grain) {
+  if (n <= 0) return;
+  grain = std::max<int64_t>(grain, 1);
+  const double work = static_cast<double>(n) * std::max(cost_per_item, 0.0);
+  // One thread per kMinParallelWork of work, at most `threads` and one per grain.
+  const int64_t by_work = static_cast<int64_t>(work / kMinParallelWork);
+  const int64_t by_grain = (n + grain - 1) / grain;
+  const int team = static_cast<int>(std::min<int64_t>({threads, by_work, by_grain}));
+  if (team <= 1) {
+    fn(0, n);
+    return;
+  }
+  const int64_t grains = by_grain;
+#pragma omp parallel num_threads(team)
+  {
+    const int64_t id = omp_get_thread_num();
+    const int64_t count = omp_get_num_threads();
+    const int64_t begin = std::min(n, grains * id / count * grain);
+    const int64_t end = std::min(n, grains * (id + 1) / count * grain);
+    if (begin < end) fn(begin, end);
+  }
+}
+
 void UseIntraOpThreads(int threads) {
   const int wanted = threads < 1 ? 1 : threads;
   // The ICV is per thread: this changes only the calling (stream) thread's parallel regions.

@@ -3,6 +3,7 @@
 #ifndef REPRISE_KERNELS_CPU_KERNEL_UTIL_H_
 #define REPRISE_KERNELS_CPU_KERNEL_UTIL_H_
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "absl/container/inlined_vector.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
@@ -214,19 +216,33 @@ BroadcastPlan MakeBroadcastPlan(const Shape& out, const std::vector<Shape>& inpu
 /// broadcast), coalescing axes where every operand is contiguous across them.
 BroadcastPlan MakeStridedPlan(const Shape& out, std::vector<std::vector<int64_t>> strides);
 
-/// Calls `row(out_offset, in_offsets, length)` once per innermost row; `in_offsets[k]` is the
-/// element offset of operand k at the row's start; along the row operand k advances by
-/// `plan.strides[k].back()` (0 or 1 after coalescing, or a larger stride). Operands: at most 4.
+/// Calls `row(out_offset, in_offsets, length)` for the output elements [begin, end), one call per
+/// piece of an innermost row; `in_offsets[k]` is the element offset of operand k at the piece's
+/// start; along the piece operand k advances by `plan.strides[k].back()` (0 or 1 after
+/// coalescing, or a larger stride). Operands: at most 4.
 template <typename Row>
-void ForEachRow(const BroadcastPlan& plan, Row&& row) {
-  if (plan.count == 0) return;
+void ForEachRowIn(const BroadcastPlan& plan, int64_t begin, int64_t end, Row&& row) {
+  if (begin >= end) return;
   const size_t rank = plan.dims.size();
   const size_t n = plan.strides.size();
   const int64_t length = plan.dims[rank - 1];
   absl::InlinedVector<int64_t, 8> index(rank, 0);
   int64_t offsets[4] = {0, 0, 0, 0};
-  for (int64_t out = 0; out < plan.count; out += length) {
-    row(out, static_cast<const int64_t*>(offsets), length);
+  // The multi-index of `begin`'s row over the outer axes.
+  int64_t rest = begin / length;
+  for (size_t axis = rank - 1; axis-- > 0 && rest > 0;) {
+    index[axis] = rest % plan.dims[axis];
+    rest /= plan.dims[axis];
+    for (size_t k = 0; k < n; ++k) offsets[k] += index[axis] * plan.strides[k][axis];
+  }
+  int64_t within = begin % length;
+  for (int64_t out = begin; out < end;) {
+    const int64_t take = std::min(length - within, end - out);
+    int64_t at[4] = {0, 0, 0, 0};
+    for (size_t k = 0; k < n; ++k) at[k] = offsets[k] + within * plan.strides[k][rank - 1];
+    row(out, static_cast<const int64_t*>(at), take);
+    out += take;
+    within = 0;
     // Advance the multi-index over the outer axes, innermost first.
     for (size_t axis = rank - 1; axis-- > 0;) {
       ++index[axis];
@@ -236,6 +252,33 @@ void ForEachRow(const BroadcastPlan& plan, Row&& row) {
       index[axis] = 0;
     }
   }
+}
+
+/// ForEachRowIn over every output element, in order, on the calling thread.
+template <typename Row>
+void ForEachRow(const BroadcastPlan& plan, Row&& row) {
+  ForEachRowIn(plan, 0, plan.count, row);
+}
+
+/// Work (elements x cost per element, roughly in nanoseconds of one core) below which a loop
+/// stays on the calling thread: starting OpenMP threads costs a few microseconds.
+inline constexpr double kMinParallelWork = 32768;
+
+/// Calls `fn(begin, end)` over disjoint ranges that cover [0, n), on up to `threads` OpenMP
+/// threads of the calling thread (never more; fewer when n * cost_per_item is small, one below
+/// kMinParallelWork: then just fn(0, n) here). Range bounds are multiples of `grain` except n.
+/// `fn` runs concurrently: it may only write what its range owns, so an elementwise loop gives
+/// the same bits as a serial one.
+void ParallelFor(int64_t n, int threads, double cost_per_item,
+                 absl::FunctionRef<void(int64_t, int64_t)> fn, int64_t grain = 16);
+
+/// ForEachRow split over up to `threads` threads by output elements (ParallelFor); `row` runs
+/// concurrently on disjoint pieces.
+template <typename Row>
+void ForEachRowParallel(const BroadcastPlan& plan, int threads, double cost_per_element,
+                        Row&& row) {
+  ParallelFor(plan.count, threads, cost_per_element,
+              [&](int64_t begin, int64_t end) { ForEachRowIn(plan, begin, end, row); });
 }
 
 /// Sets the OpenMP thread count of the calling thread (what oneDNN's primitives and sgemm use

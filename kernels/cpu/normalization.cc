@@ -177,35 +177,48 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareSoftmax(const PrepareCont
   ASSIGN_OR_RETURN(AxisGeometry g, SoftmaxGeometry(context));
   const Shape& shape = context.inputs[0].shape;
   const int64_t outer = g.outer, dim = g.dim, inner = g.inner;
+  const int threads = context.intra_op_threads;
   return MakeKernel(context, {Desc(DataType::kFloat32, shape)}, [=](const KernelArgs& args) {
     const float* x = static_cast<const float*>(args.inputs[0]);
     float* y = static_cast<float*>(args.outputs[0]);
+    // Rows split over the intra-op threads; each row is computed as serially.
+    const double row_cost = 4.0 * static_cast<double>(dim * inner);
     if (inner == 1 && !kLog) {
       // The usual case: rows are contiguous.
-      SoftmaxRows(x, y, outer, dim);
+      ParallelFor(
+          outer, threads, row_cost,
+          [&](int64_t first, int64_t end) {
+            SoftmaxRows(x + first * dim, y + first * dim, end - first, dim);
+          },
+          1);
       return absl::OkStatus();
     }
-    for (int64_t o = 0; o < outer; ++o) {
-      for (int64_t i = 0; i < inner; ++i) {
-        const float* p = x + o * dim * inner + i;
-        float* q = y + o * dim * inner + i;
-        float max = -INFINITY;
-        for (int64_t k = 0; k < dim; ++k) max = std::max(max, p[k * inner]);
-        double sum = 0;
-        for (int64_t k = 0; k < dim; ++k) {
-          const float e = std::exp(p[k * inner] - max);
-          if (!kLog) q[k * inner] = e;
-          sum += e;
-        }
-        if (kLog) {
-          const float log_sum = static_cast<float>(std::log(sum));
-          for (int64_t k = 0; k < dim; ++k) q[k * inner] = p[k * inner] - max - log_sum;
-        } else {
-          const float scale = static_cast<float>(1.0 / sum);
-          for (int64_t k = 0; k < dim; ++k) q[k * inner] *= scale;
-        }
-      }
-    }
+    ParallelFor(
+        outer, threads, row_cost,
+        [&](int64_t first, int64_t end) {
+          for (int64_t o = first; o < end; ++o) {
+            for (int64_t i = 0; i < inner; ++i) {
+              const float* p = x + o * dim * inner + i;
+              float* q = y + o * dim * inner + i;
+              float max = -INFINITY;
+              for (int64_t k = 0; k < dim; ++k) max = std::max(max, p[k * inner]);
+              double sum = 0;
+              for (int64_t k = 0; k < dim; ++k) {
+                const float e = std::exp(p[k * inner] - max);
+                if (!kLog) q[k * inner] = e;
+                sum += e;
+              }
+              if (kLog) {
+                const float log_sum = static_cast<float>(std::log(sum));
+                for (int64_t k = 0; k < dim; ++k) q[k * inner] = p[k * inner] - max - log_sum;
+              } else {
+                const float scale = static_cast<float>(1.0 / sum);
+                for (int64_t k = 0; k < dim; ++k) q[k * inner] *= scale;
+              }
+            }
+          }
+        },
+        1);
     return absl::OkStatus();
   });
 }
@@ -247,6 +260,7 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareLayerNorm(const PrepareCo
     outputs.push_back(Desc(DataType::kFloat32, stat_shape));
   }
   const int num_outputs = context.num_outputs;
+  const int threads = context.intra_op_threads;
   return MakeKernel(context, std::move(outputs), [=](const KernelArgs& args) {
     const float* x = static_cast<const float*>(args.inputs[0]);
     const float* scale = static_cast<const float*>(args.inputs[1]);
@@ -254,25 +268,32 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareLayerNorm(const PrepareCo
     float* y = static_cast<float*>(args.outputs[0]);
     float* mean_out = num_outputs > 1 ? static_cast<float*>(args.outputs[1]) : nullptr;
     float* inv_out = num_outputs > 2 ? static_cast<float*>(args.outputs[2]) : nullptr;
-    for (int64_t o = 0; o < outer; ++o) {
-      const float* p = x + o * norm;
-      float* q = y + o * norm;
-      const float mean = norm > 0 ? RowSum(p, norm, 0.0f, false) / static_cast<float>(norm) : 0;
-      const float var = norm > 0 ? RowSum(p, norm, mean, true) / static_cast<float>(norm) : 0;
-      const float inv = 1.0f / std::sqrt(var + epsilon);
-      const float m = mean;
-      if (!scale_scalar && bias != nullptr && !bias_scalar) {
-        for (int64_t k = 0; k < norm; ++k) q[k] = (p[k] - m) * inv * scale[k] + bias[k];
-      } else {
-        for (int64_t k = 0; k < norm; ++k) {
-          const float s = scale[scale_scalar ? 0 : k];
-          const float b = bias == nullptr ? 0.0f : bias[bias_scalar ? 0 : k];
-          q[k] = (p[k] - m) * inv * s + b;
-        }
-      }
-      if (mean_out != nullptr) mean_out[o] = m;
-      if (inv_out != nullptr) inv_out[o] = inv;
-    }
+    // Rows split over the intra-op threads; each row is computed as serially.
+    ParallelFor(
+        outer, threads, 3.0 * static_cast<double>(norm),
+        [&](int64_t first, int64_t end) {
+          for (int64_t o = first; o < end; ++o) {
+            const float* p = x + o * norm;
+            float* q = y + o * norm;
+            const float mean =
+                norm > 0 ? RowSum(p, norm, 0.0f, false) / static_cast<float>(norm) : 0;
+            const float var = norm > 0 ? RowSum(p, norm, mean, true) / static_cast<float>(norm) : 0;
+            const float inv = 1.0f / std::sqrt(var + epsilon);
+            const float m = mean;
+            if (!scale_scalar && bias != nullptr && !bias_scalar) {
+              for (int64_t k = 0; k < norm; ++k) q[k] = (p[k] - m) * inv * scale[k] + bias[k];
+            } else {
+              for (int64_t k = 0; k < norm; ++k) {
+                const float s = scale[scale_scalar ? 0 : k];
+                const float b = bias == nullptr ? 0.0f : bias[bias_scalar ? 0 : k];
+                q[k] = (p[k] - m) * inv * s + b;
+              }
+            }
+            if (mean_out != nullptr) mean_out[o] = m;
+            if (inv_out != nullptr) inv_out[o] = inv;
+          }
+        },
+        1);
     return absl::OkStatus();
   });
 }
@@ -307,6 +328,7 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareBatchNorm(const PrepareCo
   const int64_t batch = shape[0];
   const int64_t spatial =
       batch * channels == 0 ? 0 : runtime::NumElements(shape) / batch / channels;
+  const int threads = context.intra_op_threads;
   return MakeKernel(context, {Desc(DataType::kFloat32, shape)}, [=](const KernelArgs& args) {
     const float* x = static_cast<const float*>(args.inputs[0]);
     const float* scale = static_cast<const float*>(args.inputs[1]);
@@ -314,14 +336,19 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareBatchNorm(const PrepareCo
     const float* mean = static_cast<const float*>(args.inputs[3]);
     const float* var = static_cast<const float*>(args.inputs[4]);
     float* y = static_cast<float*>(args.outputs[0]);
-    for (int64_t c = 0; c < channels; ++c) {
-      const float a = scale[c] / std::sqrt(var[c] + epsilon);
-      const float b = bias[c] - mean[c] * a;
-      for (int64_t n = 0; n < batch; ++n) {
-        const int64_t at = (n * channels + c) * spatial;
-        for (int64_t i = 0; i < spatial; ++i) y[at + i] = x[at + i] * a + b;
-      }
-    }
+    // (n, c) planes split over the intra-op threads.
+    ParallelFor(
+        batch * channels, threads, static_cast<double>(spatial),
+        [&](int64_t first, int64_t end) {
+          for (int64_t plane = first; plane < end; ++plane) {
+            const int64_t c = plane % channels;
+            const float a = scale[c] / std::sqrt(var[c] + epsilon);
+            const float b = bias[c] - mean[c] * a;
+            const int64_t at = plane * spatial;
+            for (int64_t i = 0; i < spatial; ++i) y[at + i] = x[at + i] * a + b;
+          }
+        },
+        1);
     return absl::OkStatus();
   });
 }
@@ -345,24 +372,31 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareInstanceNorm(const Prepar
   }
   const int64_t planes = shape[0] * channels;
   const int64_t spatial = planes == 0 ? 0 : runtime::NumElements(shape) / planes;
+  const int threads = context.intra_op_threads;
   return MakeKernel(context, {Desc(DataType::kFloat32, shape)}, [=](const KernelArgs& args) {
     const float* x = static_cast<const float*>(args.inputs[0]);
     const float* scale = static_cast<const float*>(args.inputs[1]);
     const float* bias = static_cast<const float*>(args.inputs[2]);
     float* y = static_cast<float*>(args.outputs[0]);
-    for (int64_t plane = 0; plane < planes; ++plane) {
-      const int64_t c = plane % channels;
-      const float* p = x + plane * spatial;
-      double sum = 0;
-      for (int64_t i = 0; i < spatial; ++i) sum += p[i];
-      const double mean = sum / spatial;
-      double var = 0;
-      for (int64_t i = 0; i < spatial; ++i) var += (p[i] - mean) * (p[i] - mean);
-      var /= spatial;
-      const float a = static_cast<float>(scale[c] / std::sqrt(var + epsilon));
-      const float b = static_cast<float>(bias[c] - mean * a);
-      for (int64_t i = 0; i < spatial; ++i) y[plane * spatial + i] = p[i] * a + b;
-    }
+    // Planes split over the intra-op threads; each is computed as serially.
+    ParallelFor(
+        planes, threads, 3.0 * static_cast<double>(spatial),
+        [&](int64_t first, int64_t end) {
+          for (int64_t plane = first; plane < end; ++plane) {
+            const int64_t c = plane % channels;
+            const float* p = x + plane * spatial;
+            double sum = 0;
+            for (int64_t i = 0; i < spatial; ++i) sum += p[i];
+            const double mean = sum / spatial;
+            double var = 0;
+            for (int64_t i = 0; i < spatial; ++i) var += (p[i] - mean) * (p[i] - mean);
+            var /= spatial;
+            const float a = static_cast<float>(scale[c] / std::sqrt(var + epsilon));
+            const float b = static_cast<float>(bias[c] - mean * a);
+            for (int64_t i = 0; i < spatial; ++i) y[plane * spatial + i] = p[i] * a + b;
+          }
+        },
+        1);
     return absl::OkStatus();
   });
 }

@@ -89,6 +89,12 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PreparePool(const PrepareContext
   if (with_indices) outputs.push_back(Desc(DataType::kInt64, y));
   std::array<AxisTaps, 3> taps;
   for (int a = 0; a < 3; ++a) taps[a] = MakeAxisTaps(g, a);
+  const int threads = context.intra_op_threads;
+  const int64_t out_size = g.output[0] * g.output[1] * g.output[2];
+  // Per plane: each output reads its window.
+  int64_t window = 1;
+  for (int64_t k : win.kernel) window *= k;
+  const double plane_cost = static_cast<double>(out_size) * static_cast<double>(window + 2);
   return MakeKernel(context, std::move(outputs), [=](const KernelArgs& args) {
     const float* xp = static_cast<const float*>(args.inputs[0]);
     float* yp = static_cast<float*>(args.outputs[0]);
@@ -98,56 +104,65 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PreparePool(const PrepareContext
     const AxisTaps& tw = taps[2];
     const int64_t dil_d = g.dilations[0], dil_h = g.dilations[1], dil_w = g.dilations[2];
     const int64_t in_h = g.input[1], in_w = g.input[2];
-    int64_t o = 0;
-    for (int64_t p = 0; p < planes; ++p) {
-      const float* in = xp + p * in_size;
-      for (int64_t od = 0; od < g.output[0]; ++od) {
-        for (int64_t oh = 0; oh < g.output[1]; ++oh) {
-          for (int64_t ow = 0; ow < g.output[2]; ++ow, ++o) {
-            float best = -std::numeric_limits<float>::infinity();
-            int64_t best_at = -1;
-            float sum = 0;
-            for (int64_t kd = td.first[od]; kd < td.last[od]; ++kd) {
-              const int64_t d = td.origin[od] + kd * dil_d;
-              for (int64_t kh = th.first[oh]; kh < th.last[oh]; ++kh) {
-                const int64_t row = (d * in_h + th.origin[oh] + kh * dil_h) * in_w + tw.origin[ow];
-                const float* r = in + row;
-                if (kMax && ip == nullptr) {
-                  for (int64_t kw = tw.first[ow]; kw < tw.last[ow]; ++kw) {
-                    best = std::max(best, r[kw * dil_w]);
-                  }
-                } else if (kMax) {
-                  for (int64_t kw = tw.first[ow]; kw < tw.last[ow]; ++kw) {
-                    const float v = r[kw * dil_w];
-                    if (v > best || best_at < 0) {
-                      best = v;
-                      best_at = row + kw * dil_w;
+    // Planes split over the intra-op threads; each is computed as serially.
+    ParallelFor(
+        planes, threads, plane_cost,
+        [&](int64_t first_plane, int64_t end_plane) {
+          for (int64_t p = first_plane; p < end_plane; ++p) {
+            const float* in = xp + p * in_size;
+            int64_t o = p * out_size;
+            for (int64_t od = 0; od < g.output[0]; ++od) {
+              for (int64_t oh = 0; oh < g.output[1]; ++oh) {
+                for (int64_t ow = 0; ow < g.output[2]; ++ow, ++o) {
+                  float best = -std::numeric_limits<float>::infinity();
+                  int64_t best_at = -1;
+                  float sum = 0;
+                  for (int64_t kd = td.first[od]; kd < td.last[od]; ++kd) {
+                    const int64_t d = td.origin[od] + kd * dil_d;
+                    for (int64_t kh = th.first[oh]; kh < th.last[oh]; ++kh) {
+                      const int64_t row =
+                          (d * in_h + th.origin[oh] + kh * dil_h) * in_w + tw.origin[ow];
+                      const float* r = in + row;
+                      if (kMax && ip == nullptr) {
+                        for (int64_t kw = tw.first[ow]; kw < tw.last[ow]; ++kw) {
+                          best = std::max(best, r[kw * dil_w]);
+                        }
+                      } else if (kMax) {
+                        for (int64_t kw = tw.first[ow]; kw < tw.last[ow]; ++kw) {
+                          const float v = r[kw * dil_w];
+                          if (v > best || best_at < 0) {
+                            best = v;
+                            best_at = row + kw * dil_w;
+                          }
+                        }
+                      } else {
+                        for (int64_t kw = tw.first[ow]; kw < tw.last[ow]; ++kw)
+                          sum += r[kw * dil_w];
+                      }
                     }
                   }
-                } else {
-                  for (int64_t kw = tw.first[ow]; kw < tw.last[ow]; ++kw) sum += r[kw * dil_w];
+                  if (kMax) {
+                    yp[o] = best;
+                    if (ip != nullptr) {
+                      int64_t index = best_at;
+                      if (storage_order != 0 && best_at >= 0)
+                        index = (best_at % in_w) * in_h + best_at / in_w;
+                      ip[o] = p * in_size + index;
+                    }
+                  } else {
+                    const int64_t divisor = include_pad != 0
+                                                ? td.padded[od] * th.padded[oh] * tw.padded[ow]
+                                                : (td.last[od] - td.first[od]) *
+                                                      (th.last[oh] - th.first[oh]) *
+                                                      (tw.last[ow] - tw.first[ow]);
+                    yp[o] = divisor > 0 ? sum / static_cast<float>(divisor) : 0.0f;
+                  }
                 }
               }
             }
-            if (kMax) {
-              yp[o] = best;
-              if (ip != nullptr) {
-                int64_t index = best_at;
-                if (storage_order != 0 && best_at >= 0)
-                  index = (best_at % in_w) * in_h + best_at / in_w;
-                ip[o] = p * in_size + index;
-              }
-            } else {
-              const int64_t divisor =
-                  include_pad != 0 ? td.padded[od] * th.padded[oh] * tw.padded[ow]
-                                   : (td.last[od] - td.first[od]) * (th.last[oh] - th.first[oh]) *
-                                         (tw.last[ow] - tw.first[ow]);
-              yp[o] = divisor > 0 ? sum / static_cast<float>(divisor) : 0.0f;
-            }
           }
-        }
-      }
-    }
+        },
+        1);
     return absl::OkStatus();
   });
 }
@@ -166,21 +181,27 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareGlobalPool(const PrepareC
   y[1] = x[1];
   const int64_t planes = x[0] * x[1];
   const int64_t size = planes == 0 ? 0 : runtime::NumElements(x) / planes;
+  const int threads = context.intra_op_threads;
   return MakeKernel(context, {Desc(DataType::kFloat32, y)}, [=](const KernelArgs& args) {
     const float* xp = static_cast<const float*>(args.inputs[0]);
     float* yp = static_cast<float*>(args.outputs[0]);
-    for (int64_t p = 0; p < planes; ++p) {
-      const float* in = xp + p * size;
-      if (kMax) {
-        float best = -std::numeric_limits<float>::infinity();
-        for (int64_t i = 0; i < size; ++i) best = std::max(best, in[i]);
-        yp[p] = best;
-      } else {
-        double sum = 0;
-        for (int64_t i = 0; i < size; ++i) sum += in[i];
-        yp[p] = size > 0 ? static_cast<float>(sum / size) : 0.0f;
-      }
-    }
+    ParallelFor(
+        planes, threads, static_cast<double>(size),
+        [&](int64_t first, int64_t end) {
+          for (int64_t p = first; p < end; ++p) {
+            const float* in = xp + p * size;
+            if (kMax) {
+              float best = -std::numeric_limits<float>::infinity();
+              for (int64_t i = 0; i < size; ++i) best = std::max(best, in[i]);
+              yp[p] = best;
+            } else {
+              double sum = 0;
+              for (int64_t i = 0; i < size; ++i) sum += in[i];
+              yp[p] = size > 0 ? static_cast<float>(sum / size) : 0.0f;
+            }
+          }
+        },
+        1);
     return absl::OkStatus();
   });
 }

@@ -601,12 +601,18 @@ absl::StatusOr<Stream*> BodyStreams::At(size_t depth) {
 absl::StatusOr<std::unique_ptr<ControlFlowKernel>> PlanControlFlow(
     const Node& node, const std::vector<TensorDesc>& inputs, const KernelRegistry& registry,
     const PlanOptions& options) {
-  if (node.op == "If") return PlanIf(node, inputs, registry, options);
-  if (node.op == "Loop") return PlanLoop(node, inputs, registry, options);
+  // Bodies are captured on body streams of their own: their steps never fork.
+  PlanOptions sub = options;
+  sub.max_branch_streams = 1;
+  if (node.op == "If") return PlanIf(node, inputs, registry, sub);
+  if (node.op == "Loop") return PlanLoop(node, inputs, registry, sub);
   return absl::UnimplementedError(absl::StrCat(node.op, " is not a control-flow op"));
 }
 
 absl::Status EnqueuePlan(const ExecutionPlan& plan, Stream* stream, const CaptureScope* scope) {
+  if (scope != nullptr && scope->branches != nullptr && !plan.parallel_regions().empty()) {
+    return EnqueueForked(plan, stream, scope->branches);
+  }
   for (const PlanStep& step : plan.steps()) {
     absl::Status status =
         scope != nullptr && step.control != nullptr

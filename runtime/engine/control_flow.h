@@ -14,6 +14,7 @@
 #include "runtime/core/kernel.h"
 #include "runtime/core/model_ri.h"
 #include "runtime/core/stream.h"
+#include "runtime/engine/branch_plan.h"
 #include "runtime/engine/execution_plan.h"
 #include "runtime/engine/graph.h"
 
@@ -38,6 +39,9 @@ struct CaptureScope {
   BodyStreams* bodies = nullptr;
   size_t depth = 0;  // bodies of this level are captured on bodies->At(depth)
   CaptureMode mode = CaptureMode::kThreadLocal;
+  /// Where a plan's parallel regions fork (ExecutionPlan::parallel_regions); null: every step
+  /// on the capturing stream.
+  BranchStreams* branches = nullptr;
 };
 
 /// The kernel of an If or Loop node. Run executes the node on the calling thread (its
@@ -69,7 +73,8 @@ absl::StatusOr<std::unique_ptr<ControlFlowKernel>> PlanControlFlow(
     const PlanOptions& options);
 
 /// Enqueues `plan`'s steps on `stream`. With `scope` (the stream is capturing) a control-flow
-/// step records itself as conditional tasks; without, every step is one kernel launch (a
+/// step records itself as conditional tasks, and with `scope->branches` the plan's parallel
+/// regions fork onto helper streams (EnqueueForked); without, every step is one kernel launch (a
 /// control-flow step then runs its subgraphs on the stream's worker). Errors name the node.
 absl::Status EnqueuePlan(const ExecutionPlan& plan, Stream* stream, const CaptureScope* scope);
 

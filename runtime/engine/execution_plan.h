@@ -2,6 +2,7 @@
 #ifndef REPRISE_RUNTIME_ENGINE_EXECUTION_PLAN_H_
 #define REPRISE_RUNTIME_ENGINE_EXECUTION_PLAN_H_
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <utility>
@@ -12,6 +13,7 @@
 #include "runtime/core/kernel.h"
 #include "runtime/core/status_macros.h"
 #include "runtime/engine/aligned_buffer.h"
+#include "runtime/engine/branch_plan.h"
 #include "runtime/engine/graph.h"
 #include "runtime/engine/validated_inputs.h"
 
@@ -37,6 +39,12 @@ struct PlanOptions {
   /// subgraph's inputs take their types from the node that runs it).
   std::vector<DataType> input_dtypes;
   int64_t max_loop_iterations = kDefaultMaxLoopIterations;
+  /// Streams a capture may fork independent branches onto (branch_plan.h); 1: never fork. The
+  /// steps of a region of N lanes are prepared with intra_op_threads / N threads (at least 1),
+  /// so lanes x threads stay within intra_op_threads.
+  int max_branch_streams = 1;
+  /// The least estimated work (ns) a lane must carry for a region to fork.
+  int64_t min_branch_cost_ns = kDefaultMinBranchCostNs;
 };
 
 class ControlFlowKernel;
@@ -121,6 +129,16 @@ class ExecutionPlan {
   int folded_nodes() const { return folded_nodes_; }
   /// Number of Reshape-family nodes planned as views of their input (no step, no buffer).
   int view_nodes() const { return view_nodes_; }
+  /// Regions of independent branches that a capture forks onto helper streams (in plan order;
+  /// empty unless PlanOptions::max_branch_streams > 1 and some branches pay). The memory plan
+  /// keeps the buffers of a region's lanes apart; RunSteps runs them in plan order.
+  const std::vector<ParallelRegion>& parallel_regions() const { return regions_; }
+  /// Streams a capture of this plan uses: 1 + the most helper lanes of any region.
+  int num_streams() const {
+    size_t most = 1;
+    for (const ParallelRegion& region : regions_) most = std::max(most, region.lanes.size());
+    return static_cast<int>(most);
+  }
 
   /// Host regions owned by the plan that steps may point into besides inputs(), outputs() and
   /// the graph's constants: the arena and the values computed at plan time, as (address,
@@ -165,6 +183,7 @@ class ExecutionPlan {
   friend class PlanBuilder;
 
   std::vector<PlanStep> steps_;
+  std::vector<ParallelRegion> regions_;
   std::vector<PlanTensor> inputs_;
   std::vector<PlanTensor> outputs_;
   std::vector<std::unique_ptr<PreparedKernel>> kernels_;

@@ -9,6 +9,15 @@
 namespace reprise::runtime::engine {
 
 MemoryPlan PlanMemory(const std::vector<BufferLifetime>& buffers) {
+  return PlanMemory(buffers, {});
+}
+
+MemoryPlan PlanMemory(const std::vector<BufferLifetime>& buffers,
+                      const std::vector<BufferLane>& lanes) {
+  auto parallel = [&lanes](size_t a, size_t b) {
+    return !lanes.empty() && lanes[a].region >= 0 && lanes[a].region == lanes[b].region &&
+           lanes[a].lane != lanes[b].lane;
+  };
   MemoryPlan plan;
   plan.offsets.assign(buffers.size(), 0);
   std::vector<size_t> order(buffers.size());
@@ -24,7 +33,7 @@ MemoryPlan PlanMemory(const std::vector<BufferLifetime>& buffers) {
     std::vector<std::pair<size_t, size_t>> busy;
     for (size_t other : placed) {
       const BufferLifetime& o = buffers[other];
-      if (o.last < buf.first || buf.last < o.first) continue;
+      if ((o.last < buf.first || buf.last < o.first) && !parallel(id, other)) continue;
       busy.emplace_back(plan.offsets[other], plan.offsets[other] + AlignUp(o.bytes));
     }
     std::sort(busy.begin(), busy.end());

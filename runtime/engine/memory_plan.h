@@ -14,6 +14,15 @@ struct BufferLifetime {
   int last = 0;
 };
 
+/// Where a buffer is used when its plan runs parallel branches (branch_plan.h): buffers of the
+/// same region on different lanes may be live at the same time whatever their step numbers.
+/// `region` -1: the buffer is not confined to one lane (its lifetime must then cover every
+/// region it touches).
+struct BufferLane {
+  int region = -1;
+  int lane = -1;
+};
+
 /// Where each buffer lives in the arena.
 struct MemoryPlan {
   std::vector<size_t> offsets;  // one per request, multiples of kBufferAlignment
@@ -25,6 +34,10 @@ struct MemoryPlan {
 /// placed largest first, each at the lowest aligned offset free during its lifetime. Always
 /// `arena_bytes <= total_bytes`.
 MemoryPlan PlanMemory(const std::vector<BufferLifetime>& buffers);
+/// The same, where two buffers also conflict when `lanes` (empty, or one per buffer) puts them
+/// in the same region on different lanes.
+MemoryPlan PlanMemory(const std::vector<BufferLifetime>& buffers,
+                      const std::vector<BufferLane>& lanes);
 
 }  // namespace reprise::runtime::engine
 

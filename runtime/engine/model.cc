@@ -187,6 +187,10 @@ absl::StatusOr<std::unique_ptr<ExecutionPlan>> Model::Plan(
     const std::vector<const TensorValue*>& fixed_inputs) const {
   PlanOptions options;
   options.intra_op_threads = options_.intra_op_threads;
+  const int threads = std::max(1, options_.intra_op_threads);
+  options.max_branch_streams = options_.max_branch_streams > 0
+                                   ? std::min(options_.max_branch_streams, threads)
+                                   : std::min(threads, kMaxBranchStreams);
   options.max_plan_bytes = options_.max_plan_bytes;
   return ExecutionPlan::Create(graph_, registry_, input_shapes, options, fixed_inputs);
 }

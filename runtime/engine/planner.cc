@@ -9,6 +9,7 @@
 #include "runtime/core/checked_size.h"
 #include "runtime/core/status_macros.h"
 #include "runtime/core/string_tensor.h"
+#include "runtime/engine/branch_plan.h"
 #include "runtime/engine/control_flow.h"
 #include "runtime/engine/execution_plan.h"
 #include "runtime/engine/memory_plan.h"
@@ -93,7 +94,8 @@ class PlanBuilder {
       lifetimes_[index].last =
           std::max<int>(lifetimes_[index].last, static_cast<int>(plan_->steps_.size()) - 1);
     }
-    MemoryPlan memory = PlanMemory(lifetimes_);
+    std::vector<BufferLane> lanes = PlanRegions();
+    MemoryPlan memory = PlanMemory(lifetimes_, lanes);
     plan_->arena_bytes_ = memory.arena_bytes;
     plan_->intermediate_bytes_ = memory.total_bytes;
     plan_->owned_bytes_ = static_cast<size_t>(owned_);
@@ -297,6 +299,7 @@ class PlanBuilder {
         absl::StatusOr<AlignedBuffer> buffer = AlignedBuffer::Allocate(bytes);
         if (!buffer.ok()) return NodeError(node, buffer.status());
         plan_->output_buffers_.push_back(*std::move(buffer));
+        output_producer_.push_back(step);
         slots_[out] = Slot{Where::kOutput, outs[i].dtype, outs[i].shape, nullptr,
                            static_cast<int>(plan_->output_buffers_.size() - 1)};
         io.outputs.push_back(slots_[out]);
@@ -314,6 +317,9 @@ class PlanBuilder {
       lifetimes_.push_back(BufferLifetime{kernel->workspace_bytes(), step, step});
       io.workspace = static_cast<int>(lifetimes_.size() - 1);
     }
+    step_cost_.push_back(EstimateStepCostNs(node.op, descs, outs));
+    step_node_.push_back(&node);
+    step_descs_.push_back(std::move(descs));
     PlanStep plan_step;
     plan_step.kernel = kernel.get();
     plan_step.node_name = node.name;
@@ -323,6 +329,115 @@ class PlanBuilder {
     plan_->kernels_.push_back(std::move(kernel));
     step_io_.push_back(std::move(io));
     return absl::OkStatus();
+  }
+
+  // Splits the steps into parallel regions (branch_plan.h) when the options allow it, prepares
+  // the regions' steps again with their lanes' share of the threads, and returns each arena
+  // buffer's lane: a buffer used by one lane of one region only may share bytes with buffers of
+  // that lane (by lifetime) and never with another lane's; any other buffer has its lifetime
+  // stretched over every region whose steps touch it. Empty when nothing forks.
+  std::vector<BufferLane> PlanRegions() {
+    const int threads = std::max(1, options_.intra_op_threads);
+    const int max_lanes = std::min(options_.max_branch_streams, kMaxBranchStreams);
+    const size_t n = plan_->steps_.size();
+    if (max_lanes <= 1 || !string_buffers_.empty()) return {};
+    for (const PlanStep& step : plan_->steps_) {
+      if (step.control != nullptr) return {};  // bodies are captured on streams of their own
+    }
+    std::vector<BranchStep> branch_steps(n);
+    for (size_t s = 0; s < n; ++s) {
+      branch_steps[s].cost_ns = step_cost_[s];
+      for (int in : step_io_[s].inputs) {
+        if (in == Graph::kNoValue) continue;
+        const Slot& slot = slots_[in];
+        if (slot.where == Where::kArena) {
+          branch_steps[s].deps.push_back(lifetimes_[slot.index].first);
+        } else if (slot.where == Where::kOutput) {
+          branch_steps[s].deps.push_back(output_producer_[slot.index]);
+        }
+      }
+    }
+    BranchOptions branch_options;
+    branch_options.max_lanes = max_lanes;
+    branch_options.min_lane_cost_ns = options_.min_branch_cost_ns;
+    std::vector<ParallelRegion> regions = PlanBranches(branch_steps, branch_options);
+    if (regions.empty()) return {};
+    std::vector<BufferLane> step_lane(n);
+    for (size_t r = 0; r < regions.size(); ++r) {
+      const int lane_threads = std::max(1, threads / static_cast<int>(regions[r].lanes.size()));
+      for (size_t lane = 0; lane < regions[r].lanes.size(); ++lane) {
+        for (int s : regions[r].lanes[lane]) {
+          step_lane[s] = BufferLane{static_cast<int>(r), static_cast<int>(lane)};
+          if (lane_threads < threads) PrepareAgain(static_cast<size_t>(s), lane_threads);
+        }
+      }
+    }
+    // The steps that touch each arena buffer: its producer, its readers, a workspace's step.
+    std::vector<std::vector<int>> touched_by(lifetimes_.size());
+    for (size_t s = 0; s < n; ++s) {
+      const StepIo& io = step_io_[s];
+      for (int in : io.inputs) {
+        if (in != Graph::kNoValue && slots_[in].where == Where::kArena) {
+          touched_by[slots_[in].index].push_back(static_cast<int>(s));
+        }
+      }
+      for (const Slot& out : io.outputs) {
+        if (out.where == Where::kArena) touched_by[out.index].push_back(static_cast<int>(s));
+      }
+      if (io.workspace >= 0) touched_by[io.workspace].push_back(static_cast<int>(s));
+    }
+    std::vector<BufferLane> lanes(lifetimes_.size());
+    for (size_t b = 0; b < lifetimes_.size(); ++b) {
+      const std::vector<int>& steps = touched_by[b];
+      const bool confined = !steps.empty() && step_lane[steps[0]].region >= 0 &&
+                            std::all_of(steps.begin(), steps.end(), [&](int s) {
+                              return step_lane[s].region == step_lane[steps[0]].region &&
+                                     step_lane[s].lane == step_lane[steps[0]].lane;
+                            });
+      if (confined) {
+        lanes[b] = step_lane[steps[0]];
+        continue;
+      }
+      for (int s : steps) {
+        if (step_lane[s].region < 0) continue;
+        const ParallelRegion& region = regions[step_lane[s].region];
+        lifetimes_[b].first = std::min(lifetimes_[b].first, region.first);
+        lifetimes_[b].last = std::max(lifetimes_[b].last, region.end - 1);
+      }
+    }
+    plan_->regions_ = std::move(regions);
+    return lanes;
+  }
+
+  // Prepares step `s` again with `threads` intra-op threads; keeps the first kernel when the
+  // new one fails or stores its outputs differently.
+  void PrepareAgain(size_t s, int threads) {
+    const Node& node = *step_node_[s];
+    auto prepared =
+        registry_.Prepare(MakePrepareContext(node, graph_.opset, step_descs_[s], threads));
+    if (!prepared.ok()) return;
+    const PreparedKernel& old_kernel = *plan_->kernels_[s];
+    const PreparedKernel& new_kernel = **prepared;
+    if (new_kernel.outputs().size() != old_kernel.outputs().size()) return;
+    for (size_t i = 0; i < old_kernel.outputs().size(); ++i) {
+      const TensorDesc& a = old_kernel.outputs()[i];
+      const TensorDesc& b = new_kernel.outputs()[i];
+      if (a.dtype != b.dtype || a.shape != b.shape || (a.data == nullptr) != (b.data == nullptr) ||
+          old_kernel.output_storage_bytes(i) != new_kernel.output_storage_bytes(i)) {
+        return;
+      }
+    }
+    StepIo& io = step_io_[s];
+    const size_t workspace = new_kernel.workspace_bytes();
+    if (io.workspace >= 0) {
+      lifetimes_[io.workspace].bytes = workspace;
+    } else if (workspace > 0) {
+      const int at = static_cast<int>(s);
+      lifetimes_.push_back(BufferLifetime{workspace, at, at});
+      io.workspace = static_cast<int>(lifetimes_.size() - 1);
+    }
+    plan_->steps_[s].kernel = prepared->get();
+    plan_->kernels_[s] = *std::move(prepared);
   }
 
   // Reshape, Flatten, Squeeze and Unsqueeze only relabel the shape: the output can be a view
@@ -458,7 +573,12 @@ class PlanBuilder {
   std::vector<BufferLifetime> lifetimes_;
   std::vector<size_t> string_buffers_;  // lifetimes_ of string values
   std::vector<StepIo> step_io_;
-  int64_t owned_ = 0;  // bytes the plan owns so far (for the cap)
+  // Per step, for the branch planner: estimated cost, node and input descriptors.
+  std::vector<int64_t> step_cost_;
+  std::vector<const Node*> step_node_;
+  std::vector<std::vector<TensorDesc>> step_descs_;
+  std::vector<int> output_producer_;  // the step that writes each output buffer
+  int64_t owned_ = 0;                 // bytes the plan owns so far (for the cap)
 };
 
 absl::StatusOr<std::unique_ptr<ExecutionPlan>> ExecutionPlan::Create(

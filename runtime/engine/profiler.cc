@@ -87,7 +87,9 @@ absl::StatusOr<std::unique_ptr<ModelRI>> CapturePlan(const ExecutionPlan& plan, 
                                                      Stream* stream) {
   RETURN_IF_ERROR(BeginCapture(stream, CaptureMode::kThreadLocal));
   BodyStreams bodies(device);
+  BranchStreams branches(device);
   CaptureScope scope;
+  scope.branches = &branches;
   scope.root = GetCaptureInfo(stream).instance;
   scope.bodies = &bodies;
   scope.mode = CaptureMode::kThreadLocal;

@@ -140,6 +140,8 @@ struct StreamSession::Impl {
   std::shared_ptr<const DeviceConstants> constants;
   // Where the bodies of If and Loop nodes are captured (made on the first such capture).
   BodyStreams body_streams{nullptr};
+  // Where a plan's parallel regions fork while capturing (branch_plan.h).
+  BranchStreams branch_streams{nullptr};
   // std::mutex rather than absl::Mutex (TSan, docs/development.md).
   mutable std::mutex mu;
   absl::flat_hash_map<std::string, std::unique_ptr<Entry>> entries ABSL_GUARDED_BY(mu);
@@ -342,6 +344,7 @@ void StreamSession::Impl::Capture(Entry* entry, StreamRunInfo* info) {
   scope.root = GetCaptureInfo(stream.get()).instance;
   scope.bodies = &body_streams;
   scope.mode = CaptureMode::kThreadLocal;
+  scope.branches = &branch_streams;
   absl::Status launch = EnqueuePlan(*entry->plan, stream.get(), &scope);
   if (!launch.ok()) {
     launch = absl::Status(launch.code(), absl::StrCat("recording ", launch.message()));
@@ -570,6 +573,7 @@ absl::StatusOr<std::unique_ptr<StreamSession>> StreamSession::Create(
       impl->constants = *std::move(constants);
     }
   }
+  impl->branch_streams = BranchStreams(device);
   return std::unique_ptr<StreamSession>(new StreamSession(std::move(impl)));
 }
 

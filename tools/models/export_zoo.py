@@ -12,7 +12,8 @@ with its Mod / ScatterND masks, at two stages of width 32 on 56x56 images) and d
 NonMaxSuppression; the output's length follows the input's values), gated_branch (a head chosen
 by the sign of the input's sum: an If), greedy_decoder (greedy decoding of up to 10 tokens that
 stops when every row emits token 0: a Loop with a data-dependent condition; both scripted with
-torch.jit.script) and qdq_cnn (a small CNN,
+torch.jit.script), googlenet (torchvision's GoogLeNet: Inception blocks of four branches
+joined by a Concat, the engine's test of branches forked onto parallel streams) and qdq_cnn (a small CNN,
 conv + batch norm + ReLU, a depthwise conv, a residual add and a Linear head, quantized to QDQ
 form by tools/models/quantize_qdq.py; its reference outputs are the float model's, from PyTorch,
 and its float ONNX model is kept as model_float.onnx).
@@ -34,7 +35,7 @@ import time
 
 ALL = ["mlp", "mlp48", "resnet18", "resnet50", "mobilenet_v2", "transformer", "lstm_tagger",
        "gru_classifier", "swin_small_input", "detection_head", "qdq_cnn", "gated_branch",
-       "greedy_decoder"]
+       "greedy_decoder", "googlenet"]
 # Models with Python control flow, exported through torch.jit.script (If and Loop nodes).
 SCRIPTED = {"gated_branch", "greedy_decoder"}
 # Bumped whenever the exported files change; an existing export of another version is redone.
@@ -69,6 +70,10 @@ def build(name, torch):
     if name == "resnet18":
         import torchvision
         return torchvision.models.resnet18(weights=None), (3, 224, 224)
+    if name == "googlenet":
+        import torchvision
+        return torchvision.models.googlenet(weights=None, aux_logits=False,
+                                            init_weights=True), (3, 224, 224)
     if name == "mobilenet_v2":
         import torchvision
         return torchvision.models.mobilenet_v2(weights=None), (3, 224, 224)

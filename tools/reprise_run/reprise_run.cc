@@ -3,15 +3,18 @@
 //
 //   reprise-run --model M.onnx [--input NAME=FILE.npy | NAME=random | NAME=zeros | FILE.npy]...
 //               [--shape NAME=1x3x224x224]... [--output-dir DIR] [--mode eager|replay]
-//               [--iterations N] [--warmup N] [--threads N] [--dump-ri FILE.json] [--json]
-//               [--profile FILE.json] [--profile-top N] [--conv-winograd on|off]
-//               [--conv-chain-layout auto|nhwc]
+//               [--iterations N] [--warmup N] [--threads N] [--branch-streams N]
+//               [--dump-ri FILE.json] [--json] [--profile FILE.json] [--profile-top N]
+//               [--conv-winograd on|off] [--conv-chain-layout auto|nhwc]
 //   reprise-run --list-ops
 //
 // --list-ops prints every op a backend has a kernel for (docs/operators.md adds the conformance
 // results). Inputs not given are random. A generated input takes its shape from --shape, else from
 // the model's declaration (which must then be fully known). --threads is the kernels' intra-op
-// thread count. Runs go through a StreamSession on the CPU device of the runtime core:
+// thread count; --branch-streams caps the streams a replay forks independent branches onto
+// (ModelOptions::max_branch_streams: 0, the default, as many as --threads; 1 never forks; the
+// "streams" of the output says how many the plan uses). Runs go through a StreamSession on the CPU
+// device of the runtime core:
 // --mode replay (the default) captures the first run into a model runtime instance and replays
 // it; --mode eager launches every step on the stream. Timings cover one run each after the
 // first (which plans and captures; its plan and capture times are reported): staging the
@@ -79,6 +82,7 @@ struct Options {
   int iterations = 10;
   int warmup = 1;
   int threads = 1;
+  int branch_streams = 0;
   std::string dump_ri;
   std::string profile;
   int profile_top = 15;
@@ -90,8 +94,8 @@ struct Options {
 constexpr char kUsage[] =
     "usage: reprise-run --model M.onnx [--input NAME=FILE.npy|NAME=random|NAME=zeros|FILE.npy]\n"
     "                   [--shape NAME=1x3x224x224] [--output-dir DIR] [--mode eager|replay]\n"
-    "                   [--iterations N] [--warmup N] [--threads N] [--dump-ri FILE.json]"
-    " [--json]\n"
+    "                   [--iterations N] [--warmup N] [--threads N] [--branch-streams N]\n"
+    "                   [--dump-ri FILE.json] [--json]\n"
     "                   [--profile FILE.json] [--profile-top N] [--conv-winograd on|off]\n"
     "                   [--conv-chain-layout auto|nhwc]\n"
     "       reprise-run --list-ops   (the ops each backend has a kernel for)\n";
@@ -172,6 +176,8 @@ absl::StatusOr<Options> ParseArgs(int argc, char** argv) {
       RETURN_IF_ERROR(int_flag("warmup", value, 0, &options.warmup));
     } else if (arg == "--threads") {
       RETURN_IF_ERROR(int_flag("threads", value, 1, &options.threads));
+    } else if (arg == "--branch-streams") {
+      RETURN_IF_ERROR(int_flag("branch-streams", value, 0, &options.branch_streams));
     } else if (arg == "--dump-ri") {
       options.dump_ri = value;
     } else if (arg == "--profile") {
@@ -321,6 +327,7 @@ absl::Status Run(const Options& options) {
   RETURN_IF_ERROR(kernels::cpu::RegisterCpuKernels(device->kernels(), options.kernel_options));
   runtime::engine::ModelOptions model_options;
   model_options.intra_op_threads = options.threads;
+  model_options.max_branch_streams = options.branch_streams;
   const auto load_start = Clock::now();
   ASSIGN_OR_RETURN(std::shared_ptr<const Model> model,
                    Model::LoadFile(options.model, *device->kernels(), model_options));
@@ -409,7 +416,7 @@ absl::Status Run(const Options& options) {
               << ",\"load_us\":" << load_us << ",\"state\":" << JsonString(instance.state)
               << ",\"replayed\":" << (all_replayed ? "true" : "false")
               << ",\"value_keyed\":" << (value_keyed ? "true" : "false")
-              << ",\"steps\":" << plan->steps().size()
+              << ",\"steps\":" << plan->steps().size() << ",\"streams\":" << plan->num_streams()
               << ",\"plan_time_nodes\":" << plan->folded_nodes()
               << ",\"arena_bytes\":" << plan->arena_bytes()
               << ",\"intermediate_bytes\":" << plan->intermediate_bytes() << ",\"outputs\":["
@@ -417,11 +424,11 @@ absl::Status Run(const Options& options) {
   } else {
     std::printf(
         "reprise-run: %s mode=%s runs=%d min=%.1f us median=%.1f us p90=%.1f us max=%.1f us "
-        "plan=%.1f us capture=%.1f us load=%.1f us state=%s steps=%zu arena=%zu bytes "
+        "plan=%.1f us capture=%.1f us load=%.1f us state=%s steps=%zu streams=%d arena=%zu bytes "
         "(intermediates %zu bytes)\n",
         options.model.c_str(), options.mode.c_str(), options.iterations, min, median, p90, max,
         plan_us, capture_us, load_us, instance.state.c_str(), plan->steps().size(),
-        plan->arena_bytes(), plan->intermediate_bytes());
+        plan->num_streams(), plan->arena_bytes(), plan->intermediate_bytes());
   }
   if (!options.profile.empty()) RETURN_IF_ERROR(WriteProfile(*model, device, inputs, options));
   return absl::OkStatus();

@@ -34,7 +34,7 @@ std::vector<runtime::TensorDesc> KernelHarness::Descs(const std::vector<Tensor>&
 
 absl::StatusOr<std::unique_ptr<runtime::PreparedKernel>> KernelHarness::Prepare(
     const std::string& op, const std::vector<Tensor>& inputs, const runtime::Attributes& attrs,
-    int opset, int num_outputs) const {
+    int opset, int num_outputs, int threads) const {
   std::vector<runtime::TensorDesc> descs = Descs(inputs);
   runtime::PrepareContext context;
   context.op = op;
@@ -43,6 +43,7 @@ absl::StatusOr<std::unique_ptr<runtime::PreparedKernel>> KernelHarness::Prepare(
   context.inputs = descs;
   context.num_outputs = num_outputs;
   context.attributes = &attrs;
+  context.intra_op_threads = threads;
   return registry_->Prepare(context);
 }
 

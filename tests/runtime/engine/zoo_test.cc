@@ -44,6 +44,9 @@ struct ZooCase {
   /// Models with control flow: the conditional task ("if", "while") the replayed instance must
   /// hold (If and Loop stay in the instance instead of falling back to eager).
   const char* conditional = nullptr;
+  /// Intra-op threads; with 2, a model with independent branches replays them forked onto two
+  /// streams (ModelOptions::max_branch_streams), which the instance must show.
+  int threads = 1;
   /// The CPU device's kernel options, and the suffix naming a case that changes them.
   kernels::cpu::CpuKernelOptions options = {};
   const char* variant = nullptr;
@@ -95,7 +98,9 @@ TEST_P(ZooTest, MatchesPyTorch) {
   auto device = (*backend)->device(0);
   ASSERT_TRUE(device.ok()) << device.status();
   ASSERT_TRUE(kernels::cpu::RegisterCpuKernels((*device)->kernels(), c.options).ok());
-  auto model = Model::LoadFile(dir + "/model.onnx", *(*device)->kernels());
+  ModelOptions options;
+  options.intra_op_threads = c.threads;
+  auto model = Model::LoadFile(dir + "/model.onnx", *(*device)->kernels(), options);
   if (model.status().code() == absl::StatusCode::kUnimplemented) {
     GTEST_SKIP() << c.name << ": " << model.status().message();
   }
@@ -133,6 +138,14 @@ TEST_P(ZooTest, MatchesPyTorch) {
             }
             EXPECT_TRUE(found) << c.name << ": no " << c.conditional << " task in the instances";
           }
+          if (c.threads > 1 && run == 1) {
+            const auto instances = (*session)->ListInstances();
+            ASSERT_FALSE(instances.empty());
+            auto dump = (*session)->DumpInstance(instances.front().shape_signature, false);
+            ASSERT_TRUE(dump.ok()) << dump.status();
+            EXPECT_NE(dump->find("\"num_streams\": 2"), std::string::npos)
+                << c.name << ": the branches were not forked";
+          }
         } else {
           EXPECT_TRUE(info.eager);
         }
@@ -166,7 +179,8 @@ INSTANTIATE_TEST_SUITE_P(
                       ZooCase{"lstm_tagger", 1e-4}, ZooCase{"gru_classifier", 1e-4},
                       ZooCase{"swin_small_input", 1e-4}, ZooCase{"detection_head", 1e-4},
                       ZooCase{"qdq_cnn", 3e-2, 1e-3}, ZooCase{"gated_branch", 1e-4, 0.0, "if"},
-                      ZooCase{"greedy_decoder", 0.0, 0.0, "while"}, Variant("resnet18", "nhwc"),
+                      ZooCase{"greedy_decoder", 0.0, 0.0, "while"},
+                      ZooCase{"googlenet", 1e-4, 0.0, nullptr, 2}, Variant("resnet18", "nhwc"),
                       Variant("mobilenet_v2", "nhwc"), Variant("resnet18", "direct"),
                       Variant("mobilenet_v2", "direct")),
     [](const auto& p) {

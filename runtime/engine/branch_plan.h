@@ -1,0 +1,95 @@
+// Inter-op parallelism: which steps of a plan may run on parallel streams (independent branches
+// such as an Inception block's), chosen from the steps' dependencies and estimated costs, and
+// how a capture forks them onto helper streams and joins them back with events.
+#ifndef REPRISE_RUNTIME_ENGINE_BRANCH_PLAN_H_
+#define REPRISE_RUNTIME_ENGINE_BRANCH_PLAN_H_
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "runtime/core/device.h"
+#include "runtime/core/event.h"
+#include "runtime/core/kernel.h"
+#include "runtime/core/stream.h"
+
+namespace reprise::runtime::engine {
+
+class ExecutionPlan;
+
+/// A lane must carry at least this much estimated work (ns) for a fork to pay: waking a helper
+/// stream's worker and joining it back costs tens of microseconds.
+inline constexpr int64_t kDefaultMinBranchCostNs = 40'000;
+/// The most streams a plan forks onto, whatever the threads.
+inline constexpr int kMaxBranchStreams = 4;
+
+/// One step as the branch planner sees it: its estimated cost and the earlier steps whose
+/// outputs it reads (indices below its own).
+struct BranchStep {
+  int64_t cost_ns = 0;
+  std::vector<int> deps;
+};
+
+/// Steps [first, end) of a plan split into lanes that run at the same time: lane 0 on the
+/// capturing (origin) stream, lane k on helper stream k-1. A lane's steps (plan indices, in plan
+/// order) depend only on steps before `first` or on earlier steps of the same lane; steps after
+/// `end` run after every lane has joined the origin.
+struct ParallelRegion {
+  int first = 0;
+  int end = 0;
+  std::vector<std::vector<int>> lanes;
+};
+
+struct BranchOptions {
+  int max_lanes = 1;  // 1: never fork
+  int64_t min_lane_cost_ns = kDefaultMinBranchCostNs;
+  int max_region_steps = 512;  // bounds the scan from each fork point
+};
+
+/// Finds regions of independent branches: from each fork point (the plan's start, or a step
+/// whose outputs more than one later step reads) it scans forward, grouping the steps into
+/// connected components of their dependencies, until a step joins two components (the join
+/// closes the region) or the scan ends. The components are packed into at most `max_lanes`
+/// lanes, longest first onto the least loaded; lanes are dropped while the lightest carries
+/// less than `min_lane_cost_ns`. Regions never overlap and come in plan order.
+std::vector<ParallelRegion> PlanBranches(const std::vector<BranchStep>& steps,
+                                         const BranchOptions& options);
+
+/// A rough time estimate (ns, one thread) of a step: multiply-adds of convolutions and matrix
+/// products, bytes moved for everything else, and a fixed per-step overhead.
+int64_t EstimateStepCostNs(absl::string_view op, std::span<const TensorDesc> inputs,
+                           const std::vector<TensorDesc>& outputs);
+
+/// The helper streams and events a capture forks branches onto; made on first use and reused
+/// by every capture (a captured instance keeps its own copies of the fork/join points and runs
+/// its forked streams on workers of its own, so these are needed only while capturing). Not
+/// thread-safe; owned by whoever captures (a stream session); `device` must outlive it.
+class BranchStreams {
+ public:
+  explicit BranchStreams(Device* device) : device_(device) {}
+  /// Makes sure `helpers` helper streams (and their join events) exist.
+  absl::Status Reserve(size_t helpers);
+  Stream* helper(size_t i) const { return helpers_[i].get(); }
+  Event* join(size_t i) const { return joins_[i].get(); }
+  Event* fork() const { return fork_.get(); }
+
+ private:
+  Device* device_;
+  std::vector<std::unique_ptr<Stream>> helpers_;
+  std::vector<std::unique_ptr<Event>> joins_;
+  std::unique_ptr<Event> fork_;
+};
+
+/// Enqueues `plan`'s steps on the capturing stream `origin`, each parallel region forked: the
+/// origin records the fork event, each helper waits on it, runs its lane, records its join
+/// event, and the origin waits on every join before the region's next step. Errors name the
+/// node; a plan with regions holds no control-flow step.
+absl::Status EnqueueForked(const ExecutionPlan& plan, Stream* origin, BranchStreams* branches);
+
+}  // namespace reprise::runtime::engine
+
+#endif  // REPRISE_RUNTIME_ENGINE_BRANCH_PLAN_H_

@@ -1,0 +1,121 @@
+// Intra-op parallelism of the CPU kernels' own loops (kernel_util.h, ParallelFor): every range
+// covered once, never more threads than asked, small work serial, and kernels prepared with
+// several threads giving the same bits as with one.
+#include <omp.h>
+
+#include <algorithm>
+#include <atomic>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "kernels/cpu/kernel_util.h"
+#include "tests/kernels/cpu/kernel_test_util.h"
+
+namespace reprise::kernels::cpu {
+namespace {
+
+using testing::Attrs;
+using testing::KernelHarness;
+using testing::RandomFloats;
+using testing::Tensor;
+
+TEST(ParallelForTest, CoversEveryIndexOnceWithinTheThreadCount) {
+  for (int threads : {1, 2, 3, 8}) {
+    for (int64_t n : {int64_t{1}, int64_t{17}, int64_t{1000}, int64_t{100'003}}) {
+      std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+      std::mutex mu;
+      std::set<int> ids;
+      int calls = 0;
+      ParallelFor(n, threads, 64.0, [&](int64_t begin, int64_t end) {
+        ASSERT_LT(begin, end);
+        for (int64_t i = begin; i < end; ++i) hits[i].fetch_add(1);
+        std::lock_guard<std::mutex> lock(mu);
+        ids.insert(omp_get_thread_num());
+        ++calls;
+        // Bounds are multiples of the grain (16) except the end.
+        EXPECT_EQ(begin % 16, 0);
+        EXPECT_TRUE(end == n || end % 16 == 0);
+      });
+      for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[i].load(), 1) << "n " << n << " i " << i;
+      EXPECT_LE(calls, threads);
+      EXPECT_LE(static_cast<int>(ids.size()), threads);
+    }
+  }
+}
+
+TEST(ParallelForTest, SmallWorkStaysOnTheCallingThread) {
+  int calls = 0;
+  bool in_parallel = true;
+  // 1000 items x 1 ns is far below kMinParallelWork.
+  ParallelFor(1000, 8, 1.0, [&](int64_t begin, int64_t end) {
+    ++calls;
+    in_parallel = omp_in_parallel() != 0;
+    EXPECT_EQ(begin, 0);
+    EXPECT_EQ(end, 1000);
+  });
+  EXPECT_EQ(calls, 1);
+  EXPECT_FALSE(in_parallel);
+}
+
+// Runs `op` prepared with 1 and with `threads` threads; the outputs must be bit-identical.
+void ExpectSameBits(const std::string& op, const std::vector<Tensor>& inputs,
+                    const runtime::Attributes& attrs = {}, int threads = 2) {
+  SCOPED_TRACE(op);
+  KernelHarness h;
+  auto serial = h.Prepare(op, inputs, attrs, 17, 1, 1);
+  auto parallel = h.Prepare(op, inputs, attrs, 17, 1, threads);
+  ASSERT_TRUE(serial.ok()) << serial.status();
+  ASSERT_TRUE(parallel.ok()) << parallel.status();
+  auto a = h.RunPrepared(**serial, inputs);
+  auto b = h.RunPrepared(**parallel, inputs);
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE(b.ok()) << b.status();
+  ASSERT_EQ(a->size(), b->size());
+  for (size_t i = 0; i < a->size(); ++i) EXPECT_EQ((*a)[i].bytes, (*b)[i].bytes) << "output " << i;
+}
+
+Tensor Random(const runtime::Shape& shape, uint32_t seed) {
+  return Tensor::Of<float>(
+      shape, RandomFloats(static_cast<size_t>(runtime::NumElements(shape)), seed, -3.0f, 3.0f));
+}
+
+TEST(ParallelKernelsTest, ElementwiseAndBroadcastGiveTheSerialBits) {
+  const Tensor x = Random({2, 32, 28, 28}, 1);
+  for (int threads : {2, 3}) {
+    ExpectSameBits("Add", {x, Random({2, 32, 28, 28}, 2)}, {}, threads);
+    ExpectSameBits("Mul", {x, Random({2, 32, 1, 1}, 3)}, {}, threads);   // per channel
+    ExpectSameBits("Sub", {Random({1, 32, 1, 28}, 4), x}, {}, threads);  // strided rows
+    ExpectSameBits("Div", {x, Random({28}, 5)}, {}, threads);
+    ExpectSameBits("Relu", {x}, {}, threads);
+    ExpectSameBits("Sigmoid", {x}, {}, threads);
+    ExpectSameBits("Tanh", {x}, {}, threads);
+  }
+}
+
+TEST(ParallelKernelsTest, PoolingNormalisationAndResizeGiveTheSerialBits) {
+  const Tensor x = Random({2, 32, 28, 28}, 7);
+  ExpectSameBits("MaxPool", {x},
+                 Attrs({{"kernel_shape", std::vector<int64_t>{3, 3}},
+                        {"pads", std::vector<int64_t>{1, 1, 1, 1}}}));
+  ExpectSameBits("AveragePool", {x},
+                 Attrs({{"kernel_shape", std::vector<int64_t>{2, 2}},
+                        {"strides", std::vector<int64_t>{2, 2}}}));
+  ExpectSameBits("GlobalAveragePool", {x});
+  ExpectSameBits("GlobalMaxPool", {x});
+  ExpectSameBits("Softmax", {Random({64, 1000}, 8)});
+  ExpectSameBits("Softmax", {Random({8, 64, 100}, 9)}, Attrs({{"axis", int64_t{1}}}));
+  ExpectSameBits("LayerNormalization",
+                 {Random({64, 512}, 10), Random({512}, 11), Random({512}, 12)});
+  const Tensor var = Tensor::Of<float>({32}, RandomFloats(32, 13, 0.5f, 2.0f));
+  ExpectSameBits("BatchNormalization",
+                 {x, Random({32}, 14), Random({32}, 15), Random({32}, 16), var});
+  ExpectSameBits("InstanceNormalization", {x, Random({32}, 17), Random({32}, 18)});
+  const Tensor scales = Tensor::Of<float>({4}, {1.0f, 1.0f, 2.0f, 2.0f}, true);
+  ExpectSameBits("Resize", {x, Tensor::Absent(), scales}, Attrs({{"mode", std::string("linear")}}));
+}
+
+}  // namespace
+}  // namespace reprise::kernels::cpu
