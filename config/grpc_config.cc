@@ -9,7 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "config/yaml_reader.h"
-#include "runtime/core/status_macros.h"
+#include "runtime/base/status_macros.h"
 
 namespace reprise::config {
 namespace {

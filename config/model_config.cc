@@ -11,7 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "config/model_config_paths.h"
 #include "google/protobuf/descriptor.h"
-#include "runtime/core/status_macros.h"
+#include "runtime/base/status_macros.h"
 
 namespace reprise::config {
 namespace {

@@ -8,7 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "config/yaml_reader.h"
-#include "runtime/core/status_macros.h"
+#include "runtime/base/status_macros.h"
 
 namespace reprise::config {
 namespace {

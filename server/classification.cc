@@ -12,7 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "config/server_config.h"
-#include "runtime/core/status_macros.h"
+#include "runtime/base/status_macros.h"
 #include "server/client_text.h"
 #include "server/model_upload.h"
 

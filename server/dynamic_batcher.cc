@@ -4,19 +4,14 @@
 #include <chrono>
 #include <utility>
 
-#include "absl/container/flat_hash_set.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "runtime/base/steady_clock.h"
 
 namespace reprise::server {
 namespace {
 
 constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
-
-int64_t SteadyNowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 int64_t SaturatingAdd(int64_t a, int64_t b) {
   if (b > 0 && a > kNever - b) return kNever;
@@ -39,13 +34,24 @@ DynamicBatcher::~DynamicBatcher() { Stop(); }
 
 int64_t DynamicBatcher::Now() const { return options_.now_ns ? options_.now_ns() : SteadyNowNs(); }
 
-absl::Status DynamicBatcher::Enqueue(BatchItem* item) { return Submit(item, /*run_here=*/false); }
+absl::Status DynamicBatcher::Enqueue(BatchItemPtr& item) {
+  return Submit(item, /*run_here=*/false);
+}
 
-absl::Status DynamicBatcher::EnqueueAndRun(BatchItem* item) {
+absl::Status DynamicBatcher::EnqueueAndRun(BatchItemPtr& item) {
   return Submit(item, /*run_here=*/true);
 }
 
-absl::Status DynamicBatcher::Submit(BatchItem* item, bool run_here) {
+void DynamicBatcher::RejectAll(std::vector<BatchItemPtr>& items, const absl::Status& status) {
+  for (BatchItemPtr& item : items) {
+    absl::AnyInvocable<void()&&> answer = item->Reject(status);
+    item.reset();
+    if (answer) std::move(answer)();
+  }
+  items.clear();
+}
+
+absl::Status DynamicBatcher::Submit(BatchItemPtr& item, bool run_here) {
   const int levels = std::max(options_.priority_levels, 1);
   if (item->priority > static_cast<uint64_t>(levels)) {
     return absl::InvalidArgumentError(
@@ -57,8 +63,8 @@ absl::Status DynamicBatcher::Submit(BatchItem* item, bool run_here) {
       item->priority == 0 ? static_cast<uint64_t>(options_.default_priority) : item->priority;
   item->level = static_cast<int>(std::clamp<uint64_t>(priority, 1, levels)) - 1;
   const int64_t timeout = item->timeout_ns > 0 ? item->timeout_ns : options_.default_timeout_ns;
-  std::vector<BatchItem*> batch;
-  std::vector<BatchItem*> expired;
+  std::vector<BatchItemPtr> batch;
+  std::vector<BatchItemPtr> expired;
   int worker = -1;
   bool left = false;
   {
@@ -75,7 +81,7 @@ absl::Status DynamicBatcher::Submit(BatchItem* item, bool run_here) {
     item->enqueue_ns = now;
     item->expires_ns = timeout > 0 ? SaturatingAdd(item->enqueue_ns, timeout) : kNever;
     item->expires_ns = std::min(item->expires_ns, item->deadline_ns);
-    levels_[static_cast<size_t>(item->level)].push_back(item);
+    levels_[static_cast<size_t>(item->level)].push_back(std::move(item));
     ++queued_;
     if (run_here && run_) {
       // The lowest free stream, if a batch is ready now: run it on this thread (no hand-off).
@@ -96,37 +102,37 @@ absl::Status DynamicBatcher::Submit(BatchItem* item, bool run_here) {
   // What is left (timers, other batches) is the workers'; a request that runs here wakes none
   // of them (a wake-up is a futex call here and a context switch there).
   if (left) changed_.notify_all();
-  for (BatchItem* e : expired) {
-    e->Reject(absl::DeadlineExceededError(
-        absl::StrCat(options_.label, ": the request timed out in the queue")));
+  if (!expired.empty()) {
+    RejectAll(expired, absl::DeadlineExceededError(
+                           absl::StrCat(options_.label, ": the request timed out in the queue")));
   }
   if (!batch.empty()) run_(worker, batch);  // calls WorkerDone(worker)
   return absl::OkStatus();
 }
 
-std::vector<BatchItem*> DynamicBatcher::TakeBatch(int64_t* wake_ns) {
-  std::vector<BatchItem*> expired;
-  std::vector<BatchItem*> batch;
+std::vector<BatchItemPtr> DynamicBatcher::TakeBatch(int64_t* wake_ns) {
+  std::vector<BatchItemPtr> expired;
+  std::vector<BatchItemPtr> batch;
   int64_t wake = kNever;
   {
     std::lock_guard<std::mutex> lock(mu_);
     batch = TakeBatchLocked(Now(), /*flush=*/false, &wake, &expired);
   }
-  for (BatchItem* item : expired) {
-    item->Reject(absl::DeadlineExceededError(
-        absl::StrCat(options_.label, ": the request timed out in the queue")));
+  if (!expired.empty()) {
+    RejectAll(expired, absl::DeadlineExceededError(
+                           absl::StrCat(options_.label, ": the request timed out in the queue")));
   }
   if (wake_ns != nullptr) *wake_ns = wake;
   return batch;
 }
 
-std::vector<BatchItem*> DynamicBatcher::TakeBatchLocked(int64_t now, bool flush, int64_t* wake_ns,
-                                                        std::vector<BatchItem*>* expired) {
+std::vector<BatchItemPtr> DynamicBatcher::TakeBatchLocked(int64_t now, bool flush, int64_t* wake_ns,
+                                                          std::vector<BatchItemPtr>* expired) {
   *wake_ns = kNever;
-  for (std::deque<BatchItem*>& level : levels_) {
+  for (std::deque<BatchItemPtr>& level : levels_) {
     for (auto it = level.begin(); it != level.end();) {
       if ((*it)->expires_ns <= now) {
-        expired->push_back(*it);
+        expired->push_back(std::move(*it));
         it = level.erase(it);
         --queued_;
       } else {
@@ -134,32 +140,33 @@ std::vector<BatchItem*> DynamicBatcher::TakeBatchLocked(int64_t now, bool flush,
       }
     }
   }
-  BatchItem* head = nullptr;
-  for (std::deque<BatchItem*>& level : levels_) {
+  const BatchItem* head = nullptr;
+  for (const std::deque<BatchItemPtr>& level : levels_) {
     if (!level.empty()) {
-      head = level.front();
+      head = level.front().get();
       break;
     }
   }
   auto earliest_expiry = [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
     int64_t t = kNever;
-    for (const std::deque<BatchItem*>& level : levels_) {
-      for (const BatchItem* item : level) t = std::min(t, item->expires_ns);
+    for (const std::deque<BatchItemPtr>& level : levels_) {
+      for (const BatchItemPtr& item : level) t = std::min(t, item->expires_ns);
     }
     return t;
   };
   if (head == nullptr) return {};
 
-  std::vector<BatchItem*> chosen;
+  // The candidates, borrowed from the queue until the cut below takes them.
+  std::vector<const BatchItem*> chosen;
   int64_t rows = 0;
   if (!options_.batching) {
     chosen.push_back(head);
   } else {
-    for (const std::deque<BatchItem*>& level : levels_) {
-      for (BatchItem* item : level) {
+    for (const std::deque<BatchItemPtr>& level : levels_) {
+      for (const BatchItemPtr& item : level) {
         if (item->batch_key != head->batch_key) continue;
         if (rows + item->rows > options_.max_batch_size && !chosen.empty()) continue;
-        chosen.push_back(item);
+        chosen.push_back(item.get());
         rows += item->rows;
       }
     }
@@ -189,16 +196,25 @@ std::vector<BatchItem*> DynamicBatcher::TakeBatchLocked(int64_t now, bool flush,
     }
   }
   chosen.resize(take);
+  std::vector<BatchItemPtr> batch;
   if (!chosen.empty()) {
-    absl::flat_hash_set<BatchItem*> taken(chosen.begin(), chosen.end());
-    for (std::deque<BatchItem*>& level : levels_) {
-      std::erase_if(level, [&](BatchItem* item) { return taken.contains(item); });
+    // Moved out of the queue in the order chosen (by level, then age).
+    absl::flat_hash_map<const BatchItem*, size_t> position;
+    for (size_t i = 0; i < chosen.size(); ++i) position[chosen[i]] = i;
+    batch.resize(chosen.size());
+    for (std::deque<BatchItemPtr>& level : levels_) {
+      std::erase_if(level, [&](BatchItemPtr& item) {
+        auto it = position.find(item.get());
+        if (it == position.end()) return false;
+        batch[it->second] = std::move(item);
+        return true;
+      });
     }
-    queued_ -= static_cast<int>(chosen.size());
+    queued_ -= static_cast<int>(batch.size());
   }
   *wake_ns = std::min(*wake_ns, earliest_expiry());
-  if (!chosen.empty() && queued_ > 0) *wake_ns = now;  // there may be another batch already
-  return chosen;
+  if (!batch.empty() && queued_ > 0) *wake_ns = now;  // there may be another batch already
+  return batch;
 }
 
 void DynamicBatcher::Start(int workers, RunFn run) {
@@ -222,17 +238,17 @@ void DynamicBatcher::WorkerLoop(int worker) {
     int64_t wake = kNever;
     int64_t now = 0;
     if (!lower_idle) {
-      std::vector<BatchItem*> expired;
+      std::vector<BatchItemPtr> expired;
       now = Now();
-      std::vector<BatchItem*> batch = TakeBatchLocked(now, stopping_, &wake, &expired);
+      std::vector<BatchItemPtr> batch = TakeBatchLocked(now, stopping_, &wake, &expired);
       if (!batch.empty() || !expired.empty()) {
         const bool more = queued_ > 0;
         busy_[static_cast<size_t>(worker)] = !batch.empty();
         lock.unlock();
         if (more) changed_.notify_all();  // another idle worker may take the next batch
-        for (BatchItem* item : expired) {
-          item->Reject(absl::DeadlineExceededError(
-              absl::StrCat(options_.label, ": the request timed out in the queue")));
+        if (!expired.empty()) {
+          RejectAll(expired, absl::DeadlineExceededError(absl::StrCat(
+                                 options_.label, ": the request timed out in the queue")));
         }
         if (!batch.empty()) run_(worker, batch);  // calls WorkerDone(worker)
         lock.lock();
@@ -263,21 +279,21 @@ void DynamicBatcher::WorkerDone(int worker) {
 }
 
 void DynamicBatcher::Stop() {
-  std::vector<BatchItem*> orphans;
+  std::vector<BatchItemPtr> orphans;
   {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
     if (workers_.empty()) {
       // Nobody runs batches (never started): answer what is queued rather than drop it.
-      for (std::deque<BatchItem*>& level : levels_) {
-        orphans.insert(orphans.end(), level.begin(), level.end());
+      for (std::deque<BatchItemPtr>& level : levels_) {
+        for (BatchItemPtr& item : level) orphans.push_back(std::move(item));
         level.clear();
       }
       queued_ = 0;
     }
   }
-  for (BatchItem* item : orphans) {
-    item->Reject(absl::UnavailableError(absl::StrCat(options_.label, " is being unloaded")));
+  if (!orphans.empty()) {
+    RejectAll(orphans, absl::UnavailableError(absl::StrCat(options_.label, " is being unloaded")));
   }
   changed_.notify_all();
   for (std::thread& t : workers_) {

@@ -8,12 +8,14 @@
 #include <deque>
 #include <functional>
 #include <limits>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 
 namespace reprise::server {
@@ -34,14 +36,16 @@ struct BatcherOptions {
   std::function<int64_t()> now_ns;
 };
 
-/// One request waiting in the batcher. Owned by the caller, which must keep it alive until it
-/// was either handed to the run function (which must answer it) or rejected.
+/// One request waiting in the batcher. The batcher owns it from a successful Enqueue until it
+/// hands it to the run function (which then owns it and must answer it) or rejects it.
 class BatchItem {
  public:
   virtual ~BatchItem() = default;
   /// Called once, from any thread, when the item leaves the queue without running (its
-  /// timeout passed). Must not call back into the batcher.
-  virtual void Reject(absl::Status status) = 0;
+  /// timeout passed, or the batcher stopped without workers). Returns what answers the client:
+  /// the batcher destroys the item first and then calls it, so that the answer may release the
+  /// last hold on whatever owns the batcher's caller. Neither may call back into the batcher.
+  virtual absl::AnyInvocable<void() &&> Reject(absl::Status status) = 0;
 
   // Set by the caller before Enqueue.
   int64_t rows = 1;        // batch rows of the request (1 without a batch dimension)
@@ -55,6 +59,8 @@ class BatchItem {
   int64_t expires_ns = std::numeric_limits<int64_t>::max();
   int level = 0;  // 0-based priority level
 };
+
+using BatchItemPtr = std::unique_ptr<BatchItem>;
 
 /// Queues requests per priority level (FIFO inside a level) and forms batches:
 ///  - the batch starts with the oldest request of the highest non-empty level and takes the
@@ -77,26 +83,28 @@ class BatchItem {
 class DynamicBatcher {
  public:
   /// Runs one batch on stream `worker` (0 ... workers - 1), calls WorkerDone(worker) exactly
-  /// once when it no longer needs the stream, and answers every item of the batch.
-  using RunFn = std::function<void(int worker, std::vector<BatchItem*>& batch)>;
+  /// once when it no longer needs the stream, and answers every item of the batch (it owns
+  /// them).
+  using RunFn = std::function<void(int worker, std::vector<BatchItemPtr>& batch)>;
 
   explicit DynamicBatcher(BatcherOptions options);
   DynamicBatcher(const DynamicBatcher&) = delete;
   DynamicBatcher& operator=(const DynamicBatcher&) = delete;
   ~DynamicBatcher();
 
-  /// Queues `item` (borrowed until answered). INVALID_ARGUMENT for a priority above
-  /// priority_levels, RESOURCE_EXHAUSTED when the queue is full; the item is not queued then.
-  absl::Status Enqueue(BatchItem* item);
+  /// Queues `item`, taking it (`item` is null afterwards). INVALID_ARGUMENT for a priority
+  /// above priority_levels, RESOURCE_EXHAUSTED when the queue is full, UNAVAILABLE once
+  /// stopping: the item is not queued then and stays with the caller.
+  absl::Status Enqueue(BatchItemPtr& item);
   /// Enqueue, and when a stream is free and a batch is ready at once (e.g. no batching, or a
   /// zero delay), run that batch on the calling thread rather than hand it to a worker thread.
   /// The item may be answered before this returns. Only after Start.
-  absl::Status EnqueueAndRun(BatchItem* item);
+  absl::Status EnqueueAndRun(BatchItemPtr& item);
 
   /// One scheduling step at the clock's now: rejects expired requests, then returns the batch
   /// that is ready (empty if none). `*wake_ns`, when not null, receives when a step may next
   /// have something to do (max int64 when nothing is queued).
-  std::vector<BatchItem*> TakeBatch(int64_t* wake_ns = nullptr);
+  std::vector<BatchItemPtr> TakeBatch(int64_t* wake_ns = nullptr);
 
   /// Starts `workers` threads that run batches with `run`. Call at most once.
   void Start(int workers, RunFn run);
@@ -113,16 +121,18 @@ class DynamicBatcher {
 
  private:
   int64_t Now() const;
-  absl::Status Submit(BatchItem* item, bool run_here);
-  std::vector<BatchItem*> TakeBatchLocked(int64_t now, bool flush, int64_t* wake_ns,
-                                          std::vector<BatchItem*>* expired)
+  absl::Status Submit(BatchItemPtr& item, bool run_here);
+  std::vector<BatchItemPtr> TakeBatchLocked(int64_t now, bool flush, int64_t* wake_ns,
+                                            std::vector<BatchItemPtr>* expired)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// Rejects each of `items` (outside the lock) with `status`.
+  static void RejectAll(std::vector<BatchItemPtr>& items, const absl::Status& status);
   void WorkerLoop(int worker);
 
   const BatcherOptions options_;
   mutable std::mutex mu_;
   std::condition_variable changed_;
-  std::vector<std::deque<BatchItem*>> levels_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::deque<BatchItemPtr>> levels_ ABSL_GUARDED_BY(mu_);
   int queued_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<bool> busy_ ABSL_GUARDED_BY(mu_);  // per stream: a batch runs on it

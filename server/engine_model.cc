@@ -1,15 +1,15 @@
 #include "server/engine_model.h"
 
 #include <algorithm>
-#include <chrono>
 #include <limits>
 #include <optional>
 #include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "runtime/base/status_macros.h"
+#include "runtime/base/steady_clock.h"
 #include "runtime/core/checked_size.h"
-#include "runtime/core/status_macros.h"
 #include "server/batch_assembly.h"
 #include "server/bytes_tensor.h"
 #include "spdlog/spdlog.h"
@@ -23,12 +23,6 @@ using runtime::engine::StreamSession;
 
 // Warm-up inputs are zeros of the model's own shapes at each bucket; larger ones are not made.
 constexpr int64_t kMaxWarmupElements = int64_t{1} << 28;
-
-int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 absl::StatusOr<NamedTensor> ToNamedTensor(const InputTensor& in) {
   NamedTensor t;
@@ -45,17 +39,27 @@ absl::StatusOr<NamedTensor> ToNamedTensor(const InputTensor& in) {
 
 }  // namespace
 
-// One request waiting for its batch; owned by the batcher's caller until answered, then it
-// deletes itself.
+// One request on its way through the batcher, which owns it until it hands it to RunBatch (or
+// rejects it). Answered exactly once: by Answer, by Reject's answer, or by InferAsync when the
+// batcher refuses it.
 class EngineModel::Pending final : public BatchItem {
  public:
   explicit Pending(InferDone done) : done_(std::move(done)) {}
-  void Reject(absl::Status status) override { Finish(std::move(status)); }
-  void Finish(absl::StatusOr<std::vector<OutputTensor>> result) {
-    InferDone done = std::move(done_);
-    const InferTimings timings = timings_;
-    delete this;  // before `done`: it may release the last hold on the model
+  absl::AnyInvocable<void() &&> Reject(absl::Status status) override {
+    return [done = std::move(done_), timings = timings_, status = std::move(status)]() mutable {
+      std::move(done)(std::move(status), timings);
+    };
+  }
+  /// Destroys `p`, then answers its client: the answer may release the last hold on the model.
+  static void Answer(std::unique_ptr<Pending> p, absl::StatusOr<std::vector<OutputTensor>> result) {
+    InferDone done = std::move(p->done_);
+    const InferTimings timings = p->timings_;
+    p.reset();
     std::move(done)(std::move(result), timings);
+  }
+  /// Back from the batcher, which holds only Pendings of this model.
+  static std::unique_ptr<Pending> From(BatchItemPtr item) {
+    return std::unique_ptr<Pending>(static_cast<Pending*>(item.release()));
   }
 
   std::span<const InputTensor> inputs;
@@ -77,7 +81,7 @@ absl::StatusOr<std::unique_ptr<EngineModel>> EngineModel::Create(EngineModelPara
   std::unique_ptr<EngineModel> model(new EngineModel(std::move(params), std::move(sessions)));
   if (model->params_.warmup) model->WarmUp();
   model->batcher_.Start(static_cast<int>(model->sessions_.size()),
-                        [m = model.get()](int stream, std::vector<BatchItem*>& batch) {
+                        [m = model.get()](int stream, std::vector<BatchItemPtr>& batch) {
                           m->RunBatch(stream, batch);
                         });
   return model;
@@ -109,7 +113,7 @@ void EngineModel::WarmUp() {
       return;
     }
   }
-  const int64_t start = NowNs();
+  const int64_t start = SteadyNowNs();
   for (size_t s = 0; s < sessions_.size(); ++s) {
     // Largest first: the arenas of the smaller buckets are then never the biggest made.
     for (auto b = params_.buckets.rbegin(); b != params_.buckets.rend(); ++b) {
@@ -147,7 +151,7 @@ void EngineModel::WarmUp() {
       }
     }
   }
-  warmup_ns_ = NowNs() - start;
+  warmup_ns_ = SteadyNowNs() - start;
   spdlog::info("{}: warm-up captured {} instances ({} buckets x {} streams) in {:.1f} ms", label,
                warmup_instances_, params_.buckets.size(), sessions_.size(), warmup_ns_ / 1e6);
 }
@@ -155,7 +159,7 @@ void EngineModel::WarmUp() {
 void EngineModel::InferAsync(std::span<const InputTensor> inputs,
                              std::span<const std::string> outputs, const InferOptions& options,
                              InferDone done) {
-  auto* p = new Pending(std::move(done));
+  auto p = std::make_unique<Pending>(std::move(done));
   p->inputs = inputs;
   p->outputs = outputs;
   if (params_.max_batch_size > 0 && !inputs.empty() && !inputs[0].shape.empty()) {
@@ -169,7 +173,7 @@ void EngineModel::InferAsync(std::span<const InputTensor> inputs,
     // Saturating: a deadline centuries away must not wrap into the past.
     const int64_t left =
         std::max<int64_t>(absl::ToInt64Nanoseconds(options.deadline - absl::Now()), 0);
-    const int64_t now = NowNs();
+    const int64_t now = SteadyNowNs();
     p->deadline_ns = left > std::numeric_limits<int64_t>::max() - now
                          ? std::numeric_limits<int64_t>::max()
                          : now + left;
@@ -180,9 +184,11 @@ void EngineModel::InferAsync(std::span<const InputTensor> inputs,
   // free to queue more requests, or batches could never form.
   const int64_t recent = recent_run_ns_.load(std::memory_order_relaxed);
   const bool here = !params_.batcher.batching && recent > 0 && recent <= kMaxInlineRunNs;
-  absl::Status queued = here ? batcher_.EnqueueAndRun(p) : batcher_.Enqueue(p);
+  BatchItemPtr item = std::move(p);
+  absl::Status queued = here ? batcher_.EnqueueAndRun(item) : batcher_.Enqueue(item);
   if (!queued.ok()) {
-    p->Finish(std::move(queued));
+    // Refused: the item is still ours.
+    Pending::Answer(Pending::From(std::move(item)), std::move(queued));
   }
 }
 
@@ -192,7 +198,7 @@ absl::Status EngineModel::RunOnStream(int stream, const std::vector<Pending*>& i
                                       std::vector<std::vector<OutputTensor>>* outputs) {
   // A last resort: limits are checked before allocation (codec, planner, budget), but a
   // failed allocation on this thread must become the batch's error, never an abort.
-  const int64_t start = NowNs();
+  const int64_t start = SteadyNowNs();
   try {
     const std::span<const InputTensor> first = items[0]->inputs;
     const bool batch_dim = params_.max_batch_size > 0;
@@ -238,14 +244,14 @@ absl::Status EngineModel::RunOnStream(int stream, const std::vector<Pending*>& i
     // the model's own inputs; a batch differs from its requests only in the first dimension.
     const runtime::engine::ValidatedInputs inputs =
         runtime::engine::Model::AssumeValidated(std::move(views));
-    const int64_t staged = NowNs();
+    const int64_t staged = SteadyNowNs();
     phases->input_ns += staged - start;
     int64_t copy_out_ns = 0;
     uint64_t copied_out = 0;
     absl::Status run = sessions_[static_cast<size_t>(stream)]->Run(
         inputs,
         [&](size_t, const runtime::engine::PlanTensor& out) -> absl::Status {
-          const int64_t t0 = NowNs();
+          const int64_t t0 = SteadyNowNs();
           int64_t offset = 0;
           for (size_t r = 0; r < items.size(); ++r) {
             const Pending* p = items[r];
@@ -257,11 +263,11 @@ absl::Status EngineModel::RunOnStream(int stream, const std::vector<Pending*>& i
             }
             offset += p->rows;
           }
-          copy_out_ns += NowNs() - t0;
+          copy_out_ns += SteadyNowNs() - t0;
           return absl::OkStatus();
         },
         info, capture);
-    phases->infer_ns += NowNs() - staged - copy_out_ns;
+    phases->infer_ns += SteadyNowNs() - staged - copy_out_ns;
     phases->output_ns += copy_out_ns;
     output_bytes_copied_.fetch_add(copied_out, std::memory_order_relaxed);
     return run;
@@ -337,13 +343,13 @@ std::vector<absl::StatusOr<std::vector<OutputTensor>>> EngineModel::RunItems(
   return answers;
 }
 
-void EngineModel::RunBatch(int stream, std::vector<BatchItem*>& batch) {
-  const int64_t t0 = NowNs();
-  std::vector<Pending*> items;
+void EngineModel::RunBatch(int stream, std::vector<BatchItemPtr>& batch) {
+  const int64_t t0 = SteadyNowNs();
+  std::vector<Pending*> items;  // borrowed from `batch` until answered
   items.reserve(batch.size());
   int64_t rows = 0;
-  for (BatchItem* b : batch) {
-    items.push_back(static_cast<Pending*>(b));
+  for (const BatchItemPtr& b : batch) {
+    items.push_back(static_cast<Pending*>(b.get()));
     rows += b->rows;
   }
   Phases phases;
@@ -358,7 +364,7 @@ void EngineModel::RunBatch(int stream, std::vector<BatchItem*>& batch) {
     t.compute_output_ns = phases.output_ns;
     t.batch_size = rows;
     t.counts_execution = i == 0;
-    items[i]->Finish(std::move(answers[i]));
+    Pending::Answer(Pending::From(std::move(batch[i])), std::move(answers[i]));
   }
 }
 

@@ -76,7 +76,7 @@ class EngineModel final : public LoadedModel {
   // Captures every bucket on every stream, largest first; failures are logged, not fatal.
   void WarmUp();
   // A worker's step: runs `batch` on stream `stream` and answers each request.
-  void RunBatch(int stream, std::vector<BatchItem*>& batch);
+  void RunBatch(int stream, std::vector<BatchItemPtr>& batch);
   // Time spent assembling, running and slicing (InferTimings' compute phases).
   struct Phases {
     int64_t input_ns = 0;

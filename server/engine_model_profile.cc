@@ -1,7 +1,7 @@
 // EngineModel::Profile: the engine's profiler (runtime/engine/profiler.h) on one loaded version.
 // Kept apart from the serving path: it runs on a stream of its own and touches no session.
 #include "absl/strings/str_cat.h"
-#include "runtime/core/status_macros.h"
+#include "runtime/base/status_macros.h"
 #include "runtime/engine/profile_report.h"
 #include "runtime/engine/profiler.h"
 #include "server/engine_model.h"

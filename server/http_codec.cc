@@ -11,8 +11,8 @@
 #include "absl/strings/str_cat.h"
 #include "rapidjson/stringbuffer.h"
 #include "rapidjson/writer.h"
+#include "runtime/base/status_macros.h"
 #include "runtime/core/checked_size.h"
-#include "runtime/core/status_macros.h"
 #include "server/http_json.h"
 
 namespace reprise::server {

@@ -5,7 +5,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "runtime/core/status_macros.h"
+#include "runtime/base/status_macros.h"
 #include "server/client_text.h"
 #include "server/infer_codec.h"
 #include "server/metrics.h"

@@ -12,7 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "config/server_config.h"
-#include "runtime/core/status_macros.h"
+#include "runtime/base/status_macros.h"
 #include "server/classification.h"
 #include "server/client_text.h"
 #include "spdlog/spdlog.h"

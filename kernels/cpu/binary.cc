@@ -9,7 +9,7 @@
 #include <type_traits>
 
 #include "kernels/cpu/kernel_util.h"
-#include "runtime/core/status_macros.h"
+#include "runtime/base/status_macros.h"
 
 namespace reprise::kernels::cpu {
 namespace {

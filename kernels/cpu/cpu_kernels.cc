@@ -6,7 +6,7 @@
 #include "kernels/cpu/binary.h"
 #include "kernels/cpu/cpu_kernel_state.h"
 #include "kernels/cpu/families.h"
-#include "runtime/core/status_macros.h"
+#include "runtime/base/status_macros.h"
 
 namespace reprise::kernels::cpu {
 

@@ -10,7 +10,7 @@
 
 #include "kernels/cpu/families.h"
 #include "kernels/cpu/kernel_util.h"
-#include "runtime/core/status_macros.h"
+#include "runtime/base/status_macros.h"
 
 namespace reprise::kernels::cpu {
 namespace {

@@ -10,8 +10,8 @@
 
 #include "kernels/cpu/families.h"
 #include "kernels/cpu/kernel_util.h"
+#include "runtime/base/status_macros.h"
 #include "runtime/core/checked_size.h"
-#include "runtime/core/status_macros.h"
 
 namespace reprise::kernels::cpu {
 namespace {

@@ -13,7 +13,7 @@
 #include "kernels/cpu/kernel_util.h"
 #include "kernels/cpu/onednn_util.h"
 #include "kernels/cpu/window.h"
-#include "runtime/core/status_macros.h"
+#include "runtime/base/status_macros.h"
 
 namespace reprise::kernels::cpu {
 namespace {

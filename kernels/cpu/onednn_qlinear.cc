@@ -19,7 +19,7 @@
 #include "kernels/cpu/kernel_util.h"
 #include "kernels/cpu/onednn_util.h"
 #include "kernels/cpu/quantized_ops.h"
-#include "runtime/core/status_macros.h"
+#include "runtime/base/status_macros.h"
 
 namespace reprise::kernels::cpu {
 namespace {

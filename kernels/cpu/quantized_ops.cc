@@ -19,8 +19,8 @@
 #include "kernels/cpu/quantize_util.h"
 #include "kernels/cpu/quantized_ops.h"
 #include "kernels/cpu/window.h"
+#include "runtime/base/status_macros.h"
 #include "runtime/core/checked_size.h"
-#include "runtime/core/status_macros.h"
 
 namespace reprise::kernels::cpu {
 namespace {

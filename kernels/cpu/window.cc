@@ -4,8 +4,8 @@
 #include <optional>
 #include <string>
 
+#include "runtime/base/status_macros.h"
 #include "runtime/core/checked_size.h"
-#include "runtime/core/status_macros.h"
 
 namespace reprise::kernels::cpu {
 namespace {

@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cuda/op_kernel.h"
-#include "runtime/core/status_macros.h"
+#include "runtime/base/status_macros.h"
 
 namespace reprise::kernels::cuda {
 namespace {

@@ -5,7 +5,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "kernels/cuda/op_kernel.h"
-#include "runtime/core/status_macros.h"
+#include "runtime/base/status_macros.h"
 
 namespace reprise::kernels::cuda {
 namespace {

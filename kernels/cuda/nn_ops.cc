@@ -3,7 +3,7 @@
 #include <utility>
 
 #include "kernels/cuda/op_kernel.h"
-#include "runtime/core/status_macros.h"
+#include "runtime/base/status_macros.h"
 
 namespace reprise::kernels::cuda {
 namespace {

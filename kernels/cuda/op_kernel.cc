@@ -5,7 +5,7 @@
 
 #include "kernels/cuda/cuda_kernel_state.h"
 #include "kernels/cuda/cuda_kernels.h"
-#include "runtime/core/status_macros.h"
+#include "runtime/base/status_macros.h"
 
 namespace reprise::kernels::cuda {
 namespace {

@@ -2,10 +2,10 @@
 // the default (UNIMPLEMENTED) bodies of the interfaces' optional slots.
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "runtime/base/status_macros.h"
 #include "runtime/core/cpu/cpu_device.h"
 #include "runtime/core/device.h"
 #include "runtime/core/model_ri.h"
-#include "runtime/core/status_macros.h"
 #include "runtime/core/stream.h"
 #if REPRISE_WITH_CUDA
 #include "runtime/core/cuda/cuda_device.h"

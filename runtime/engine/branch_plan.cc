@@ -7,7 +7,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "runtime/core/status_macros.h"
+#include "runtime/base/status_macros.h"
 #include "runtime/engine/execution_plan.h"
 
 namespace reprise::runtime::engine {

@@ -9,9 +9,9 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "runtime/base/status_macros.h"
 #include "runtime/core/capture.h"
 #include "runtime/core/checked_size.h"
-#include "runtime/core/status_macros.h"
 #include "runtime/core/string_tensor.h"
 
 namespace reprise::runtime::engine {

@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "runtime/core/status_macros.h"
+#include "runtime/base/status_macros.h"
 
 namespace reprise::runtime::engine {
 namespace {
@@ -168,18 +168,7 @@ absl::Status DevicePlan::StageInput(size_t index, const TensorValue& value) {
 }
 
 absl::StatusOr<size_t> DevicePlan::StageView(size_t index, const InputView& view) {
-  if (index >= inputs_.size()) {
-    return absl::OutOfRangeError(
-        absl::StrCat("input index ", index, ", the plan has ", inputs_.size(), " inputs"));
-  }
-  const PlanTensor& input = inputs_[index];
-  const size_t given = view.piece_bytes();
-  if (given > input.bytes) {
-    return absl::OutOfRangeError(
-        absl::StrCat("input \"", input.name, "\" has ", given, " bytes, its buffer ", input.bytes));
-  }
-  view.CopyTo(input.data, input.bytes);
-  return given;
+  return StageViewInto(inputs_, index, view);
 }
 
 absl::Status DevicePlan::Enqueue(Stream* stream) const {

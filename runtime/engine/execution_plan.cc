@@ -39,12 +39,13 @@ absl::Status ExecutionPlan::StageInput(size_t index, const TensorValue& value) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<size_t> ExecutionPlan::StageView(size_t index, const InputView& view) {
-  if (index >= inputs_.size()) {
+absl::StatusOr<size_t> StageViewInto(const std::vector<PlanTensor>& inputs, size_t index,
+                                     const InputView& view) {
+  if (index >= inputs.size()) {
     return absl::OutOfRangeError(
-        absl::StrCat("input index ", index, ", the plan has ", inputs_.size(), " inputs"));
+        absl::StrCat("input index ", index, ", the plan has ", inputs.size(), " inputs"));
   }
-  const PlanTensor& input = inputs_[index];
+  const PlanTensor& input = inputs[index];
   const size_t given = view.piece_bytes();
   if (given > input.bytes) {
     return absl::OutOfRangeError(
@@ -52,6 +53,10 @@ absl::StatusOr<size_t> ExecutionPlan::StageView(size_t index, const InputView& v
   }
   view.CopyTo(input.data, input.bytes);
   return given;
+}
+
+absl::StatusOr<size_t> ExecutionPlan::StageView(size_t index, const InputView& view) {
+  return StageViewInto(inputs_, index, view);
 }
 
 absl::Status ExecutionPlan::UseArena(std::shared_ptr<AlignedBuffer> arena) {

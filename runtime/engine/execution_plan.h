@@ -10,8 +10,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "runtime/base/status_macros.h"
 #include "runtime/core/kernel.h"
-#include "runtime/core/status_macros.h"
 #include "runtime/engine/aligned_buffer.h"
 #include "runtime/engine/branch_plan.h"
 #include "runtime/engine/graph.h"
@@ -78,6 +78,12 @@ struct PlanTensor {
   /// Outputs: the value is known when planning (`data` points at it; no step writes it).
   bool known = false;
 };
+
+/// Copies `view`'s pieces into the staging buffer of `inputs[index]` and zeros the rest of it
+/// (ExecutionPlan::StageView and DevicePlan::StageView). OUT_OF_RANGE for an index past the
+/// inputs or pieces larger than the buffer; returns the bytes copied.
+absl::StatusOr<size_t> StageViewInto(const std::vector<PlanTensor>& inputs, size_t index,
+                                     const InputView& view);
 
 /// The result of planning a graph for fixed input shapes: shapes of every tensor propagated
 /// through the kernels' Prepare, values computable at plan time computed (shape subgraphs),

@@ -8,7 +8,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "runtime/core/status_macros.h"
+#include "runtime/base/status_macros.h"
 #include "runtime/core/string_tensor.h"
 #include "runtime/engine/onnx_import.h"
 #include "runtime/engine/optimizer.h"

@@ -6,8 +6,8 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "runtime/base/status_macros.h"
 #include "runtime/core/checked_size.h"
-#include "runtime/core/status_macros.h"
 #include "runtime/core/string_tensor.h"
 #include "runtime/engine/aligned_buffer.h"
 #include "runtime/engine/fusion_conv.h"

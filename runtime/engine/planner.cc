@@ -6,8 +6,8 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "runtime/base/status_macros.h"
 #include "runtime/core/checked_size.h"
-#include "runtime/core/status_macros.h"
 #include "runtime/core/string_tensor.h"
 #include "runtime/engine/branch_plan.h"
 #include "runtime/engine/control_flow.h"

@@ -1,6 +1,5 @@
 #include "runtime/engine/profiler.h"
 
-#include <chrono>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -8,20 +7,15 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "runtime/base/status_macros.h"
+#include "runtime/base/steady_clock.h"
 #include "runtime/core/capture.h"
 #include "runtime/core/checked_size.h"
-#include "runtime/core/status_macros.h"
 #include "runtime/core/task_observer.h"
 #include "runtime/engine/control_flow.h"
 
 namespace reprise::runtime::engine {
 namespace {
-
-int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 // Collects the timings of the recorded runs and the thread (row) each task ran on.
 class Recorder final : public TaskObserver {
@@ -114,12 +108,12 @@ absl::Status ProfileReplay(ExecutionPlan& plan, const std::vector<const TensorVa
   for (int i = 0; i < 1 + options.warmup; ++i) RETURN_IF_ERROR(OneRun(plan, ordered, replay));
   RETURN_IF_ERROR(ri->SetTaskObserver(&recorder));
   std::vector<ProfileSpan> runs;
-  const int64_t origin = NowNs();
+  const int64_t origin = SteadyNowNs();
   for (int r = 0; r < options.iterations; ++r) {
     recorder.set_run(r);
-    const int64_t start = NowNs();
+    const int64_t start = SteadyNowNs();
     absl::Status status = OneRun(plan, ordered, replay);
-    const int64_t end = NowNs();
+    const int64_t end = SteadyNowNs();
     if (!status.ok()) {
       ri->SetTaskObserver(nullptr).IgnoreError();
       return status;
@@ -178,7 +172,7 @@ absl::Status ProfileEager(ExecutionPlan& plan, const std::vector<const TensorVal
   auto eager = [&plan]() { return plan.RunSteps(); };
   for (int i = 0; i < 1 + options.warmup; ++i) RETURN_IF_ERROR(OneRun(plan, ordered, eager));
   std::vector<ProfileSpan> spans;
-  const int64_t origin = NowNs();
+  const int64_t origin = SteadyNowNs();
   for (int r = 0; r < options.iterations; ++r) {
     auto timed = [&]() -> absl::Status {
       for (size_t i = 0; i < plan.steps().size(); ++i) {
@@ -187,9 +181,9 @@ absl::Status ProfileEager(ExecutionPlan& plan, const std::vector<const TensorVal
         args.inputs = step.inputs.data();
         args.outputs = step.outputs.data();
         args.workspace = step.workspace;
-        const int64_t start = NowNs();
+        const int64_t start = SteadyNowNs();
         absl::Status status = step.kernel->Run(args);
-        const int64_t end = NowNs();
+        const int64_t end = SteadyNowNs();
         if (!status.ok()) {
           return absl::Status(status.code(), absl::StrCat("node \"", step.node_name, "\" (",
                                                           step.op, "): ", status.message()));
@@ -199,10 +193,10 @@ absl::Status ProfileEager(ExecutionPlan& plan, const std::vector<const TensorVal
       }
       return absl::OkStatus();
     };
-    const int64_t start = NowNs();
+    const int64_t start = SteadyNowNs();
     RETURN_IF_ERROR(OneRun(plan, ordered, timed));
     spans.push_back(ProfileSpan{SpanKind::kRun, r, 0, -1, absl::StrCat("run ", r), start - origin,
-                                NowNs() - start});
+                                SteadyNowNs() - start});
   }
   profile->mode = "eager";
   profile->rows = {"host: runs", "eager steps (calling thread)"};

@@ -1,7 +1,6 @@
 #include "runtime/engine/stream_session.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cstring>
 #include <mutex>
 #include <span>
@@ -14,19 +13,14 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "runtime/base/status_macros.h"
+#include "runtime/base/steady_clock.h"
 #include "runtime/core/capture.h"
-#include "runtime/core/status_macros.h"
 #include "runtime/core/string_tensor.h"
 #include "runtime/engine/control_flow.h"
 
 namespace reprise::runtime::engine {
 namespace {
-
-int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 // The values of a small tensor (a value-key candidate) as text that tells distinct values
 // apart: integers in full, floats with enough digits to round-trip.
@@ -179,11 +173,10 @@ struct StreamSession::Impl {
   void Capture(Entry* entry, StreamRunInfo* info);
   // Runs every step in the stream's order and waits; the error names the node.
   absl::Status RunEager(const ExecutionPlan& plan);
-  // Device plans: relocates `plan` (UNIMPLEMENTED names what cannot run on the device);
-  // captures a device plan's copies and steps as Capture does; runs it eagerly and waits.
+  // Device plans: relocates `plan` (UNIMPLEMENTED names what cannot run on the device); runs
+  // it eagerly and waits. (Capture records a device plan's copies and steps.)
   absl::StatusOr<std::unique_ptr<DevicePlan>> Place(const ExecutionPlan& plan,
                                                     absl::string_view signature) const;
-  void CaptureDevicePlan(Entry* entry, StreamRunInfo* info);
   absl::Status RunDevicePlan(const DevicePlan& plan);
   void MarkEager(Entry* entry, absl::string_view reason, StreamRunInfo* info);
 };
@@ -331,27 +324,32 @@ bool StreamSession::Impl::MakeRoom(uint64_t bytes, const Entry* keep, StreamRunI
 }
 
 void StreamSession::Impl::Capture(Entry* entry, StreamRunInfo* info) {
-  if (entry->device_plan != nullptr) return CaptureDevicePlan(entry, info);
-  const int64_t start = NowNs();
+  const int64_t start = SteadyNowNs();
   absl::Status status = BeginCapture(stream.get(), CaptureMode::kThreadLocal);
   if (!status.ok()) {
-    info->capture_ns = NowNs() - start;
+    info->capture_ns = SteadyNowNs() - start;
     MarkEager(entry, absl::StrCat("begin capture: ", status.message()), info);
     return;
   }
-  // If and Loop steps record conditional tasks, their bodies captured on the body streams.
-  CaptureScope scope;
-  scope.root = GetCaptureInfo(stream.get()).instance;
-  scope.bodies = &body_streams;
-  scope.mode = CaptureMode::kThreadLocal;
-  scope.branches = &branch_streams;
-  absl::Status launch = EnqueuePlan(*entry->plan, stream.get(), &scope);
+  absl::Status launch;
+  if (entry->device_plan != nullptr) {
+    // The H2D copies from pinned memory, the steps and the D2H copies, as one instance.
+    launch = entry->device_plan->Enqueue(stream.get());
+  } else {
+    // If and Loop steps record conditional tasks, their bodies captured on the body streams.
+    CaptureScope scope;
+    scope.root = GetCaptureInfo(stream.get()).instance;
+    scope.bodies = &body_streams;
+    scope.mode = CaptureMode::kThreadLocal;
+    scope.branches = &branch_streams;
+    launch = EnqueuePlan(*entry->plan, stream.get(), &scope);
+  }
   if (!launch.ok()) {
     launch = absl::Status(launch.code(), absl::StrCat("recording ", launch.message()));
   }
   // EndCapture in every case, so that the stream leaves the capture.
   absl::StatusOr<std::unique_ptr<ModelRI>> ri = EndCapture(stream.get());
-  info->capture_ns = NowNs() - start;
+  info->capture_ns = SteadyNowNs() - start;
   if (!launch.ok()) {
     MarkEager(entry, launch.message(), info);
     return;
@@ -384,10 +382,10 @@ absl::StatusOr<Entry*> StreamSession::Impl::FindOrMake(
       existing = it->second.get();  // evicted: plan (and capture) again
     }
   }
-  const int64_t start = NowNs();
+  const int64_t start = SteadyNowNs();
   bool keyed = value_keyed;
   ASSIGN_OR_RETURN(std::unique_ptr<ExecutionPlan> plan, model->PlanForInputs(ordered, &keyed));
-  info->plan_ns = NowNs() - start;
+  info->plan_ns = SteadyNowNs() - start;
   info->planned = true;
   if (keyed) {
     std::lock_guard<std::mutex> lock(mu);
@@ -494,35 +492,6 @@ absl::StatusOr<std::unique_ptr<DevicePlan>> StreamSession::Impl::Place(
                                      ": ", placed.status().message()));
   }
   return placed;
-}
-
-void StreamSession::Impl::CaptureDevicePlan(Entry* entry, StreamRunInfo* info) {
-  const int64_t start = NowNs();
-  absl::Status status = BeginCapture(stream.get(), CaptureMode::kThreadLocal);
-  if (!status.ok()) {
-    info->capture_ns = NowNs() - start;
-    MarkEager(entry, absl::StrCat("begin capture: ", status.message()), info);
-    return;
-  }
-  // The H2D copies from pinned memory, the steps and the D2H copies, as one instance.
-  absl::Status launch = entry->device_plan->Enqueue(stream.get());
-  absl::StatusOr<std::unique_ptr<ModelRI>> ri = EndCapture(stream.get());  // in every case
-  info->capture_ns = NowNs() - start;
-  if (!launch.ok() || !ri.ok()) {
-    MarkEager(entry,
-              launch.ok() ? absl::StrCat("end capture: ", ri.status().message())
-                          : absl::StrCat("recording ", launch.message()),
-              info);
-    return;
-  }
-  std::lock_guard<std::mutex> lock(mu);
-  entry->ri = *std::move(ri);
-  entry->info.state = "captured";
-  entry->info.reason.clear();
-  entry->info.captures += 1;
-  entry->info.capture_ns = info->capture_ns;
-  counters.captures += 1;
-  info->captured = true;
 }
 
 absl::Status StreamSession::Impl::RunDevicePlan(const DevicePlan& plan) {
@@ -632,7 +601,7 @@ absl::Status StreamSession::Run(const ValidatedInputs& inputs, OutputVisitor vis
   ExecutionPlan& plan = *entry->plan;
   DevicePlan* placed = entry->device_plan.get();  // null on host memory
 
-  const int64_t start = NowNs();
+  const int64_t start = SteadyNowNs();
   uint64_t staged = 0;
   for (size_t i = 0; i < inputs.size(); ++i) {
     ASSIGN_OR_RETURN(size_t bytes, placed != nullptr ? placed->StageView(i, inputs[i])
@@ -675,7 +644,7 @@ absl::Status StreamSession::Run(const ValidatedInputs& inputs, OutputVisitor vis
 
   const std::vector<PlanTensor>& outputs = placed != nullptr ? placed->outputs() : plan.outputs();
   for (size_t i = 0; i < outputs.size(); ++i) RETURN_IF_ERROR(visit(i, outputs[i]));
-  out_info->run_ns = NowNs() - start;
+  out_info->run_ns = SteadyNowNs() - start;
   std::lock_guard<std::mutex> lock(s.mu);
   entry->info.last_used_ms = absl::ToUnixMillis(absl::Now());
   entry->last_use = ++s.use_seq;

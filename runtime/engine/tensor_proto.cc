@@ -20,8 +20,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "runtime/base/status_macros.h"
 #include "runtime/core/checked_size.h"
-#include "runtime/core/status_macros.h"
 #include "runtime/core/string_tensor.h"
 
 namespace reprise::runtime::engine {

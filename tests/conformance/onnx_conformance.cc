@@ -33,8 +33,8 @@
 #include "kernels/cuda/cuda_kernels.h"
 #endif
 #include "onnx/onnx_pb.h"
+#include "runtime/base/status_macros.h"
 #include "runtime/core/device.h"
-#include "runtime/core/status_macros.h"
 #include "runtime/core/string_tensor.h"
 #include "runtime/engine/model.h"
 #include "runtime/engine/onnx_import.h"

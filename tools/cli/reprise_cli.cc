@@ -32,7 +32,7 @@
 #include "grpcpp/grpcpp.h"
 #include "health.grpc.pb.h"
 #include "reprise_admin.grpc.pb.h"
-#include "runtime/core/status_macros.h"
+#include "runtime/base/status_macros.h"
 #include "runtime/engine/npy.h"
 #include "server/kserve_types.h"
 #include "tools/common/client_channel.h"

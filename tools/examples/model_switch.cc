@@ -19,10 +19,10 @@
 
 #include "absl/status/status.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "runtime/base/status_macros.h"
 #include "runtime/core/build.h"
 #include "runtime/core/capture.h"
 #include "runtime/core/device.h"
-#include "runtime/core/status_macros.h"
 
 namespace reprise::runtime {
 namespace {

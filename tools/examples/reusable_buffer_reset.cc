@@ -10,9 +10,9 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "runtime/base/status_macros.h"
 #include "runtime/core/capture.h"
 #include "runtime/core/device.h"
-#include "runtime/core/status_macros.h"
 
 namespace reprise::runtime {
 namespace {

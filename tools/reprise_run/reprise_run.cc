@@ -50,8 +50,8 @@
 #if REPRISE_WITH_CUDA
 #include "kernels/cuda/cuda_kernels.h"
 #endif
+#include "runtime/base/status_macros.h"
 #include "runtime/core/device.h"
-#include "runtime/core/status_macros.h"
 #include "runtime/engine/model.h"
 #include "runtime/engine/npy.h"
 #include "runtime/engine/onnx_import.h"

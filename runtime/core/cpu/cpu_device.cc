@@ -7,10 +7,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "runtime/base/status_macros.h"
 #include "runtime/core/cpu/capture_state.h"
 #include "runtime/core/cpu/cpu_event.h"
 #include "runtime/core/cpu/cpu_stream.h"
-#include "runtime/core/status_macros.h"
 
 namespace reprise::runtime::cpu {
 

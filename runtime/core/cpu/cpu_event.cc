@@ -3,8 +3,8 @@
 #include <algorithm>
 
 #include <chrono>
+#include "runtime/base/status_macros.h"
 #include "runtime/core/cpu/capture_state.h"
-#include "runtime/core/status_macros.h"
 
 namespace reprise::runtime::cpu {
 

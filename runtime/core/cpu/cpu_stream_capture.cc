@@ -2,11 +2,11 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "runtime/base/status_macros.h"
 #include "runtime/core/cpu/cpu_device.h"
 #include "runtime/core/cpu/cpu_event.h"
 #include "runtime/core/cpu/cpu_model_ri.h"
 #include "runtime/core/cpu/cpu_stream.h"
-#include "runtime/core/status_macros.h"
 
 namespace reprise::runtime::cpu {
 namespace {

@@ -1,11 +1,11 @@
 // The replay loop: a switch over the POD task kind, every pointer pre-bound.
-#include <chrono>
 #include <cstring>
 #include <thread>
 
 #include "absl/base/attributes.h"
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
+#include "runtime/base/steady_clock.h"
 #include "runtime/core/cpu/cpu_event.h"
 #include "runtime/core/cpu/task.h"
 
@@ -306,12 +306,6 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline bool RunTask(const Task& task, void* const* 
   return true;
 }
 
-int64_t SteadyNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
 }  // namespace
 
 bool ExecuteTask(const Task& task, void* const* ptrs, RunEnv& env, int stream) {
@@ -324,9 +318,9 @@ bool ExecuteTask(const Task& task, void* const* ptrs, RunEnv& env, int stream) {
   timing.seq = task.seq;
   timing.kind = task.kind;
   timing.kernel = task.kind == TaskKind::kKernel ? task.target.kernel : nullptr;
-  timing.start_ns = SteadyNs();
+  timing.start_ns = SteadyNowNs();
   const bool go_on = RunTask(task, ptrs, env, stream);
-  timing.end_ns = SteadyNs();
+  timing.end_ns = SteadyNowNs();
   env.observer->OnTask(timing);
   return go_on;
 }

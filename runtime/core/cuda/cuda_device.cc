@@ -8,11 +8,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "runtime/base/status_macros.h"
 #include "runtime/core/cuda/cuda_capture.h"
 #include "runtime/core/cuda/cuda_event.h"
 #include "runtime/core/cuda/cuda_stream.h"
 #include "runtime/core/cuda/cuda_util.h"
-#include "runtime/core/status_macros.h"
 
 namespace reprise::runtime::cuda {
 namespace {

@@ -1,9 +1,9 @@
 #include "runtime/core/cuda/cuda_event.h"
 
 #include "absl/strings/str_cat.h"
+#include "runtime/base/status_macros.h"
 #include "runtime/core/cuda/cuda_device.h"
 #include "runtime/core/cuda/cuda_util.h"
-#include "runtime/core/status_macros.h"
 
 namespace reprise::runtime::cuda {
 

@@ -3,11 +3,11 @@
 #include <atomic>
 
 #include "absl/strings/str_cat.h"
+#include "runtime/base/status_macros.h"
 #include "runtime/core/cuda/condition_kernels.h"
 #include "runtime/core/cuda/cuda_device.h"
 #include "runtime/core/cuda/cuda_stream.h"
 #include "runtime/core/cuda/cuda_util.h"
-#include "runtime/core/status_macros.h"
 
 namespace reprise::runtime::cuda {
 

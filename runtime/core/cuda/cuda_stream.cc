@@ -1,12 +1,12 @@
 #include "runtime/core/cuda/cuda_stream.h"
 
 #include "absl/strings/str_cat.h"
+#include "runtime/base/status_macros.h"
 #include "runtime/core/cuda/cuda_device.h"
 #include "runtime/core/cuda/cuda_event.h"
 #include "runtime/core/cuda/cuda_kernel.h"
 #include "runtime/core/cuda/cuda_model_ri.h"
 #include "runtime/core/cuda/cuda_util.h"
-#include "runtime/core/status_macros.h"
 
 namespace reprise::runtime::cuda {
 

@@ -1,12 +1,12 @@
 // Reprise's capture API mapped onto CUDA stream capture (README.md has the mapping).
 #include "absl/strings/str_cat.h"
+#include "runtime/base/status_macros.h"
 #include "runtime/core/capture.h"
 #include "runtime/core/cuda/condition_kernels.h"
 #include "runtime/core/cuda/cuda_device.h"
 #include "runtime/core/cuda/cuda_model_ri.h"
 #include "runtime/core/cuda/cuda_stream.h"
 #include "runtime/core/cuda/cuda_util.h"
-#include "runtime/core/status_macros.h"
 
 namespace reprise::runtime::cuda {
 namespace {

@@ -9,6 +9,7 @@
 #include "gtest/gtest.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "runtime/engine/stream_session.h"
+#include "tests/runtime/core/core_test_util.h"
 #include "tests/runtime/engine/test_models.h"
 
 namespace reprise::runtime::engine {
@@ -21,18 +22,11 @@ using testing::ModelBuilder;
 
 // The CPU device with its kernels; models load with its registry (or one of their own: the CPU
 // stream runs any CPU kernel).
-class StreamSessionCacheTest : public ::testing::Test {
+class StreamSessionCacheTest : public runtime::testing::CoreTest {
  protected:
   void SetUp() override {
-    auto backend = CreateBackend("cpu");
-    ASSERT_TRUE(backend.ok()) << backend.status();
-    backend_ = *std::move(backend);
-    auto device = backend_->device(0);
-    ASSERT_TRUE(device.ok()) << device.status();
-    device_ = *device;
-    if (!device_->kernels()->Has("Mul")) {
-      ASSERT_TRUE(kernels::cpu::RegisterCpuKernels(device_->kernels()).ok());
-    }
+    CoreTest::SetUp();  // the CPU device with its kernels
+    if (HasFatalFailure()) return;
     ModelBuilder b;
     b.Input("x", onnx::TensorProto::FLOAT, {-1, 2}).Input("s", onnx::TensorProto::FLOAT, {1});
     b.Output("y", {-1, 2});
@@ -49,8 +43,6 @@ class StreamSessionCacheTest : public ::testing::Test {
     return session.ok() ? *std::move(session) : nullptr;
   }
 
-  std::unique_ptr<Backend> backend_;
-  Device* device_ = nullptr;
   std::shared_ptr<const Model> model_;
 };
 

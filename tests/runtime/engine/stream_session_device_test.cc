@@ -12,6 +12,7 @@
 #include "kernels/cpu/cpu_kernels.h"
 #include "runtime/engine/device_plan.h"
 #include "runtime/engine/stream_session.h"
+#include "tests/runtime/core/core_test_util.h"
 #include "tests/runtime/engine/test_models.h"
 
 namespace reprise::runtime::engine {
@@ -24,18 +25,11 @@ using testing::ModelBuilder;
 
 constexpr int64_t kWidth = 64;
 
-class StreamSessionDeviceTest : public ::testing::Test {
+class StreamSessionDeviceTest : public runtime::testing::CoreTest {
  protected:
   void SetUp() override {
-    auto backend = CreateBackend("cpu");
-    ASSERT_TRUE(backend.ok()) << backend.status();
-    backend_ = *std::move(backend);
-    auto device = backend_->device(0);
-    ASSERT_TRUE(device.ok()) << device.status();
-    device_ = *device;
-    if (!device_->kernels()->Has("MatMul")) {
-      ASSERT_TRUE(kernels::cpu::RegisterCpuKernels(device_->kernels()).ok());
-    }
+    CoreTest::SetUp();  // the CPU device with its kernels
+    if (HasFatalFailure()) return;
     // y = relu(x W + b): 16 KiB of weights that every plan reads.
     ModelBuilder b;
     b.Input("x", onnx::TensorProto::FLOAT, {-1, kWidth}).Output("y", {-1, kWidth});
@@ -67,8 +61,6 @@ class StreamSessionDeviceTest : public ::testing::Test {
     return out.ok() ? Floats((*out)[0].value) : std::vector<float>{};
   }
 
-  std::unique_ptr<Backend> backend_;
-  Device* device_ = nullptr;
   std::shared_ptr<const Model> model_;
 };
 

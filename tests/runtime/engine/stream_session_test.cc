@@ -108,18 +108,11 @@ std::vector<float> Iota(size_t n, float start, float step) {
   return values;
 }
 
-class StreamSessionTest : public ::testing::Test {
+class StreamSessionTest : public runtime::testing::CoreTest {
  protected:
   void SetUp() override {
-    auto backend = CreateBackend("cpu");
-    ASSERT_TRUE(backend.ok()) << backend.status();
-    backend_ = std::move(backend).value();
-    auto device = backend_->device(0);
-    ASSERT_TRUE(device.ok()) << device.status();
-    device_ = *device;
-    if (!device_->kernels()->Has("Add")) {
-      ASSERT_TRUE(kernels::cpu::RegisterCpuKernels(device_->kernels()).ok());
-    }
+    CoreTest::SetUp();  // the CPU device with its kernels
+    if (HasFatalFailure()) return;
     // y = x * s + x;  z = y / s
     ModelBuilder b;
     b.Input("x", onnx::TensorProto::FLOAT, {-1, 4}).Input("s", onnx::TensorProto::FLOAT, {1});
@@ -162,8 +155,6 @@ class StreamSessionTest : public ::testing::Test {
     return out;
   }
 
-  std::unique_ptr<Backend> backend_;
-  Device* device_ = nullptr;
   std::shared_ptr<const Model> model_;
   std::shared_ptr<const Model> div_model_;
 };

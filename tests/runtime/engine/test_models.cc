@@ -5,7 +5,7 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
-#include "runtime/core/status_macros.h"
+#include "runtime/base/status_macros.h"
 #include "runtime/engine/model.h"
 
 namespace reprise::runtime::engine::testing {

@@ -1,4 +1,4 @@
-#include "runtime/core/status_macros.h"
+#include "runtime/base/status_macros.h"
 
 #include <memory>
 #include <string>

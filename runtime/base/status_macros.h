@@ -1,6 +1,6 @@
 // The project's one pair of status macros (Abseil 20220623 ships none).
-#ifndef REPRISE_RUNTIME_CORE_STATUS_MACROS_H_
-#define REPRISE_RUNTIME_CORE_STATUS_MACROS_H_
+#ifndef REPRISE_RUNTIME_BASE_STATUS_MACROS_H_
+#define REPRISE_RUNTIME_BASE_STATUS_MACROS_H_
 
 #include <utility>
 
@@ -28,4 +28,4 @@
   if (!statusor.ok()) return std::move(statusor).status();  \
   lhs = std::move(statusor).value()
 
-#endif  // REPRISE_RUNTIME_CORE_STATUS_MACROS_H_
+#endif  // REPRISE_RUNTIME_BASE_STATUS_MACROS_H_
