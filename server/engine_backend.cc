@@ -15,7 +15,7 @@
 #if REPRISE_SERVE_CUDA
 #include "kernels/cuda/cuda_kernels.h"
 #endif
-#include "runtime/core/status_macros.h"
+#include "runtime/base/status_macros.h"
 #include "runtime/engine/device_plan.h"
 #include "runtime/engine/onnx_import.h"
 #include "runtime/engine/stream_session.h"
@@ -204,11 +204,12 @@ EngineBackend::DeviceFor(const DevicePlacement& placement, absl::string_view lab
   if (placement.backend == "cpu") return std::make_pair(backend_, device_);
   const std::string name = absl::StrCat(placement.backend, ":", placement.index);
 #if !REPRISE_SERVE_CUDA
-  // The CUDA kernels are not linked in (server/CMakeLists.txt says why).
+  // Built without the CUDA backend: no CUDA kernels are linked in.
   return absl::FailedPreconditionError(
       absl::StrCat(label, ": instance_group asks for KIND_GPU on ", name,
-                   ", but this reprise-server was built without GPU serving (cmake "
-                   "-DREPRISE_SERVE_CUDA=ON, config/README.md \"Serving on a GPU\")"));
+                   ", but this reprise-server was built without the CUDA backend (cmake "
+                   "-DREPRISE_WITH_CUDA=ON with the CUDA toolkit, config/README.md \"Serving on "
+                   "a GPU\")"));
 #else
   std::lock_guard<std::mutex> lock(cuda_mu_);
   if (cuda_ == nullptr) {

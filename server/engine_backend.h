@@ -53,7 +53,7 @@ absl::StatusOr<DevicePlacement> PlacementFor(const config::ModelSettings& settin
 
 /// Loads ONNX model versions on the CPU device, or on a CUDA device when the model's config
 /// says KIND_GPU (PlacementFor). Create makes the CPU device and registers the CPU kernels
-/// once; in a build with REPRISE_SERVE_CUDA the CUDA backend is made, and its kernels
+/// once; in a build with the CUDA backend it is made, and its kernels
 /// registered, by the first GPU model's load (a load that finds no usable GPU, or a build
 /// without it, fails with FAILED_PRECONDITION naming the model and the device). Every loaded model
 /// keeps its device alive (shared ownership), so models may outlive the backend object. Load is

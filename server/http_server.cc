@@ -29,7 +29,7 @@ constexpr uint32_t kMaxHeaderBytes = 64 * 1024;
 // One connection: read a request, hand it to the service, write its answer, read the next.
 class Session : public std::enable_shared_from_this<Session> {
  public:
-  Session(tcp::socket socket, HttpService* service, const HttpServerOptions& options,
+  Session(tcp::socket socket, HttpHandler* service, const HttpServerOptions& options,
           std::atomic<int64_t>* body_bytes)
       : stream_(std::move(socket)), service_(service), options_(options), body_bytes_(body_bytes) {}
   ~Session() { Release(); }
@@ -147,7 +147,7 @@ class Session : public std::enable_shared_from_this<Session> {
   beast::tcp_stream stream_;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
-  HttpService* const service_;
+  HttpHandler* const service_;
   const HttpServerOptions& options_;
   std::atomic<int64_t>* const body_bytes_;
   int64_t charged_ = 0;  // this request's share of *body_bytes_
@@ -157,7 +157,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
 struct HttpServer::Impl {
   HttpServerOptions options;
-  HttpService* service = nullptr;
+  HttpHandler* service = nullptr;
   net::io_context ioc;
   std::optional<net::executor_work_guard<net::io_context::executor_type>> work;
   std::optional<tcp::acceptor> acceptor;
@@ -181,10 +181,10 @@ struct HttpServer::Impl {
 HttpServer::HttpServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpServerOptions& options,
-                                                              HttpService* service) {
+                                                              HttpHandler* handler) {
   auto impl = std::make_unique<Impl>();
   impl->options = options;
-  impl->service = service;
+  impl->service = handler;
   const std::string where = absl::StrCat(options.address, ":", options.port);
   beast::error_code ec;
   const net::ip::address address = net::ip::make_address(options.address, ec);

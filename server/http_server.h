@@ -1,7 +1,8 @@
 // The HTTP/1.1 listener of the KServe v2 REST endpoint (Boost.Beast on Asio): a few I/O
 // threads serve every connection asynchronously (no thread per connection), with keep-alive
 // and pipelining (requests on a connection are answered in order). Malformed requests get a
-// 4xx and the connection closes; the parsed requests go to an HttpService.
+// 4xx and the connection closes; the parsed requests go to an HttpHandler (the KServe
+// HttpService, or the metrics endpoint).
 #ifndef REPRISE_SERVER_HTTP_SERVER_H_
 #define REPRISE_SERVER_HTTP_SERVER_H_
 
@@ -26,20 +27,20 @@ struct HttpServerOptions {
   absl::Duration read_timeout = absl::Seconds(60);  // to read one request, and idle keep-alive
 };
 
-/// A running listener. `service` is borrowed and must outlive the server. Thread-safe.
+/// A running listener. `handler` is borrowed and must outlive the server. Thread-safe.
 class HttpServer {
  public:
   static absl::StatusOr<std::unique_ptr<HttpServer>> Start(const HttpServerOptions& options,
-                                                           HttpService* service);
-  /// Stops (see Stop) and closes every connection. Answers still to come from `service` must
-  /// have arrived: call Stop, then wait for HttpService::WaitIdle, then destroy.
+                                                           HttpHandler* handler);
+  /// Stops (see Stop) and closes every connection. Answers still to come from `handler` must
+  /// have arrived: call Stop, then wait for them (HttpService::WaitIdle), then destroy.
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
 
   /// The port listened on (the chosen one for 0).
   int port() const;
-  /// Stops the I/O threads: no connection is read or written any more, and HttpService::Handle
+  /// Stops the I/O threads: no connection is read or written any more, and HttpHandler::Handle
   /// is no longer called. Idempotent; the destructor calls it.
   void Stop();
 

@@ -45,6 +45,14 @@ struct HttpResponse {
   std::string body;
 };
 
+/// What an HttpServer hands its requests to.
+class HttpHandler {
+ public:
+  virtual ~HttpHandler() = default;
+  /// Answers `request` by calling `done` exactly once (on any thread).
+  virtual void Handle(HttpRequest request, absl::AnyInvocable<void(HttpResponse) &&> done) = 0;
+};
+
 /// The HTTP status for a status code, as Triton's REST endpoint maps its errors
 /// (docs/http.md lists them).
 int HttpStatusOf(absl::StatusCode code);
@@ -61,12 +69,12 @@ struct HttpServiceOptions {
 /// Routes requests to `channel` (an in-process channel of the server's gRPC service).
 /// Thread-safe; Handle may be called from any thread and answers on a gRPC thread or the
 /// calling one.
-class HttpService {
+class HttpService final : public HttpHandler {
  public:
   HttpService(std::shared_ptr<grpc::Channel> channel, HttpServiceOptions options);
 
   /// Answers `request` by calling `done` exactly once.
-  void Handle(HttpRequest request, absl::AnyInvocable<void(HttpResponse) &&> done);
+  void Handle(HttpRequest request, absl::AnyInvocable<void(HttpResponse) &&> done) override;
 
   /// Waits until no Handle call is still to call its `done` (or `deadline`); false at the
   /// deadline.

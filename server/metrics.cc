@@ -219,9 +219,12 @@ std::vector<std::shared_ptr<prometheus::Collectable>> Metrics::Collectables() co
   return out;
 }
 
-std::string Metrics::Serialize() const {
+std::string Metrics::Serialize() const { return SerializeMetrics(Collectables()); }
+
+std::string SerializeMetrics(
+    const std::vector<std::shared_ptr<prometheus::Collectable>>& collectables) {
   std::vector<prometheus::MetricFamily> families;
-  for (const auto& c : Collectables()) {
+  for (const auto& c : collectables) {
     std::vector<prometheus::MetricFamily> more = c->Collect();
     families.insert(families.end(), std::make_move_iterator(more.begin()),
                     std::make_move_iterator(more.end()));

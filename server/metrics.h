@@ -36,6 +36,10 @@ struct ComputeTimes {
   absl::Duration output;  // encoding the response
 };
 
+/// The text exposition format (version 0.0.4) of what `collectables` collect now, in order.
+std::string SerializeMetrics(
+    const std::vector<std::shared_ptr<prometheus::Collectable>>& collectables);
+
 /// Every metric the daemon pushes, plus the collectables it pulls at scrape time. Record* are
 /// cheap (a label lookup under the family's mutex and an atomic add), thread-safe and may be
 /// called from any thread; `model` / `version` are the label values (empty when the request named

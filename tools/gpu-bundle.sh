@@ -11,22 +11,15 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export CCACHE_BASEDIR=$PWD CCACHE_NOHASHDIR=1
 targets=(cuda_probe_test cuda_backend_test cuda_capture_test cuda_kernels_diff_test cuda_zoo_bench
-         reprise)
+         reprise reprise-server cuda_serving_test)
 [[ -d build/release ]] || cmake --preset release >/dev/null
 cmake --build --preset release -j2 --target "${targets[@]}"
-# The daemon that serves KIND_GPU models (and the test that loads one) link cuBLAS: built apart
-# with REPRISE_SERVE_CUDA=ON (server/CMakeLists.txt says why it is off by default).
-serve_targets=(reprise-server cuda_serving_test)
-cmake --preset release -B build/gpu-serve -DREPRISE_SERVE_CUDA=ON >/dev/null
-cmake --build build/gpu-serve -j2 --target "${serve_targets[@]}"
 
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/bin" "$stage/lib"
-for t in "${targets[@]}" "${serve_targets[@]}"; do
-  tree=build/release
-  [[ " ${serve_targets[*]} " == *" $t "* ]] && tree=build/gpu-serve
-  bin=$(find "$tree" -name "$t" -type f -perm -u+x | head -1)
+for t in "${targets[@]}"; do
+  bin=$(find build/release -name "$t" -type f -perm -u+x | head -1)
   cp "$bin" "$stage/bin/"
   ldd "$bin" | awk '/=> \//{print $3}' | while read -r lib; do
     case "$(basename "$lib")" in

@@ -64,9 +64,9 @@ daemon_check() {
     >"$repo/mlp_gpu/config.yaml"
   printf 'name: mlp_cpu\nmax_batch_size: 8\ninstance_group: [{count: 1, kind: KIND_CPU}]\n' \
     >"$repo/mlp_cpu/config.yaml"
-  # --allow-metrics=false: with cuBLAS linked the metrics endpoint cannot start (server/CMakeLists.txt).
   OMP_NUM_THREADS=1 "$bin/reprise-server" --model-repository "$repo" --grpc-address=127.0.0.1 \
-    --grpc-port=18001 --http-port=0 --allow-metrics=false >"$work/server.log" 2>&1 &
+    --grpc-port=18001 --http-port=0 --metrics-address=127.0.0.1 --metrics-port=18002 \
+    >"$work/server.log" 2>&1 &
   local pid=$! ready=""
   for _ in $(seq 1 120); do
     if "$bin/reprise" --addr "$addr" health 2>/dev/null | grep -q '^ready: yes'; then ready=1; break; fi
@@ -95,6 +95,17 @@ sys.exit(0 if diff <= limit else 1)
 PY
     done
     "$bin/reprise" --addr "$addr" instances mlp_gpu || status=1
+    # The metrics endpoint serves alongside cuBLAS, and counts the GPU model's requests.
+    python3 - <<'PY' || status=1
+import re
+import sys
+import urllib.request
+text = urllib.request.urlopen("http://127.0.0.1:18002/metrics", timeout=10).read().decode()
+count = sum(float(m.group(1)) for m in re.finditer(
+    r'^reprise_requests_total\{[^}]*model="mlp_gpu"[^}]*outcome="success"[^}]*\} (\S+)$', text, re.M))
+print(f"/metrics: {len(text)} bytes, successful mlp_gpu requests: {count:g}")
+sys.exit(0 if count >= 2 else 1)
+PY
   else
     echo "the daemon did not become ready"
   fi

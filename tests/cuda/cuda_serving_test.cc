@@ -125,7 +125,7 @@ INSTANTIATE_TEST_SUITE_P(Zoo, CudaServingTest, ::testing::Values("mlp", "transfo
 // cuda:0 and answers like the same model on the CPU, batch by batch.
 TEST(CudaServingBackendTest, KindGpuModelServesOnCuda0LikeTheCpu) {
 #if !REPRISE_SERVE_CUDA
-  GTEST_SKIP() << "reprise_server_engine built without REPRISE_SERVE_CUDA (server/CMakeLists.txt)";
+  GTEST_SKIP() << "reprise_server_engine built without the CUDA backend";
 #endif
   if (auto cuda = runtime::CreateBackend("cuda"); !cuda.ok()) {
     GTEST_SKIP() << "no CUDA device: " << cuda.status().message();

@@ -29,6 +29,7 @@ namespace reprise::server {
 namespace {
 
 using ::testing::HasSubstr;
+using testing::HttpExchange;
 using testing::HttpGet;
 using testing::Value;
 
@@ -312,6 +313,18 @@ TEST(MetricsEndpointTest, ServesTheTextFormatOnAFreePort) {
   const std::string body = HttpGet((*endpoint)->port(), "/metrics");
   EXPECT_THAT(body, HasSubstr("# TYPE reprise_requests_total counter"));
   EXPECT_EQ(Value(body, "reprise_requests_total", {{"outcome", "success"}}), 1);
+  const int port = (*endpoint)->port();
+  EXPECT_THAT(HttpExchange(port, "GET", "/metrics?name[]=x"),
+              ::testing::StartsWith("HTTP/1.0 200 OK\r\n"));
+  EXPECT_THAT(HttpExchange(port, "GET", "/metrics"),
+              HasSubstr("Content-Type: text/plain; version=0.0.4; charset=utf-8\r\n"));
+  // Nothing else is served.
+  EXPECT_THAT(HttpExchange(port, "GET", "/"), ::testing::StartsWith("HTTP/1.0 404 "));
+  EXPECT_THAT(HttpExchange(port, "GET", "/v2/health/ready"),
+              ::testing::StartsWith("HTTP/1.0 404 "));
+  const std::string post = HttpExchange(port, "POST", "/metrics");
+  EXPECT_THAT(post, ::testing::StartsWith("HTTP/1.0 405 "));
+  EXPECT_THAT(post, HasSubstr("Allow: GET, HEAD\r\n"));
 
   // The port is taken now: a second endpoint on it fails with a message naming it.
   absl::StatusOr<std::unique_ptr<MetricsEndpoint>> again =

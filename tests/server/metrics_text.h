@@ -18,8 +18,9 @@
 
 namespace reprise::server::testing {
 
-/// GET `path` from 127.0.0.1:`port` over HTTP/1.0; the body, or "" when it fails.
-inline std::string HttpGet(int port, const std::string& path) {
+/// `method` `path` to 127.0.0.1:`port` over HTTP/1.0, without a body; the whole response
+/// (status line, headers, body), or "" when it fails.
+inline std::string HttpExchange(int port, const std::string& method, const std::string& path) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) return "";
   sockaddr_in addr{};
@@ -28,7 +29,8 @@ inline std::string HttpGet(int port, const std::string& path) {
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   std::string response;
   if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
-    const std::string request = absl::StrCat("GET ", path, " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
+    const std::string request =
+        absl::StrCat(method, " ", path, " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
     if (write(fd, request.data(), request.size()) == static_cast<ssize_t>(request.size())) {
       char buf[4096];
       ssize_t n;
@@ -36,6 +38,12 @@ inline std::string HttpGet(int port, const std::string& path) {
     }
   }
   close(fd);
+  return response;
+}
+
+/// GET `path` from 127.0.0.1:`port` over HTTP/1.0; the body, or "" when it fails.
+inline std::string HttpGet(int port, const std::string& path) {
+  const std::string response = HttpExchange(port, "GET", path);
   const size_t body = response.find("\r\n\r\n");
   return body == std::string::npos ? "" : response.substr(body + 4);
 }

@@ -332,7 +332,8 @@ class MetricsAddressTest(unittest.TestCase):
                 if not chunk:
                     break
                 reply += chunk
-        self.assertTrue(reply.startswith(b"HTTP/1.1 200"), reply[:200])
+        self.assertRegex(reply[:200], rb"^HTTP/1\.[01] 200 ")
+        self.assertIn(b"\nprocess_cpu_seconds_total ", reply)
         with self.assertRaises(ConnectionRefusedError):  # not on the gRPC address
             socket.create_connection(("127.0.0.1", port), timeout=10).close()
 
