@@ -20,9 +20,12 @@ namespace reprise::runtime::engine {
 struct ModelOptions {
   int intra_op_threads = 1;  // passed to kernels at Prepare
   /// Streams a replay may fork a plan's independent branches onto (PlanOptions::
-  /// max_branch_streams): 0 (the default) as many as intra_op_threads, at most
-  /// kMaxBranchStreams; 1 never; more is cut to intra_op_threads (lanes share the threads).
-  int max_branch_streams = 0;
+  /// max_branch_streams): 1 (the default) never; 0 as many as intra_op_threads, at most
+  /// kMaxBranchStreams; more is cut to intra_op_threads (lanes share the threads). Off by
+  /// default: on GoogLeNet at two threads, forking its Inception blocks onto two streams of one
+  /// thread each was 1.5x slower than one stream whose kernels use both threads
+  /// (docs/benchmarks.md, "Inception branches on parallel streams").
+  int max_branch_streams = 1;
   int64_t max_plan_bytes = 0;  // PlanOptions::max_plan_bytes of every plan; 0: no cap
   /// Constant folding at load computes a node only when its outputs and workspace take at
   /// most this many bytes (a model file can declare any size); larger ones run with the plan.

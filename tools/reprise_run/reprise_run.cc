@@ -12,7 +12,7 @@
 // results). Inputs not given are random. A generated input takes its shape from --shape, else from
 // the model's declaration (which must then be fully known). --threads is the kernels' intra-op
 // thread count; --branch-streams caps the streams a replay forks independent branches onto
-// (ModelOptions::max_branch_streams: 0, the default, as many as --threads; 1 never forks; the
+// (ModelOptions::max_branch_streams: 1, the default, never forks; 0 as many as --threads; the
 // "streams" of the output says how many the plan uses). Runs go through a StreamSession on the CPU
 // device of the runtime core:
 // --mode replay (the default) captures the first run into a model runtime instance and replays
@@ -82,7 +82,7 @@ struct Options {
   int iterations = 10;
   int warmup = 1;
   int threads = 1;
-  int branch_streams = 0;
+  int branch_streams = 1;
   std::string dump_ri;
   std::string profile;
   int profile_top = 15;

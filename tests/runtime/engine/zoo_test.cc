@@ -100,6 +100,7 @@ TEST_P(ZooTest, MatchesPyTorch) {
   ASSERT_TRUE(kernels::cpu::RegisterCpuKernels((*device)->kernels(), c.options).ok());
   ModelOptions options;
   options.intra_op_threads = c.threads;
+  options.max_branch_streams = c.threads;  // branches fork only when asked
   auto model = Model::LoadFile(dir + "/model.onnx", *(*device)->kernels(), options);
   if (model.status().code() == absl::StatusCode::kUnimplemented) {
     GTEST_SKIP() << c.name << ": " << model.status().message();
