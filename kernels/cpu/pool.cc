@@ -9,6 +9,8 @@
 #include <limits>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "kernels/cpu/families.h"
 #include "kernels/cpu/kernel_util.h"
@@ -49,6 +51,81 @@ AxisTaps MakeAxisTaps(const Window& g, int axis) {
     t.padded.push_back(padded);
   }
   return t;
+}
+
+// The output positions [lo, hi) along one axis whose window lies wholly inside the input (every
+// tap counts): a contiguous run, since the windows move forward with the position.
+std::pair<int64_t, int64_t> InteriorRange(const AxisTaps& t, int64_t kernel) {
+  int64_t lo = 0;
+  const int64_t n = static_cast<int64_t>(t.first.size());
+  while (lo < n && (t.first[lo] != 0 || t.last[lo] != kernel)) ++lo;
+  int64_t hi = lo;
+  while (hi < n && t.first[hi] == 0 && t.last[hi] == kernel) ++hi;
+  return {lo, hi};
+}
+
+// One plane of 2-D pooling without dilation or indices, separably: per output row, the rows
+// of its window reduced into `rows` (contiguous, vectorised), then the columns of each output's
+// window reduced from `rows` (vectorised across the outputs whose windows are wholly inside).
+// Max is exact; the average sums in another order than the general loop (rows first).
+template <bool kMax>
+void PoolPlane2d(const float* in, float* out, const Window& g, const AxisTaps& th,
+                 const AxisTaps& tw, std::pair<int64_t, int64_t> interior, bool include_pad,
+                 std::vector<float>& rows) {
+  const int64_t in_w = g.input[2], out_h = g.output[1], out_w = g.output[2];
+  const int64_t stride = g.strides[2];
+  const float init = kMax ? -std::numeric_limits<float>::infinity() : 0.0f;
+  rows.resize(static_cast<size_t>(in_w));
+  float* r = rows.data();
+  for (int64_t oh = 0; oh < out_h; ++oh, out += out_w) {
+    const int64_t r0 = th.origin[oh] + th.first[oh];
+    const int64_t r1 = th.origin[oh] + th.last[oh];
+    if (r0 >= r1) {
+      // Every tap is padding: the general loop's answer (-inf, or 0 with no divisor).
+      std::fill(out, out + out_w, kMax ? init : 0.0f);
+      continue;
+    }
+    std::copy(in + r0 * in_w, in + (r0 + 1) * in_w, r);
+    for (int64_t row = r0 + 1; row < r1; ++row) {
+      const float* src = in + row * in_w;
+      for (int64_t i = 0; i < in_w; ++i) r[i] = kMax ? std::max(r[i], src[i]) : r[i] + src[i];
+    }
+    auto reduce_one = [&](int64_t ow) {
+      float acc = init;
+      for (int64_t kw = tw.first[ow]; kw < tw.last[ow]; ++kw) {
+        const float v = r[tw.origin[ow] + kw];
+        acc = kMax ? std::max(acc, v) : acc + v;
+      }
+      return acc;
+    };
+    for (int64_t ow = 0; ow < interior.first; ++ow) out[ow] = reduce_one(ow);
+    for (int64_t ow = interior.second; ow < out_w; ++ow) out[ow] = reduce_one(ow);
+    if (interior.first < interior.second) {
+      float* o = out + interior.first;
+      const int64_t n = interior.second - interior.first;
+      const float* base = r + tw.origin[interior.first];
+      std::fill(o, o + n, init);
+      for (int64_t kw = 0; kw < g.kernel[2]; ++kw) {
+        if (stride == 1) {
+          const float* src = base + kw;
+          for (int64_t i = 0; i < n; ++i) o[i] = kMax ? std::max(o[i], src[i]) : o[i] + src[i];
+        } else {
+          for (int64_t i = 0; i < n; ++i) {
+            const float v = base[i * stride + kw];
+            o[i] = kMax ? std::max(o[i], v) : o[i] + v;
+          }
+        }
+      }
+    }
+    if (!kMax) {
+      const int64_t rows_in = r1 - r0;
+      for (int64_t ow = 0; ow < out_w; ++ow) {
+        const int64_t divisor =
+            include_pad ? th.padded[oh] * tw.padded[ow] : rows_in * (tw.last[ow] - tw.first[ow]);
+        out[ow] = divisor > 0 ? out[ow] / static_cast<float>(divisor) : 0.0f;
+      }
+    }
+  }
 }
 
 absl::StatusOr<Shape> CheckPoolInput(const PrepareContext& context) {
@@ -95,6 +172,11 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PreparePool(const PrepareContext
   int64_t window = 1;
   for (int64_t k : win.kernel) window *= k;
   const double plane_cost = static_cast<double>(out_size) * static_cast<double>(window + 2);
+  // 2-D windows without dilation or indices go separably (PoolPlane2d).
+  const bool separable = g.input[0] == 1 && g.kernel[0] == 1 && g.pads_begin[0] == 0 &&
+                         g.pads_end[0] == 0 && g.dilations[1] == 1 && g.dilations[2] == 1 &&
+                         !with_indices;
+  const std::pair<int64_t, int64_t> interior = InteriorRange(taps[2], g.kernel[2]);
   return MakeKernel(context, std::move(outputs), [=](const KernelArgs& args) {
     const float* xp = static_cast<const float*>(args.inputs[0]);
     float* yp = static_cast<float*>(args.outputs[0]);
@@ -104,6 +186,19 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PreparePool(const PrepareContext
     const AxisTaps& tw = taps[2];
     const int64_t dil_d = g.dilations[0], dil_h = g.dilations[1], dil_w = g.dilations[2];
     const int64_t in_h = g.input[1], in_w = g.input[2];
+    if (separable) {
+      ParallelFor(
+          planes, threads, plane_cost,
+          [&](int64_t first_plane, int64_t end_plane) {
+            std::vector<float> rows;
+            for (int64_t p = first_plane; p < end_plane; ++p) {
+              PoolPlane2d<kMax>(xp + p * in_size, yp + p * out_size, g, th, tw, interior,
+                                include_pad != 0, rows);
+            }
+          },
+          1);
+      return absl::OkStatus();
+    }
     // Planes split over the intra-op threads; each is computed as serially.
     ParallelFor(
         planes, threads, plane_cost,
