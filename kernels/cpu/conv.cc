@@ -3,6 +3,7 @@
 // shared through the device's packed-weight cache). The algorithm (Winograd or direct) and the
 // layout of conv chains follow the device's CpuKernelOptions.
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <memory>
 #include <optional>
@@ -34,16 +35,49 @@ struct ConvWorkspace {
   size_t total = 0;
 };
 
-// Appends `activation` ("", "Relu", "Clip") to `ops`; false for another name.
-bool AppendActivation(const std::string& activation, float lo, float hi, dnnl::post_ops* ops) {
-  if (activation == "Relu") {
-    ops->append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
-  } else if (activation == "Clip") {
-    ops->append_eltwise(1.0f, dnnl::algorithm::eltwise_clip, lo, hi);
-  } else if (!activation.empty()) {
+// Appends the activation `name` (fused_ops.h lists them; "" is none) to `ops` as oneDNN eltwise
+// post-ops; false for another name.
+bool AppendActivation(const std::string& name, float lo, float hi, float alpha, float beta,
+                      dnnl::post_ops* ops) {
+  using dnnl::algorithm;
+  if (name.empty()) return true;
+  if (name == "Relu") {
+    ops->append_eltwise(1.0f, algorithm::eltwise_relu, 0.0f, 0.0f);
+  } else if (name == "LeakyRelu") {
+    ops->append_eltwise(1.0f, algorithm::eltwise_relu, alpha, 0.0f);
+  } else if (name == "Clip") {
+    ops->append_eltwise(1.0f, algorithm::eltwise_clip, lo, hi);
+  } else if (name == "Sigmoid") {
+    ops->append_eltwise(1.0f, algorithm::eltwise_logistic, 0.0f, 0.0f);
+  } else if (name == "Tanh") {
+    ops->append_eltwise(1.0f, algorithm::eltwise_tanh, 0.0f, 0.0f);
+  } else if (name == "HardSigmoid") {
+    // max(0, min(1, alpha x + beta)): a linear map, then a clip.
+    ops->append_eltwise(1.0f, algorithm::eltwise_linear, alpha, beta);
+    ops->append_eltwise(1.0f, algorithm::eltwise_clip, 0.0f, 1.0f);
+  } else if (name == "HardSwish") {
+    ops->append_eltwise(1.0f, algorithm::eltwise_hardswish, 0.0f, 0.0f);  // x relu6(x + 3) / 6
+  } else if (name == "Swish") {
+    ops->append_eltwise(1.0f, algorithm::eltwise_swish, 1.0f, 0.0f);  // x sigmoid(x)
+  } else {
     return false;
   }
   return true;
+}
+
+// The same activation on one value (the broadcast-residual epilogue, which runs outside oneDNN).
+float ApplyActivation(const ConvPostOps& post, float v) {
+  const std::string& name = post.activation;
+  if (name.empty()) return v;
+  if (name == "Relu") return v > 0.0f ? v : 0.0f;
+  if (name == "LeakyRelu") return v >= 0.0f ? v : v * post.alpha;
+  if (name == "Clip") return std::min(std::max(v, post.clip_min), post.clip_max);
+  if (name == "Sigmoid") return 1.0f / (1.0f + std::exp(-v));
+  if (name == "Tanh") return std::tanh(v);
+  if (name == "HardSigmoid") return std::max(0.0f, std::min(1.0f, post.alpha * v + post.beta));
+  if (name == "HardSwish") return v * std::max(0.0f, std::min(1.0f, v / 6.0f + 0.5f));
+  if (name == "Swish") return v / (1.0f + std::exp(-v));
+  return v;  // not reached: Prepare refuses other names
 }
 
 // Output pixels (batch x height x width) from which Winograd is tried.
@@ -109,15 +143,9 @@ class ConvKernel final : public PreparedKernel {
     float* y = static_cast<float*>(args.outputs[0]);
     const float* r = static_cast<const float*>(args.inputs[3]);
     const int64_t stride = p_.epilogue->strides[0].back();
-    const bool relu = p_.post.activation == "Relu";
-    const bool clip = p_.post.activation == "Clip";
-    const float lo = p_.post.clip_min, hi = p_.post.clip_max;
     ForEachRow(*p_.epilogue, [&](int64_t at, const int64_t* offs, int64_t len) {
       for (int64_t i = 0; i < len; ++i) {
-        float v = y[at + i] + r[offs[0] + i * stride];
-        if (relu) v = v > 0.0f ? v : 0.0f;
-        if (clip) v = std::min(std::max(v, lo), hi);
-        y[at + i] = v;
+        y[at + i] = ApplyActivation(p_.post, y[at + i] + r[offs[0] + i * stride]);
       }
     });
   }
@@ -302,14 +330,15 @@ absl::StatusOr<dnnl::primitive_attr> MakeConvAttr(const PrepareContext& context,
     ops.append_sum(1.0f);
   }
   if (!parts->epilogue.has_value() &&  // else applied after the residual, in Run
-      !AppendActivation(post.activation, post.clip_min, post.clip_max, &ops)) {
+      !AppendActivation(post.activation, post.clip_min, post.clip_max, post.alpha, post.beta,
+                        &ops)) {
     return InvalidArgument(context, "activation \"", post.activation, "\" is not supported");
   }
   if (post.depthwise.has_value()) {
     const ConvPostOps::Depthwise& dw = *post.depthwise;
     ops.append_dw(memory::data_type::f32, memory::data_type::f32, memory::data_type::f32, 3,
                   dw.stride, 1, 0, {});
-    if (!AppendActivation(dw.activation, dw.clip_min, dw.clip_max, &ops)) {
+    if (!AppendActivation(dw.activation, dw.clip_min, dw.clip_max, dw.alpha, dw.beta, &ops)) {
       return InvalidArgument(context, "activation \"", dw.activation, "\" is not supported");
     }
   }
@@ -483,6 +512,8 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareFusedConv(const PrepareCo
   ASSIGN_OR_RETURN(post.activation, attrs.GetString("activation", ""));
   ASSIGN_OR_RETURN(post.clip_min, attrs.GetFloat("clip_min", 0.0f));
   ASSIGN_OR_RETURN(post.clip_max, attrs.GetFloat("clip_max", 0.0f));
+  ASSIGN_OR_RETURN(post.alpha, attrs.GetFloat("activation_alpha", 0.0f));
+  ASSIGN_OR_RETURN(post.beta, attrs.GetFloat("activation_beta", 0.0f));
   ASSIGN_OR_RETURN(post.x, LayoutAttr(context, "x_layout"));
   ASSIGN_OR_RETURN(post.y, LayoutAttr(context, "y_layout"));
   ASSIGN_OR_RETURN(post.r, LayoutAttr(context, "r_layout"));

@@ -18,9 +18,11 @@ namespace reprise::kernels::cpu {
 /// The epilogue applied to the convolution's output: residual sum, then an activation.
 struct ConvPostOps {
   bool residual = false;
-  std::string activation;  // "", "Relu" or "Clip"
+  std::string activation;  // "" or a name of kFusedConvOp's "activation" (fused_ops.h)
   float clip_min = 0.0f;
   float clip_max = 0.0f;
+  float alpha = 0.0f;  // LeakyRelu's alpha; HardSigmoid's alpha and beta
+  float beta = 0.0f;
   Storage x = Storage::kPlain;
   Storage y = Storage::kPlain;
   Storage r = Storage::kPlain;
@@ -28,9 +30,11 @@ struct ConvPostOps {
   // (oneDNN's depthwise post-op): the 1x1 convolution's output never leaves the cache.
   struct Depthwise {
     int64_t stride = 1;
-    std::string activation;  // "", "Relu" or "Clip"
+    std::string activation;  // as ConvPostOps::activation, with its parameters
     float clip_min = 0.0f;
     float clip_max = 0.0f;
+    float alpha = 0.0f;
+    float beta = 0.0f;
     const TensorDesc* weights = nullptr;  // [C, 1, 3, 3], known at plan time
     const TensorDesc* bias = nullptr;     // [C] known at plan time, or null
   };

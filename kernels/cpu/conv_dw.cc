@@ -76,6 +76,8 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareFusedConvDw(const Prepare
   ASSIGN_OR_RETURN(post.activation, attrs.GetString("activation", ""));
   ASSIGN_OR_RETURN(post.clip_min, attrs.GetFloat("clip_min", 0.0f));
   ASSIGN_OR_RETURN(post.clip_max, attrs.GetFloat("clip_max", 0.0f));
+  ASSIGN_OR_RETURN(post.alpha, attrs.GetFloat("activation_alpha", 0.0f));
+  ASSIGN_OR_RETURN(post.beta, attrs.GetFloat("activation_beta", 0.0f));
   ASSIGN_OR_RETURN(post.x, LayoutAttr(context, "x_layout"));
   ASSIGN_OR_RETURN(post.y, LayoutAttr(context, "y_layout"));
   ConvPostOps::Depthwise dw;
@@ -83,6 +85,8 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareFusedConvDw(const Prepare
   ASSIGN_OR_RETURN(dw.activation, attrs.GetString("dw_activation", ""));
   ASSIGN_OR_RETURN(dw.clip_min, attrs.GetFloat("dw_clip_min", 0.0f));
   ASSIGN_OR_RETURN(dw.clip_max, attrs.GetFloat("dw_clip_max", 0.0f));
+  ASSIGN_OR_RETURN(dw.alpha, attrs.GetFloat("dw_activation_alpha", 0.0f));
+  ASSIGN_OR_RETURN(dw.beta, attrs.GetFloat("dw_activation_beta", 0.0f));
   const Shape& x = context.inputs[0].shape;
   const TensorDesc& w = context.inputs[1];
   const TensorDesc& w_dw = context.inputs[3];
@@ -139,6 +143,8 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareFusedConvDw(const Prepare
   two.activation = dw.activation;
   two.clip_min = dw.clip_min;
   two.clip_max = dw.clip_max;
+  two.alpha = dw.alpha;
+  two.beta = dw.beta;
   two.x = Storage::kBlocked;
   two.y = post.y;
   ASSIGN_OR_RETURN(std::unique_ptr<PreparedKernel> depthwise, PrepareConvWith(second, two));

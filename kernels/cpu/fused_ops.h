@@ -10,7 +10,9 @@ inline constexpr char kFusedDomain[] = "com.reprise";
 
 /// Conv with oneDNN post-ops: inputs X, W, B (optional), R (optional residual, added to the
 /// convolution's output before the activation). Attributes: those of Conv, plus "activation"
-/// (string: "" for none, "Relu" or "Clip") with "clip_min" / "clip_max" (floats) for Clip.
+/// (string: "" for none, "Relu", "LeakyRelu", "Clip", "Sigmoid", "Tanh", "HardSigmoid",
+/// "HardSwish" or "Swish", x * sigmoid(x)) with "clip_min" / "clip_max" (floats) for Clip and
+/// "activation_alpha" / "activation_beta" (floats) for LeakyRelu's alpha and HardSigmoid's.
 /// Y = act(conv(X, W) + B + R). "x_layout", "y_layout", "r_layout" ("nchw" when absent, "nhwc",
 /// "blocked") say how X, Y and R are stored (see onednn_util.h, Storage).
 inline constexpr char kFusedConvOp[] = "com.reprise.FusedConv";
@@ -21,7 +23,8 @@ inline constexpr char kFusedGemmOp[] = "com.reprise.FusedGemm";
 
 /// A 1x1 convolution (Conv's attributes, one group, stride 1, no pads) and its activation
 /// ("activation", "clip_min", "clip_max"), followed by a depthwise 3x3 convolution (pads 1,
-/// "dw_stride" 1 or 2) and its activation ("dw_activation", "dw_clip_min", "dw_clip_max"):
+/// "dw_stride" 1 or 2) and its activation ("dw_activation", "dw_clip_min", "dw_clip_max",
+/// "dw_activation_alpha", "dw_activation_beta"):
 /// inputs X, W, B (optional), W_dw [C,1,3,3] (constant), B_dw (optional, constant).
 /// "x_layout" / "y_layout" as for kFusedConvOp. Large intermediates run as one oneDNN primitive
 /// (depthwise post-op), so the expanded tensor never leaves the cache (MobileNet's blocks).

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -34,6 +35,79 @@ std::vector<float> ToFloats(const TensorValue& t) {
   std::vector<float> out(t.bytes.size() / sizeof(float));
   std::memcpy(out.data(), t.bytes.data(), t.bytes.size());
   return out;
+}
+
+// An activation that follows a value and can run as a convolution post-op: its name (a
+// kFusedConvOp "activation"), parameters, the nodes it takes and the value it produces.
+struct Activation {
+  std::string name;
+  float lo = 0.0f, hi = 0.0f;       // Clip
+  float alpha = 0.0f, beta = 0.0f;  // LeakyRelu, HardSigmoid
+  std::vector<int> nodes;
+  int out = Graph::kNoValue;
+};
+
+// The activation applied to `value` when its reader(s) form one: a single Relu, LeakyRelu,
+// Clip (constant bounds), Sigmoid, Tanh, HardSigmoid or HardSwish, or x * Sigmoid(x) (SiLU as
+// exported: the value read by exactly a Sigmoid and the Mul of the two). Nodes marked in `drop`
+// are not taken; every intermediate must have no other use and not be a graph output.
+bool MatchActivation(const Graph& graph, const std::vector<int>& uses, int value,
+                     const std::vector<bool>& drop, Activation* act) {
+  if (value == Graph::kNoValue || IsGraphOutput(graph, value)) return false;
+  auto usable = [&](const Node& node) {
+    return fusion::IsDefaultDomain(node) && node.outputs.size() == 1 && !node.inputs.empty();
+  };
+  if (uses[value] == 2) {
+    // SiLU: s = Sigmoid(x); y = Mul(x, s) (either order).
+    int sigmoid = -1, mul = -1;
+    for (size_t i = 0; i < graph.nodes.size(); ++i) {
+      const Node& n = graph.nodes[i];
+      if (drop[i] || std::find(n.inputs.begin(), n.inputs.end(), value) == n.inputs.end()) {
+        continue;
+      }
+      if (n.op == "Sigmoid" && usable(n) && n.inputs.size() == 1) {
+        sigmoid = static_cast<int>(i);
+      } else if (n.op == "Mul" && usable(n) && n.inputs.size() == 2) {
+        mul = static_cast<int>(i);
+      }
+    }
+    if (sigmoid < 0 || mul < 0) return false;
+    const int s = graph.nodes[sigmoid].outputs[0];
+    const Node& m = graph.nodes[mul];
+    const bool pair =
+        (m.inputs[0] == value && m.inputs[1] == s) || (m.inputs[1] == value && m.inputs[0] == s);
+    if (!pair || SoleConsumer(graph, uses, s) != mul) return false;
+    act->name = "Swish";
+    act->nodes = {sigmoid, mul};
+    act->out = m.outputs[0];
+    return true;
+  }
+  const int at = SoleConsumer(graph, uses, value);
+  if (at < 0 || drop[at]) return false;
+  const Node& n = graph.nodes[at];
+  if (!usable(n) || n.inputs[0] != value) return false;
+  if (n.op == "Relu" || n.op == "Sigmoid" || n.op == "Tanh" || n.op == "HardSwish") {
+    act->name = n.op;
+  } else if (n.op == "Clip" && fusion::ClipBounds(graph, n, &act->lo, &act->hi)) {
+    act->name = "Clip";
+  } else if (n.op == "LeakyRelu") {
+    absl::StatusOr<float> alpha = n.attributes.GetFloat("alpha", 0.01f);
+    if (!alpha.ok()) return false;
+    act->name = "LeakyRelu";
+    act->alpha = *alpha;
+  } else if (n.op == "HardSigmoid") {
+    absl::StatusOr<float> alpha = n.attributes.GetFloat("alpha", 0.2f);
+    absl::StatusOr<float> beta = n.attributes.GetFloat("beta", 0.5f);
+    if (!alpha.ok() || !beta.ok()) return false;
+    act->name = "HardSigmoid";
+    act->alpha = *alpha;
+    act->beta = *beta;
+  } else {
+    return false;
+  }
+  act->nodes = {at};
+  act->out = n.outputs[0];
+  return true;
 }
 
 // A 2-D convolution: constant 4-D weights.
@@ -190,8 +264,7 @@ int FuseConvPostOps(Graph* graph, const KernelRegistry& registry) {
     int last = static_cast<int>(i);  // the node whose position and output the fused node takes
     int out = y;
     int residual = Graph::kNoValue;
-    std::string activation;
-    float lo = 0.0f, hi = 0.0f;
+    Activation activation;
     // A node already absorbed into another fused conv is not looked at again.
     auto consumer = [&](int value) {
       const int at = SoleConsumer(*graph, uses, value);
@@ -212,22 +285,13 @@ int FuseConvPostOps(Graph* graph, const KernelRegistry& registry) {
         next = consumer(out);
       }
     }
-    if (next >= 0) {
-      const Node& act = graph->nodes[next];
-      if (fusion::IsDefaultDomain(act) && act.outputs.size() == 1 && !act.inputs.empty() &&
-          act.inputs[0] == out) {
-        if (act.op == "Relu") {
-          activation = "Relu";
-        } else if (act.op == "Clip" && fusion::ClipBounds(*graph, act, &lo, &hi)) {
-          activation = "Clip";
-        }
-      }
-      if (!activation.empty()) {
-        drop[next] = true;
-        last = next;
-        out = act.outputs[0];
+    if (MatchActivation(*graph, uses, out, drop, &activation)) {
+      for (int n : activation.nodes) {
+        drop[n] = true;
+        last = std::max(last, n);
         ++absorbed;
       }
+      out = activation.out;
     }
     Node fused;
     fused.op = kFusedConvOp;
@@ -238,10 +302,14 @@ int FuseConvPostOps(Graph* graph, const KernelRegistry& registry) {
     fused.inputs.resize(3, Graph::kNoValue);
     if (residual != Graph::kNoValue) fused.inputs.push_back(residual);
     fused.outputs = {out};
-    fused.attributes.Set("activation", activation);
-    if (activation == "Clip") {
-      fused.attributes.Set("clip_min", lo);
-      fused.attributes.Set("clip_max", hi);
+    fused.attributes.Set("activation", activation.name);
+    if (activation.name == "Clip") {
+      fused.attributes.Set("clip_min", activation.lo);
+      fused.attributes.Set("clip_max", activation.hi);
+    }
+    if (activation.name == "LeakyRelu" || activation.name == "HardSigmoid") {
+      fused.attributes.Set("activation_alpha", activation.alpha);
+      fused.attributes.Set("activation_beta", activation.beta);
     }
     if (last == static_cast<int>(i)) {
       conv = std::move(fused);
@@ -284,7 +352,9 @@ int FuseDepthwiseIntoPointwise(Graph* graph, const KernelRegistry& registry) {
     auto activation = dw.attributes.GetString("activation", "");
     auto lo = dw.attributes.GetFloat("clip_min", 0.0f);
     auto hi = dw.attributes.GetFloat("clip_max", 0.0f);
-    if (!activation.ok() || !lo.ok() || !hi.ok()) continue;
+    auto alpha = dw.attributes.GetFloat("activation_alpha", 0.0f);
+    auto beta = dw.attributes.GetFloat("activation_beta", 0.0f);
+    if (!activation.ok() || !lo.ok() || !hi.ok() || !alpha.ok() || !beta.ok()) continue;
     pw.op = kFusedConvDwOp;
     pw.inputs.resize(3, Graph::kNoValue);
     pw.inputs.push_back(dw.inputs[1]);
@@ -293,6 +363,8 @@ int FuseDepthwiseIntoPointwise(Graph* graph, const KernelRegistry& registry) {
     pw.attributes.Set("dw_activation", *activation);
     pw.attributes.Set("dw_clip_min", *lo);
     pw.attributes.Set("dw_clip_max", *hi);
+    pw.attributes.Set("dw_activation_alpha", *alpha);
+    pw.attributes.Set("dw_activation_beta", *beta);
     pw.outputs = dw.outputs;
     drop[at] = true;
     ++fused;

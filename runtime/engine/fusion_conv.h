@@ -15,8 +15,9 @@ namespace reprise::runtime::engine {
 /// var are constants, into the Conv's weights and bias. Returns how many were folded.
 absl::StatusOr<int> FoldBatchNormIntoConv(Graph* graph);
 
-/// Rewrites Conv [→ Add(residual)] [→ Relu | Clip(constant bounds)] into one fused conv node
-/// when `registry` has the fused op; each intermediate must have no other use and not be a
+/// Rewrites Conv [→ Add(residual)] [→ an activation: Relu, LeakyRelu, Clip (constant bounds),
+/// Sigmoid, Tanh, HardSigmoid, HardSwish, or x * Sigmoid(x) as exported SiLU] into one fused conv
+/// node when `registry` has the fused op; each intermediate must have no other use and not be a
 /// graph output. Plain Convs become fused convs too (with no post-op) so that the layout pass
 /// sees every 2-D convolution. Returns how many nodes were absorbed (Adds and activations).
 int FuseConvPostOps(Graph* graph, const KernelRegistry& registry);

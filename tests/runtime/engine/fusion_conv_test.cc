@@ -273,6 +273,93 @@ TEST_F(FusionConvTest, ClipWithConstantBoundsIsFused) {
   EXPECT_EQ(*node.attributes.GetFloat("clip_max", 0), 0.5f);
 }
 
+// Each activation a conv can run as a oneDNN post-op, fused and computing what the unfused
+// graph computes (LoadBoth): SiLU as exported (x * Sigmoid(x), the Mul's operands either way),
+// HardSigmoid with its alpha and beta, LeakyRelu with its alpha.
+TEST_F(FusionConvTest, ActivationsBecomePostOps) {
+  struct Case {
+    const char* label;
+    const char* fused;  // the "activation" of the fused node
+    float alpha, beta;  // expected activation_alpha / activation_beta (LeakyRelu, HardSigmoid)
+  };
+  for (const Case& c :
+       {Case{"Sigmoid", "Sigmoid", 0, 0}, Case{"Tanh", "Tanh", 0, 0},
+        Case{"HardSwish", "HardSwish", 0, 0}, Case{"LeakyRelu", "LeakyRelu", 0.1f, 0},
+        Case{"HardSigmoid", "HardSigmoid", 0.25f, 0.4f}, Case{"SiLU", "Swish", 0, 0},
+        Case{"SiLU, s * x", "Swish", 0, 0}}) {
+    SCOPED_TRACE(c.label);
+    ModelBuilder b;
+    b.Input("x", onnx::TensorProto::FLOAT, {1, 4, 5, 5}).Output("y", {1, 4, 5, 5});
+    AddConv(b, "a", "x", "a_out", 4, 4, 31);
+    const std::string label = c.label;
+    if (label == "SiLU") {
+      b.Node("Sigmoid", {"a_out"}, {"s"});
+      b.Node("Mul", {"a_out", "s"}, {"y"});
+    } else if (label == "SiLU, s * x") {
+      b.Node("Sigmoid", {"a_out"}, {"s"});
+      b.Node("Mul", {"s", "a_out"}, {"y"});
+    } else {
+      auto& act = b.Node(label, {"a_out"}, {"y"});
+      auto set = [&act](const char* name, float value) {
+        auto* attr = act.add_attribute();
+        attr->set_name(name);
+        attr->set_type(onnx::AttributeProto::FLOAT);
+        attr->set_f(value);
+      };
+      if (label == "LeakyRelu") set("alpha", c.alpha);
+      if (label == "HardSigmoid") {
+        set("alpha", c.alpha);
+        set("beta", c.beta);
+      }
+    }
+    // Values around +-5, where the activations bend.
+    auto model = LoadBoth(b.Bytes(), FloatTensor({1, 4, 5, 5}, RandomFloats(100, 32, -5, 5)));
+    ASSERT_NE(model, nullptr);
+    ASSERT_EQ(model->graph().nodes.size(), 1u);
+    const Node& node = model->graph().nodes[0];
+    EXPECT_EQ(node.op, kFusedConvOp);
+    EXPECT_EQ(StringAttr(node, "activation"), c.fused);
+    if (c.alpha != 0) {
+      EXPECT_EQ(*node.attributes.GetFloat("activation_alpha", 0), c.alpha);
+    }
+    if (c.beta != 0) {
+      EXPECT_EQ(*node.attributes.GetFloat("activation_beta", 0), c.beta);
+    }
+  }
+}
+
+// SiLU after a residual that only broadcasts (applied outside oneDNN, after the add); and a
+// Sigmoid whose output is read twice stays, with its Mul.
+TEST_F(FusionConvTest, SwishAfterABroadcastResidualAndASharedSigmoid) {
+  ModelBuilder b;
+  b.Input("x", onnx::TensorProto::FLOAT, {1, 4, 5, 5})
+      .Output("y", {1, 4, 5, 5})
+      .Output("z", {1, 4, 5, 5});
+  AddConv(b, "a", "x", "a_out", 4, 4, 41);
+  auto& mean = b.Node("ReduceMean", {"x"}, {"r"});
+  auto* axes = mean.add_attribute();
+  axes->set_name("axes");
+  axes->set_type(onnx::AttributeProto::INTS);
+  axes->add_ints(2);
+  axes->add_ints(3);
+  b.Node("Add", {"a_out", "r"}, {"t"});
+  b.Node("Sigmoid", {"t"}, {"ts"});
+  b.Node("Mul", {"t", "ts"}, {"y"});
+  AddConv(b, "c", "x", "c_out", 4, 4, 43);
+  b.Node("Sigmoid", {"c_out"}, {"cs"});
+  b.Node("Mul", {"c_out", "cs"}, {"m"});
+  b.Node("Add", {"m", "cs"}, {"z"});  // the Sigmoid's output is read twice
+  auto model = LoadBoth(b.Bytes(), FloatTensor({1, 4, 5, 5}, RandomFloats(100, 42, -3, 3)));
+  ASSERT_NE(model, nullptr);
+  const Graph& g = model->graph();
+  EXPECT_EQ(CountOps(g, kFusedConvOp), 2);
+  EXPECT_EQ(CountOps(g, "Sigmoid"), 1);
+  EXPECT_EQ(CountOps(g, "Mul"), 1);
+  int swish = 0;
+  for (const Node& node : g.nodes) swish += StringAttr(node, "activation") == "Swish" ? 1 : 0;
+  EXPECT_EQ(swish, 1);
+}
+
 TEST_F(FusionConvTest, SharedOrOutputIntermediatesAreLeftAlone) {
   // a_out is also a graph output: the Relu stays. c's output feeds an AveragePool (no layout
   // aware kernel): stays plain.
