@@ -164,5 +164,31 @@ TEST(PoolTest, MaxPoolIndicesAndGlobalPools) {
                    .ok());
 }
 
+// Planes of 1517 values (not a multiple of the eight lanes, across several blocks of 256)
+// against sums and maxima taken in double; one plane is all negative.
+TEST(PoolTest, GlobalPoolsOfLargePlanes) {
+  KernelHarness h;
+  const int64_t planes = 3, size = 37 * 41;
+  std::vector<float> x = RandomFloats(planes * size, 91, -2.0f, 1.0f);
+  for (int64_t i = 0; i < size; ++i) x[2 * size + i] = -1.0f - std::fabs(x[2 * size + i]);
+  std::vector<float> mean, best;
+  for (int64_t p = 0; p < planes; ++p) {
+    double sum = 0;
+    float m = -std::numeric_limits<float>::infinity();
+    for (int64_t i = 0; i < size; ++i) {
+      sum += x[p * size + i];
+      m = std::max(m, x[p * size + i]);
+    }
+    mean.push_back(static_cast<float>(sum / size));
+    best.push_back(m);
+  }
+  auto avg = h.Run("GlobalAveragePool", {Tensor::Of<float>({1, planes, 37, 41}, x)});
+  ASSERT_TRUE(avg.ok()) << avg.status();
+  ExpectNear((*avg)[0].Values<float>(), mean);
+  auto max = h.Run("GlobalMaxPool", {Tensor::Of<float>({1, planes, 37, 41}, x)});
+  ASSERT_TRUE(max.ok()) << max.status();
+  EXPECT_EQ((*max)[0].Values<float>(), best);
+}
+
 }  // namespace
 }  // namespace reprise::kernels::cpu::testing
