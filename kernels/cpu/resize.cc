@@ -53,6 +53,30 @@ absl::StatusOr<double> SourceCoordinate(const PrepareContext& context, const Res
   return InvalidArgument(context, "coordinate_transformation_mode \"", m, "\" is not known");
 }
 
+// One plane [H, W] resized to [rows.count.size(), cols.count.size()]: each output is the
+// row taps' weighted sum of the column taps' weighted sums (in double, as the general loop).
+void PlanarResize(const float* in, int64_t in_w, const AxisTaps& rows, const AxisTaps& cols,
+                  float* out) {
+  const int64_t out_h = static_cast<int64_t>(rows.count.size());
+  const int64_t out_w = static_cast<int64_t>(cols.count.size());
+  for (int64_t oh = 0; oh < out_h; ++oh) {
+    const size_t rk = static_cast<size_t>(oh * kMaxTaps);
+    for (int64_t ow = 0; ow < out_w; ++ow, ++out) {
+      const size_t ck = static_cast<size_t>(ow * kMaxTaps);
+      double sum = 0;
+      for (int a = 0; a < rows.count[oh]; ++a) {
+        const float* row = in + rows.index[rk + a] * in_w;
+        double across = 0;
+        for (int b = 0; b < cols.count[ow]; ++b) {
+          across += static_cast<double>(cols.weight[ck + b]) * row[cols.index[ck + b]];
+        }
+        sum += static_cast<double>(rows.weight[rk + a]) * across;
+      }
+      *out = static_cast<float>(sum);
+    }
+  }
+}
+
 constexpr int64_t kMaxResizeAxis = int64_t{1} << 22;
 
 absl::StatusOr<AxisTaps> MakeTaps(const PrepareContext& context, const ResizeOptions& opt,
@@ -260,12 +284,42 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareResize(const PrepareConte
   for (size_t i = 0; i < rank; ++i) {
     if (x[i] != out[i]) cost *= 3;
   }
+  // NCHW images resized in H and W only, with no extrapolated position (the common upsampling
+  // of segmentation heads and decoders): plane by plane, each output from its row and column
+  // taps directly (PlanarResize), instead of the general loop over every axis's taps.
+  auto identity = [&](size_t d) {
+    for (int64_t i = 0; i < out[d]; ++i) {
+      const size_t k = static_cast<size_t>(i * kMaxTaps);
+      if (taps[d].count[i] != 1 || taps[d].index[k] != i || taps[d].weight[k] != 1.0f ||
+          taps[d].outside[i]) {
+        return false;
+      }
+    }
+    return true;
+  };
+  auto inside = [&](size_t d) {
+    return std::none_of(taps[d].outside.begin(), taps[d].outside.end(), [](bool o) { return o; });
+  };
+  const bool planar = rank == 4 && x[0] == out[0] && x[1] == out[1] && identity(0) && identity(1) &&
+                      inside(2) && inside(3);
   return MakeKernel(context, {Desc(DataType::kFloat32, out)}, [=](const KernelArgs& args) {
     const float* xp = static_cast<const float*>(args.inputs[0]);
     float* yp = static_cast<float*>(args.outputs[0]);
     if (count == 0) return absl::OkStatus();
     if (rank == 0) {
       yp[0] = xp[0];
+      return absl::OkStatus();
+    }
+    if (planar) {
+      const int64_t in_plane = x[2] * x[3], out_plane = out[2] * out[3];
+      ParallelFor(
+          out[0] * out[1], threads, cost * static_cast<double>(out_plane),
+          [&](int64_t first, int64_t end) {
+            for (int64_t p = first; p < end; ++p) {
+              PlanarResize(xp + p * in_plane, x[3], taps[2], taps[3], yp + p * out_plane);
+            }
+          },
+          1);
       return absl::OkStatus();
     }
     // Output elements split over the intra-op threads; each is computed as serially.

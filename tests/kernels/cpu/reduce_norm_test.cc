@@ -245,5 +245,37 @@ TEST(ResizeTest, NearestAndLinearModes) {
       h.Prepare("Resize", {x, no_roi, scales}, Attrs({{"mode", std::string("area")}})).ok());
 }
 
+// NCHW images resized in H and W only go plane by plane; the same resize of a rank-3 tensor
+// (C, H, W) takes the general loop. Both must give the same bits, for each mode, for
+// coordinate modes that clamp at the edges and for a downscale.
+TEST(ResizeTest, PlanarPathMatchesTheGeneralLoop) {
+  KernelHarness h;
+  const std::vector<float> values = RandomFloats(2 * 5 * 7, 61);
+  struct Case {
+    const char* mode;
+    const char* coords;
+    int64_t oh, ow;
+  };
+  for (const Case& c : {Case{"linear", "half_pixel", 9, 13}, Case{"linear", "align_corners", 11, 4},
+                        Case{"cubic", "half_pixel", 9, 13}, Case{"nearest", "asymmetric", 10, 14},
+                        Case{"linear", "pytorch_half_pixel", 3, 3}}) {
+    SCOPED_TRACE(::testing::Message() << c.mode << " " << c.coords << " " << c.oh << "x" << c.ow);
+    const runtime::Attributes attrs = Attrs(
+        {{"mode", std::string(c.mode)}, {"coordinate_transformation_mode", std::string(c.coords)}});
+    auto planar = h.Run("Resize",
+                        {Tensor::Of<float>({1, 2, 5, 7}, values), Tensor::Absent(),
+                         Tensor::Absent(), Tensor::Of<int64_t>({4}, {1, 2, c.oh, c.ow}, true)},
+                        attrs);
+    auto general = h.Run("Resize",
+                         {Tensor::Of<float>({2, 5, 7}, values), Tensor::Absent(), Tensor::Absent(),
+                          Tensor::Of<int64_t>({3}, {2, c.oh, c.ow}, true)},
+                         attrs);
+    ASSERT_TRUE(planar.ok()) << planar.status();
+    ASSERT_TRUE(general.ok()) << general.status();
+    EXPECT_EQ((*planar)[0].shape, (Shape{1, 2, c.oh, c.ow}));
+    EXPECT_EQ((*planar)[0].Values<float>(), (*general)[0].Values<float>());
+  }
+}
+
 }  // namespace
 }  // namespace reprise::kernels::cpu::testing
