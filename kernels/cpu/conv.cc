@@ -35,18 +35,19 @@ struct ConvWorkspace {
   size_t total = 0;
 };
 
-// Appends the activation `name` (fused_ops.h lists them; "" is none) to `ops` as oneDNN eltwise
-// post-ops; false for another name.
-bool AppendActivation(const std::string& name, float lo, float hi, float alpha, float beta,
-                      dnnl::post_ops* ops) {
+// Appends `act` (fused_ops.h lists the names; "" is none) to `ops` as oneDNN eltwise post-ops;
+// false for another name.
+bool AppendActivation(const ConvActivation& act, dnnl::post_ops* ops) {
   using dnnl::algorithm;
+  const std::string& name = act.name;
+  const float alpha = act.alpha, beta = act.beta;
   if (name.empty()) return true;
   if (name == "Relu") {
     ops->append_eltwise(1.0f, algorithm::eltwise_relu, 0.0f, 0.0f);
   } else if (name == "LeakyRelu") {
     ops->append_eltwise(1.0f, algorithm::eltwise_relu, alpha, 0.0f);
   } else if (name == "Clip") {
-    ops->append_eltwise(1.0f, algorithm::eltwise_clip, lo, hi);
+    ops->append_eltwise(1.0f, algorithm::eltwise_clip, act.clip_min, act.clip_max);
   } else if (name == "Sigmoid") {
     ops->append_eltwise(1.0f, algorithm::eltwise_logistic, 0.0f, 0.0f);
   } else if (name == "Tanh") {
@@ -66,15 +67,15 @@ bool AppendActivation(const std::string& name, float lo, float hi, float alpha, 
 }
 
 // The same activation on one value (the broadcast-residual epilogue, which runs outside oneDNN).
-float ApplyActivation(const ConvPostOps& post, float v) {
-  const std::string& name = post.activation;
+float ApplyActivation(const ConvActivation& act, float v) {
+  const std::string& name = act.name;
   if (name.empty()) return v;
   if (name == "Relu") return v > 0.0f ? v : 0.0f;
-  if (name == "LeakyRelu") return v >= 0.0f ? v : v * post.alpha;
-  if (name == "Clip") return std::min(std::max(v, post.clip_min), post.clip_max);
+  if (name == "LeakyRelu") return v >= 0.0f ? v : v * act.alpha;
+  if (name == "Clip") return std::min(std::max(v, act.clip_min), act.clip_max);
   if (name == "Sigmoid") return 1.0f / (1.0f + std::exp(-v));
   if (name == "Tanh") return std::tanh(v);
-  if (name == "HardSigmoid") return std::max(0.0f, std::min(1.0f, post.alpha * v + post.beta));
+  if (name == "HardSigmoid") return std::max(0.0f, std::min(1.0f, act.alpha * v + act.beta));
   if (name == "HardSwish") return v * std::max(0.0f, std::min(1.0f, v / 6.0f + 0.5f));
   if (name == "Swish") return v / (1.0f + std::exp(-v));
   return v;  // not reached: Prepare refuses other names
@@ -145,7 +146,7 @@ class ConvKernel final : public PreparedKernel {
     const int64_t stride = p_.epilogue->strides[0].back();
     ForEachRow(*p_.epilogue, [&](int64_t at, const int64_t* offs, int64_t len) {
       for (int64_t i = 0; i < len; ++i) {
-        y[at + i] = ApplyActivation(p_.post, y[at + i] + r[offs[0] + i * stride]);
+        y[at + i] = ApplyActivation(p_.post.activation, y[at + i] + r[offs[0] + i * stride]);
       }
     });
   }
@@ -330,16 +331,15 @@ absl::StatusOr<dnnl::primitive_attr> MakeConvAttr(const PrepareContext& context,
     ops.append_sum(1.0f);
   }
   if (!parts->epilogue.has_value() &&  // else applied after the residual, in Run
-      !AppendActivation(post.activation, post.clip_min, post.clip_max, post.alpha, post.beta,
-                        &ops)) {
-    return InvalidArgument(context, "activation \"", post.activation, "\" is not supported");
+      !AppendActivation(post.activation, &ops)) {
+    return InvalidArgument(context, "activation \"", post.activation.name, "\" is not supported");
   }
   if (post.depthwise.has_value()) {
     const ConvPostOps::Depthwise& dw = *post.depthwise;
     ops.append_dw(memory::data_type::f32, memory::data_type::f32, memory::data_type::f32, 3,
                   dw.stride, 1, 0, {});
-    if (!AppendActivation(dw.activation, dw.clip_min, dw.clip_max, dw.alpha, dw.beta, &ops)) {
-      return InvalidArgument(context, "activation \"", dw.activation, "\" is not supported");
+    if (!AppendActivation(dw.activation, &ops)) {
+      return InvalidArgument(context, "activation \"", dw.activation.name, "\" is not supported");
     }
   }
   attr.set_post_ops(ops);
@@ -466,6 +466,17 @@ ConvWorkspace LayOutConvWorkspace(const ConvKernel::Parts& parts) {
 
 }  // namespace
 
+absl::StatusOr<ConvActivation> ReadConvActivation(const runtime::Attributes& attrs,
+                                                  const std::string& prefix) {
+  ConvActivation act;
+  ASSIGN_OR_RETURN(act.name, attrs.GetString(prefix + "activation", ""));
+  ASSIGN_OR_RETURN(act.clip_min, attrs.GetFloat(prefix + "clip_min", 0.0f));
+  ASSIGN_OR_RETURN(act.clip_max, attrs.GetFloat(prefix + "clip_max", 0.0f));
+  ASSIGN_OR_RETURN(act.alpha, attrs.GetFloat(prefix + "activation_alpha", 0.0f));
+  ASSIGN_OR_RETURN(act.beta, attrs.GetFloat(prefix + "activation_beta", 0.0f));
+  return act;
+}
+
 // A convolution with `post` fused: the steps above.
 absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareConvWith(const PrepareContext& context,
                                                                 const ConvPostOps& post) {
@@ -509,11 +520,7 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareConv(const PrepareContext
 absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareFusedConv(const PrepareContext& context) {
   ConvPostOps post;
   const Attributes& attrs = AttrsOf(context);
-  ASSIGN_OR_RETURN(post.activation, attrs.GetString("activation", ""));
-  ASSIGN_OR_RETURN(post.clip_min, attrs.GetFloat("clip_min", 0.0f));
-  ASSIGN_OR_RETURN(post.clip_max, attrs.GetFloat("clip_max", 0.0f));
-  ASSIGN_OR_RETURN(post.alpha, attrs.GetFloat("activation_alpha", 0.0f));
-  ASSIGN_OR_RETURN(post.beta, attrs.GetFloat("activation_beta", 0.0f));
+  ASSIGN_OR_RETURN(post.activation, ReadConvActivation(attrs, ""));
   ASSIGN_OR_RETURN(post.x, LayoutAttr(context, "x_layout"));
   ASSIGN_OR_RETURN(post.y, LayoutAttr(context, "y_layout"));
   ASSIGN_OR_RETURN(post.r, LayoutAttr(context, "r_layout"));

@@ -15,14 +15,24 @@
 
 namespace reprise::kernels::cpu {
 
-/// The epilogue applied to the convolution's output: residual sum, then an activation.
-struct ConvPostOps {
-  bool residual = false;
-  std::string activation;  // "" or a name of kFusedConvOp's "activation" (fused_ops.h)
+/// An activation applied by a fused convolution, with its parameters.
+struct ConvActivation {
+  std::string name;  // "" or a name of kFusedConvOp's "activation" (fused_ops.h)
   float clip_min = 0.0f;
   float clip_max = 0.0f;
   float alpha = 0.0f;  // LeakyRelu's alpha; HardSigmoid's alpha and beta
   float beta = 0.0f;
+};
+
+/// Reads an activation from a fused node's attributes `prefix`activation, `prefix`clip_min,
+/// `prefix`clip_max, `prefix`activation_alpha, `prefix`activation_beta (prefix "" or "dw_").
+absl::StatusOr<ConvActivation> ReadConvActivation(const runtime::Attributes& attrs,
+                                                  const std::string& prefix);
+
+/// The epilogue applied to the convolution's output: residual sum, then an activation.
+struct ConvPostOps {
+  bool residual = false;
+  ConvActivation activation;
   Storage x = Storage::kPlain;
   Storage y = Storage::kPlain;
   Storage r = Storage::kPlain;
@@ -30,11 +40,7 @@ struct ConvPostOps {
   // (oneDNN's depthwise post-op): the 1x1 convolution's output never leaves the cache.
   struct Depthwise {
     int64_t stride = 1;
-    std::string activation;  // as ConvPostOps::activation, with its parameters
-    float clip_min = 0.0f;
-    float clip_max = 0.0f;
-    float alpha = 0.0f;
-    float beta = 0.0f;
+    ConvActivation activation;
     const TensorDesc* weights = nullptr;  // [C, 1, 3, 3], known at plan time
     const TensorDesc* bias = nullptr;     // [C] known at plan time, or null
   };
