@@ -45,6 +45,16 @@ class FusionConvTest : public testing::FusionTest {
   }
 };
 
+// `out` = ReduceMean(`in`) over H and W: [N,C,1,1], a residual that only broadcasts.
+void AddMeanOverHw(ModelBuilder& b, const std::string& in, const std::string& out) {
+  auto& mean = b.Node("ReduceMean", {in}, {out});
+  auto* axes = mean.add_attribute();
+  axes->set_name("axes");
+  axes->set_type(onnx::AttributeProto::INTS);
+  axes->add_ints(2);
+  axes->add_ints(3);
+}
+
 // x [1,C,H,W] → 3x3 conv (pads 1) with bias; weights named `name`_w / `name`_b. `scaled`
 // weights lie in ±1/sqrt(fan-in), so that values keep their magnitude through deep chains (with
 // weights in ±1 they grow ~15x per layer and the last layer cancels most of it, which makes any
@@ -336,12 +346,7 @@ TEST_F(FusionConvTest, SwishAfterABroadcastResidualAndASharedSigmoid) {
       .Output("y", {1, 4, 5, 5})
       .Output("z", {1, 4, 5, 5});
   AddConv(b, "a", "x", "a_out", 4, 4, 41);
-  auto& mean = b.Node("ReduceMean", {"x"}, {"r"});
-  auto* axes = mean.add_attribute();
-  axes->set_name("axes");
-  axes->set_type(onnx::AttributeProto::INTS);
-  axes->add_ints(2);
-  axes->add_ints(3);
+  AddMeanOverHw(b, "x", "r");
   b.Node("Add", {"a_out", "r"}, {"t"});
   b.Node("Sigmoid", {"t"}, {"ts"});
   b.Node("Mul", {"t", "ts"}, {"y"});
@@ -397,12 +402,7 @@ TEST_F(FusionConvTest, ResidualThatOnlyBroadcastsIsAddedAfterTheConv) {
   ModelBuilder b;
   b.Input("x", onnx::TensorProto::FLOAT, {1, 4, 5, 5}).Output("y", {1, 4, 5, 5});
   AddConv(b, "a", "x", "a_out", 4, 4, 51);
-  auto& mean = b.Node("ReduceMean", {"x"}, {"r"});
-  auto* axes = mean.add_attribute();
-  axes->set_name("axes");
-  axes->set_type(onnx::AttributeProto::INTS);
-  axes->add_ints(2);
-  axes->add_ints(3);
+  AddMeanOverHw(b, "x", "r");
   b.Node("Add", {"a_out", "r"}, {"s"});
   b.Node("Relu", {"s"}, {"y"});
   auto model = LoadBoth(b.Bytes(), FloatTensor({1, 4, 5, 5}, RandomFloats(100, 52)));

@@ -463,19 +463,11 @@ TEST_F(StreamSessionTest, BadInputsGiveTheEnginesErrors) {
   for (ExecMode mode : {ExecMode::kReplay, ExecMode::kEager}) {
     auto session = NewSession(model_, mode);
     ASSERT_NE(session, nullptr);
+    // Every refusal's text: stream_session_cache_test. Here: in both modes, nothing is planned
+    // for a bad input and the session still runs a good one.
     const TensorValue x = FloatTensor({1, 4}, {1, 2, 3, 4});
     const TensorValue s = FloatTensor({1}, {2});
-    auto out = session->Run({{"x", x}});
-    ASSERT_FALSE(out.ok());
-    EXPECT_THAT(out.status().message(), HasSubstr("missing input(s): \"s\""));
-    out = session->Run({{"x", x}, {"s", s}, {"extra", s}});
-    ASSERT_FALSE(out.ok());
-    EXPECT_THAT(out.status().message(), HasSubstr("unknown input(s) \"extra\""));
-    TensorValue int_x{DataType::kInt64, {1, 4}, std::vector<uint8_t>(32)};
-    out = session->Run({{"x", int_x}, {"s", s}});
-    ASSERT_FALSE(out.ok());
-    EXPECT_THAT(out.status().message(), HasSubstr("input \"x\" has element type int64"));
-    out = session->Run({{"x", FloatTensor({2, 3}, std::vector<float>(6))}, {"s", s}});
+    auto out = session->Run({{"x", FloatTensor({2, 3}, std::vector<float>(6))}, {"s", s}});
     ASSERT_FALSE(out.ok());
     EXPECT_THAT(out.status().message(), HasSubstr("input \"x\" has shape [2,3], expected [N,4]"));
     EXPECT_TRUE(session->ListInstances().empty());
