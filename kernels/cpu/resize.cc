@@ -9,6 +9,7 @@
 #include <limits>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "kernels/cpu/families.h"
 #include "kernels/cpu/kernel_util.h"
@@ -53,26 +54,46 @@ absl::StatusOr<double> SourceCoordinate(const PrepareContext& context, const Res
   return InvalidArgument(context, "coordinate_transformation_mode \"", m, "\" is not known");
 }
 
-// One plane [H, W] resized to [rows.count.size(), cols.count.size()]: each output is the
-// row taps' weighted sum of the column taps' weighted sums (in double, as the general loop).
-void PlanarResize(const float* in, int64_t in_w, const AxisTaps& rows, const AxisTaps& cols,
-                  float* out) {
+// One plane [in_h, in_w] resized to [rows.count.size(), cols.count.size()], separably: every
+// input row interpolated along W first (into `across`, in double), then each output row is the
+// weighted sum of its source rows there (vectorised across the row). The same sums as the
+// general loop's, grouped by row.
+void PlanarResize(const float* in, int64_t in_h, int64_t in_w, const AxisTaps& rows,
+                  const AxisTaps& cols, std::vector<double>& across, float* out) {
   const int64_t out_h = static_cast<int64_t>(rows.count.size());
   const int64_t out_w = static_cast<int64_t>(cols.count.size());
-  for (int64_t oh = 0; oh < out_h; ++oh) {
-    const size_t rk = static_cast<size_t>(oh * kMaxTaps);
-    for (int64_t ow = 0; ow < out_w; ++ow, ++out) {
+  across.resize(static_cast<size_t>(in_h * out_w));
+  for (int64_t r = 0; r < in_h; ++r) {
+    const float* row = in + r * in_w;
+    double* dst = across.data() + r * out_w;
+    for (int64_t ow = 0; ow < out_w; ++ow) {
       const size_t ck = static_cast<size_t>(ow * kMaxTaps);
       double sum = 0;
-      for (int a = 0; a < rows.count[oh]; ++a) {
-        const float* row = in + rows.index[rk + a] * in_w;
-        double across = 0;
-        for (int b = 0; b < cols.count[ow]; ++b) {
-          across += static_cast<double>(cols.weight[ck + b]) * row[cols.index[ck + b]];
-        }
-        sum += static_cast<double>(rows.weight[rk + a]) * across;
+      for (int b = 0; b < cols.count[ow]; ++b) {
+        sum += static_cast<double>(cols.weight[ck + b]) * row[cols.index[ck + b]];
       }
-      *out = static_cast<float>(sum);
+      dst[ow] = sum;
+    }
+  }
+  for (int64_t oh = 0; oh < out_h; ++oh, out += out_w) {
+    const size_t rk = static_cast<size_t>(oh * kMaxTaps);
+    const int taps = rows.count[oh];
+    const double w0 = rows.weight[rk];
+    const double* r0 = across.data() + rows.index[rk] * out_w;
+    if (taps == 2) {
+      const double w1 = rows.weight[rk + 1];
+      const double* r1 = across.data() + rows.index[rk + 1] * out_w;
+      for (int64_t ow = 0; ow < out_w; ++ow) {
+        out[ow] = static_cast<float>(0.0 + w0 * r0[ow] + w1 * r1[ow]);
+      }
+      continue;
+    }
+    for (int64_t ow = 0; ow < out_w; ++ow) {
+      double sum = 0;
+      for (int a = 0; a < taps; ++a) {
+        sum += static_cast<double>(rows.weight[rk + a]) * across[rows.index[rk + a] * out_w + ow];
+      }
+      out[ow] = static_cast<float>(sum);
     }
   }
 }
@@ -315,8 +336,10 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareResize(const PrepareConte
       ParallelFor(
           out[0] * out[1], threads, cost * static_cast<double>(out_plane),
           [&](int64_t first, int64_t end) {
+            std::vector<double> across;
             for (int64_t p = first; p < end; ++p) {
-              PlanarResize(xp + p * in_plane, x[3], taps[2], taps[3], yp + p * out_plane);
+              PlanarResize(xp + p * in_plane, x[2], x[3], taps[2], taps[3], across,
+                           yp + p * out_plane);
             }
           },
           1);
