@@ -73,12 +73,11 @@ std::optional<grpc_compression_level> CompressionLevel(const std::string& name) 
 
 }  // namespace
 
-Server::Server(const config::ServerConfig& config, ModelBackend* backend)
-    : config_(config), backend_(backend) {}
+Server::Server(const config::ServerConfig& config) : config_(config) {}
 
 absl::StatusOr<std::unique_ptr<Server>> Server::Start(const config::ServerConfig& config,
                                                       ModelBackend* backend) {
-  std::unique_ptr<Server> s(new Server(config, backend));
+  std::unique_ptr<Server> s(new Server(config));
   s->metrics_ = std::make_unique<Metrics>();
   s->load_pool_ = std::make_unique<ThreadPool>(config.load_threads, "load");
   const int infer_threads = config.cpu_threads > 0 ? config.cpu_threads : DetectCpuBudget().cpus;

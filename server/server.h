@@ -69,7 +69,7 @@ class Server {
   ModelRepository& repository() { return *repository_; }
 
  private:
-  Server(const config::ServerConfig& config, ModelBackend* backend);
+  explicit Server(const config::ServerConfig& config);
   // The HTTP/REST endpoint: an in-process gRPC server with the same service (and no access
   // restrictions of its own: the HTTP service checks http_restricted_apis), and the listener.
   absl::Status StartHttp();
@@ -80,7 +80,6 @@ class Server {
   void StopPoller();
 
   const config::ServerConfig config_;
-  ModelBackend* const backend_;
   int port_ = 0;
   std::atomic<bool> ready_{false};
 
