@@ -149,9 +149,12 @@ def render(data):
     L.append("The models: `tools/models/export_broad_zoo.py --list` (random weights, opset "
              f"{data['opset']}, dynamic batch; torchvision images at 224x224 except "
              "inception_v3 at 299x299, segmentation models at 224x224 with their `out` head "
-             "only). Each cell is the median over "
-             f"{cfg['reps']} runs (processes) of the per-run median time of one inference; the "
-             "two runtimes run alternately (order rotated every row and pass); iterations per "
+             "only). " + (f"Each cell is the median over {cfg['reps']} runs (processes) of the "
+                         "per-run median time of one inference" if cfg["reps"] > 1 else
+                         "Each cell is one run (process) per runtime: the median time of one "
+                         "inference over its iterations") +
+             "; the two runtimes run alternately (order rotated every row and pass); "
+             "iterations per "
              f"run from a 3-iteration probe so that a run lasts about {cfg['budget_s']} s "
              "(at least 3, after a tenth as many warm-up runs). Reprise: `reprise-run --mode "
              "replay`; ONNX Runtime: `tools/bench/ort_run.js` (intra-op threads as the row, "
@@ -250,6 +253,8 @@ def main():
             data = json.load(f)
         if args.note:
             data["note"] = args.note
+            with open(json_path, "w") as f:
+                json.dump(data, f, indent=1)
         splice(md_path, render(data))
         log(f"section re-rendered in {md_path}")
         return 0

@@ -6,8 +6,9 @@
 #                          [--broad-only]
 # --quick: fewer models and repetitions, a few minutes, written to DIR/bench/quick.
 # --broad: then tools/bench/broad_zoo.py writes the section "Broad zoo against ONNX Runtime
-# (issue 21)" of the same benchmarks.md (the broad zoo against ONNX Runtime, about an hour on
-# the 2-core machine; with --quick one pass of 0.3 s runs). --broad-only: that section alone.
+# (issue 21)" of the same benchmarks.md (one pass over the broad zoo took 35 minutes on the
+# 2-core machine; the default is two; with --quick one pass of 0.3 s runs). --broad-only: that
+# section alone.
 # `cmake --build --preset release --target bench` runs it too (with --no-build).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
