@@ -1,0 +1,402 @@
+#!/usr/bin/python3
+"""Exports the broad benchmark zoo of issue 21 to ONNX, with random weights.
+
+Architectures outside tools/models/zoo that users bring: one or two of each torchvision 0.14
+classification family, the segmentation models, transformer encoders and decoders of a few
+sizes built from torch.nn, recurrent models (the coverage issue's LSTM tagger and GRU
+classifier, and larger ones) and a few small models for single effects (a residual MLP of
+many tiny layers, a U-Net, 1-D convolutions with GroupNorm). `--list` prints every model with
+its input shape and what it is.
+
+    /usr/bin/python3 tools/models/export_broad_zoo.py --out DIR [--only a,b] [--force] [--list]
+
+The conventions are tools/models/export_zoo.py's: DIR/<name>/model.onnx (opset 17, one input
+`input` and one output `output`, both with a dynamic batch axis 0 named `batch`),
+input_b1.npy and output_b1.npy (PyTorch's output for it), BatchNorm statistics calibrated on
+random batches so that outputs stay O(1), deterministic seeds, and a VERSION file written last;
+a model whose VERSION is current is not exported again (--force redoes it). Segmentation
+models return their `out` head only. Every export is checked with onnx.checker. A model that
+fails to export is reported with its exception and skipped; DIR/failed.json lists them.
+Exit status 1 when any model failed, 0 otherwise. With Debian 12's PyTorch 1.13 /
+torchvision 0.14, swin_v2_t fails ("Exporting the operator 'aten::zero' to ONNX opset version
+17 is not supported": its attention zeroes part of the qkv bias in place); the other 45 export.
+Left out to keep the benchmark's time sane: the larger variants of each family (resnet34/101/
+152, vgg13-19 and the _bn ones, densenet161-201, efficientnet_b2-b7 and v2_m/l, regnet's larger
+sizes, convnext_small-large, swin_s/b, vit_b_32/l/h, mnasnet0_75/1_3, shufflenet x1.5/x2.0,
+resnext101, wide_resnet101, deeplabv3_resnet101, fcn_resnet101); detection, video, optical
+flow and quantized models are not in the zoo.
+"""
+import argparse
+import json
+import os
+import sys
+import time
+import traceback
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import export_zoo  # noqa: E402  (calibrate_batch_norm and the coverage issue's recurrent models)
+
+OPSET = 17  # as export_zoo.py
+# Bumped whenever the exported files change; an existing export of another version is redone.
+VERSION = "1"
+IMAGE = (3, 224, 224)
+
+
+def torchvision_model(fn, **kwargs):
+    def build(torch):
+        import torchvision
+        return getattr(torchvision.models, fn)(weights=None, **kwargs)
+    return build
+
+
+def segmentation_model(fn, **kwargs):
+    def build(torch):
+        import torchvision
+
+        class OutHead(torch.nn.Module):
+            """torchvision's segmentation models return a dict; the `out` head is the model."""
+
+            def __init__(self, inner):
+                super().__init__()
+                self.inner = inner
+
+            def forward(self, x):
+                return self.inner(x)["out"]
+
+        return OutHead(getattr(torchvision.models.segmentation, fn)(
+            weights=None, weights_backbone=None, **kwargs))
+    return build
+
+
+def transformer_encoder(d, heads, ff, layers, causal=False, activation="relu", norm_first=False):
+    def build(torch):
+        nn = torch.nn
+
+        class Encoder(nn.Module):
+            """nn.TransformerEncoder (batch first); `causal` adds the square subsequent mask
+            (a decoder-only, GPT-style stack)."""
+
+            def __init__(self):
+                super().__init__()
+                layer = nn.TransformerEncoderLayer(d, heads, ff, dropout=0.1,
+                                                   activation=activation, batch_first=True,
+                                                   norm_first=norm_first)
+                # enable_nested_tensor=False: the fast path has no ONNX export.
+                self.stack = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+                init_transformer(self.stack, nn)
+
+            def forward(self, x):
+                if not causal:
+                    return self.stack(x)
+                mask = nn.Transformer.generate_square_subsequent_mask(x.shape[1])
+                return self.stack(x, mask=mask)
+
+        return Encoder()
+    return build
+
+
+def transformer_seq2seq(d, heads, ff, layers):
+    def build(torch):
+        nn = torch.nn
+
+        class Seq2Seq(nn.Module):
+            """nn.Transformer: the input is the source, and (shifted by one step) the target
+            of a decoder with a causal mask attending to the encoder's memory."""
+
+            def __init__(self):
+                super().__init__()
+                self.t = nn.Transformer(d, heads, layers, layers, ff, dropout=0.1,
+                                        batch_first=True)
+                init_transformer(self.t, nn)
+
+            def forward(self, x):
+                tgt = torch.cat([torch.zeros_like(x[:, :1]), x[:, :-1]], 1)
+                mask = nn.Transformer.generate_square_subsequent_mask(x.shape[1])
+                return self.t(x, tgt, tgt_mask=mask)
+
+        return Seq2Seq()
+    return build
+
+
+def init_transformer(module, nn):
+    # The layers start as copies of one another: give each its own weights.
+    for p in module.parameters():
+        if p.dim() > 1:
+            nn.init.xavier_uniform_(p)
+        else:
+            nn.init.normal_(p, std=0.02)
+
+
+def recurrent(kind, features, hidden, layers, bidirectional, per_step):
+    def build(torch):
+        nn = torch.nn
+
+        class Recurrent(nn.Module):
+            """An LSTM / GRU / RNN over the sequence (batch first); a Linear head on every
+            step's state (a tagger) or on the last layer's final state (a classifier)."""
+
+            def __init__(self):
+                super().__init__()
+                cls = {"lstm": nn.LSTM, "gru": nn.GRU, "rnn": nn.RNN}[kind]
+                self.rnn = cls(features, hidden, num_layers=layers, bidirectional=bidirectional,
+                               batch_first=True)
+                self.head = nn.Linear(hidden * (2 if bidirectional else 1), 16)
+
+            def forward(self, x):
+                y, h = self.rnn(x)
+                if per_step:
+                    return self.head(y)
+                h = h[0] if kind == "lstm" else h
+                return self.head(h[-1])
+
+        return Recurrent()
+    return build
+
+
+def from_export_zoo(name):
+    return lambda torch: export_zoo.build(name, torch)[0]
+
+
+def residual_mlp(blocks, width):
+    def build(torch):
+        nn = torch.nn
+
+        class ResidualMlp(nn.Module):
+            """x + relu(linear(x)), `blocks` times: per-operator overhead bound."""
+
+            def __init__(self):
+                super().__init__()
+                self.layers = nn.ModuleList(nn.Linear(width, width) for _ in range(blocks))
+                for layer in self.layers:
+                    nn.init.normal_(layer.weight, std=0.2 / width ** 0.5)  # keeps outputs O(1)
+
+            def forward(self, x):
+                for layer in self.layers:
+                    x = x + torch.relu(layer(x))
+                return x
+
+        return ResidualMlp()
+    return build
+
+
+def unet_small(torch):
+    nn = torch.nn
+
+    def block(cin, cout):
+        return nn.Sequential(nn.Conv2d(cin, cout, 3, padding=1), nn.BatchNorm2d(cout), nn.ReLU(),
+                             nn.Conv2d(cout, cout, 3, padding=1), nn.BatchNorm2d(cout), nn.ReLU())
+
+    class UNet(nn.Module):
+        """Three levels (16/32/64 channels), max-pool down, ConvTranspose up, skips joined by
+        Concat, a 1x1 head of 2 classes."""
+
+        def __init__(self):
+            super().__init__()
+            self.d1, self.d2, self.mid = block(3, 16), block(16, 32), block(32, 64)
+            self.up2, self.u2 = nn.ConvTranspose2d(64, 32, 2, stride=2), block(64, 32)
+            self.up1, self.u1 = nn.ConvTranspose2d(32, 16, 2, stride=2), block(32, 16)
+            self.head = nn.Conv2d(16, 2, 1)
+
+        def forward(self, x):
+            a = self.d1(x)
+            b = self.d2(nn.functional.max_pool2d(a, 2))
+            m = self.mid(nn.functional.max_pool2d(b, 2))
+            b = self.u2(torch.cat([self.up2(m), b], 1))
+            a = self.u1(torch.cat([self.up1(b), a], 1))
+            return self.head(a)
+
+    return UNet()
+
+
+def conv1d_groupnorm(torch):
+    nn = torch.nn
+    layers, cin = [], 1
+    # wav2vec 2.0's feature encoder, narrowed: strided 1-D convolutions, GroupNorm after the
+    # first, GELU after each.
+    for i, (k, s) in enumerate([(10, 5), (3, 2), (3, 2), (3, 2), (3, 2), (2, 2), (2, 2)]):
+        layers.append(nn.Conv1d(cin, 128, k, stride=s, bias=False))
+        if i == 0:
+            layers.append(nn.GroupNorm(128, 128))
+        layers.append(nn.GELU())
+        cin = 128
+    return nn.Sequential(*layers)
+
+
+# name: (builder, input shape without batch, what it is)
+MODELS = {
+    # torchvision classification, one or two per family, at 224x224 unless said.
+    "alexnet": (torchvision_model("alexnet"), IMAGE, "AlexNet"),
+    "vgg11": (torchvision_model("vgg11"), IMAGE, "VGG-11 (no BatchNorm)"),
+    "resnet18": (torchvision_model("resnet18"), IMAGE, "ResNet-18"),
+    "resnet50": (torchvision_model("resnet50"), IMAGE, "ResNet-50"),
+    "resnext50_32x4d": (torchvision_model("resnext50_32x4d"), IMAGE,
+                        "ResNeXt-50 32x4d (grouped 3x3 convolutions)"),
+    "wide_resnet50_2": (torchvision_model("wide_resnet50_2"), IMAGE, "Wide ResNet-50-2"),
+    "squeezenet1_0": (torchvision_model("squeezenet1_0"), IMAGE, "SqueezeNet 1.0 (fire modules)"),
+    "squeezenet1_1": (torchvision_model("squeezenet1_1"), IMAGE, "SqueezeNet 1.1"),
+    "densenet121": (torchvision_model("densenet121"), IMAGE, "DenseNet-121 (dense Concat)"),
+    "googlenet": (torchvision_model("googlenet", aux_logits=False, init_weights=True), IMAGE,
+                  "GoogLeNet (Inception v1: four-branch blocks)"),
+    "inception_v3": (torchvision_model("inception_v3", aux_logits=False, init_weights=True),
+                     (3, 299, 299), "Inception v3 at 299x299"),
+    "mobilenet_v2": (torchvision_model("mobilenet_v2"), IMAGE, "MobileNetV2"),
+    "mobilenet_v3_small": (torchvision_model("mobilenet_v3_small"), IMAGE,
+                           "MobileNetV3 small (hard-swish, squeeze-and-excitation)"),
+    "mobilenet_v3_large": (torchvision_model("mobilenet_v3_large"), IMAGE, "MobileNetV3 large"),
+    "mnasnet0_5": (torchvision_model("mnasnet0_5"), IMAGE, "MnasNet 0.5"),
+    "mnasnet1_0": (torchvision_model("mnasnet1_0"), IMAGE, "MnasNet 1.0"),
+    "shufflenet_v2_x0_5": (torchvision_model("shufflenet_v2_x0_5"), IMAGE,
+                           "ShuffleNetV2 x0.5 (channel shuffle, split)"),
+    "shufflenet_v2_x1_0": (torchvision_model("shufflenet_v2_x1_0"), IMAGE, "ShuffleNetV2 x1.0"),
+    "efficientnet_b0": (torchvision_model("efficientnet_b0"), IMAGE,
+                        "EfficientNet-B0 (SiLU, squeeze-and-excitation, depthwise 5x5)"),
+    "efficientnet_b1": (torchvision_model("efficientnet_b1"), IMAGE,
+                        "EfficientNet-B1 (at 224x224, not its native 240)"),
+    "efficientnet_v2_s": (torchvision_model("efficientnet_v2_s"), IMAGE,
+                          "EfficientNetV2-S (fused MBConv; at 224x224, not its native 384)"),
+    "regnet_x_400mf": (torchvision_model("regnet_x_400mf"), IMAGE, "RegNetX-400MF"),
+    "regnet_y_400mf": (torchvision_model("regnet_y_400mf"), IMAGE,
+                       "RegNetY-400MF (squeeze-and-excitation)"),
+    "regnet_y_1_6gf": (torchvision_model("regnet_y_1_6gf"), IMAGE, "RegNetY-1.6GF"),
+    "convnext_tiny": (torchvision_model("convnext_tiny"), IMAGE,
+                      "ConvNeXt-T (depthwise 7x7, LayerNorm, GELU)"),
+    "swin_t": (torchvision_model("swin_t"), IMAGE, "Swin-T (shifted windows)"),
+    "swin_v2_t": (torchvision_model("swin_v2_t"), IMAGE, "Swin V2-T (cosine attention)"),
+    "vit_b_16": (torchvision_model("vit_b_16"), IMAGE, "ViT-B/16"),
+    "maxvit_t": (torchvision_model("maxvit_t"), IMAGE, "MaxViT-T (block and grid attention)"),
+    # torchvision segmentation, at 224x224 (not the 520 of their weights), `out` head only.
+    "fcn_resnet50": (segmentation_model("fcn_resnet50"), IMAGE,
+                     "FCN, dilated ResNet-50 backbone, bilinear upsampling"),
+    "deeplabv3_resnet50": (segmentation_model("deeplabv3_resnet50"), IMAGE,
+                           "DeepLabV3 (ASPP), dilated ResNet-50 backbone"),
+    "deeplabv3_mobilenet_v3_large": (segmentation_model("deeplabv3_mobilenet_v3_large"), IMAGE,
+                                     "DeepLabV3 (ASPP) on MobileNetV3 large"),
+    "lraspp_mobilenet_v3_large": (segmentation_model("lraspp_mobilenet_v3_large"), IMAGE,
+                                  "LR-ASPP head on MobileNetV3 large (bilinear Resize)"),
+    # torch.nn transformers: (sequence, d_model) inputs.
+    "transformer_enc_d128": (transformer_encoder(128, 4, 512, 4), (64, 128),
+                             "TransformerEncoder, 4 layers, d=128, 4 heads, seq 64"),
+    "transformer_enc_d256": (transformer_encoder(256, 8, 1024, 4), (128, 256),
+                             "TransformerEncoder, 4 layers, d=256, 8 heads, seq 128"),
+    "transformer_enc_d512": (transformer_encoder(512, 8, 2048, 6, activation="gelu"), (128, 512),
+                             "TransformerEncoder, 6 layers, d=512, 8 heads, GELU, seq 128"),
+    "transformer_causal_d256": (transformer_encoder(256, 8, 1024, 4, causal=True,
+                                                    activation="gelu", norm_first=True),
+                                (128, 256), "decoder-only stack (causal mask), pre-norm, 4 "
+                                "layers, d=256, GELU, seq 128"),
+    "transformer_seq2seq_d256": (transformer_seq2seq(256, 8, 1024, 2), (64, 256),
+                                 "nn.Transformer, 2+2 layers, d=256, causal decoder with "
+                                 "cross-attention, seq 64"),
+    # Recurrent: the coverage issue's (export_zoo) and larger ones. (sequence, features).
+    "lstm_tagger": (from_export_zoo("lstm_tagger"), (12, 16),
+                    "export_zoo's: 2-layer bidirectional LSTM 16->32, a tag per step"),
+    "gru_classifier": (from_export_zoo("gru_classifier"), (20, 16),
+                       "export_zoo's: GRU 16->32, last state classified"),
+    "lstm_tagger_h256": (recurrent("lstm", 128, 256, 2, True, True), (64, 128),
+                         "2-layer bidirectional LSTM 128->256, seq 64, a tag per step"),
+    "gru_classifier_h256": (recurrent("gru", 64, 256, 2, False, False), (100, 64),
+                            "2-layer GRU 64->256, seq 100, last state classified"),
+    "rnn_tanh_h128": (recurrent("rnn", 64, 128, 1, False, True), (100, 64),
+                      "1-layer tanh RNN 64->128, seq 100, a tag per step"),
+    # Single effects.
+    "residual_mlp64": (residual_mlp(64, 64), (64,),
+                       "64 blocks of x + relu(Linear 64->64(x)): per-operator overhead bound"),
+    "unet_small": (unet_small, (3, 128, 128),
+                   "3-level U-Net, ConvTranspose up, Concat skips, 128x128"),
+    "conv1d_groupnorm": (conv1d_groupnorm, (1, 16000),
+                         "strided Conv1d x7, GroupNorm, GELU (wav2vec-style), 1 s at 16 kHz"),
+}
+
+
+def is_current(out_dir, name):
+    try:
+        with open(os.path.join(out_dir, name, "VERSION")) as f:
+            return f.read().strip() == VERSION
+    except OSError:
+        return False
+
+
+def export(name, out_dir, torch, np, onnx):
+    builder, sample_shape, _ = MODELS[name]
+    torch.manual_seed(1234)
+    model = builder(torch)
+    export_zoo.calibrate_batch_norm(model, sample_shape, torch)
+    model.eval()
+    directory = os.path.join(out_dir, name)
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(directory, "model.onnx")
+    tmp = path + ".tmp"
+    # Exported with gradients enabled (TransformerEncoder's fast path is off then).
+    torch.onnx.export(model, (torch.randn(2, *sample_shape),), tmp, opset_version=OPSET,
+                      input_names=["input"], output_names=["output"],
+                      dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}})
+    onnx.checker.check_model(tmp)
+    with torch.no_grad():
+        x = torch.randn(1, *sample_shape)
+        y = model(x)
+    np.save(os.path.join(directory, "input_b1.npy"), x.numpy())
+    np.save(os.path.join(directory, "output_b1.npy"), y.numpy())
+    os.replace(tmp, path)
+    # VERSION is written last: its presence means the set is complete and current.
+    with open(os.path.join(directory, "VERSION"), "w") as f:
+        f.write(VERSION + "\n")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", help="output folder (required unless --list)")
+    parser.add_argument("--only", help="comma-separated models (default: all)")
+    parser.add_argument("--force", action="store_true", help="re-export current models")
+    parser.add_argument("--list", action="store_true", help="print the models and exit")
+    args = parser.parse_args()
+    if args.list:
+        for name, (_, shape, what) in MODELS.items():
+            print(f"{name:30} {'x'.join(map(str, shape)):12} {what}")
+        return 0
+    if not args.out:
+        parser.error("--out is required")
+    names = [n for n in args.only.split(",") if n] if args.only else list(MODELS)
+    unknown = [n for n in names if n not in MODELS]
+    if unknown:
+        parser.error(f"unknown model(s) {', '.join(unknown)} (--list prints them)")
+    todo = [n for n in names if args.force or not is_current(args.out, n)]
+    for n in names:
+        if n not in todo:
+            print(f"export_broad_zoo: {n} is current in {args.out}")
+    if not todo:
+        return 0
+    import numpy as np
+    import onnx
+    import torch
+    torch.set_num_threads(1)
+    failed = {}
+    for name in todo:
+        start = time.monotonic()
+        try:
+            export(name, args.out, torch, np, onnx)
+        except Exception as e:  # noqa: BLE001  a failed model is a finding, reported and skipped
+            failed[name] = f"{type(e).__name__}: {e}".strip()[:2000]
+            print(f"export_broad_zoo: {name} FAILED: {failed[name]}", file=sys.stderr)
+            traceback.print_exc(limit=3)
+            continue
+        size = os.path.getsize(os.path.join(args.out, name, "model.onnx")) / 2**20
+        print(f"export_broad_zoo: {name} exported ({size:.1f} MiB) in "
+              f"{time.monotonic() - start:.1f} s", flush=True)
+    # failed.json: this run's failures plus earlier ones that are still not exported.
+    record = os.path.join(args.out, "failed.json")
+    try:
+        with open(record) as f:
+            earlier = json.load(f)
+    except (OSError, ValueError):
+        earlier = {}
+    earlier = {n: why for n, why in earlier.items() if n in MODELS and not is_current(args.out, n)}
+    earlier.update(failed)
+    with open(record, "w") as f:
+        json.dump(earlier, f, indent=1)
+    if failed:
+        print(f"export_broad_zoo: {len(failed)} failed: {', '.join(failed)}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
