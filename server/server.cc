@@ -194,9 +194,11 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const config::ServerConfig
       std::lock_guard<std::mutex> lock(self->mu_);
       self->startup_done_ = true;
       self->startup_status_ = status;
-      self->startup_cv_.notify_all();
+      // Readiness is settled before any waiter wakes: WaitForStartupLoads returning means the
+      // server already answers ServerReady with the startup loads' outcome.
+      self->UpdateReadinessLocked();
     }
-    self->UpdateReadiness();
+    self->startup_cv_.notify_all();
   });
   if (config.control_mode == config::ControlMode::kPoll) {
     s->poller_ = std::thread([self] { self->PollLoop(); });
@@ -272,6 +274,10 @@ void Server::StopPoller() {
 
 void Server::UpdateReadiness() {
   std::lock_guard<std::mutex> lock(mu_);
+  UpdateReadinessLocked();
+}
+
+void Server::UpdateReadinessLocked() {
   // Before the startup loads finished nothing is ready, and grpc_server_ may still be being set.
   if (!startup_done_) return;
   std::vector<std::string> failed;

@@ -75,6 +75,7 @@ class Server {
   absl::Status StartHttp();
   // Sets ready_ and the readiness health status from the startup loads and the shutdown.
   void UpdateReadiness();
+  void UpdateReadinessLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Poll mode: calls ModelRepository::Poll every poll_seconds until StopPoller.
   void PollLoop();
   void StopPoller();
