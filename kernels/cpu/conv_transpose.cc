@@ -5,29 +5,14 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "dnnl.hpp"
 #include "kernels/cpu/families.h"
+#include "kernels/cpu/gemm.h"
 #include "kernels/cpu/kernel_util.h"
 #include "kernels/cpu/window.h"
 #include "runtime/base/status_macros.h"
 
 namespace reprise::kernels::cpu {
 namespace {
-
-// Row-major sgemm through oneDNN's C API.
-absl::Status Sgemm(bool trans_a, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
-                   const float* b, int64_t ldb, float* c, int64_t ldc) {
-  if (m == 0 || n == 0) return absl::OkStatus();
-  if (k == 0) {
-    for (int64_t i = 0; i < m; ++i) std::fill(c + i * ldc, c + i * ldc + n, 0.0f);
-    return absl::OkStatus();
-  }
-  if (dnnl_sgemm(trans_a ? 'T' : 'N', 'N', m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, ldc) !=
-      dnnl_success) {
-    return absl::InternalError(absl::StrCat("dnnl_sgemm failed for m=", m, " n=", n, " k=", k));
-  }
-  return absl::OkStatus();
-}
 
 absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareConvTranspose(
     const PrepareContext& context) {
@@ -70,8 +55,8 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareConvTranspose(
             // cols[rows, in_size] = W_g^T [rows, in_group] * X_g [in_group, in_size]
             const float* wg = wp + gi * in_group * rows;
             const float* xg = xp + (n * group + gi) * in_group * in_size;
-            RETURN_IF_ERROR(
-                Sgemm(true, rows, in_size, in_group, wg, rows, xg, in_size, cols, in_size));
+            RETURN_IF_ERROR(Sgemm(true, false, rows, in_size, in_group, 1.0f, wg, rows, xg, in_size,
+                                  0.0f, cols, in_size));
             for (int64_t m = 0; m < out_group; ++m) {
               const int64_t channel = gi * out_group + m;
               float* out = yp + (n * group * out_group + channel) * out_size;

@@ -9,6 +9,7 @@
 
 #include "kernels/cpu/families.h"
 #include "kernels/cpu/kernel_util.h"
+#include "kernels/cpu/vector_math.h"
 #include "runtime/base/status_macros.h"
 
 namespace reprise::kernels::cpu {
@@ -31,24 +32,6 @@ __attribute__((always_inline)) inline float ErfApprox(float x) {
   q = q * x2 - 1.68282697438203e-03f;
   q = q * x2 - 7.37332916720468e-03f;
   q = q * x2 - 1.42647390514189e-02f;
-  return x * p / q;
-}
-
-// tanh(x) ~ x * P(x^2) / Q(x^2) on [-7.905, 7.905] (beyond, tanh rounds to +-1 in float).
-__attribute__((always_inline)) inline float TanhApprox(float x) {
-  x = std::min(std::max(x, -7.90531110763549805f), 7.90531110763549805f);
-  const float x2 = x * x;
-  float p = -2.76076847742355e-16f;
-  p = p * x2 + 2.00018790482477e-13f;
-  p = p * x2 - 8.60467152213735e-11f;
-  p = p * x2 + 5.12229709037114e-08f;
-  p = p * x2 + 1.48572235717979e-05f;
-  p = p * x2 + 6.37261928875436e-04f;
-  p = p * x2 + 4.89352455891786e-03f;
-  float q = 1.19825839466702e-06f;
-  q = q * x2 + 1.18534705686654e-04f;
-  q = q * x2 + 2.26843463243900e-03f;
-  q = q * x2 + 4.89352518554385e-03f;
   return x * p / q;
 }
 

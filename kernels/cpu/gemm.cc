@@ -9,10 +9,13 @@
 #include <vector>
 
 #include "dnnl.h"
+#include "kernels/cpu/gemm.h"
+
 #include "kernels/cpu/families.h"
 #include "kernels/cpu/fused_ops.h"
 #include "kernels/cpu/gelu.h"
 #include "kernels/cpu/kernel_util.h"
+#include "kernels/cpu/vector_math.h"
 #include "runtime/base/status_macros.h"
 
 namespace reprise::kernels::cpu {
@@ -39,9 +42,6 @@ __attribute__((always_inline)) inline void SmallGemmRows(int64_t i0, int64_t i1,
     }
   }
 }
-
-// 16 floats (GCC vector extension: one AVX-512 register, two AVX2 ones, four SSE ones).
-typedef float Floats16 __attribute__((vector_size(64)));
 
 // y += a * b as above. Blocks of 4 rows x 16 columns of y stay in registers for the whole k
 // loop (one broadcast multiply-add per row and row of b); the edges take SmallGemmRows. Inlined
@@ -92,27 +92,6 @@ void SmallGemmAccumulate(REPRISE_SMALL_GEMM_ARGS) {
 // the zoo's 48-layer width-32 MLP at batch 8 replays in ~40 us through sgemm).
 bool UseSmallGemm(int64_t m, int64_t n, int64_t k) {
   return m > 0 && m <= kSmallGemmRows && n * k > 0 && m * n * k <= kSmallGemmMacs;
-}
-
-// Row-major C[M,N] = alpha * op(A) * op(B) + beta * C. A zero-sized product is handled here
-// (sgemm rejects it).
-absl::Status Sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
-                   const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
-                   int64_t ldc) {
-  if (m == 0 || n == 0) return absl::OkStatus();
-  if (k == 0) {
-    for (int64_t i = 0; i < m; ++i) {
-      for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == 0 ? 0.0f : beta * c[i * ldc + j];
-    }
-    return absl::OkStatus();
-  }
-  const dnnl_status_t status = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, alpha,
-                                          a, lda, b, ldb, beta, c, ldc);
-  if (status != dnnl_success) {
-    return absl::InternalError(absl::StrCat("dnnl_sgemm failed (status ", static_cast<int>(status),
-                                            ") for m=", m, " n=", n, " k=", k));
-  }
-  return absl::OkStatus();
 }
 
 absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareGemm(const PrepareContext& context) {
@@ -653,6 +632,25 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareDet(const PrepareContext&
 }
 
 }  // namespace
+
+absl::Status Sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                   const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+                   int64_t ldc) {
+  if (m == 0 || n == 0) return absl::OkStatus();
+  if (k == 0) {
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == 0 ? 0.0f : beta * c[i * ldc + j];
+    }
+    return absl::OkStatus();
+  }
+  const dnnl_status_t status = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, alpha,
+                                          a, lda, b, ldb, beta, c, ldc);
+  if (status != dnnl_success) {
+    return absl::InternalError(absl::StrCat("dnnl_sgemm failed (status ", static_cast<int>(status),
+                                            ") for m=", m, " n=", n, " k=", k));
+  }
+  return absl::OkStatus();
+}
 
 absl::Status RegisterGemmKernels(runtime::KernelRegistry* registry) {
   RETURN_IF_ERROR(registry->Register("Gemm", &PrepareGemm));

@@ -11,6 +11,7 @@
 
 #include "kernels/cpu/families.h"
 #include "kernels/cpu/kernel_util.h"
+#include "kernels/cpu/vector_math.h"
 #include "runtime/base/status_macros.h"
 
 namespace reprise::kernels::cpu {
@@ -35,41 +36,6 @@ float RowSum(const float* p, int64_t n, float center, bool squares) {
   return ((lanes[0] + lanes[4]) + (lanes[1] + lanes[5])) +
          ((lanes[2] + lanes[6]) + (lanes[3] + lanes[7])) + tail;
 }
-
-// e^x for x <= 0 (Softmax's shifted inputs) in arithmetic only, for any float or vector type
-// T (GCC vector extension) with its int counterpart I: x = n ln2 + r with |r| <= ln2/2 (n
-// rounded by adding 1.5 * 2^23, whose low mantissa bits then hold n), e^r by its degree-6
-// Taylor polynomial (relative error < 2e-7 there), 2^n built in the exponent bits. Below -87
-// (e^x under float's normal range) it gives 0.
-// (By reference: a 64-byte vector passed by value would change the ABI between the copies.)
-template <typename T, typename I>
-__attribute__((always_inline)) inline void ExpNonPositive(const T& x, T* out) {
-  constexpr float kLog2e = 1.44269504088896341f;
-  constexpr float kLn2Hi = 0.693145751953125f;  // ln 2 in two parts: n * kLn2Hi is exact
-  constexpr float kLn2Lo = 1.42860682030941723e-06f;
-  constexpr float kRound = 12582912.0f;  // 1.5 * 2^23
-  constexpr int32_t kRoundBits = 0x4B400000;
-  const T c = x < -87.0f ? T{} - 87.0f : x;
-  const T t = c * kLog2e + kRound;
-  const T n = t - kRound;
-  const T r = (c - n * kLn2Hi) - n * kLn2Lo;
-  T p = r * (1.0f / 720.0f) + 1.0f / 120.0f;
-  p = p * r + 1.0f / 24.0f;
-  p = p * r + 1.0f / 6.0f;
-  p = p * r + 0.5f;
-  p = p * r + 1.0f;
-  p = p * r + 1.0f;
-  I bits;
-  std::memcpy(&bits, &t, sizeof(bits));
-  bits = (bits - kRoundBits + 127) << 23;
-  T scale;
-  std::memcpy(&scale, &bits, sizeof(scale));
-  *out = x < -87.0f ? T{} : p * scale;
-}
-
-// 16 floats / ints (one AVX-512 register, two AVX2 ones, four SSE ones).
-typedef float Floats16 __attribute__((vector_size(64)));
-typedef int32_t Ints16 __attribute__((vector_size(64)));
 
 // Softmax of `rows` contiguous rows of `dim` values each; 16 values at a time.
 __attribute__((always_inline)) inline void SoftmaxRowsBody(const float* x, float* y, int64_t rows,

@@ -1,0 +1,75 @@
+// Vectorised float32 math shared by the CPU kernels: e^x for x <= 0 and a rational tanh in
+// arithmetic only (no libm calls, so that GCC vectorises the loops using them), and in-place
+// Sigmoid / Tanh over arrays, compiled once per instruction set and picked on first use.
+#ifndef REPRISE_KERNELS_CPU_VECTOR_MATH_H_
+#define REPRISE_KERNELS_CPU_VECTOR_MATH_H_
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+
+namespace reprise::kernels::cpu {
+
+/// 16 floats / ints (GCC vector extension: one AVX-512 register, two AVX2 ones, four SSE ones).
+typedef float Floats16 __attribute__((vector_size(64)));
+typedef int32_t Ints16 __attribute__((vector_size(64)));
+
+/// e^x for x <= 0 in arithmetic only, for float or a vector type T with its int counterpart I:
+/// x = n ln2 + r with |r| <= ln2/2 (n rounded by adding 1.5 * 2^23, whose low mantissa bits
+/// then hold n), e^r by its degree-6 Taylor polynomial (relative error < 2e-7 there), 2^n built
+/// in the exponent bits. Below -87 (e^x under float's normal range) it gives 0; NaN stays NaN.
+/// (By reference: a 64-byte vector passed by value would change the ABI between the copies.)
+template <typename T, typename I>
+__attribute__((always_inline)) inline void ExpNonPositive(const T& x, T* out) {
+  constexpr float kLog2e = 1.44269504088896341f;
+  constexpr float kLn2Hi = 0.693145751953125f;  // ln 2 in two parts: n * kLn2Hi is exact
+  constexpr float kLn2Lo = 1.42860682030941723e-06f;
+  constexpr float kRound = 12582912.0f;  // 1.5 * 2^23
+  constexpr int32_t kRoundBits = 0x4B400000;
+  const T c = x < -87.0f ? T{} - 87.0f : x;
+  const T t = c * kLog2e + kRound;
+  const T n = t - kRound;
+  const T r = (c - n * kLn2Hi) - n * kLn2Lo;
+  T p = r * (1.0f / 720.0f) + 1.0f / 120.0f;
+  p = p * r + 1.0f / 24.0f;
+  p = p * r + 1.0f / 6.0f;
+  p = p * r + 0.5f;
+  p = p * r + 1.0f;
+  p = p * r + 1.0f;
+  I bits;
+  std::memcpy(&bits, &t, sizeof(bits));
+  bits = (bits - kRoundBits + 127) << 23;
+  T scale;
+  std::memcpy(&scale, &bits, sizeof(scale));
+  *out = x < -87.0f ? T{} : p * scale;
+}
+
+/// tanh(x) ~ x * P(x^2) / Q(x^2) on [-7.905, 7.905] (beyond, tanh rounds to +-1 in float): a
+/// minimax rational approximation, within 5e-7 of tanh in float arithmetic; NaN stays NaN.
+__attribute__((always_inline)) inline float TanhApprox(float x) {
+  x = std::min(std::max(x, -7.90531110763549805f), 7.90531110763549805f);
+  const float x2 = x * x;
+  float p = -2.76076847742355e-16f;
+  p = p * x2 + 2.00018790482477e-13f;
+  p = p * x2 - 8.60467152213735e-11f;
+  p = p * x2 + 5.12229709037114e-08f;
+  p = p * x2 + 1.48572235717979e-05f;
+  p = p * x2 + 6.37261928875436e-04f;
+  p = p * x2 + 4.89352455891786e-03f;
+  float q = 1.19825839466702e-06f;
+  q = q * x2 + 1.18534705686654e-04f;
+  q = q * x2 + 2.26843463243900e-03f;
+  q = q * x2 + 4.89352518554385e-03f;
+  return x * p / q;
+}
+
+/// y[i] = 1 / (1 + e^-x[i]) for i < n, through e^-|x| (never a large exponent), so that tiny
+/// results keep their relative accuracy (~3e-7); `x` may equal `y`. Thread-safe.
+void SigmoidArray(const float* x, float* y, int64_t n);
+
+/// y[i] = tanh(x[i]) for i < n by TanhApprox; `x` may equal `y`. Thread-safe.
+void TanhArray(const float* x, float* y, int64_t n);
+
+}  // namespace reprise::kernels::cpu
+
+#endif  // REPRISE_KERNELS_CPU_VECTOR_MATH_H_
