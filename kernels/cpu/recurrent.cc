@@ -10,14 +10,20 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/strings/ascii.h"
 #include "kernels/cpu/families.h"
+#include "kernels/cpu/gemm.h"
 #include "kernels/cpu/kernel_util.h"
+#include "kernels/cpu/vector_math.h"
 #include "runtime/base/status_macros.h"
+#include "runtime/core/checked_size.h"
 
 namespace reprise::kernels::cpu {
 namespace {
@@ -119,20 +125,112 @@ struct RecurrentSpec {
   float clip = 0;                // 0: none
   int outputs = 1;               // how many outputs were prepared (Y, Y_h, Y_c)
   std::vector<Activation> acts;  // per direction: f (, g (, h))
+  int threads = 1;               // intra-op threads of the products
+  int64_t chunk = 1;             // time steps whose input products are computed at once
+  // R^T of each direction ([dirs, H, G*H]) when R was known at Prepare: the state products
+  // read it row by row (sgemm without a transposed operand, about 1.4x faster for one entry).
+  std::shared_ptr<const std::vector<float>> r_packed;
 };
 
-float Clip(float x, float clip) { return clip > 0 ? std::clamp(x, -clip, clip) : x; }
+// The workspace, in floats: the input products of `chunk` steps of every entry, the state
+// products of one step, h (twice), c and a scratch row per entry, the summed biases and, when
+// R was not known at Prepare, this direction's R^T.
+struct Workspace {
+  float* xw;      // [batch, chunk, G*H] or, with one product for all entries, [chunk, batch, G*H]
+  float* hr;      // [batch, G*H]
+  float* h;       // [batch, H]
+  float* h_next;  // [batch, H]: a step reads h and writes h_next, then they swap
+  float* c;       // [batch, H]
+  float* tmp;     // [batch, H]
+  float* bias;    // [G*H]
+  float* rt;      // [H, G*H] (absent with r_packed)
+};
 
-// out[g] = sum_k x[k] * w[g, k] for the `rows` rows of w.
-void MatVec(const float* w, const float* x, int64_t rows, int64_t cols, float* out) {
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* row = w + r * cols;
-    float sum = 0;
-    for (int64_t k = 0; k < cols; ++k) sum += row[k] * x[k];
-    out[r] = sum;
+// The floats of the workspace for `s`, or nullopt on overflow.
+std::optional<int64_t> WorkspaceFloats(const RecurrentSpec& s) {
+  const int64_t gh = s.gates * s.hidden;
+  int64_t xw = 0, rows = 0, states = 0, total = 0;
+  if (!runtime::CheckedMul(s.batch, s.chunk, &rows) || !runtime::CheckedMul(rows, gh, &xw) ||
+      !runtime::CheckedMul(s.batch, gh + 4 * s.hidden, &states) ||
+      !runtime::CheckedAdd(xw, states, &total) || !runtime::CheckedAdd(total, gh, &total)) {
+    return std::nullopt;
+  }
+  int64_t rt = 0;
+  if (s.r_packed == nullptr &&
+      (!runtime::CheckedMul(gh, s.hidden, &rt) || !runtime::CheckedAdd(total, rt, &total))) {
+    return std::nullopt;
+  }
+  return total;
+}
+
+Workspace SplitWorkspace(const RecurrentSpec& s, void* base) {
+  const int64_t gh = s.gates * s.hidden, H = s.hidden;
+  Workspace w;
+  w.xw = static_cast<float*>(base);
+  w.hr = w.xw + s.batch * s.chunk * gh;
+  w.h = w.hr + s.batch * gh;
+  w.h_next = w.h + s.batch * H;
+  w.c = w.h_next + s.batch * H;
+  w.tmp = w.c + s.batch * H;
+  w.bias = w.tmp + s.batch * H;
+  w.rt = w.bias + gh;
+  return w;
+}
+
+// out[k, row] = r[row, k] for a [rows, cols] matrix r.
+void Transpose(const float* r, int64_t rows, int64_t cols, float* out) {
+  for (int64_t row = 0; row < rows; ++row) {
+    for (int64_t k = 0; k < cols; ++k) out[k * rows + row] = r[row * cols + k];
   }
 }
 
+// v[k] = a(clip(v[k])) for k < n: Sigmoid and Tanh vectorised, the others one by one.
+void Activate(const Activation& a, float clip, float* v, int64_t n) {
+  if (clip > 0) {
+    for (int64_t k = 0; k < n; ++k) v[k] = std::clamp(v[k], -clip, clip);
+  }
+  switch (a.kind) {
+    case Activation::kSigmoid:
+      SigmoidArray(v, v, n);
+      return;
+    case Activation::kTanh:
+      TanhArray(v, v, n);
+      return;
+    default:
+      for (int64_t k = 0; k < n; ++k) v[k] = a(v[k]);
+  }
+}
+
+// io[k] += a[k] + b[k] for k < n.
+void AddTwo(const float* __restrict a, const float* __restrict b, float* __restrict io, int64_t n) {
+  for (int64_t k = 0; k < n; ++k) io[k] += a[k] + b[k];
+}
+
+// fn(k0, k1) over ranges of [0, units) on up to `threads` threads (ParallelFor); the first
+// error any range returned.
+absl::Status OverUnits(int64_t units, int threads, double cost,
+                       absl::FunctionRef<absl::Status(int64_t, int64_t)> fn, int64_t grain = 16) {
+  std::mutex mu;
+  absl::Status first;
+  ParallelFor(
+      units, threads, cost,
+      [&](int64_t k0, int64_t k1) {
+        absl::Status status = fn(k0, k1);
+        if (status.ok()) return;
+        std::lock_guard<std::mutex> lock(mu);
+        if (first.ok()) first = std::move(status);
+      },
+      grain);
+  return first;
+}
+
+// The cells step by step. Per direction (both at once when bidirectional with two threads), the
+// input products X_t W^T of `chunk` steps of every entry are one sgemm (one per entry when entries
+// have their own time ranges: sequence_lens, or batch-major input) on every intra-op thread. Each
+// step is split over the hidden units when it is large enough for several threads (OverUnits): a
+// range of units takes its rows of every gate's R times all entries' states (one product when it is
+// all units), then its gates' sums, clip and activations (vectorised) and its part of the new
+// state. GRU without linear_before_reset takes two passes, since its candidate multiplies r (.) h.
 absl::Status RunRecurrent(const RecurrentSpec& s, const KernelArgs& args, const std::string& op) {
   const float* x = static_cast<const float*>(args.inputs[0]);
   const float* w_all = static_cast<const float*>(args.inputs[1]);
@@ -153,97 +251,232 @@ absl::Status RunRecurrent(const RecurrentSpec& s, const KernelArgs& args, const 
       }
     }
   }
-  const int64_t H = s.hidden, G = s.gates;
+  const int64_t H = s.hidden, G = s.gates, GH = G * H;
   if (y != nullptr) std::fill(y, y + s.seq * s.dirs * s.batch * H, 0.0f);
-  std::vector<float> h(static_cast<size_t>(s.batch * H)), c(static_cast<size_t>(s.batch * H));
-  std::vector<float> xw(static_cast<size_t>(G * H)), hr(static_cast<size_t>(G * H));
-  std::vector<float> rh(static_cast<size_t>(H)), gate_h(static_cast<size_t>(H));
-  std::vector<float> candidate(static_cast<size_t>(H)), reset_h(static_cast<size_t>(H));
+  auto len_of = [&](int64_t b) { return lens != nullptr ? int64_t{lens[b]} : s.seq; };
+  int64_t max_len = 0;
+  for (int64_t b = 0; b < s.batch; ++b) max_len = std::max(max_len, len_of(b));
+  // One input product for all entries when their time steps coincide and sit in one block of
+  // rows of X (time-major without sequence_lens): xw rows are then [step][entry].
+  const bool one_product = lens == nullptr && !s.batch_major;
+  const bool gru_two_products = s.cell == Cell::kGru && !s.linear_before_reset;
+  // Rough ns per unit of a step: its G rows of R times every entry's state, at about four
+  // multiply-adds per ns (a product with few entries streams R from the cache).
+  const double unit_cost = static_cast<double>(s.batch * GH) / 4.0;
   const size_t acts_per_dir = s.cell == Cell::kRnn ? 1 : s.cell == Cell::kGru ? 2 : 3;
-  for (int64_t d = 0; d < s.dirs; ++d) {
+  // Direction d with its own workspace on `threads` threads.
+  auto run_direction = [&](int64_t d, const Workspace& ws, int threads) -> absl::Status {
+    UseIntraOpThreads(threads);
+    std::fill(ws.tmp, ws.tmp + s.batch * H, 0.0f);
+    std::vector<int64_t> t_lo(static_cast<size_t>(s.batch));
     const bool reverse = s.reverse_only || d == 1;
-    const float* w = w_all + d * G * H * s.input;
-    const float* r = r_all + d * G * H * H;
-    const float* wb = b_all != nullptr ? b_all + d * 2 * G * H : nullptr;
-    const float* rb = wb != nullptr ? wb + G * H : nullptr;
+    const float* w = w_all + d * GH * s.input;
+    const float* rt = ws.rt;  // R^T
+    if (s.r_packed != nullptr) {
+      rt = s.r_packed->data() + d * GH * H;
+    } else {
+      Transpose(r_all + d * GH * H, GH, H, ws.rt);
+    }
+    const float* wb = b_all != nullptr ? b_all + d * 2 * GH : nullptr;
+    const float* rb = wb != nullptr ? wb + GH : nullptr;
     const float* p = p_all != nullptr ? p_all + d * 3 * H : nullptr;
     const Activation& f = s.acts[d * acts_per_dir];
     const Activation& g = s.acts[std::min(d * acts_per_dir + 1, s.acts.size() - 1)];
     const Activation& hact = s.acts[std::min(d * acts_per_dir + 2, s.acts.size() - 1)];
+    // Both biases of every gate, except R's bias of GRU's candidate with linear_before_reset
+    // (it is added to the state product before the reset gate multiplies it).
+    for (int64_t k = 0; k < GH; ++k) {
+      const bool keep_r = !(s.cell == Cell::kGru && s.linear_before_reset && k >= 2 * H);
+      ws.bias[k] = wb != nullptr ? wb[k] + (keep_r ? rb[k] : 0.0f) : 0.0f;
+    }
+    auto state_at = [&](int64_t b) {
+      return s.batch_major ? (b * s.dirs + d) * H : (d * s.batch + b) * H;
+    };
     for (int64_t b = 0; b < s.batch; ++b) {
-      // Where entry b's state sits in initial_h / initial_c / Y_h / Y_c.
-      const int64_t state_at = s.batch_major ? (b * s.dirs + d) * H : (d * s.batch + b) * H;
       for (int64_t k = 0; k < H; ++k) {
-        h[b * H + k] = h0 != nullptr ? h0[state_at + k] : 0.0f;
-        c[b * H + k] = c0 != nullptr ? c0[state_at + k] : 0.0f;
+        ws.h[b * H + k] = h0 != nullptr ? h0[state_at(b) + k] : 0.0f;
+        ws.c[b * H + k] = c0 != nullptr ? c0[state_at(b) + k] : 0.0f;
       }
+    }
+    float* h_prev = ws.h;
+    float* h_next = ws.h_next;
+    for (int64_t s0 = 0; s0 < max_len; s0 += s.chunk) {
+      const int64_t s1 = std::min(s0 + s.chunk, max_len);
+      // Input products of steps [s0, s1): entry b's time steps there are t_lo[b] onwards.
+      if (one_product) {
+        const int64_t steps = s1 - s0;
+        const int64_t t0 = reverse ? s.seq - s1 : s0;
+        RETURN_IF_ERROR(Sgemm(false, true, steps * s.batch, GH, s.input, 1.0f,
+                              x + t0 * s.batch * s.input, s.input, w, s.input, 0.0f, ws.xw, GH));
+        for (int64_t b = 0; b < s.batch; ++b) t_lo[b] = t0;
+      } else {
+        for (int64_t b = 0; b < s.batch; ++b) {
+          const int64_t len = len_of(b), end = std::min(s1, len);
+          if (end <= s0) continue;
+          t_lo[b] = reverse ? len - end : s0;
+          const float* xb = s.batch_major ? x + (b * s.seq + t_lo[b]) * s.input
+                                          : x + (t_lo[b] * s.batch + b) * s.input;
+          const int64_t ldx = s.batch_major ? s.input : s.batch * s.input;
+          RETURN_IF_ERROR(Sgemm(false, true, end - s0, GH, s.input, 1.0f, xb, ldx, w, s.input, 0.0f,
+                                ws.xw + b * s.chunk * GH, GH));
+        }
+      }
+      UseIntraOpThreads(1);  // the steps' products are split over the units (OverUnits)
+      for (int64_t step = s0; step < s1; ++step) {
+        auto active = [&](int64_t b) { return step < len_of(b); };
+        auto time_of = [&](int64_t b) { return reverse ? len_of(b) - 1 - step : step; };
+        auto xw_row = [&](int64_t b) {
+          const int64_t j = time_of(b) - t_lo[b];
+          return ws.xw + (one_product ? j * s.batch + b : b * s.chunk + j) * GH;
+        };
+        // hr[:, g*H + k0 .. g*H + k1) = a R[g*H + k0 .. g*H + k1)^T for the gates [g0, g1):
+        // one product when the units are all of them (the gates' columns of R^T are then
+        // contiguous).
+        auto products = [&](const float* a, int64_t g0, int64_t g1, int64_t k0,
+                            int64_t k1) -> absl::Status {
+          if (k0 == 0 && k1 == H) {
+            return Sgemm(false, false, s.batch, (g1 - g0) * H, H, 1.0f, a, H, rt + g0 * H, GH, 0.0f,
+                         ws.hr + g0 * H, GH);
+          }
+          for (int64_t gate = g0; gate < g1; ++gate) {
+            RETURN_IF_ERROR(Sgemm(false, false, s.batch, k1 - k0, H, 1.0f, a, H, rt + gate * H + k0,
+                                  GH, 0.0f, ws.hr + gate * H + k0, GH));
+          }
+          return absl::OkStatus();
+        };
+        // Units [k0, k1) of every entry: their state products, then their gates and new state
+        // (into h_next; c in place). With GRU's two products this stops at r (.) h.
+        auto first_phase = [&](int64_t k0, int64_t k1) -> absl::Status {
+          RETURN_IF_ERROR(products(h_prev, 0, gru_two_products ? 2 : G, k0, k1));
+          const int64_t n = k1 - k0;
+          const size_t bytes = static_cast<size_t>(n) * sizeof(float);
+          for (int64_t b = 0; b < s.batch; ++b) {
+            const float* hp = h_prev + b * H + k0;
+            float* hn = h_next + b * H + k0;
+            if (!active(b)) {
+              std::memcpy(hn, hp, bytes);
+              continue;
+            }
+            const float* xr = xw_row(b) + k0;
+            const float* bias = ws.bias + k0;
+            float* pre = ws.hr + b * GH + k0;  // the gates' sums, then their values, in place
+            if (s.cell == Cell::kRnn) {
+              AddTwo(xr, bias, pre, n);
+              Activate(f, s.clip, pre, n);
+              std::memcpy(hn, pre, bytes);
+            } else if (s.cell == Cell::kGru) {
+              // Gate order z, r, h.
+              float* z = pre;
+              float* rg = pre + H;
+              AddTwo(xr, bias, z, n);
+              AddTwo(xr + H, bias + H, rg, n);
+              Activate(f, s.clip, z, n);
+              Activate(f, s.clip, rg, n);
+              if (gru_two_products) {
+                float* rh = ws.tmp + b * H + k0;
+                for (int64_t k = 0; k < n; ++k) rh[k] = rg[k] * hp[k];
+              } else {
+                float* cand = pre + 2 * H;
+                for (int64_t k = 0; k < n; ++k) {
+                  const float rbh = rb != nullptr ? rb[2 * H + k0 + k] : 0.0f;
+                  cand[k] = xr[2 * H + k] + bias[2 * H + k] + rg[k] * (cand[k] + rbh);
+                }
+                Activate(g, s.clip, cand, n);
+                for (int64_t k = 0; k < n; ++k) hn[k] = (1 - z[k]) * cand[k] + z[k] * hp[k];
+              }
+            } else {
+              // Gate order i, o, f, c; peepholes i, o, f. o needs the new c, so it comes last.
+              float* gi = pre;
+              float* go = pre + H;
+              float* gf = pre + 2 * H;
+              float* gc = pre + 3 * H;
+              for (int64_t gate = 0; gate < 4; ++gate) {
+                AddTwo(xr + gate * H, bias + gate * H, pre + gate * H, n);
+              }
+              float* cb = ws.c + b * H + k0;
+              if (p != nullptr) {
+                for (int64_t k = 0; k < n; ++k) {
+                  gi[k] += p[k0 + k] * cb[k];
+                  gf[k] += p[2 * H + k0 + k] * cb[k];
+                }
+              }
+              Activate(f, s.clip, gi, n);
+              if (s.input_forget) {
+                for (int64_t k = 0; k < n; ++k) gf[k] = 1 - gi[k];
+              } else {
+                Activate(f, s.clip, gf, n);
+              }
+              Activate(g, s.clip, gc, n);
+              for (int64_t k = 0; k < n; ++k) cb[k] = gf[k] * cb[k] + gi[k] * gc[k];
+              if (p != nullptr) {
+                for (int64_t k = 0; k < n; ++k) go[k] += p[H + k0 + k] * cb[k];
+              }
+              Activate(f, s.clip, go, n);
+              float* hc = ws.tmp + b * H + k0;
+              std::memcpy(hc, cb, bytes);
+              Activate(hact, 0.0f, hc, n);
+              for (int64_t k = 0; k < n; ++k) hn[k] = go[k] * hc[k];
+            }
+          }
+          return absl::OkStatus();
+        };
+        // GRU without linear_before_reset: the candidate's product (r (.) h) R_h^T needs every
+        // unit's r first, so it is a second pass over the units.
+        auto second_phase = [&](int64_t k0, int64_t k1) -> absl::Status {
+          RETURN_IF_ERROR(products(ws.tmp, 2, 3, k0, k1));
+          const int64_t n = k1 - k0;
+          for (int64_t b = 0; b < s.batch; ++b) {
+            if (!active(b)) continue;
+            float* pre = ws.hr + b * GH + k0;
+            float* cand = pre + 2 * H;
+            AddTwo(xw_row(b) + 2 * H + k0, ws.bias + 2 * H + k0, cand, n);
+            Activate(g, s.clip, cand, n);
+            const float* hp = h_prev + b * H + k0;
+            float* hn = h_next + b * H + k0;
+            for (int64_t k = 0; k < n; ++k) hn[k] = (1 - pre[k]) * cand[k] + pre[k] * hp[k];
+          }
+          return absl::OkStatus();
+        };
+        RETURN_IF_ERROR(OverUnits(H, threads, unit_cost, first_phase));
+        if (gru_two_products) RETURN_IF_ERROR(OverUnits(H, threads, unit_cost, second_phase));
+        std::swap(h_prev, h_next);
+        if (y != nullptr) {
+          for (int64_t b = 0; b < s.batch; ++b) {
+            if (!active(b)) continue;
+            const int64_t t = time_of(b);
+            float* yt = s.batch_major ? y + ((b * s.seq + t) * s.dirs + d) * H
+                                      : y + ((t * s.dirs + d) * s.batch + b) * H;
+            std::memcpy(yt, h_prev + b * H, static_cast<size_t>(H) * sizeof(float));
+          }
+        }
+      }
+      UseIntraOpThreads(threads);  // for the next chunk's input products
     }
     for (int64_t b = 0; b < s.batch; ++b) {
-      const int64_t state_at = s.batch_major ? (b * s.dirs + d) * H : (d * s.batch + b) * H;
-      const int64_t len = lens != nullptr ? lens[b] : s.seq;
-      float* hb = h.data() + b * H;
-      float* cb = c.data() + b * H;
-      for (int64_t step = 0; step < len; ++step) {
-        const int64_t t = reverse ? len - 1 - step : step;
-        const float* xt =
-            s.batch_major ? x + (b * s.seq + t) * s.input : x + (t * s.batch + b) * s.input;
-        MatVec(w, xt, G * H, s.input, xw.data());
-        MatVec(r, hb, G * H, H, hr.data());
-        auto bias = [&](int gate, int64_t k) {
-          return wb != nullptr ? wb[gate * H + k] + rb[gate * H + k] : 0.0f;
-        };
-        if (s.cell == Cell::kRnn) {
-          for (int64_t k = 0; k < H; ++k) hb[k] = f(Clip(xw[k] + hr[k] + bias(0, k), s.clip));
-        } else if (s.cell == Cell::kGru) {
-          // Gate order z, r, h.
-          for (int64_t k = 0; k < H; ++k) {
-            const float z = f(Clip(xw[k] + hr[k] + bias(0, k), s.clip));
-            const float rg = f(Clip(xw[H + k] + hr[H + k] + bias(1, k), s.clip));
-            gate_h[k] = z;
-            rh[k] = rg;
-          }
-          if (s.linear_before_reset) {
-            for (int64_t k = 0; k < H; ++k) {
-              const float rbh = rb != nullptr ? rb[2 * H + k] : 0.0f;
-              const float wbh = wb != nullptr ? wb[2 * H + k] : 0.0f;
-              candidate[k] = g(Clip(xw[2 * H + k] + rh[k] * (hr[2 * H + k] + rbh) + wbh, s.clip));
-            }
-          } else {
-            for (int64_t k = 0; k < H; ++k) reset_h[k] = rh[k] * hb[k];
-            MatVec(r + 2 * H * H, reset_h.data(), H, H, candidate.data());
-            for (int64_t k = 0; k < H; ++k) {
-              candidate[k] = g(Clip(xw[2 * H + k] + candidate[k] + bias(2, k), s.clip));
-            }
-          }
-          for (int64_t k = 0; k < H; ++k) {
-            hb[k] = (1 - gate_h[k]) * candidate[k] + gate_h[k] * hb[k];
-          }
-        } else {
-          // Gate order i, o, f, c; peepholes i, o, f.
-          for (int64_t k = 0; k < H; ++k) {
-            const float pi = p != nullptr ? p[k] * cb[k] : 0.0f;
-            const float pf = p != nullptr ? p[2 * H + k] * cb[k] : 0.0f;
-            const float i = f(Clip(xw[k] + hr[k] + pi + bias(0, k), s.clip));
-            const float fg = s.input_forget
-                                 ? 1 - i
-                                 : f(Clip(xw[2 * H + k] + hr[2 * H + k] + pf + bias(2, k), s.clip));
-            const float cc = g(Clip(xw[3 * H + k] + hr[3 * H + k] + bias(3, k), s.clip));
-            cb[k] = fg * cb[k] + i * cc;
-            const float po = p != nullptr ? p[H + k] * cb[k] : 0.0f;
-            const float o = f(Clip(xw[H + k] + hr[H + k] + po + bias(1, k), s.clip));
-            hb[k] = o * hact(cb[k]);
-          }
-        }
-        if (y != nullptr) {
-          float* yt = s.batch_major ? y + ((b * s.seq + t) * s.dirs + d) * H
-                                    : y + ((t * s.dirs + d) * s.batch + b) * H;
-          std::memcpy(yt, hb, static_cast<size_t>(H) * sizeof(float));
-        }
-      }
-      if (y_h != nullptr) std::memcpy(y_h + state_at, hb, static_cast<size_t>(H) * sizeof(float));
-      if (y_c != nullptr) std::memcpy(y_c + state_at, cb, static_cast<size_t>(H) * sizeof(float));
+      const size_t bytes = static_cast<size_t>(H) * sizeof(float);
+      if (y_h != nullptr) std::memcpy(y_h + state_at(b), h_prev + b * H, bytes);
+      if (y_c != nullptr) std::memcpy(y_c + state_at(b), ws.c + b * H, bytes);
     }
+    return absl::OkStatus();
+  };
+  // The two directions of a bidirectional cell are independent: with two threads or more they
+  // run at once, one thread each (each writes its own half of Y, Y_h and Y_c).
+  const int64_t per_dir = *WorkspaceFloats(s);
+  auto workspace = [&](int64_t d) {
+    return SplitWorkspace(s, static_cast<float*>(args.workspace) + d * per_dir);
+  };
+  if (s.dirs == 2 && s.threads >= 2) {
+    // Rough ns per direction: its products at about eight multiply-adds per ns.
+    const double cost = static_cast<double>(max_len * s.batch * GH * (s.input + H)) / 8.0;
+    return OverUnits(
+        2, 2, cost,
+        [&](int64_t d0, int64_t d1) -> absl::Status {
+          for (int64_t d = d0; d < d1; ++d) RETURN_IF_ERROR(run_direction(d, workspace(d), 1));
+          return absl::OkStatus();
+        },
+        /*grain=*/1);
   }
+  for (int64_t d = 0; d < s.dirs; ++d) RETURN_IF_ERROR(run_direction(d, workspace(d), s.threads));
   return absl::OkStatus();
 }
 
@@ -345,9 +578,32 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareRecurrent(const PrepareCo
     outputs.push_back(Desc(DataType::kFloat32, state));
   }
   s.outputs = static_cast<int>(outputs.size());
+  s.threads = context.intra_op_threads;
+  if (const void* r = context.inputs[2].data; r != nullptr) {
+    auto packed = std::make_shared<std::vector<float>>(
+        static_cast<size_t>(runtime::NumElements(context.inputs[2].shape)));
+    const int64_t gh_h = s.gates * hidden * hidden;
+    for (int64_t d = 0; d < s.dirs; ++d) {
+      Transpose(static_cast<const float*>(r) + d * gh_h, s.gates * hidden, hidden,
+                packed->data() + d * gh_h);
+    }
+    s.r_packed = std::move(packed);
+  }
+  // Input products of up to 2^18 floats (1 MiB, about what a core's L2 cache holds) at a
+  // time, at least one step.
+  constexpr int64_t kChunkFloats = int64_t{1} << 18;
+  const int64_t step_floats = std::max<int64_t>(1, s.batch * s.gates * hidden);
+  s.chunk = std::clamp<int64_t>(kChunkFloats / step_floats, 1, std::max<int64_t>(s.seq, 1));
+  // One workspace per direction (they may run at once).
+  const std::optional<int64_t> floats = WorkspaceFloats(s);
+  std::optional<int64_t> bytes;
+  if (floats.has_value()) bytes = runtime::CheckedByteSize(*floats, s.dirs * sizeof(float));
+  if (!bytes.has_value()) return InvalidArgument(context, "the workspace size overflows");
   const std::string op = NodeLabel(context);
-  return MakeKernel(context, std::move(outputs),
-                    [s, op](const KernelArgs& args) { return RunRecurrent(s, args, op); });
+  return MakeKernel(
+      context, std::move(outputs),
+      [s, op](const KernelArgs& args) { return RunRecurrent(s, args, op); },
+      static_cast<size_t>(*bytes));
 }
 
 }  // namespace
