@@ -1,16 +1,26 @@
 // Einsum (float32, up to 4 operands): a general strided loop. Each label gets one size and,
 // per operand, the sum of its strides (a repeated label walks the diagonal); output labels are
 // iterated outside, the others are summed inside. Ellipsis dims broadcast like numpy.
+// A float32 contraction of two operands (every label in the output or in both operands, none
+// repeated or broadcast) is instead a batched matrix product on sgemm: its labels are batch
+// (both operands and the output), M (first operand and output), N (second and output) and K
+// (both operands only); an operand or output in another order than [batch, M, K] /
+// [batch, K, N] / [batch, M, N] (or the operand's transpose) is permuted through the
+// workspace.
 #include <algorithm>
 #include <cctype>
 #include <map>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 
 #include "absl/strings/str_split.h"
 #include "kernels/cpu/families.h"
+#include "kernels/cpu/gemm.h"
 #include "kernels/cpu/kernel_util.h"
 #include "runtime/base/status_macros.h"
+#include "runtime/core/checked_size.h"
 
 namespace reprise::kernels::cpu {
 namespace {
@@ -73,6 +83,156 @@ FunctionKernel::RunFn EinsumRun(const BroadcastPlan& out_plan, const BroadcastPl
     });
     return absl::OkStatus();
   };
+}
+
+// Copies a contiguous tensor with labels `from` (sizes from `size`) into the contiguous
+// order `to` (the same labels, permuted), by a strided plan made at Prepare.
+struct Permute {
+  bool needed = false;
+  BroadcastPlan plan;  // over `to`'s shape, the source's strides
+
+  void Run(const float* src, float* dst) const {
+    ForEachRow(plan, [&](int64_t at, const int64_t* o, int64_t len) {
+      const int64_t stride = plan.strides[0].back();
+      for (int64_t j = 0; j < len; ++j) dst[at + j] = src[o[0] + j * stride];
+    });
+  }
+};
+
+Permute MakePermute(const std::vector<int>& from, const std::vector<int>& to,
+                    const std::map<int, int64_t>& size) {
+  Permute p;
+  p.needed = from != to;
+  if (!p.needed) return p;
+  Shape from_shape, to_shape;
+  for (int l : from) from_shape.push_back(size.at(l));
+  for (int l : to) to_shape.push_back(size.at(l));
+  const std::vector<int64_t> contiguous = ContiguousStrides(from_shape);
+  std::vector<int64_t> strides;
+  for (int l : to) {
+    strides.push_back(contiguous[std::find(from.begin(), from.end(), l) - from.begin()]);
+  }
+  p.plan = MakeStridedPlan(to_shape, {strides});
+  return p;
+}
+
+// The batched-matrix-product form, or nullopt when the equation is not a plain contraction of
+// two float32 operands.
+absl::StatusOr<std::optional<std::unique_ptr<PreparedKernel>>> PrepareEinsumAsGemm(
+    const PrepareContext& context, const std::vector<std::vector<int>>& op_labels,
+    const std::map<int, int64_t>& size, const std::vector<int>& out_labels, const Shape& out) {
+  using None = std::optional<std::unique_ptr<PreparedKernel>>;
+  if (op_labels.size() != 2 || context.inputs[0].dtype != DataType::kFloat32) return None();
+  const std::vector<int>& a = op_labels[0];
+  const std::vector<int>& b = op_labels[1];
+  auto has = [](const std::vector<int>& v, int l) {
+    return std::find(v.begin(), v.end(), l) != v.end();
+  };
+  for (size_t k = 0; k < 2; ++k) {
+    const std::vector<int>& labels = op_labels[k];
+    for (size_t i = 0; i < labels.size(); ++i) {
+      if (std::count(labels.begin(), labels.end(), labels[i]) != 1) return None();  // diagonal
+      if (context.inputs[k].shape[i] != size.at(labels[i])) return None();          // broadcast
+      const bool other = has(op_labels[1 - k], labels[i]);
+      if (!other && !has(out_labels, labels[i])) return None();  // summed in one operand only
+    }
+  }
+  std::vector<int> batch, m_labels, n_labels, k_labels;
+  for (int l : out_labels) {
+    if (has(a, l) && has(b, l)) {
+      batch.push_back(l);
+    } else if (has(a, l)) {
+      m_labels.push_back(l);
+    } else {
+      n_labels.push_back(l);
+    }
+  }
+  for (int l : a) {
+    if (has(b, l) && !has(out_labels, l)) k_labels.push_back(l);
+  }
+  auto product = [&](const std::vector<int>& labels) {
+    int64_t p = 1;
+    for (int l : labels) p *= size.at(l);  // a factor of an input's size: no overflow
+    return p;
+  };
+  const int64_t nb = product(batch), m = product(m_labels), n = product(n_labels),
+                k = product(k_labels);
+  // Many tiny products (an elementwise product, say) cost more in sgemm calls than the loop.
+  if (nb > 1 && m * n * std::max<int64_t>(k, 1) < 64) return None();
+  auto concat = [](std::initializer_list<const std::vector<int>*> parts) {
+    std::vector<int> v;
+    for (const std::vector<int>* part : parts) v.insert(v.end(), part->begin(), part->end());
+    return v;
+  };
+  // Each operand as stored when it already is [batch, M, K] / [batch, K, N] or their
+  // transposes, else permuted to the first form.
+  const std::vector<int> a_mk = concat({&batch, &m_labels, &k_labels});
+  const std::vector<int> a_km = concat({&batch, &k_labels, &m_labels});
+  const std::vector<int> b_kn = concat({&batch, &k_labels, &n_labels});
+  const std::vector<int> b_nk = concat({&batch, &n_labels, &k_labels});
+  const std::vector<int> c_mn = concat({&batch, &m_labels, &n_labels});
+  const bool trans_a = a == a_km && a != a_mk;
+  const bool trans_b = b == b_nk && b != b_kn;
+  const Permute pa = trans_a ? Permute{} : MakePermute(a, a_mk, size);
+  const Permute pb = trans_b ? Permute{} : MakePermute(b, b_kn, size);
+  const Permute pc = MakePermute(c_mn, out_labels, size);
+  // Workspace: the permuted operands and the product before its permutation (each the size
+  // of a tensor the plan already holds).
+  int64_t a_floats = pa.needed ? nb * m * k : 0, b_floats = pb.needed ? nb * k * n : 0,
+          c_floats = pc.needed ? nb * m * n : 0;
+  int64_t total = 0;
+  if (!runtime::CheckedAdd(a_floats, b_floats, &total) ||
+      !runtime::CheckedAdd(total, c_floats, &total) ||
+      !runtime::CheckedMul(total, int64_t{sizeof(float)}, &total)) {
+    return InvalidArgument(context, "the workspace size overflows");
+  }
+  const int threads = context.intra_op_threads;
+  auto run = [=](const KernelArgs& args) -> absl::Status {
+    float* ws = static_cast<float*>(args.workspace);
+    const float* pa_data = static_cast<const float*>(args.inputs[0]);
+    const float* pb_data = static_cast<const float*>(args.inputs[1]);
+    if (pa.needed) {
+      pa.Run(pa_data, ws);
+      pa_data = ws;
+    }
+    if (pb.needed) {
+      pb.Run(pb_data, ws + a_floats);
+      pb_data = ws + a_floats;
+    }
+    float* y = static_cast<float*>(args.outputs[0]);
+    float* c = pc.needed ? ws + a_floats + b_floats : y;
+    const int64_t lda = trans_a ? m : k, ldb = trans_b ? k : n;
+    absl::Status status;
+    if (nb == 1) {
+      UseIntraOpThreads(threads);
+      status = Sgemm(trans_a, trans_b, m, n, k, 1.0f, pa_data, lda, pb_data, ldb, 0.0f, c, n);
+    } else {
+      // Matrices of the batch split over the threads, one sgemm each (serial inside).
+      std::mutex mu;
+      ParallelFor(
+          nb, threads, static_cast<double>(m * n * std::max<int64_t>(k, 1)) / 8.0,
+          [&](int64_t i0, int64_t i1) {
+            UseIntraOpThreads(1);
+            for (int64_t i = i0; i < i1; ++i) {
+              absl::Status one = Sgemm(trans_a, trans_b, m, n, k, 1.0f, pa_data + i * m * k, lda,
+                                       pb_data + i * k * n, ldb, 0.0f, c + i * m * n, n);
+              if (!one.ok()) {
+                std::lock_guard<std::mutex> lock(mu);
+                if (status.ok()) status = std::move(one);
+              }
+            }
+          },
+          /*grain=*/1);
+      UseIntraOpThreads(threads);
+    }
+    RETURN_IF_ERROR(status);
+    if (pc.needed) pc.Run(c, y);
+    return absl::OkStatus();
+  };
+  ASSIGN_OR_RETURN(std::unique_ptr<PreparedKernel> kernel,
+                   MakeKernel(context, {Desc(DataType::kFloat32, out)}, std::move(run),
+                              static_cast<size_t>(total)));
+  return None(std::move(kernel));
 }
 
 absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareEinsum(const PrepareContext& context) {
@@ -178,6 +338,9 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareEinsum(const PrepareConte
   Shape out, red;
   for (int l : out_labels) out.push_back(size[l]);
   for (int l : red_labels) red.push_back(size[l]);
+  ASSIGN_OR_RETURN(std::optional<std::unique_ptr<PreparedKernel>> gemm,
+                   PrepareEinsumAsGemm(context, op_labels, size, out_labels, out));
+  if (gemm.has_value()) return *std::move(gemm);
   const BroadcastPlan out_plan = MakeStridedPlan(out, strides_for(out_labels));
   const BroadcastPlan red_plan = MakeStridedPlan(red, strides_for(red_labels));
   const size_t n = context.inputs.size();

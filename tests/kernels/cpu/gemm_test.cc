@@ -139,6 +139,53 @@ TEST(EinsumTest, CommonFormsMatchReference) {
                    .ok());
 }
 
+// Float32 contractions of two operands run as batched matrix products (transposed operands
+// read in place, other orders permuted); float64 takes the general loop, so the two forms of
+// each equation are compared, at one and two threads, including empty contractions and a
+// batch of tiny products (the general loop in both types).
+TEST(EinsumTest, MatrixProductFormsMatchTheGeneralLoop) {
+  KernelHarness h;
+  struct Form {
+    std::string equation;
+    Shape a, b;
+  };
+  const std::vector<Form> forms = {
+      {"bgid,bgjd->bgij", {2, 3, 7, 5}, {2, 3, 6, 5}},  // attention scores: B transposed
+      {"bgij,bgjd->bgid", {2, 3, 7, 6}, {2, 3, 6, 5}},  // attention output
+      {"ki,kj->ij", {4, 3}, {4, 5}},                    // A transposed
+      {"ij,kj->ki", {3, 4}, {5, 4}},                    // the product's transpose
+      {"ibd,jbd->bij", {5, 2, 4}, {6, 2, 4}},           // both operands permuted
+      {"abc,cd->abd", {2, 3, 4}, {4, 5}},               // two M labels
+      {"bn,anm->bam", {2, 4}, {3, 4, 5}},               // B permuted, two N labels
+      {"i,i->", {6}, {6}},                              // a dot product
+      {"ik,kj->ij", {3, 0}, {0, 4}},                    // K empty: zeros
+      {"bik,bkj->bij", {40, 16, 16}, {40, 16, 16}},     // a batch worth two threads
+      {"ij,ij->ij", {3, 4}, {3, 4}},                    // elementwise: the general loop
+  };
+  for (const Form& f : forms) {
+    SCOPED_TRACE(f.equation);
+    const auto a = RandomFloats(static_cast<size_t>(runtime::NumElements(f.a)), 61);
+    const auto b = RandomFloats(static_cast<size_t>(runtime::NumElements(f.b)), 62);
+    const std::vector<double> a64(a.begin(), a.end()), b64(b.begin(), b.end());
+    const runtime::Attributes attrs = Attrs({{"equation", f.equation}});
+    auto want =
+        h.Run("Einsum", {Tensor::Of<double>(f.a, a64), Tensor::Of<double>(f.b, b64)}, attrs);
+    ASSERT_TRUE(want.ok()) << want.status();
+    const std::vector<double> w = (*want)[0].Values<double>();
+    for (int threads : {1, 2}) {
+      const std::vector<Tensor> inputs = {Tensor::Of<float>(f.a, a), Tensor::Of<float>(f.b, b)};
+      auto kernel = h.Prepare("Einsum", inputs, attrs, 17, 1, threads);
+      ASSERT_TRUE(kernel.ok()) << kernel.status();
+      auto got = h.RunPrepared(**kernel, inputs);
+      ASSERT_TRUE(got.ok()) << got.status();
+      EXPECT_EQ((*got)[0].shape, (*want)[0].shape);
+      const std::vector<float> g = (*got)[0].Values<float>();
+      ASSERT_EQ(g.size(), w.size());
+      for (size_t i = 0; i < g.size(); ++i) EXPECT_NEAR(g[i], w[i], 1e-5 + 1e-5 * std::fabs(w[i]));
+    }
+  }
+}
+
 }  // namespace
 }  // namespace reprise::kernels::cpu::testing
 
