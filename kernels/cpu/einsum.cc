@@ -176,12 +176,13 @@ absl::StatusOr<std::optional<std::unique_ptr<PreparedKernel>>> PrepareEinsumAsGe
   const Permute pa = trans_a ? Permute{} : MakePermute(a, a_mk, size);
   const Permute pb = trans_b ? Permute{} : MakePermute(b, b_kn, size);
   const Permute pc = MakePermute(c_mn, out_labels, size);
-  // Workspace: the permuted operands and the product before its permutation (each the size
-  // of a tensor the plan already holds).
+  // Workspace: the permuted operands and the product before its permutation (nb * m * k and
+  // nb * k * n are the operands' element counts, nb * m * n the output's).
   int64_t a_floats = pa.needed ? nb * m * k : 0, b_floats = pb.needed ? nb * k * n : 0,
-          c_floats = pc.needed ? nb * m * n : 0;
-  int64_t total = 0;
-  if (!runtime::CheckedAdd(a_floats, b_floats, &total) ||
+          c_floats = 0, total = 0;
+  if ((pc.needed &&
+       (!runtime::CheckedMul(nb, m, &c_floats) || !runtime::CheckedMul(c_floats, n, &c_floats))) ||
+      !runtime::CheckedAdd(a_floats, b_floats, &total) ||
       !runtime::CheckedAdd(total, c_floats, &total) ||
       !runtime::CheckedMul(total, int64_t{sizeof(float)}, &total)) {
     return InvalidArgument(context, "the workspace size overflows");

@@ -262,7 +262,7 @@ absl::Status RunRecurrent(const RecurrentSpec& s, const KernelArgs& args, const 
   const bool gru_two_products = s.cell == Cell::kGru && !s.linear_before_reset;
   // Rough ns per unit of a step: its G rows of R times every entry's state, at about four
   // multiply-adds per ns (a product with few entries streams R from the cache).
-  const double unit_cost = static_cast<double>(s.batch * GH) / 4.0;
+  const double unit_cost = static_cast<double>(s.batch) * static_cast<double>(GH) / 4.0;
   const size_t acts_per_dir = s.cell == Cell::kRnn ? 1 : s.cell == Cell::kGru ? 2 : 3;
   // Direction d with its own workspace on `threads` threads.
   auto run_direction = [&](int64_t d, const Workspace& ws, int threads) -> absl::Status {
@@ -467,7 +467,8 @@ absl::Status RunRecurrent(const RecurrentSpec& s, const KernelArgs& args, const 
   };
   if (s.dirs == 2 && s.threads >= 2) {
     // Rough ns per direction: its products at about eight multiply-adds per ns.
-    const double cost = static_cast<double>(max_len * s.batch * GH * (s.input + H)) / 8.0;
+    const double cost = static_cast<double>(max_len) * static_cast<double>(s.batch) *
+                        static_cast<double>(GH) * static_cast<double>(s.input + H) / 8.0;
     return OverUnits(
         2, 2, cost,
         [&](int64_t d0, int64_t d1) -> absl::Status {
@@ -592,7 +593,11 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareRecurrent(const PrepareCo
   // Input products of up to 2^18 floats (1 MiB, about what a core's L2 cache holds) at a
   // time, at least one step.
   constexpr int64_t kChunkFloats = int64_t{1} << 18;
-  const int64_t step_floats = std::max<int64_t>(1, s.batch * s.gates * hidden);
+  int64_t step_floats = 0;
+  if (!runtime::CheckedMul(s.batch, s.gates * hidden, &step_floats)) {
+    return InvalidArgument(context, "the workspace size overflows");
+  }
+  step_floats = std::max<int64_t>(1, step_floats);
   s.chunk = std::clamp<int64_t>(kChunkFloats / step_floats, 1, std::max<int64_t>(s.seq, 1));
   // One workspace per direction (they may run at once).
   const std::optional<int64_t> floats = WorkspaceFloats(s);
