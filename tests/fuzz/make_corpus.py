@@ -212,6 +212,19 @@ def onnx_seeds():
          const("gr", rng.standard_normal((1, 6, 2)).astype(np.float32)),
          const("nw", rng.standard_normal((1, 2, 2)).astype(np.float32)),
          const("nr", rng.standard_normal((1, 2, 2)).astype(np.float32))]))
+    # Einsum as batched matrix products (in place, transposed, permuted) and the general loop
+    # (its own generator, so that the seeds after it stay as they were).
+    erng = np.random.default_rng(11)
+    write("fuzz_onnx_model", "einsum", model(
+        [helper.make_node("Einsum", ["ea", "eb"], ["es"], equation="bgid,bgjd->bgij"),
+         helper.make_node("Einsum", ["ep", "eq"], ["et"], equation="ibd,jbd->bij"),
+         helper.make_node("Einsum", ["ed"], ["eu"], equation="ii->i")],
+        [], [vi("es", shape=(1, 2, 3, 3)), vi("et", shape=(2, 3, 4)), vi("eu", shape=(3,))],
+        [const("ea", erng.standard_normal((1, 2, 3, 4)).astype(np.float32)),
+         const("eb", erng.standard_normal((1, 2, 3, 4)).astype(np.float32)),
+         const("ep", erng.standard_normal((3, 2, 5)).astype(np.float32)),
+         const("eq", erng.standard_normal((4, 2, 5)).astype(np.float32)),
+         const("ed", erng.standard_normal((3, 3)).astype(np.float32))]))
     image = const("im", rng.standard_normal((1, 2, 4, 4)).astype(np.float32))
     write("fuzz_onnx_model", "image_sampling", model(
         [helper.make_node("RoiAlign", ["im", "rois", "bi"], ["ra"], output_height=2,
