@@ -91,8 +91,8 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareSimple(const PrepareConte
                           kOp == Simple::kSqrt || kOp == Simple::kSoftsign ||
                           kOp == Simple::kHardSwish;
   constexpr double kCost = kCheap ? 1.0 : 8.0;
-  // Sigmoid and Tanh in vectorised arithmetic (vector_math.h: within 3e-7 relative and 5e-7
-  // absolute of the libm forms below).
+  // Sigmoid and Tanh in vectorised arithmetic (vector_math.h: within about 3e-7 relative and
+  // 5e-7 absolute of libm's exp and tanh).
   if constexpr (kOp == Simple::kSigmoid) {
     return FloatArrayMap(context, &SigmoidArray, 1.0);
   } else if constexpr (kOp == Simple::kTanh) {
