@@ -11,7 +11,6 @@
 #include <cctype>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 
@@ -85,18 +84,11 @@ FunctionKernel::RunFn EinsumRun(const BroadcastPlan& out_plan, const BroadcastPl
   };
 }
 
-// Copies a contiguous tensor with labels `from` (sizes from `size`) into the contiguous
-// order `to` (the same labels, permuted), by a strided plan made at Prepare.
+// A contiguous tensor with labels `from` read in the contiguous order `to` (the same labels,
+// permuted): CopyStrided with a plan made at Prepare, when `to` differs from `from`.
 struct Permute {
   bool needed = false;
   BroadcastPlan plan;  // over `to`'s shape, the source's strides
-
-  void Run(const float* src, float* dst) const {
-    ForEachRow(plan, [&](int64_t at, const int64_t* o, int64_t len) {
-      const int64_t stride = plan.strides[0].back();
-      for (int64_t j = 0; j < len; ++j) dst[at + j] = src[o[0] + j * stride];
-    });
-  }
 };
 
 Permute MakePermute(const std::vector<int>& from, const std::vector<int>& to,
@@ -193,41 +185,37 @@ absl::StatusOr<std::optional<std::unique_ptr<PreparedKernel>>> PrepareEinsumAsGe
     const float* pa_data = static_cast<const float*>(args.inputs[0]);
     const float* pb_data = static_cast<const float*>(args.inputs[1]);
     if (pa.needed) {
-      pa.Run(pa_data, ws);
+      CopyStrided(pa.plan, pa_data, ws);
       pa_data = ws;
     }
     if (pb.needed) {
-      pb.Run(pb_data, ws + a_floats);
+      CopyStrided(pb.plan, pb_data, ws + a_floats);
       pb_data = ws + a_floats;
     }
     float* y = static_cast<float*>(args.outputs[0]);
     float* c = pc.needed ? ws + a_floats + b_floats : y;
     const int64_t lda = trans_a ? m : k, ldb = trans_b ? k : n;
-    absl::Status status;
     if (nb == 1) {
       UseIntraOpThreads(threads);
-      status = Sgemm(trans_a, trans_b, m, n, k, 1.0f, pa_data, lda, pb_data, ldb, 0.0f, c, n);
+      RETURN_IF_ERROR(
+          Sgemm(trans_a, trans_b, m, n, k, 1.0f, pa_data, lda, pb_data, ldb, 0.0f, c, n));
     } else {
       // Matrices of the batch split over the threads, one sgemm each (serial inside).
-      std::mutex mu;
-      ParallelFor(
+      const absl::Status status = ParallelForStatus(
           nb, threads, static_cast<double>(m * n * std::max<int64_t>(k, 1)) / 8.0,
-          [&](int64_t i0, int64_t i1) {
+          [&](int64_t i0, int64_t i1) -> absl::Status {
             UseIntraOpThreads(1);
             for (int64_t i = i0; i < i1; ++i) {
-              absl::Status one = Sgemm(trans_a, trans_b, m, n, k, 1.0f, pa_data + i * m * k, lda,
-                                       pb_data + i * k * n, ldb, 0.0f, c + i * m * n, n);
-              if (!one.ok()) {
-                std::lock_guard<std::mutex> lock(mu);
-                if (status.ok()) status = std::move(one);
-              }
+              RETURN_IF_ERROR(Sgemm(trans_a, trans_b, m, n, k, 1.0f, pa_data + i * m * k, lda,
+                                    pb_data + i * k * n, ldb, 0.0f, c + i * m * n, n));
             }
+            return absl::OkStatus();
           },
           /*grain=*/1);
       UseIntraOpThreads(threads);
+      RETURN_IF_ERROR(status);
     }
-    RETURN_IF_ERROR(status);
-    if (pc.needed) pc.Run(c, y);
+    if (pc.needed) CopyStrided(pc.plan, static_cast<const float*>(c), y);
     return absl::OkStatus();
   };
   ASSIGN_OR_RETURN(std::unique_ptr<PreparedKernel> kernel,

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <mutex>
 
 #include "absl/strings/str_join.h"
 
@@ -211,6 +212,23 @@ void ParallelFor(int64_t n, int threads, double cost_per_item,
     const int64_t end = std::min(n, grains * (id + 1) / count * grain);
     if (begin < end) fn(begin, end);
   }
+}
+
+absl::Status ParallelForStatus(int64_t n, int threads, double cost_per_item,
+                               absl::FunctionRef<absl::Status(int64_t, int64_t)> fn,
+                               int64_t grain) {
+  std::mutex mu;
+  absl::Status first;
+  ParallelFor(
+      n, threads, cost_per_item,
+      [&](int64_t begin, int64_t end) {
+        absl::Status status = fn(begin, end);
+        if (status.ok()) return;
+        std::lock_guard<std::mutex> lock(mu);
+        if (first.ok()) first = std::move(status);
+      },
+      grain);
+  return first;
 }
 
 void UseIntraOpThreads(int threads) {

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <initializer_list>
 #include <memory>
 #include <string>
@@ -271,6 +272,28 @@ inline constexpr double kMinParallelWork = 32768;
 /// the same bits as a serial one.
 void ParallelFor(int64_t n, int threads, double cost_per_item,
                  absl::FunctionRef<void(int64_t, int64_t)> fn, int64_t grain = 16);
+
+/// ParallelFor for ranges that can fail: every range runs, and the result is the first error
+/// a range returned (OK when none did).
+absl::Status ParallelForStatus(int64_t n, int threads, double cost_per_item,
+                               absl::FunctionRef<absl::Status(int64_t, int64_t)> fn,
+                               int64_t grain = 16);
+
+/// Copies the elements that `plan` (MakeStridedPlan over the output's index space, one
+/// operand: the source's strides) reads from `in` into the contiguous `out`, in plan order: a
+/// transpose or any other permutation, a slice, a broadcast.
+template <typename T>
+void CopyStrided(const BroadcastPlan& plan, const T* in, T* out) {
+  const int64_t stride = plan.strides[0].back();
+  ForEachRow(plan, [&](int64_t out_at, const int64_t* offs, int64_t n) {
+    const T* p = in + offs[0];
+    if (stride == 1) {
+      std::memcpy(out + out_at, p, static_cast<size_t>(n) * sizeof(T));
+    } else {
+      for (int64_t i = 0; i < n; ++i) out[out_at + i] = p[i * stride];
+    }
+  });
+}
 
 /// ForEachRow split over up to `threads` threads by output elements (ParallelFor); `row` runs
 /// concurrently on disjoint pieces.

@@ -32,17 +32,8 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> StridedCopy(const PrepareContext
   FunctionKernel::RunFn run;
   const bool ok = DispatchBySize(runtime::DataTypeSize(dtype), [&]<typename T>() {
     run = [plan, offset](const KernelArgs& args) {
-      const T* in = static_cast<const T*>(args.inputs[0]) + offset;
-      T* o = static_cast<T*>(args.outputs[0]);
-      const int64_t s = plan.strides[0].back();
-      ForEachRow(plan, [&](int64_t out_at, const int64_t* offs, int64_t n) {
-        const T* p = in + offs[0];
-        if (s == 1) {
-          std::memcpy(o + out_at, p, static_cast<size_t>(n) * sizeof(T));
-        } else {
-          for (int64_t i = 0; i < n; ++i) o[out_at + i] = p[i * s];
-        }
-      });
+      CopyStrided(plan, static_cast<const T*>(args.inputs[0]) + offset,
+                  static_cast<T*>(args.outputs[0]));
       return absl::OkStatus();
     };
   });

@@ -10,13 +10,11 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <variant>
 #include <vector>
 
-#include "absl/functional/function_ref.h"
 #include "absl/strings/ascii.h"
 #include "kernels/cpu/families.h"
 #include "kernels/cpu/gemm.h"
@@ -130,6 +128,7 @@ struct RecurrentSpec {
   // R^T of each direction ([dirs, H, G*H]) when R was known at Prepare: the state products
   // read it row by row (sgemm without a transposed operand, about 1.4x faster for one entry).
   std::shared_ptr<const std::vector<float>> r_packed;
+  BroadcastPlan r_transpose;  // one direction's R [G*H, H] read as R^T [H, G*H] (CopyStrided)
 };
 
 // The workspace, in floats: the input products of `chunk` steps of every entry, the state
@@ -177,13 +176,6 @@ Workspace SplitWorkspace(const RecurrentSpec& s, void* base) {
   return w;
 }
 
-// out[k, row] = r[row, k] for a [rows, cols] matrix r.
-void Transpose(const float* r, int64_t rows, int64_t cols, float* out) {
-  for (int64_t row = 0; row < rows; ++row) {
-    for (int64_t k = 0; k < cols; ++k) out[k * rows + row] = r[row * cols + k];
-  }
-}
-
 // v[k] = a(clip(v[k])) for k < n: Sigmoid and Tanh vectorised, the others one by one.
 void Activate(const Activation& a, float clip, float* v, int64_t n) {
   if (clip > 0) {
@@ -206,31 +198,14 @@ void AddTwo(const float* __restrict a, const float* __restrict b, float* __restr
   for (int64_t k = 0; k < n; ++k) io[k] += a[k] + b[k];
 }
 
-// fn(k0, k1) over ranges of [0, units) on up to `threads` threads (ParallelFor); the first
-// error any range returned.
-absl::Status OverUnits(int64_t units, int threads, double cost,
-                       absl::FunctionRef<absl::Status(int64_t, int64_t)> fn, int64_t grain = 16) {
-  std::mutex mu;
-  absl::Status first;
-  ParallelFor(
-      units, threads, cost,
-      [&](int64_t k0, int64_t k1) {
-        absl::Status status = fn(k0, k1);
-        if (status.ok()) return;
-        std::lock_guard<std::mutex> lock(mu);
-        if (first.ok()) first = std::move(status);
-      },
-      grain);
-  return first;
-}
-
 // The cells step by step. Per direction (both at once when bidirectional with two threads), the
 // input products X_t W^T of `chunk` steps of every entry are one sgemm (one per entry when entries
 // have their own time ranges: sequence_lens, or batch-major input) on every intra-op thread. Each
-// step is split over the hidden units when it is large enough for several threads (OverUnits): a
-// range of units takes its rows of every gate's R times all entries' states (one product when it is
-// all units), then its gates' sums, clip and activations (vectorised) and its part of the new
-// state. GRU without linear_before_reset takes two passes, since its candidate multiplies r (.) h.
+// step is split over the hidden units when it is large enough for several threads
+// (ParallelForStatus): a range of units takes its rows of every gate's R times all entries' states
+// (one product when it is all units), then its gates' sums, clip and activations (vectorised) and
+// its part of the new state. GRU without linear_before_reset takes two passes, since its candidate
+// multiplies r (.) h.
 absl::Status RunRecurrent(const RecurrentSpec& s, const KernelArgs& args, const std::string& op) {
   const float* x = static_cast<const float*>(args.inputs[0]);
   const float* w_all = static_cast<const float*>(args.inputs[1]);
@@ -275,7 +250,7 @@ absl::Status RunRecurrent(const RecurrentSpec& s, const KernelArgs& args, const 
     if (s.r_packed != nullptr) {
       rt = s.r_packed->data() + d * GH * H;
     } else {
-      Transpose(r_all + d * GH * H, GH, H, ws.rt);
+      CopyStrided(s.r_transpose, r_all + d * GH * H, ws.rt);
     }
     const float* wb = b_all != nullptr ? b_all + d * 2 * GH : nullptr;
     const float* rb = wb != nullptr ? wb + GH : nullptr;
@@ -321,7 +296,7 @@ absl::Status RunRecurrent(const RecurrentSpec& s, const KernelArgs& args, const 
                                 ws.xw + b * s.chunk * GH, GH));
         }
       }
-      UseIntraOpThreads(1);  // the steps' products are split over the units (OverUnits)
+      UseIntraOpThreads(1);  // the steps' products are split over the units (ParallelForStatus)
       for (int64_t step = s0; step < s1; ++step) {
         auto active = [&](int64_t b) { return step < len_of(b); };
         auto time_of = [&](int64_t b) { return reverse ? len_of(b) - 1 - step : step; };
@@ -437,8 +412,9 @@ absl::Status RunRecurrent(const RecurrentSpec& s, const KernelArgs& args, const 
           }
           return absl::OkStatus();
         };
-        RETURN_IF_ERROR(OverUnits(H, threads, unit_cost, first_phase));
-        if (gru_two_products) RETURN_IF_ERROR(OverUnits(H, threads, unit_cost, second_phase));
+        RETURN_IF_ERROR(ParallelForStatus(H, threads, unit_cost, first_phase));
+        if (gru_two_products)
+          RETURN_IF_ERROR(ParallelForStatus(H, threads, unit_cost, second_phase));
         std::swap(h_prev, h_next);
         if (y != nullptr) {
           for (int64_t b = 0; b < s.batch; ++b) {
@@ -469,7 +445,7 @@ absl::Status RunRecurrent(const RecurrentSpec& s, const KernelArgs& args, const 
     // Rough ns per direction: its products at about eight multiply-adds per ns.
     const double cost = static_cast<double>(max_len) * static_cast<double>(s.batch) *
                         static_cast<double>(GH) * static_cast<double>(s.input + H) / 8.0;
-    return OverUnits(
+    return ParallelForStatus(
         2, 2, cost,
         [&](int64_t d0, int64_t d1) -> absl::Status {
           for (int64_t d = d0; d < d1; ++d) RETURN_IF_ERROR(run_direction(d, workspace(d), 1));
@@ -580,13 +556,14 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareRecurrent(const PrepareCo
   }
   s.outputs = static_cast<int>(outputs.size());
   s.threads = context.intra_op_threads;
+  s.r_transpose = MakeStridedPlan({hidden, gh}, {{1, hidden}});
   if (const void* r = context.inputs[2].data; r != nullptr) {
     auto packed = std::make_shared<std::vector<float>>(
         static_cast<size_t>(runtime::NumElements(context.inputs[2].shape)));
-    const int64_t gh_h = s.gates * hidden * hidden;
+    const int64_t gh_h = gh * hidden;
     for (int64_t d = 0; d < s.dirs; ++d) {
-      Transpose(static_cast<const float*>(r) + d * gh_h, s.gates * hidden, hidden,
-                packed->data() + d * gh_h);
+      CopyStrided(s.r_transpose, static_cast<const float*>(r) + d * gh_h,
+                  packed->data() + d * gh_h);
     }
     s.r_packed = std::move(packed);
   }

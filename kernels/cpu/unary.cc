@@ -16,43 +16,37 @@
 namespace reprise::kernels::cpu {
 namespace {
 
-// A float32 map out[i] = f(in[i]), split over the intra-op threads when large enough (`cost`:
-// rough ns per element; ParallelFor).
-template <typename F>
-absl::StatusOr<std::unique_ptr<PreparedKernel>> FloatMap(const PrepareContext& context, F f,
-                                                         double cost = 1.0) {
+// A float32 map over the input, split over the intra-op threads when large enough (`cost`:
+// rough ns per element; ParallelFor): `range(in, out, count)` maps `count` elements.
+template <typename Range>
+absl::StatusOr<std::unique_ptr<PreparedKernel>> FloatRangeMap(const PrepareContext& context,
+                                                              Range range, double cost) {
   RETURN_IF_ERROR(ExpectInputCount(context, 1, 1));
   RETURN_IF_ERROR(ExpectType(context, 0, {DataType::kFloat32}));
   const Shape& shape = context.inputs[0].shape;
   const int64_t n = runtime::NumElements(shape);
   const int threads = context.intra_op_threads;
   return MakeKernel(context, {Desc(DataType::kFloat32, shape)},
-                    [n, f, threads, cost](const KernelArgs& args) {
+                    [n, range, threads, cost](const KernelArgs& args) {
                       const float* in = static_cast<const float*>(args.inputs[0]);
                       float* out = static_cast<float*>(args.outputs[0]);
                       ParallelFor(n, threads, cost, [&](int64_t begin, int64_t end) {
-                        for (int64_t i = begin; i < end; ++i) out[i] = f(in[i]);
+                        range(in + begin, out + begin, end - begin);
                       });
                       return absl::OkStatus();
                     });
 }
 
-// The same for a map computed over whole arrays (`fn(in, out, count)`, vectorised).
-absl::StatusOr<std::unique_ptr<PreparedKernel>> FloatArrayMap(
-    const PrepareContext& context, void (*fn)(const float*, float*, int64_t), double cost) {
-  RETURN_IF_ERROR(ExpectInputCount(context, 1, 1));
-  RETURN_IF_ERROR(ExpectType(context, 0, {DataType::kFloat32}));
-  const Shape& shape = context.inputs[0].shape;
-  const int64_t n = runtime::NumElements(shape);
-  const int threads = context.intra_op_threads;
-  return MakeKernel(
-      context, {Desc(DataType::kFloat32, shape)}, [n, fn, threads, cost](const KernelArgs& args) {
-        const float* in = static_cast<const float*>(args.inputs[0]);
-        float* out = static_cast<float*>(args.outputs[0]);
-        ParallelFor(n, threads, cost,
-                    [&](int64_t begin, int64_t end) { fn(in + begin, out + begin, end - begin); });
-        return absl::OkStatus();
-      });
+// out[i] = f(in[i]), one element at a time.
+template <typename F>
+absl::StatusOr<std::unique_ptr<PreparedKernel>> FloatMap(const PrepareContext& context, F f,
+                                                         double cost = 1.0) {
+  return FloatRangeMap(
+      context,
+      [f](const float* in, float* out, int64_t count) {
+        for (int64_t i = 0; i < count; ++i) out[i] = f(in[i]);
+      },
+      cost);
 }
 
 enum class Simple {
@@ -94,9 +88,9 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareSimple(const PrepareConte
   // Sigmoid and Tanh in vectorised arithmetic (vector_math.h: within about 3e-7 relative and
   // 5e-7 absolute of libm's exp and tanh).
   if constexpr (kOp == Simple::kSigmoid) {
-    return FloatArrayMap(context, &SigmoidArray, 1.0);
+    return FloatRangeMap(context, &SigmoidArray, 1.0);
   } else if constexpr (kOp == Simple::kTanh) {
-    return FloatArrayMap(context, &TanhArray, 1.0);
+    return FloatRangeMap(context, &TanhArray, 1.0);
   } else {
     return FloatMap(
         context,

@@ -60,6 +60,26 @@ TEST(ParallelForTest, SmallWorkStaysOnTheCallingThread) {
   EXPECT_FALSE(in_parallel);
 }
 
+// Every range runs even when one fails, and the failure is the result (one thread or two).
+TEST(ParallelForTest, StatusVariantRunsEveryRangeAndReturnsTheError) {
+  for (int threads : {1, 2}) {
+    std::atomic<int64_t> covered{0};
+    const absl::Status status = ParallelForStatus(
+        64, threads, kMinParallelWork,
+        [&](int64_t begin, int64_t end) {
+          covered += end - begin;
+          if (begin == 0) return absl::InvalidArgumentError("range at 0");
+          return absl::OkStatus();
+        },
+        /*grain=*/1);
+    EXPECT_EQ(covered.load(), 64) << threads << " threads";
+    EXPECT_EQ(status, absl::InvalidArgumentError("range at 0")) << threads << " threads";
+    EXPECT_TRUE(ParallelForStatus(64, threads, 1.0, [](int64_t, int64_t) {
+                  return absl::OkStatus();
+                }).ok());
+  }
+}
+
 // Runs `op` prepared with 1 and with `threads` threads; the outputs must be bit-identical.
 void ExpectSameBits(const std::string& op, const std::vector<Tensor>& inputs,
                     const runtime::Attributes& attrs = {}, int threads = 2) {
