@@ -309,11 +309,7 @@ MODELS = {
 
 
 def is_current(out_dir, name):
-    try:
-        with open(os.path.join(out_dir, name, "VERSION")) as f:
-            return f.read().strip() == VERSION
-    except OSError:
-        return False
+    return export_zoo.is_current(out_dir, name, VERSION)
 
 
 def export(name, out_dir, torch, np, onnx):

@@ -285,10 +285,11 @@ def export(name, out_dir, torch, np, reprise_run=None):
         f.write(VERSION + "\n")
 
 
-def is_current(out_dir, name):
+def is_current(out_dir, name, version=VERSION):
+    """True when DIR/<name>/VERSION holds `version` (the set was written whole by it)."""
     try:
         with open(os.path.join(out_dir, name, "VERSION")) as f:
-            return f.read().strip() == VERSION
+            return f.read().strip() == version
     except OSError:
         return False
 
