@@ -86,20 +86,6 @@ void BinaryLoop(const BroadcastPlan& plan, const TA* a, const TB* b, TO* out, F 
   });
 }
 
-// Copies `in` broadcast into `out` (plan of one operand).
-template <typename T>
-void BroadcastCopy(const BroadcastPlan& plan, const T* in, T* out) {
-  const int64_t s = plan.strides[0].back();
-  ForEachRow(plan, [&](int64_t o, const int64_t* offs, int64_t n) {
-    const T* p = in + offs[0];
-    if (s == 1) {
-      std::memcpy(out + o, p, static_cast<size_t>(n) * sizeof(T));
-    } else {
-      for (int64_t i = 0; i < n; ++i) out[o + i] = p[i * s];
-    }
-  });
-}
-
 absl::StatusOr<Shape> OutputShape(const PrepareContext& context) {
   Shape out = context.inputs[0].shape;
   for (size_t i = 1; i < context.inputs.size(); ++i) {
@@ -154,7 +140,7 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareArith(const PrepareContex
       T* o = static_cast<T*>(args.outputs[0]);
       const auto in = [&](size_t i) { return static_cast<const T*>(args.inputs[i]); };
       if (n == 1) {
-        BroadcastCopy(plans[0], in(0), o);
+        CopyStrided(plans[0], in(0), o);
       } else if (plans.size() == 1) {
         if (kOp == Arith::kAdd && alpha != 1.0f) {
           const T a = static_cast<T>(alpha);
@@ -166,7 +152,7 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareArith(const PrepareContex
               plans[0], in(0), in(1), o, [](T x, T y) { return ApplyArith(kOp, x, y); }, threads);
         }
       } else {
-        BroadcastCopy(plans[0], in(0), o);
+        CopyStrided(plans[0], in(0), o);
         for (size_t i = 1; i < n; ++i) {
           BinaryLoop(
               plans[i], static_cast<const T*>(o), in(i), o,
