@@ -99,19 +99,70 @@ std::pair<int64_t, int64_t> InteriorRange(const AxisTaps& t, int64_t kernel) {
 }
 
 // One plane of 2-D pooling without dilation or indices, separably: per output row, the rows
-// of its window reduced into `rows` (contiguous, vectorised), then the columns of each output's
-// window reduced from `rows` (vectorised across the outputs whose windows are wholly inside).
-// Max is exact; the average sums in another order than the general loop (rows first).
-template <bool kMax>
-void PoolPlane2d(const float* in, float* out, const Window& g, const AxisTaps& th,
-                 const AxisTaps& tw, std::pair<int64_t, int64_t> interior, bool include_pad,
-                 std::vector<float>& rows) {
-  const int64_t in_w = g.input[2], out_h = g.output[1], out_w = g.output[2];
-  const int64_t stride = g.strides[2];
+// of its window reduced into a row buffer (contiguous, vectorised), then the columns of each
+// output's window reduced from it (vectorised across the outputs whose windows lie wholly
+// inside; strides 1 and 2 with a constant stride, others after splitting the row into its
+// phases). Max is exact; the average sums in another order than the general loop (rows first,
+// then the taps in order). Compiled per instruction set (PickForThisCpu).
+struct SeparablePlane {
+  const AxisTaps* th;
+  const AxisTaps* tw;
+  int64_t in_w, out_h, out_w, stride, kernel;
+  int64_t interior_begin, interior_end;  // InteriorRange along W
+  bool include_pad;
+};
+
+// The scratch floats PoolPlane2d needs: the reduced row, and for strides above 2 the phases the
+// taps read. An interior window lies inside the row, so kernel <= span <= in_w, and
+// min(stride, kernel) phases of ceil(span / stride) floats are fewer than 2 * in_w.
+int64_t PlaneScratchFloats(const SeparablePlane& p) { return p.stride > 2 ? 3 * p.in_w : p.in_w; }
+
+// o[i] op= base[i * stride + kw] for every tap kw of the interior windows; kStride 0: `stride`
+// given at run time (> 2), through the phases of base (phase q holds base[q], base[q + s], ...).
+template <bool kMax, int64_t kStride>
+__attribute__((always_inline)) inline void ReduceInteriorColumns(const float* __restrict base,
+                                                                 float* __restrict o, int64_t n,
+                                                                 int64_t kernel, int64_t stride,
+                                                                 float* __restrict phases) {
   const float init = kMax ? -std::numeric_limits<float>::infinity() : 0.0f;
-  rows.resize(static_cast<size_t>(in_w));
-  float* r = rows.data();
-  for (int64_t oh = 0; oh < out_h; ++oh, out += out_w) {
+  for (int64_t i = 0; i < n; ++i) o[i] = init;
+  if (kStride != 0) {
+    for (int64_t kw = 0; kw < kernel; ++kw) {
+      const float* __restrict src = base + kw;
+      for (int64_t i = 0; i < n; ++i) {
+        const float v = src[i * kStride];
+        o[i] = kMax ? std::max(o[i], v) : o[i] + v;
+      }
+    }
+    return;
+  }
+  const int64_t span = (n - 1) * stride + kernel;
+  const int64_t per_phase = (span + stride - 1) / stride;
+  const int64_t used = std::min(stride, kernel);
+  for (int64_t q = 0; q < used; ++q) {
+    float* __restrict dst = phases + q * per_phase;
+    const int64_t count = (span - q + stride - 1) / stride;
+    for (int64_t j = 0; j < count; ++j) dst[j] = base[q + j * stride];
+  }
+  for (int64_t kw = 0; kw < kernel; ++kw) {
+    // base[i * stride + kw] is entry i + kw / stride of phase kw % stride.
+    const float* __restrict src = phases + (kw % stride) * per_phase + kw / stride;
+    for (int64_t i = 0; i < n; ++i) o[i] = kMax ? std::max(o[i], src[i]) : o[i] + src[i];
+  }
+}
+
+template <bool kMax>
+__attribute__((always_inline)) inline void PoolPlane2dBody(const float* __restrict in,
+                                                           float* __restrict out,
+                                                           const SeparablePlane& p,
+                                                           float* __restrict scratch) {
+  const AxisTaps& th = *p.th;
+  const AxisTaps& tw = *p.tw;
+  const int64_t in_w = p.in_w, out_w = p.out_w;
+  const float init = kMax ? -std::numeric_limits<float>::infinity() : 0.0f;
+  float* __restrict r = scratch;
+  float* __restrict phases = scratch + in_w;
+  for (int64_t oh = 0; oh < p.out_h; ++oh, out += out_w) {
     const int64_t r0 = th.origin[oh] + th.first[oh];
     const int64_t r1 = th.origin[oh] + th.last[oh];
     if (r0 >= r1) {
@@ -121,7 +172,7 @@ void PoolPlane2d(const float* in, float* out, const Window& g, const AxisTaps& t
     }
     std::copy(in + r0 * in_w, in + (r0 + 1) * in_w, r);
     for (int64_t row = r0 + 1; row < r1; ++row) {
-      const float* src = in + row * in_w;
+      const float* __restrict src = in + row * in_w;
       for (int64_t i = 0; i < in_w; ++i) r[i] = kMax ? std::max(r[i], src[i]) : r[i] + src[i];
     }
     auto reduce_one = [&](int64_t ow) {
@@ -132,34 +183,55 @@ void PoolPlane2d(const float* in, float* out, const Window& g, const AxisTaps& t
       }
       return acc;
     };
-    for (int64_t ow = 0; ow < interior.first; ++ow) out[ow] = reduce_one(ow);
-    for (int64_t ow = interior.second; ow < out_w; ++ow) out[ow] = reduce_one(ow);
-    if (interior.first < interior.second) {
-      float* o = out + interior.first;
-      const int64_t n = interior.second - interior.first;
-      const float* base = r + tw.origin[interior.first];
-      std::fill(o, o + n, init);
-      for (int64_t kw = 0; kw < g.kernel[2]; ++kw) {
-        if (stride == 1) {
-          const float* src = base + kw;
-          for (int64_t i = 0; i < n; ++i) o[i] = kMax ? std::max(o[i], src[i]) : o[i] + src[i];
-        } else {
-          for (int64_t i = 0; i < n; ++i) {
-            const float v = base[i * stride + kw];
-            o[i] = kMax ? std::max(o[i], v) : o[i] + v;
-          }
-        }
+    for (int64_t ow = 0; ow < p.interior_begin; ++ow) out[ow] = reduce_one(ow);
+    for (int64_t ow = p.interior_end; ow < out_w; ++ow) out[ow] = reduce_one(ow);
+    if (p.interior_begin < p.interior_end) {
+      float* o = out + p.interior_begin;
+      const int64_t n = p.interior_end - p.interior_begin;
+      const float* base = r + tw.origin[p.interior_begin];
+      if (p.stride == 1) {
+        ReduceInteriorColumns<kMax, 1>(base, o, n, p.kernel, 1, phases);
+      } else if (p.stride == 2) {
+        ReduceInteriorColumns<kMax, 2>(base, o, n, p.kernel, 2, phases);
+      } else {
+        ReduceInteriorColumns<kMax, 0>(base, o, n, p.kernel, p.stride, phases);
       }
     }
     if (!kMax) {
       const int64_t rows_in = r1 - r0;
       for (int64_t ow = 0; ow < out_w; ++ow) {
         const int64_t divisor =
-            include_pad ? th.padded[oh] * tw.padded[ow] : rows_in * (tw.last[ow] - tw.first[ow]);
+            p.include_pad ? th.padded[oh] * tw.padded[ow] : rows_in * (tw.last[ow] - tw.first[ow]);
         out[ow] = divisor > 0 ? out[ow] / static_cast<float>(divisor) : 0.0f;
       }
     }
   }
+}
+
+#define REPRISE_POOL_PLANE_ARGS const float *in, float *out, const SeparablePlane &p, float *scratch
+using PoolPlaneFn = void (*)(REPRISE_POOL_PLANE_ARGS);
+__attribute__((target("avx512f"))) void MaxPlaneAvx512(REPRISE_POOL_PLANE_ARGS) {
+  PoolPlane2dBody<true>(in, out, p, scratch);
+}
+__attribute__((target("avx2,fma"))) void MaxPlaneAvx2(REPRISE_POOL_PLANE_ARGS) {
+  PoolPlane2dBody<true>(in, out, p, scratch);
+}
+void MaxPlaneBaseline(REPRISE_POOL_PLANE_ARGS) { PoolPlane2dBody<true>(in, out, p, scratch); }
+__attribute__((target("avx512f"))) void AvgPlaneAvx512(REPRISE_POOL_PLANE_ARGS) {
+  PoolPlane2dBody<false>(in, out, p, scratch);
+}
+__attribute__((target("avx2,fma"))) void AvgPlaneAvx2(REPRISE_POOL_PLANE_ARGS) {
+  PoolPlane2dBody<false>(in, out, p, scratch);
+}
+void AvgPlaneBaseline(REPRISE_POOL_PLANE_ARGS) { PoolPlane2dBody<false>(in, out, p, scratch); }
+#undef REPRISE_POOL_PLANE_ARGS
+
+template <bool kMax>
+PoolPlaneFn PoolPlane2d() {
+  static const PoolPlaneFn fn =
+      kMax ? PickForThisCpu(&MaxPlaneAvx512, &MaxPlaneAvx2, &MaxPlaneBaseline)
+           : PickForThisCpu(&AvgPlaneAvx512, &AvgPlaneAvx2, &AvgPlaneBaseline);
+  return fn;
 }
 
 absl::StatusOr<Shape> CheckPoolInput(const PrepareContext& context) {
@@ -211,6 +283,7 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PreparePool(const PrepareContext
                          g.pads_end[0] == 0 && g.dilations[1] == 1 && g.dilations[2] == 1 &&
                          !with_indices;
   const std::pair<int64_t, int64_t> interior = InteriorRange(taps[2], g.kernel[2]);
+  const PoolPlaneFn plane_fn = PoolPlane2d<kMax>();
   return MakeKernel(context, std::move(outputs), [=](const KernelArgs& args) {
     const float* xp = static_cast<const float*>(args.inputs[0]);
     float* yp = static_cast<float*>(args.outputs[0]);
@@ -221,13 +294,15 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PreparePool(const PrepareContext
     const int64_t dil_d = g.dilations[0], dil_h = g.dilations[1], dil_w = g.dilations[2];
     const int64_t in_h = g.input[1], in_w = g.input[2];
     if (separable) {
+      const SeparablePlane plane{
+          &th,          &tw,         in_w,           g.output[1],     g.output[2],
+          g.strides[2], g.kernel[2], interior.first, interior.second, include_pad != 0};
       ParallelFor(
           planes, threads, plane_cost,
           [&](int64_t first_plane, int64_t end_plane) {
-            std::vector<float> rows;
+            std::vector<float> scratch(static_cast<size_t>(PlaneScratchFloats(plane)));
             for (int64_t p = first_plane; p < end_plane; ++p) {
-              PoolPlane2d<kMax>(xp + p * in_size, yp + p * out_size, g, th, tw, interior,
-                                include_pad != 0, rows);
+              plane_fn(xp + p * in_size, yp + p * out_size, plane, scratch.data());
             }
           },
           1);

@@ -51,6 +51,8 @@ std::vector<float> ReferencePool(bool max, const std::vector<float>& x, int64_t 
 
 // Without dilation the 2-D windows go separably (rows, then columns, vectorised over the
 // outputs whose windows are inside); with it, the general loop. 19x19 gives long inside runs.
+// Strides 1 and 2 have their own column loops; strides 3 and 4 read the row's phases, with the
+// kernel longer than the stride (every phase read) and shorter (some phases never read).
 TEST(PoolTest, MaxAndAverageMatchReference) {
   KernelHarness h;
   struct Case {
@@ -63,7 +65,9 @@ TEST(PoolTest, MaxAndAverageMatchReference) {
                           Case{2, 2, 0, 1, true, true}, Case{3, 1, 1, 2, false, false},
                           Case{4, 3, 2, 1, true, true}, Case{3, 1, 1, 1, false, false},
                           Case{3, 1, 1, 1, false, true}, Case{5, 1, 2, 1, true, false},
-                          Case{1, 1, 0, 1, false, false}}) {
+                          Case{1, 1, 0, 1, false, false}, Case{2, 3, 0, 1, false, false},
+                          Case{3, 4, 1, 1, true, true}, Case{5, 4, 2, 1, false, true},
+                          Case{2, 2, 1, 1, true, false}}) {
       for (bool max : {true, false}) {
         if (!max && c.dil != 1) continue;
         SCOPED_TRACE(::testing::Message()
