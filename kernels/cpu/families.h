@@ -52,6 +52,7 @@ absl::Status RegisterConvTransposeKernels(runtime::KernelRegistry* registry);
 /// pool.cc: MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool, MaxUnpool, RoiAlign.
 absl::Status RegisterPoolKernels(runtime::KernelRegistry* registry);
 absl::Status RegisterOnednnPoolKernels(runtime::KernelRegistry* registry);
+absl::Status RegisterOnednnConcatKernels(runtime::KernelRegistry* registry);
 /// resize.cc: Resize, Upsample, GridSample.
 absl::Status RegisterResizeKernels(runtime::KernelRegistry* registry);
 /// gelu.cc: Gelu.

@@ -35,6 +35,12 @@ inline constexpr char kFusedConvDwOp[] = "com.reprise.FusedConvDw";
 /// kFusedConvOp), so that X and Y may stay in the convolutions' blocked layout.
 inline constexpr char kFusedMaxPoolOp[] = "com.reprise.FusedMaxPool";
 
+/// Concat of 4-D float32 values along the channels (attribute "axis": 1 or -3) on oneDNN,
+/// inside a chain of convolutions: input k stored as "x<k>_layout" and the output as
+/// "y_layout" ("nchw", "nhwc" or "blocked", as for kFusedConvOp), so that the values may stay
+/// in the convolutions' blocked layout.
+inline constexpr char kFusedConcatOp[] = "com.reprise.FusedConcat";
+
 /// MatMul with folded operand transposes and an epilogue: inputs A, B, C (optional constant
 /// bias, broadcast to Y), R (optional residual, broadcast to Y). Attributes: "perm_a" /
 /// "perm_b" (ints, optional: a Transpose applied to the operand before the product, whose

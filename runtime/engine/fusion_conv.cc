@@ -16,6 +16,7 @@ namespace {
 using fusion::DropNodes;
 using fusion::IsGraphOutput;
 using fusion::SoleConsumer;
+using kernels::cpu::kFusedConcatOp;
 using kernels::cpu::kFusedConvDwOp;
 using kernels::cpu::kFusedConvOp;
 using kernels::cpu::kFusedDomain;
@@ -119,9 +120,16 @@ bool IsConv2d(const Graph& graph, const Node& node) {
   return w != nullptr && w->shape.size() == 4;
 }
 
-// A node that reads (input 0, and input 3 of a conv: the residual) and writes a 4-D value in
-// any of the layouts: a 2-D fused conv or a fused max pooling.
+// A node that writes a 4-D float32 value in any of the layouts: a 2-D fused conv, a fused max
+// pooling or a fused concatenation.
+bool WritesAnyLayout(const Graph& graph, const Node& node) {
+  return IsConv2d(graph, node) || node.op == kFusedMaxPoolOp || node.op == kFusedConcatOp;
+}
+
+// A node that reads (input 0, input 3 of a conv: the residual, every input of a fused
+// concatenation) and writes a 4-D value in any of the layouts.
 bool IsLayoutAware(const Graph& graph, const Node& node, size_t input) {
+  if (node.op == kFusedConcatOp) return true;
   if (node.op == kFusedMaxPoolOp || node.op == kFusedConvDwOp) return input == 0;
   return IsConv2d(graph, node) && (input == 0 || input == 3);
 }
@@ -399,7 +407,10 @@ int FuseMaxPoolIntoConvChains(Graph* graph, const KernelRegistry& registry) {
       continue;
     }
     const int from = producer[pool.inputs[0]];
-    if (from < 0 || !IsConv2d(*graph, graph->nodes[from])) continue;
+    if (from < 0 ||
+        (!IsConv2d(*graph, graph->nodes[from]) && graph->nodes[from].op != kFusedConcatOp)) {
+      continue;
+    }
     pool.op = kFusedMaxPoolOp;
     pool.domain = kFusedDomain;
     pool.outputs.resize(1);
@@ -408,10 +419,39 @@ int FuseMaxPoolIntoConvChains(Graph* graph, const KernelRegistry& registry) {
   return fused;
 }
 
+int FuseConcatIntoConvChains(Graph* graph, const KernelRegistry& registry) {
+  if (!registry.Has(kFusedConcatOp)) return 0;
+  std::vector<int> producer(graph->values.size(), -1);
+  for (size_t i = 0; i < graph->nodes.size(); ++i) {
+    for (int out : graph->nodes[i].outputs) {
+      if (out != Graph::kNoValue) producer[out] = static_cast<int>(i);
+    }
+  }
+  int fused = 0;
+  for (Node& concat : graph->nodes) {
+    if (concat.op != "Concat" || !fusion::IsDefaultDomain(concat) || concat.inputs.empty() ||
+        concat.outputs.size() != 1 || concat.outputs[0] == Graph::kNoValue) {
+      continue;
+    }
+    auto axis = concat.attributes.GetInt("axis", 0);
+    if (!axis.ok() || (*axis != 1 && *axis != -3)) continue;
+    // Every input a 4-D float32 value from a node that can write the blocked layout.
+    const bool all_chain = std::all_of(concat.inputs.begin(), concat.inputs.end(), [&](int in) {
+      const int from = in == Graph::kNoValue ? -1 : producer[in];
+      return from >= 0 && WritesAnyLayout(*graph, graph->nodes[from]);
+    });
+    if (!all_chain) continue;
+    concat.op = kFusedConcatOp;
+    concat.domain = kFusedDomain;
+    ++fused;
+  }
+  return fused;
+}
+
 int KeepBlockedLayoutBetweenConvs(Graph* graph) {
   int kept = 0;
   for (Node& producer : graph->nodes) {
-    if (!IsConv2d(*graph, producer) && producer.op != kFusedMaxPoolOp) continue;
+    if (!WritesAnyLayout(*graph, producer)) continue;
     const int value = producer.outputs[0];
     if (IsGraphOutput(*graph, value)) continue;
     bool all_convs = true;
@@ -428,7 +468,10 @@ int KeepBlockedLayoutBetweenConvs(Graph* graph) {
     for (Node& node : graph->nodes) {
       for (size_t k = 0; k < node.inputs.size(); ++k) {
         if (node.inputs[k] != value) continue;
-        node.attributes.Set(k == 0 ? "x_layout" : "r_layout", std::string("blocked"));
+        const std::string name = node.op == kFusedConcatOp ? absl::StrCat("x", k, "_layout")
+                                 : k == 0                  ? std::string("x_layout")
+                                                           : std::string("r_layout");
+        node.attributes.Set(name, std::string("blocked"));
       }
     }
     ++kept;

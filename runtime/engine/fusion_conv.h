@@ -28,16 +28,23 @@ int FuseConvPostOps(Graph* graph, const KernelRegistry& registry);
 /// `registry` has it: MobileNet's expand and depthwise convolutions. Returns how many pairs.
 int FuseDepthwiseIntoPointwise(Graph* graph, const KernelRegistry& registry);
 
-/// Rewrites a 2-D MaxPool whose input comes from a 2-D fused conv (Indices unused, dilations 1)
-/// into kernels::cpu::kFusedMaxPoolOp, which reads and writes the blocked layout, when
-/// `registry` has it. Returns how many were rewritten.
+/// Rewrites a 2-D MaxPool whose input comes from a 2-D fused conv or a fused concatenation
+/// (Indices unused, dilations 1) into kernels::cpu::kFusedMaxPoolOp, which reads and writes the
+/// blocked layout, when `registry` has it. Returns how many were rewritten.
 int FuseMaxPoolIntoConvChains(Graph* graph, const KernelRegistry& registry);
+
+/// Rewrites a Concat along axis 1 (or -3) whose every input comes from a 2-D fused conv, a fused
+/// max pooling or a fused concatenation into kernels::cpu::kFusedConcatOp, which reads and
+/// writes the blocked layout, when `registry` has it. Returns how many were rewritten. With
+/// FuseMaxPoolIntoConvChains, repeated until neither rewrites (each enables the other).
+int FuseConcatIntoConvChains(Graph* graph, const KernelRegistry& registry);
 
 /// Marks values stored in the convolution kernels' blocked layout (channel blocks, e.g.
 /// nChw16c; the kernels pick the block for the machine): a value produced by a 2-D fused conv
-/// (or a fused max pooling) whose every use is a 2-D fused conv (as its input X or its residual)
-/// or a fused max pooling, and which is not a graph output. The producer gets
-/// "y_layout"="blocked", each consumer "x_layout" or "r_layout".
+/// (or a fused max pooling or concatenation) whose every use is a 2-D fused conv (as its input
+/// X or its residual), a fused max pooling or a fused concatenation, and which is not a graph
+/// output. The producer gets "y_layout"="blocked", each consumer "x_layout", "r_layout" or (a
+/// concatenation's input k) "x<k>_layout".
 /// Only the ends of a chain of convolutions are then reordered. Returns how many values are
 /// kept blocked.
 int KeepBlockedLayoutBetweenConvs(Graph* graph);

@@ -272,7 +272,11 @@ absl::Status OptimizeForInference(Graph* graph, const KernelRegistry& registry,
   // Transformer patterns: decomposed LayerNorm and GELU, MatMul epilogues.
   FuseTransformerPatterns(graph, registry);
   FuseDepthwiseIntoPointwise(graph, registry);
-  FuseMaxPoolIntoConvChains(graph, registry);
+  // A fused concatenation lets the MaxPool after it join the chain, and a fused MaxPool lets
+  // the concatenation it feeds join: repeat until neither rewrites (each rewrites a node once).
+  while (FuseConcatIntoConvChains(graph, registry) + FuseMaxPoolIntoConvChains(graph, registry) >
+         0) {
+  }
   KeepBlockedLayoutBetweenConvs(graph);
   for (const Node& node : graph->nodes) {
     // A Dropout left here has its mask used: the planner makes the mask (all true).

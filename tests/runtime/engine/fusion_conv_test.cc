@@ -220,6 +220,70 @@ void AddConvK(ModelBuilder& b, const std::string& name, const std::string& in,
   g->set_i(group);
 }
 
+// Fire / Inception-style blocks: convolutions concatenated, a MaxPool after a concatenation,
+// a concatenation of a concatenation, and one into a graph output. Each Concat of convolutions
+// becomes a fused concatenation that keeps the blocked layout (24 channels are not whole
+// blocks: assembled in the plain layout and reordered), the MaxPool after one joins the chain,
+// and a Concat reading a graph input is left alone. Batch 2; outputs as the unfused graph's.
+TEST_F(FusionConvTest, ConcatenationsOfConvolutionsKeepTheBlockedLayout) {
+  ModelBuilder b;
+  b.Input("x", onnx::TensorProto::FLOAT, {2, 8, 12, 12})
+      .Output("y", {2, 8, 6, 6})
+      .Output("z", {2, 32, 6, 6})
+      .Output("w", {2, 24, 12, 12});
+  AddConvK(b, "s", "x", "s_out", 8, 16, 1, 1, 1, 0, 81);
+  b.Node("Relu", {"s_out"}, {"s_relu"});
+  AddConvK(b, "e1", "s_relu", "e1_out", 16, 16, 1, 1, 1, 0, 83);
+  AddConvK(b, "e3", "s_relu", "e3_out", 16, 24, 3, 1, 1, 1, 85);
+  auto axis = [](onnx::NodeProto& node) {
+    auto* a = node.add_attribute();
+    a->set_name("axis");
+    a->set_type(onnx::AttributeProto::INT);
+    a->set_i(1);
+  };
+  axis(b.Node("Concat", {"e1_out", "e3_out"}, {"fire"}));
+  auto& pool = b.Node("MaxPool", {"fire"}, {"pooled"});
+  for (const char* name : {"kernel_shape", "strides"}) {
+    auto* a = pool.add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::INTS);
+    a->add_ints(name[0] == 'k' ? 3 : 2);
+    a->add_ints(name[0] == 'k' ? 3 : 2);
+  }
+  auto* ceil = pool.add_attribute();
+  ceil->set_name("ceil_mode");
+  ceil->set_type(onnx::AttributeProto::INT);
+  ceil->set_i(1);
+  AddConvK(b, "b1", "pooled", "b1_out", 40, 16, 1, 1, 1, 0, 87);
+  AddConvK(b, "b3", "pooled", "b3_out", 40, 16, 3, 1, 1, 1, 89);
+  axis(b.Node("Concat", {"b1_out", "b3_out"}, {"inner"}));
+  axis(b.Node("Concat", {"inner", "b1_out"}, {"outer"}));
+  AddConvK(b, "last", "outer", "y", 48, 8, 1, 1, 1, 0, 91);
+  // A graph output: assembled in the plain layout from blocked inputs.
+  AddConvK(b, "z1", "pooled", "z1_out", 40, 16, 1, 1, 1, 0, 93);
+  AddConvK(b, "z3", "pooled", "z3_out", 40, 16, 3, 1, 1, 1, 95);
+  axis(b.Node("Concat", {"z1_out", "z3_out"}, {"z"}));
+  // A graph input among the inputs: not rewritten.
+  AddConvK(b, "w1", "x", "w1_out", 8, 16, 1, 1, 1, 0, 97);
+  axis(b.Node("Concat", {"w1_out", "x"}, {"w"}));
+  const TensorValue x = FloatTensor({2, 8, 12, 12}, RandomFloats(2 * 8 * 144, 99));
+  auto model = LoadBoth(b.Bytes(), x);
+  ASSERT_NE(model, nullptr);
+  const Graph& g = model->graph();
+  EXPECT_EQ(CountOps(g, kernels::cpu::kFusedConcatOp), 4);
+  EXPECT_EQ(CountOps(g, "Concat"), 1);
+  EXPECT_EQ(CountOps(g, kernels::cpu::kFusedMaxPoolOp), 1);
+  EXPECT_EQ(CountOps(g, "MaxPool"), 0);
+  for (const Node& node : g.nodes) {
+    if (node.op != kernels::cpu::kFusedConcatOp) continue;
+    SCOPED_TRACE(node.name);
+    EXPECT_EQ(StringAttr(node, "x0_layout"), "blocked");
+    EXPECT_EQ(StringAttr(node, "x1_layout"), "blocked");
+    const bool graph_output = node.outputs[0] == g.outputs[1].value;
+    EXPECT_EQ(StringAttr(node, "y_layout"), graph_output ? "" : "blocked");
+  }
+}
+
 // MobileNetV2's inverted residual: 1x1 expand → Clip(0, 6) → depthwise 3x3 → Clip(0, 6) → 1x1
 // project. The expand and the depthwise become one node (both activations kept), at stride 1
 // and 2, and at sizes where the kernel fuses them into one primitive or runs two.
