@@ -449,21 +449,38 @@ int FuseConcatIntoConvChains(Graph* graph, const KernelRegistry& registry) {
 }
 
 int KeepBlockedLayoutBetweenConvs(Graph* graph) {
-  int kept = 0;
-  for (Node& producer : graph->nodes) {
-    if (!WritesAnyLayout(*graph, producer)) continue;
-    const int value = producer.outputs[0];
-    if (IsGraphOutput(*graph, value)) continue;
-    bool all_convs = true;
-    bool any_use = false;
-    for (const Node& node : graph->nodes) {
-      for (size_t k = 0; k < node.inputs.size(); ++k) {
-        if (node.inputs[k] != value) continue;
-        any_use = true;
-        if (!IsLayoutAware(*graph, node, k)) all_convs = false;
-      }
+  // Whether each node's output stays blocked, decided from the last node back: a fused
+  // concatenation counts as a blocked reader only when its own output stays blocked (one whose
+  // output goes plain would reorder every blocked input, where each producer reordered once).
+  const size_t count = graph->nodes.size();
+  std::vector<size_t> node_of(graph->values.size(), count);
+  for (size_t i = 0; i < count; ++i) {
+    for (int out : graph->nodes[i].outputs) {
+      if (out != Graph::kNoValue) node_of[out] = i;
     }
-    if (!any_use || !all_convs) continue;
+  }
+  std::vector<bool> keep(count, false);
+  std::vector<bool> any_use(count, false);
+  std::vector<bool> all_aware(count, true);
+  for (size_t i = count; i-- > 0;) {
+    const Node& node = graph->nodes[i];
+    // Every use of this node's output comes later, so it is decided here.
+    keep[i] = WritesAnyLayout(*graph, node) && any_use[i] && all_aware[i] &&
+              !IsGraphOutput(*graph, node.outputs[0]);
+    const bool passes_on = node.op != kFusedConcatOp || keep[i];
+    for (size_t k = 0; k < node.inputs.size(); ++k) {
+      const int in = node.inputs[k];
+      if (in == Graph::kNoValue || node_of[in] == count) continue;
+      const size_t from = node_of[in];
+      any_use[from] = true;
+      if (!passes_on || !IsLayoutAware(*graph, node, k)) all_aware[from] = false;
+    }
+  }
+  int kept = 0;
+  for (size_t i = 0; i < count; ++i) {
+    if (!keep[i]) continue;
+    Node& producer = graph->nodes[i];
+    const int value = producer.outputs[0];
     producer.attributes.Set("y_layout", std::string("blocked"));
     for (Node& node : graph->nodes) {
       for (size_t k = 0; k < node.inputs.size(); ++k) {

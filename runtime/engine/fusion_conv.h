@@ -43,8 +43,10 @@ int FuseConcatIntoConvChains(Graph* graph, const KernelRegistry& registry);
 /// nChw16c; the kernels pick the block for the machine): a value produced by a 2-D fused conv
 /// (or a fused max pooling or concatenation) whose every use is a 2-D fused conv (as its input
 /// X or its residual), a fused max pooling or a fused concatenation, and which is not a graph
-/// output. The producer gets "y_layout"="blocked", each consumer "x_layout", "r_layout" or (a
-/// concatenation's input k) "x<k>_layout".
+/// output. A fused concatenation counts as such a use only when its own output is kept blocked
+/// (otherwise each of its blocked inputs would be reordered there, once per concatenation that
+/// reads it). The producer gets "y_layout"="blocked", each consumer "x_layout", "r_layout" or
+/// (a concatenation's input k) "x<k>_layout".
 /// Only the ends of a chain of convolutions are then reordered. Returns how many values are
 /// kept blocked.
 int KeepBlockedLayoutBetweenConvs(Graph* graph);

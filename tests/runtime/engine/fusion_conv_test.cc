@@ -23,6 +23,13 @@ using testing::FloatTensor;
 using testing::ModelBuilder;
 using testing::RandomFloats;
 
+const Node* FindNamed(const Graph& graph, absl::string_view name) {
+  for (const Node& node : graph.nodes) {
+    if (node.name == name) return &node;
+  }
+  return nullptr;
+}
+
 const Node* FindOp(const Graph& graph, absl::string_view op) {
   for (const Node& node : graph.nodes) {
     if (node.op == op) return &node;
@@ -223,8 +230,9 @@ void AddConvK(ModelBuilder& b, const std::string& name, const std::string& in,
 // Fire / Inception-style blocks: convolutions concatenated, a MaxPool after a concatenation,
 // a concatenation of a concatenation, and one into a graph output. Each Concat of convolutions
 // becomes a fused concatenation that keeps the blocked layout (24 channels are not whole
-// blocks: assembled in the plain layout and reordered), the MaxPool after one joins the chain,
-// and a Concat reading a graph input is left alone. Batch 2; outputs as the unfused graph's.
+// blocks: reordered through the workspace), the MaxPool after one joins the chain, one into a
+// graph output keeps its inputs plain, and a Concat reading a graph input is left alone.
+// Batch 2; outputs as the unfused graph's.
 TEST_F(FusionConvTest, ConcatenationsOfConvolutionsKeepTheBlockedLayout) {
   ModelBuilder b;
   b.Input("x", onnx::TensorProto::FLOAT, {2, 8, 12, 12})
@@ -277,11 +285,15 @@ TEST_F(FusionConvTest, ConcatenationsOfConvolutionsKeepTheBlockedLayout) {
   for (const Node& node : g.nodes) {
     if (node.op != kernels::cpu::kFusedConcatOp) continue;
     SCOPED_TRACE(node.name);
-    EXPECT_EQ(StringAttr(node, "x0_layout"), "blocked");
-    EXPECT_EQ(StringAttr(node, "x1_layout"), "blocked");
-    const bool graph_output = node.outputs[0] == g.outputs[1].value;
-    EXPECT_EQ(StringAttr(node, "y_layout"), graph_output ? "" : "blocked");
+    // Into a graph output: plain, and so are its inputs (no reorder at the concatenation).
+    const std::string want = node.outputs[0] == g.outputs[1].value ? "" : "blocked";
+    EXPECT_EQ(StringAttr(node, "x0_layout"), want);
+    EXPECT_EQ(StringAttr(node, "x1_layout"), want);
+    EXPECT_EQ(StringAttr(node, "y_layout"), want);
   }
+  const Node* z1 = FindNamed(g, "z1");
+  ASSERT_NE(z1, nullptr);
+  EXPECT_EQ(StringAttr(*z1, "y_layout"), "");
 }
 
 // MobileNetV2's inverted residual: 1x1 expand → Clip(0, 6) → depthwise 3x3 → Clip(0, 6) → 1x1
