@@ -402,6 +402,15 @@ absl::StatusOr<dnnl::convolution_forward::primitive_desc> ChooseConvPrimitive(
     chosen = make(dnnl::algorithm::convolution_winograd, src_md, dst_md);
   }
   if (!chosen.has_value()) chosen = make(dnnl::algorithm::convolution_direct, src_md, dst_md);
+  if (!chosen.has_value() && post.x == Storage::kBlocked && post.y == Storage::kPlain &&
+      !post.depthwise.has_value()) {
+    // oneDNN 2.6 resolves a free destination to the blocked source's layout for most
+    // convolutions but not for depthwise ones (only its reference code is left): ask for the
+    // blocked layout at both ends and reorder the output, rather than reorder the input to
+    // channels-last and back.
+    chosen = make(dnnl::algorithm::convolution_direct, src_md,
+                  StoredDesc(g.y, Storage::kBlocked, chain));
+  }
   if (!chosen.has_value() && post.depthwise.has_value()) {
     return Unimplemented(context, "onednn has no fused 1x1 and depthwise convolution of ",
                          runtime::ShapeToString(g.x));
