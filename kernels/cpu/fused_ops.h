@@ -35,6 +35,10 @@ inline constexpr char kFusedConvDwOp[] = "com.reprise.FusedConvDw";
 /// kFusedConvOp), so that X and Y may stay in the convolutions' blocked layout.
 inline constexpr char kFusedMaxPoolOp[] = "com.reprise.FusedMaxPool";
 
+/// AveragePool (2-D, dilations 1; ceil_mode only with count_include_pad 0) on oneDNN, inside a
+/// chain of convolutions, with "x_layout" / "y_layout" as kFusedMaxPoolOp.
+inline constexpr char kFusedAveragePoolOp[] = "com.reprise.FusedAveragePool";
+
 /// Concat of 4-D float32 values along the channels (attribute "axis": 1 or -3) on oneDNN,
 /// inside a chain of convolutions: input k stored as "x<k>_layout" and the output as
 /// "y_layout" ("nchw", "nhwc" or "blocked", as for kFusedConvOp), so that the values may stay

@@ -1,7 +1,10 @@
-// kFusedMaxPoolOp: 2-D max pooling on oneDNN, for a MaxPool inside a chain of convolutions whose
-// input and/or output is stored in the convolutions' blocked layout (x_layout / y_layout), so
-// that the chain is not reordered around it. ONNX's window (pads, auto_pad, strides) comes from
-// window.h; padded positions never win (oneDNN's max pooling ignores them, as ONNX does).
+// kFusedMaxPoolOp / kFusedAveragePoolOp: 2-D max and average pooling on oneDNN, for a MaxPool or
+// AveragePool inside a chain of convolutions whose input and/or output is stored in the
+// convolutions' blocked layout (x_layout / y_layout), so that the chain is not reordered around
+// it. ONNX's window (pads, auto_pad, strides) comes from window.h; padded positions never win
+// (oneDNN's max pooling ignores them, as ONNX does). Averages divide as count_include_pad says:
+// oneDNN's include-padding average counts the explicit pads (ceil_mode's extra positions too,
+// so that form is refused), its exclude-padding average counts only the input's elements.
 #include <algorithm>
 #include <memory>
 #include <optional>
@@ -22,12 +25,13 @@ using dnnl::memory;
 
 size_t AlignUp(size_t bytes) { return (bytes + 63) / 64 * 64; }
 
-class OnednnMaxPoolKernel final : public PreparedKernel {
+class OnednnPoolKernel final : public PreparedKernel {
  public:
-  OnednnMaxPoolKernel(std::string label, std::vector<TensorDesc> outputs,
-                      dnnl::pooling_forward::primitive_desc pd, memory::desc x_stored,
-                      memory::desc y_stored, int threads)
-      : label_(std::move(label)),
+  OnednnPoolKernel(absl::string_view op, std::string label, std::vector<TensorDesc> outputs,
+                   dnnl::pooling_forward::primitive_desc pd, memory::desc x_stored,
+                   memory::desc y_stored, int threads)
+      : op_(op),
+        label_(std::move(label)),
         outputs_(std::move(outputs)),
         pd_(std::move(pd)),
         x_stored_(std::move(x_stored)),
@@ -48,7 +52,7 @@ class OnednnMaxPoolKernel final : public PreparedKernel {
     total_ = dst_at_ + (dst_reorder_ ? AlignUp(pd_.dst_desc().get_size()) : 0);
   }
 
-  absl::string_view op() const override { return kFusedMaxPoolOp; }
+  absl::string_view op() const override { return op_; }
   const std::vector<TensorDesc>& outputs() const override { return outputs_; }
   size_t workspace_bytes() const override { return total_; }
   size_t output_storage_bytes(size_t i) const override { return i == 0 ? y_stored_.get_size() : 0; }
@@ -82,6 +86,7 @@ class OnednnMaxPoolKernel final : public PreparedKernel {
   }
 
  private:
+  absl::string_view op_;
   std::string label_;
   std::vector<TensorDesc> outputs_;
   dnnl::pooling_forward::primitive_desc pd_;
@@ -92,7 +97,8 @@ class OnednnMaxPoolKernel final : public PreparedKernel {
   size_t src_at_ = 0, dst_at_ = 0, total_ = 0;
 };
 
-absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareFusedMaxPool(const PrepareContext& context) {
+template <bool kAverage>
+absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareFusedPool(const PrepareContext& context) {
   RETURN_IF_ERROR(ExpectInputCount(context, 1, 1));
   RETURN_IF_ERROR(ExpectType(context, 0, {DataType::kFloat32}));
   if (context.num_outputs != 1) {
@@ -106,6 +112,15 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareFusedMaxPool(const Prepar
   const Attributes& attrs = AttrsOf(context);
   if (!attrs.Has("kernel_shape")) return InvalidArgument(context, "kernel_shape is required");
   ASSIGN_OR_RETURN(int64_t ceil_mode, attrs.GetInt("ceil_mode", 0));
+  ASSIGN_OR_RETURN(int64_t include_pad, attrs.GetInt("count_include_pad", 0));
+  dnnl::algorithm algorithm = dnnl::algorithm::pooling_max;
+  if (kAverage) {
+    if (include_pad != 0 && ceil_mode != 0) {
+      return Unimplemented(context, "ceil_mode with count_include_pad is not supported here");
+    }
+    algorithm = include_pad != 0 ? dnnl::algorithm::pooling_avg_include_padding
+                                 : dnnl::algorithm::pooling_avg_exclude_padding;
+  }
   ASSIGN_OR_RETURN(Storage x_storage, LayoutAttr(context, "x_layout"));
   ASSIGN_OR_RETURN(Storage y_storage, LayoutAttr(context, "y_layout"));
   ASSIGN_OR_RETURN(Window win, ForwardWindow(context, {x[2], x[3]}, {}, ceil_mode != 0));
@@ -118,7 +133,7 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareFusedMaxPool(const Prepar
   const memory::desc x_stored = StoredDesc(x, x_storage, chain);
   const memory::desc y_stored = StoredDesc(y, y_storage, chain);
   // oneDNN wants (in + pad_l + pad_r - kernel) / stride + 1 == out: ceil_mode's extra window
-  // becomes more right padding, which max pooling ignores.
+  // becomes more right padding, which max pooling and the exclude-padding average ignore.
   memory::dims strides, kernel, pad_l, pad_r;
   for (int i = 0; i < 2; ++i) {
     const int64_t need =
@@ -133,9 +148,8 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareFusedMaxPool(const Prepar
     try {
       dnnl::primitive_attr attr;
       attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-      dnnl::pooling_forward::desc desc(dnnl::prop_kind::forward_inference,
-                                       dnnl::algorithm::pooling_max, src, dst, strides, kernel,
-                                       pad_l, pad_r);
+      dnnl::pooling_forward::desc desc(dnnl::prop_kind::forward_inference, algorithm, src, dst,
+                                       strides, kernel, pad_l, pad_r);
       dnnl::pooling_forward::primitive_desc pd(desc, attr, CpuEngine());
       if (absl::StartsWith(pd.impl_info_str(), "ref")) return std::nullopt;
       return pd;
@@ -149,14 +163,14 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareFusedMaxPool(const Prepar
     pd = make(StoredDesc(x, Storage::kBlocked, chain), StoredDesc(y, Storage::kBlocked, chain));
   if (!pd.has_value()) pd = make(PlainDesc(x), PlainDesc(y));
   if (!pd.has_value()) {
-    return Unimplemented(context, "onednn has no max pooling of ", runtime::ShapeToString(x));
+    return Unimplemented(context, "onednn has no pooling of ", runtime::ShapeToString(x));
   }
   try {
-    return std::make_unique<OnednnMaxPoolKernel>(NodeLabel(context), std::move(outputs),
-                                                 std::move(*pd), x_stored, y_stored,
-                                                 context.intra_op_threads);
+    return std::make_unique<OnednnPoolKernel>(
+        kAverage ? kFusedAveragePoolOp : kFusedMaxPoolOp, NodeLabel(context), std::move(outputs),
+        std::move(*pd), x_stored, y_stored, context.intra_op_threads);
   } catch (const dnnl::error& e) {
-    return Unimplemented(context, "onednn rejected the max pooling of ", runtime::ShapeToString(x),
+    return Unimplemented(context, "onednn rejected the pooling of ", runtime::ShapeToString(x),
                          ": ", e.what());
   }
 }
@@ -164,7 +178,8 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareFusedMaxPool(const Prepar
 }  // namespace
 
 absl::Status RegisterOnednnPoolKernels(runtime::KernelRegistry* registry) {
-  return registry->Register(kFusedMaxPoolOp, &PrepareFusedMaxPool);
+  RETURN_IF_ERROR(registry->Register(kFusedMaxPoolOp, &PrepareFusedPool<false>));
+  return registry->Register(kFusedAveragePoolOp, &PrepareFusedPool<true>);
 }
 
 }  // namespace reprise::kernels::cpu

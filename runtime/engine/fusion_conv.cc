@@ -16,6 +16,7 @@ namespace {
 using fusion::DropNodes;
 using fusion::IsGraphOutput;
 using fusion::SoleConsumer;
+using kernels::cpu::kFusedAveragePoolOp;
 using kernels::cpu::kFusedConcatOp;
 using kernels::cpu::kFusedConvDwOp;
 using kernels::cpu::kFusedConvOp;
@@ -123,14 +124,17 @@ bool IsConv2d(const Graph& graph, const Node& node) {
 // A node that writes a 4-D float32 value in any of the layouts: a 2-D fused conv, a fused max
 // pooling or a fused concatenation.
 bool WritesAnyLayout(const Graph& graph, const Node& node) {
-  return IsConv2d(graph, node) || node.op == kFusedMaxPoolOp || node.op == kFusedConcatOp;
+  return IsConv2d(graph, node) || node.op == kFusedMaxPoolOp || node.op == kFusedAveragePoolOp ||
+         node.op == kFusedConcatOp;
 }
 
 // A node that reads (input 0, input 3 of a conv: the residual, every input of a fused
 // concatenation) and writes a 4-D value in any of the layouts.
 bool IsLayoutAware(const Graph& graph, const Node& node, size_t input) {
   if (node.op == kFusedConcatOp) return true;
-  if (node.op == kFusedMaxPoolOp || node.op == kFusedConvDwOp) return input == 0;
+  if (node.op == kFusedMaxPoolOp || node.op == kFusedAveragePoolOp || node.op == kFusedConvDwOp) {
+    return input == 0;
+  }
   return IsConv2d(graph, node) && (input == 0 || input == 3);
 }
 
@@ -381,8 +385,7 @@ int FuseDepthwiseIntoPointwise(Graph* graph, const KernelRegistry& registry) {
   return fused;
 }
 
-int FuseMaxPoolIntoConvChains(Graph* graph, const KernelRegistry& registry) {
-  if (!registry.Has(kFusedMaxPoolOp)) return 0;
+int FusePoolsIntoConvChains(Graph* graph, const KernelRegistry& registry) {
   const std::vector<int> uses = graph->UseCounts();
   std::vector<int> producer(graph->values.size(), -1);
   for (size_t i = 0; i < graph->nodes.size(); ++i) {
@@ -392,9 +395,28 @@ int FuseMaxPoolIntoConvChains(Graph* graph, const KernelRegistry& registry) {
   }
   int fused = 0;
   for (Node& pool : graph->nodes) {
-    if (pool.op != "MaxPool" || !fusion::IsDefaultDomain(pool) || pool.inputs.size() != 1 ||
-        pool.outputs.empty() || pool.outputs[0] == Graph::kNoValue) {
+    const bool average = pool.op == "AveragePool";
+    const char* fused_op = average ? kFusedAveragePoolOp : kFusedMaxPoolOp;
+    if ((pool.op != "MaxPool" && !average) || !registry.Has(fused_op) ||
+        !fusion::IsDefaultDomain(pool) || pool.inputs.size() != 1 || pool.outputs.empty() ||
+        pool.outputs[0] == Graph::kNoValue) {
       continue;
+    }
+    if (average) {
+      // ceil_mode's extra windows divide differently (see the kernel); a pad as wide as the
+      // window could make a window of padding only, whose average ONNX and oneDNN differ on.
+      auto ceil_mode = pool.attributes.GetInt("ceil_mode", 0);
+      auto kernel = pool.attributes.GetInts("kernel_shape", {});
+      auto pads = pool.attributes.GetInts("pads", {});
+      if (!ceil_mode.ok() || *ceil_mode != 0 || !kernel.ok() || kernel->size() != 2 || !pads.ok() ||
+          (!pads->empty() && pads->size() != 4)) {
+        continue;
+      }
+      bool narrow = true;
+      for (size_t i = 0; i < pads->size(); ++i) {
+        if ((*pads)[i] < 0 || (*pads)[i] >= (*kernel)[i % 2]) narrow = false;
+      }
+      if (!narrow) continue;
     }
     // Indices used, dilations, or a producer that is not a 2-D conv: left alone.
     if (pool.outputs.size() > 1 && pool.outputs[1] != Graph::kNoValue &&
@@ -411,7 +433,7 @@ int FuseMaxPoolIntoConvChains(Graph* graph, const KernelRegistry& registry) {
         (!IsConv2d(*graph, graph->nodes[from]) && graph->nodes[from].op != kFusedConcatOp)) {
       continue;
     }
-    pool.op = kFusedMaxPoolOp;
+    pool.op = fused_op;
     pool.domain = kFusedDomain;
     pool.outputs.resize(1);
     ++fused;

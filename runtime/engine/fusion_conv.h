@@ -28,21 +28,22 @@ int FuseConvPostOps(Graph* graph, const KernelRegistry& registry);
 /// `registry` has it: MobileNet's expand and depthwise convolutions. Returns how many pairs.
 int FuseDepthwiseIntoPointwise(Graph* graph, const KernelRegistry& registry);
 
-/// Rewrites a 2-D MaxPool whose input comes from a 2-D fused conv or a fused concatenation
-/// (Indices unused, dilations 1) into kernels::cpu::kFusedMaxPoolOp, which reads and writes the
-/// blocked layout, when `registry` has it. Returns how many were rewritten.
-int FuseMaxPoolIntoConvChains(Graph* graph, const KernelRegistry& registry);
+/// Rewrites a 2-D MaxPool (Indices unused, dilations 1) or AveragePool (ceil_mode 0, each pad
+/// narrower than the window) whose input comes from a 2-D fused conv or a fused concatenation
+/// into kernels::cpu::kFusedMaxPoolOp / kFusedAveragePoolOp, which read and write the blocked
+/// layout, when `registry` has them. Returns how many were rewritten.
+int FusePoolsIntoConvChains(Graph* graph, const KernelRegistry& registry);
 
 /// Rewrites a Concat along axis 1 (or -3) whose every input comes from a 2-D fused conv, a fused
 /// max pooling or a fused concatenation into kernels::cpu::kFusedConcatOp, which reads and
 /// writes the blocked layout, when `registry` has it. Returns how many were rewritten. With
-/// FuseMaxPoolIntoConvChains, repeated until neither rewrites (each enables the other).
+/// FusePoolsIntoConvChains, repeated until neither rewrites (each enables the other).
 int FuseConcatIntoConvChains(Graph* graph, const KernelRegistry& registry);
 
 /// Marks values stored in the convolution kernels' blocked layout (channel blocks, e.g.
 /// nChw16c; the kernels pick the block for the machine): a value produced by a 2-D fused conv
-/// (or a fused max pooling or concatenation) whose every use is a 2-D fused conv (as its input
-/// X or its residual), a fused max pooling or a fused concatenation, and which is not a graph
+/// (or a fused pooling or concatenation) whose every use is a 2-D fused conv (as its input X or
+/// its residual), a fused pooling or a fused concatenation, and which is not a graph
 /// output. A fused concatenation counts as such a use only when its own output is kept blocked
 /// (otherwise each of its blocked inputs would be reordered there, once per concatenation that
 /// reads it). The producer gets "y_layout"="blocked", each consumer "x_layout", "r_layout" or

@@ -272,10 +272,9 @@ absl::Status OptimizeForInference(Graph* graph, const KernelRegistry& registry,
   // Transformer patterns: decomposed LayerNorm and GELU, MatMul epilogues.
   FuseTransformerPatterns(graph, registry);
   FuseDepthwiseIntoPointwise(graph, registry);
-  // A fused concatenation lets the MaxPool after it join the chain, and a fused MaxPool lets
+  // A fused concatenation lets the pooling after it join the chain, and a fused pooling lets
   // the concatenation it feeds join: repeat until neither rewrites (each rewrites a node once).
-  while (FuseConcatIntoConvChains(graph, registry) + FuseMaxPoolIntoConvChains(graph, registry) >
-         0) {
+  while (FuseConcatIntoConvChains(graph, registry) + FusePoolsIntoConvChains(graph, registry) > 0) {
   }
   KeepBlockedLayoutBetweenConvs(graph);
   for (const Node& node : graph->nodes) {

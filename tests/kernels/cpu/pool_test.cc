@@ -146,6 +146,51 @@ TEST(PoolTest, FusedMaxPoolMatchesReference) {
                    .ok());
 }
 
+// The oneDNN average pooling of conv chains (kFusedAveragePoolOp), in plain layouts, against
+// the reference: count_include_pad on and off, Inception's 3x3/1 pad 1, strided and uneven
+// windows, ceil_mode's extra window when padding is not counted (refused when it is).
+TEST(PoolTest, FusedAveragePoolMatchesReference) {
+  KernelHarness h;
+  const int64_t size = 9;
+  const int64_t planes = 2 * 20;
+  const auto x = RandomFloats(planes * size * size, 24);
+  struct Case {
+    int64_t k, s, pad;
+    bool ceil, include_pad;
+  };
+  for (const Case& c :
+       {Case{3, 1, 1, false, true}, Case{3, 1, 1, false, false}, Case{3, 2, 1, false, true},
+        Case{2, 2, 0, false, false}, Case{4, 3, 2, false, true}, Case{3, 2, 1, true, false},
+        Case{4, 3, 2, true, false}}) {
+    SCOPED_TRACE(::testing::Message() << "k=" << c.k << " s=" << c.s << " pad=" << c.pad
+                                      << " ceil=" << c.ceil << " include_pad=" << c.include_pad);
+    std::vector<float> want;
+    int64_t o = 0;
+    for (int64_t p = 0; p < planes; ++p) {
+      const std::vector<float> plane(x.begin() + p * size * size,
+                                     x.begin() + (p + 1) * size * size);
+      const auto y =
+          ReferencePool(false, plane, size, size, c.k, c.s, c.pad, 1, c.ceil, c.include_pad, &o);
+      want.insert(want.end(), y.begin(), y.end());
+    }
+    auto out = h.Run(kFusedAveragePoolOp, {Tensor::Of<float>({2, 20, size, size}, x)},
+                     Attrs({{"kernel_shape", std::vector<int64_t>{c.k, c.k}},
+                            {"strides", std::vector<int64_t>{c.s, c.s}},
+                            {"pads", std::vector<int64_t>{c.pad, c.pad, c.pad, c.pad}},
+                            {"ceil_mode", int64_t{c.ceil}},
+                            {"count_include_pad", int64_t{c.include_pad}}}));
+    ASSERT_TRUE(out.ok()) << out.status();
+    EXPECT_EQ((*out)[0].shape, (Shape{2, 20, o, o}));
+    ExpectNear((*out)[0].Values<float>(), want);
+  }
+  auto refused = h.Run(kFusedAveragePoolOp, {Tensor::Of<float>({1, 1, 9, 9}, RandomFloats(81, 25))},
+                       Attrs({{"kernel_shape", std::vector<int64_t>{3, 3}},
+                              {"strides", std::vector<int64_t>{2, 2}},
+                              {"ceil_mode", int64_t{1}},
+                              {"count_include_pad", int64_t{1}}}));
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnimplemented) << refused.status();
+}
+
 TEST(PoolTest, MaxPoolIndicesAndGlobalPools) {
   KernelHarness h;
   // Two planes: indices count across the whole tensor.

@@ -227,6 +227,52 @@ void AddConvK(ModelBuilder& b, const std::string& name, const std::string& in,
   g->set_i(group);
 }
 
+// Inception's pooling branch: conv → AveragePool(3x3/1, pad 1, padding counted) → conv stays
+// blocked; an AveragePool with ceil_mode (divides otherwise) and one with a pad as wide as its
+// window are left alone. Outputs as the unfused graph's, batch 2.
+TEST_F(FusionConvTest, AveragePoolBetweenConvsKeepsTheBlockedLayout) {
+  ModelBuilder b;
+  b.Input("x", onnx::TensorProto::FLOAT, {2, 8, 10, 10})
+      .Output("y", {2, 8, 10, 10})
+      .Output("z", {2, 16, 6, 6})
+      .Output("w", {2, 16, 13, 13});
+  AddConvK(b, "a", "x", "a_out", 8, 16, 3, 1, 1, 1, 101);
+  auto pool = [&b](const std::string& in, const std::string& out, int64_t k, int64_t s, int64_t pad,
+                   int64_t ceil_mode, int64_t include_pad) {
+    auto& node = b.Node("AveragePool", {in}, {out});
+    auto ints = [&node](const char* name, std::vector<int64_t> values) {
+      auto* a = node.add_attribute();
+      a->set_name(name);
+      a->set_type(onnx::AttributeProto::INTS);
+      for (int64_t v : values) a->add_ints(v);
+    };
+    ints("kernel_shape", {k, k});
+    ints("strides", {s, s});
+    ints("pads", {pad, pad, pad, pad});
+    for (auto [name, value] : {std::pair<const char*, int64_t>{"ceil_mode", ceil_mode},
+                               std::pair<const char*, int64_t>{"count_include_pad", include_pad}}) {
+      auto* a = node.add_attribute();
+      a->set_name(name);
+      a->set_type(onnx::AttributeProto::INT);
+      a->set_i(value);
+    }
+  };
+  pool("a_out", "pooled", 3, 1, 1, 0, 1);
+  AddConvK(b, "b", "pooled", "y", 16, 8, 1, 1, 1, 0, 103);
+  pool("a_out", "z", 3, 2, 1, 1, 1);  // ceil_mode: left alone
+  pool("a_out", "w", 2, 1, 2, 0, 0);  // a pad as wide as the window: left alone
+  auto model = LoadBoth(b.Bytes(), FloatTensor({2, 8, 10, 10}, RandomFloats(1600, 105)));
+  ASSERT_NE(model, nullptr);
+  const Graph& g = model->graph();
+  EXPECT_EQ(CountOps(g, kernels::cpu::kFusedAveragePoolOp), 1);
+  EXPECT_EQ(CountOps(g, "AveragePool"), 2);
+  const Node* fused = FindOp(g, kernels::cpu::kFusedAveragePoolOp);
+  ASSERT_NE(fused, nullptr);
+  // a_out is also read by the plain pools: it stays plain; the fused pool's output is blocked.
+  EXPECT_EQ(StringAttr(*fused, "x_layout"), "");
+  EXPECT_EQ(StringAttr(*fused, "y_layout"), "blocked");
+}
+
 // Fire / Inception-style blocks: convolutions concatenated, a MaxPool after a concatenation,
 // a concatenation of a concatenation, and one into a graph output. Each Concat of convolutions
 // becomes a fused concatenation that keeps the blocked layout (24 channels are not whole
@@ -442,26 +488,16 @@ TEST_F(FusionConvTest, SwishAfterABroadcastResidualAndASharedSigmoid) {
 }
 
 TEST_F(FusionConvTest, SharedOrOutputIntermediatesAreLeftAlone) {
-  // a_out is also a graph output: the Relu stays. c's output feeds an AveragePool (no layout
-  // aware kernel): stays plain.
+  // a_out is also a graph output: the Relu stays. c's output feeds a GlobalAveragePool (no
+  // layout-aware kernel): stays plain.
   ModelBuilder b;
   b.Input("x", onnx::TensorProto::FLOAT, {1, 4, 6, 6})
-      .Output("y", {1, 4, 3, 3})
+      .Output("y", {1, 4, 1, 1})
       .Output("a_out", {1, 4, 6, 6});
   AddConv(b, "a", "x", "a_out", 4, 4, 21);
   b.Node("Relu", {"a_out"}, {"r"});
   AddConv(b, "c", "r", "c_out", 4, 4, 23);
-  auto& pool = b.Node("AveragePool", {"c_out"}, {"y"});
-  auto* kernel = pool.add_attribute();
-  kernel->set_name("kernel_shape");
-  kernel->set_type(onnx::AttributeProto::INTS);
-  kernel->add_ints(2);
-  kernel->add_ints(2);
-  auto* strides = pool.add_attribute();
-  strides->set_name("strides");
-  strides->set_type(onnx::AttributeProto::INTS);
-  strides->add_ints(2);
-  strides->add_ints(2);
+  b.Node("GlobalAveragePool", {"c_out"}, {"y"});
   auto model = LoadBoth(b.Bytes(), FloatTensor({1, 4, 6, 6}, RandomFloats(144, 24)));
   ASSERT_NE(model, nullptr);
   const Graph& g = model->graph();
