@@ -1,5 +1,6 @@
 #include "kernels/cpu/cpu_kernel_state.h"
 
+#include "kernels/cpu/kernel_util.h"
 #include "kernels/cpu/onednn_util.h"
 
 namespace reprise::kernels::cpu {
@@ -10,6 +11,10 @@ CpuKernelState::CpuKernelState(const CpuKernelOptions& options)
 CpuKernelState::~CpuKernelState() = default;
 
 PackedWeightStats CpuKernelState::weight_stats() const { return weights_->stats(); }
+
+void CpuKernelState::BeforePrepare(const runtime::PrepareContext& context) const {
+  UseIntraOpThreads(context.intra_op_threads);
+}
 
 const CpuKernelState* CpuKernelStateOf(const runtime::KernelRegistry& registry) {
   return dynamic_cast<const CpuKernelState*>(registry.state().get());

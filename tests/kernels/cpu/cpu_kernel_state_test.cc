@@ -2,6 +2,8 @@
 // CpuKernelOptions choose differently (Winograd or not, the layout of conv chains) without any
 // environment variable, and each device has its own packed-weight cache, freed with the device.
 // Results are compared with a plain loop (tolerance 1e-4 absolute + 1e-4 relative).
+#include <omp.h>
+
 #include <cmath>
 #include <memory>
 #include <string>
@@ -256,6 +258,22 @@ TEST(CpuKernelStateTest, PackedWeightsArePerDevice) {
   auto again = h_b.Prepare("Conv", inputs, attrs);
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_EQ(state_b->weight_stats().reused, 1u);
+}
+
+// oneDNN keeps the OpenMP thread count a primitive was created with, so a kernel prepared on a
+// thread whose count is the machine's would use every core at Run: the registry's state sets
+// the preparing thread's count to the context's intra-op threads first.
+TEST(CpuKernelStateTest, PrepareUsesTheIntraOpThreadsOfTheContext) {
+  TestDevice d = MakeDevice({});
+  ASSERT_NE(d.device, nullptr);
+  KernelHarness h(d.kernels());
+  const SameConv conv(8, 6, 6, 3);
+  for (int threads : {1, 3, 2}) {
+    omp_set_num_threads(threads == 1 ? 4 : 1);
+    auto kernel = h.Prepare("Conv", conv.Inputs(), conv.Attributes(), 17, 1, threads);
+    ASSERT_TRUE(kernel.ok()) << kernel.status();
+    EXPECT_EQ(omp_get_max_threads(), threads);
+  }
 }
 
 TEST(CpuKernelStateTest, FactoryOutsideARegistryUsesTheDefaults) {
