@@ -489,6 +489,9 @@ absl::StatusOr<ConvActivation> ReadConvActivation(const runtime::Attributes& att
 // A convolution with `post` fused: the steps above.
 absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareConvWith(const PrepareContext& context,
                                                                 const ConvPostOps& post) {
+  // oneDNN keeps the OpenMP thread count a primitive is created with: create it with the
+  // stream's intra-op threads, not the preparing thread's count (the core count by default).
+  UseIntraOpThreads(context.intra_op_threads);
   ASSIGN_OR_RETURN(const ConvGeometry g, CheckConvGeometry(context, post));
   std::vector<TensorDesc> outputs = {Desc(DataType::kFloat32, g.y_out)};
   if (g.empty()) {

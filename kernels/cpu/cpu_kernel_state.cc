@@ -1,6 +1,5 @@
 #include "kernels/cpu/cpu_kernel_state.h"
 
-#include "kernels/cpu/kernel_util.h"
 #include "kernels/cpu/onednn_util.h"
 
 namespace reprise::kernels::cpu {
@@ -11,10 +10,6 @@ CpuKernelState::CpuKernelState(const CpuKernelOptions& options)
 CpuKernelState::~CpuKernelState() = default;
 
 PackedWeightStats CpuKernelState::weight_stats() const { return weights_->stats(); }
-
-void CpuKernelState::BeforePrepare(const runtime::PrepareContext& context) const {
-  UseIntraOpThreads(context.intra_op_threads);
-}
 
 const CpuKernelState* CpuKernelStateOf(const runtime::KernelRegistry& registry) {
   return dynamic_cast<const CpuKernelState*>(registry.state().get());

@@ -38,11 +38,6 @@ class CpuKernelState final : public runtime::KernelState {
   /// The device's packed weights (onednn_util.h, PackWeights).
   PackedWeightCache& weight_cache() const { return *weights_; }
   PackedWeightStats weight_stats() const;
-  /// Sets the preparing thread's OpenMP thread count to the context's intra-op threads
-  /// (UseIntraOpThreads): oneDNN's primitives keep the count they were created with, so a
-  /// convolution prepared where the count is the core count would use every core at Run, whatever
-  /// the stream's share.
-  void BeforePrepare(const runtime::PrepareContext& context) const override;
 
  private:
   const CpuKernelOptions options_;

@@ -115,6 +115,9 @@ int64_t ChannelBlock(memory::format_tag chain) {
 }
 
 absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareFusedConcat(const PrepareContext& context) {
+  // oneDNN keeps the OpenMP thread count a primitive is created with: create it with the
+  // stream's intra-op threads, not the preparing thread's count (the core count by default).
+  UseIntraOpThreads(context.intra_op_threads);
   RETURN_IF_ERROR(ExpectInputCount(context, 1, std::numeric_limits<size_t>::max()));
   if (context.num_outputs != 1) {
     return InvalidArgument(context, "has ", context.num_outputs, " outputs, not 1");

@@ -99,6 +99,9 @@ class OnednnPoolKernel final : public PreparedKernel {
 
 template <bool kAverage>
 absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareFusedPool(const PrepareContext& context) {
+  // oneDNN keeps the OpenMP thread count a primitive is created with: create it with the
+  // stream's intra-op threads, not the preparing thread's count (the core count by default).
+  UseIntraOpThreads(context.intra_op_threads);
   RETURN_IF_ERROR(ExpectInputCount(context, 1, 1));
   RETURN_IF_ERROR(ExpectType(context, 0, {DataType::kFloat32}));
   if (context.num_outputs != 1) {

@@ -237,6 +237,9 @@ absl::StatusOr<std::vector<float>> Multipliers(const PrepareContext& context) {
 
 absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareOnednnQLinearConv(
     const PrepareContext& context, const QLinearConvGeometry& geometry) {
+  // oneDNN keeps the OpenMP thread count a primitive is created with: create it with the
+  // stream's intra-op threads, not the preparing thread's count (the core count by default).
+  UseIntraOpThreads(context.intra_op_threads);
   if (!OnednnInt8IsExact()) return Unimplemented(context, "no VNNI: int16 sums would saturate");
   const auto& in = context.inputs;
   const bool has_bias = HasInput(context, 8);
@@ -310,6 +313,9 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareOnednnQLinearConv(
 
 absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareOnednnQLinearMatMul(
     const PrepareContext& context, const runtime::Shape& y) {
+  // oneDNN keeps the OpenMP thread count a primitive is created with: create it with the
+  // stream's intra-op threads, not the preparing thread's count (the core count by default).
+  UseIntraOpThreads(context.intra_op_threads);
   if (!OnednnInt8IsExact()) return Unimplemented(context, "no VNNI: int16 sums would saturate");
   const auto& in = context.inputs;
   const Shape& a = in[0].shape;

@@ -99,7 +99,6 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> KernelRegistry::Prepare(
   // own state, not the caller's.
   PrepareContext with_state = context;
   with_state.kernel_state = state_;
-  if (state_ != nullptr) state_->BeforePrepare(with_state);
   return factory(with_state);
 }
 

@@ -76,16 +76,9 @@ class Attributes {
 /// (a prepared kernel that needs it at Run keeps a reference).
 ///
 /// Thread-safety: implementations are thread-safe (the plans of several streams prepare at once).
-struct PrepareContext;
-
 class KernelState {
  public:
   virtual ~KernelState() = default;
-  /// Called by KernelRegistry::Prepare on the preparing thread before the kernel's factory, with
-  /// the context the factory gets: e.g. the CPU kernels set that thread's OpenMP thread count to
-  /// the context's intra-op threads, because oneDNN fixes a primitive's thread count when it
-  /// creates it.
-  virtual void BeforePrepare(const PrepareContext& /*context*/) const {}
 };
 
 /// Everything a kernel may look at while preparing.

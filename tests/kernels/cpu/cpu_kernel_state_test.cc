@@ -261,8 +261,8 @@ TEST(CpuKernelStateTest, PackedWeightsArePerDevice) {
 }
 
 // oneDNN keeps the OpenMP thread count a primitive was created with, so a kernel prepared on a
-// thread whose count is the machine's would use every core at Run: the registry's state sets
-// the preparing thread's count to the context's intra-op threads first.
+// thread whose count is the machine's would use every core at Run: the oneDNN kernels set the
+// preparing thread's count to the context's intra-op threads first.
 TEST(CpuKernelStateTest, PrepareUsesTheIntraOpThreadsOfTheContext) {
   TestDevice d = MakeDevice({});
   ASSERT_NE(d.device, nullptr);
