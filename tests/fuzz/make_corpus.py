@@ -146,6 +146,20 @@ def onnx_seeds():
         [helper.make_node("Conv", ["x", "cw"], ["c"], pads=[1, 1, 1, 1], strides=[1, 1]),
          helper.make_node("MaxPool", ["c"], ["z"], kernel_shape=[2, 2], strides=[2, 2])],
         [vi("x", shape=("N", 1, 4, 4))], [vi("z", shape=("N", 2, 2, 2))], [cw]))
+    # Convolutions concatenated along the channels, max-pooled, convolved and average-pooled:
+    # the fused concatenation and poolings of conv chains, in the blocked layout.
+    cw2 = numpy_helper.from_array(np.ones((3, 1, 1, 1), dtype=np.float32), "cw2")
+    cw3 = numpy_helper.from_array(np.ones((2, 5, 3, 3), dtype=np.float32), "cw3")
+    write("fuzz_onnx_model", "conv_concat_pool", model(
+        [helper.make_node("Conv", ["x", "cw"], ["c"], pads=[1, 1, 1, 1]),
+         helper.make_node("Conv", ["x", "cw2"], ["d"]),
+         helper.make_node("Concat", ["c", "d"], ["cd"], axis=1),
+         helper.make_node("MaxPool", ["cd"], ["m"], kernel_shape=[3, 3], strides=[2, 2],
+                          ceil_mode=1),
+         helper.make_node("Conv", ["m", "cw3"], ["e"], pads=[1, 1, 1, 1]),
+         helper.make_node("AveragePool", ["e"], ["z"], kernel_shape=[3, 3], pads=[1, 1, 1, 1],
+                          count_include_pad=1)],
+        [vi("x", shape=("N", 1, 8, 8))], [vi("z", shape=("N", 2, 4, 4))], [cw, cw2, cw3]))
     half = helper.make_tensor("h", TensorProto.FLOAT16, [2], [1.0, 2.0])
     i32 = helper.make_tensor("i", TensorProto.INT32, [2], [1, 2])
     write("fuzz_onnx_model", "cast_types", model(
