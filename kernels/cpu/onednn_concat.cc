@@ -67,29 +67,27 @@ class ConcatKernel final : public PreparedKernel {
     try {
       const dnnl::engine& engine = CpuEngine();
       dnnl::stream stream(engine);
-      std::vector<const float*> src(p_.pieces.size());
-      for (size_t i = 0; i < p_.pieces.size(); ++i) {
-        const Piece& piece = p_.pieces[i];
+      float* y = p_.y_reorder.has_value() ? reinterpret_cast<float*>(ws + p_.y_at)
+                                          : static_cast<float*>(args.outputs[0]);
+      // Each input (reordered first when stored otherwise) is, per image, a run of
+      // channels * H * W floats at its channel offset in the output's image.
+      int64_t offset = 0;
+      for (const Piece& piece : p_.pieces) {
         const void* x = args.inputs[piece.input];
         if (piece.reorder.has_value()) {
           memory from(piece.stored, engine, const_cast<void*>(x));
           memory to(piece.assembled, engine, ws + piece.at);
           piece.reorder->execute(stream, from, to);
+          stream.wait();
           x = ws + piece.at;
         }
-        src[i] = static_cast<const float*>(x);
-      }
-      stream.wait();
-      float* y = p_.y_reorder.has_value() ? reinterpret_cast<float*>(ws + p_.y_at)
-                                          : static_cast<float*>(args.outputs[0]);
-      // Per image, each input's run of channels * H * W floats, in order.
-      for (int64_t n = 0; n < p_.images; ++n) {
-        float* out = y + n * p_.channels * p_.plane;
-        for (size_t i = 0; i < p_.pieces.size(); ++i) {
-          const int64_t run = p_.pieces[i].channels * p_.plane;
-          std::memcpy(out, src[i] + n * run, static_cast<size_t>(run) * sizeof(float));
-          out += run;
+        const float* src = static_cast<const float*>(x);
+        const int64_t run = piece.channels * p_.plane;
+        for (int64_t n = 0; n < p_.images; ++n) {
+          std::memcpy(y + n * p_.channels * p_.plane + offset, src + n * run,
+                      static_cast<size_t>(run) * sizeof(float));
         }
+        offset += run;
       }
       if (p_.y_reorder.has_value()) {
         memory from(p_.y_assembled, engine, y);
@@ -169,11 +167,15 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareFusedConcat(const Prepare
     parts.images = y[0];
     parts.plane = y[2] * y[3];
     parts.channels = y[1];
+    // A reorder between two layouts when they differ, and the workspace for its result (the
+    // assembly buffer of `result` bytes).
     size_t at = 0;
-    auto reserve = [&at](size_t bytes) {
-      const size_t here = at;
-      at += (bytes + 63) / 64 * 64;
-      return here;
+    auto reorder = [&](const memory::desc& from, const memory::desc& to, size_t result,
+                       std::optional<dnnl::reorder>* r, size_t* where) {
+      if (from == to) return;
+      *r = dnnl::reorder(dnnl::reorder::primitive_desc(engine, from, engine, to));
+      *where = at;
+      at += (result + 63) / 64 * 64;
     };
     for (size_t k = 0; k < context.inputs.size(); ++k) {
       ASSIGN_OR_RETURN(Storage storage, LayoutAttr(context, absl::StrCat("x", k, "_layout")));
@@ -184,20 +186,13 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareFusedConcat(const Prepare
       piece.channels = x[1];
       piece.stored = StoredDesc(x, storage, chain);
       piece.assembled = StoredDesc(x, assembly, chain);
-      if (piece.stored != piece.assembled) {
-        piece.reorder = dnnl::reorder(
-            dnnl::reorder::primitive_desc(engine, piece.stored, engine, piece.assembled));
-        piece.at = reserve(piece.assembled.get_size());
-      }
+      reorder(piece.stored, piece.assembled, piece.assembled.get_size(), &piece.reorder, &piece.at);
       parts.pieces.push_back(std::move(piece));
     }
     parts.y_stored = StoredDesc(y, y_storage, chain);
     parts.y_assembled = StoredDesc(y, assembly, chain);
-    if (parts.y_stored != parts.y_assembled) {
-      parts.y_reorder = dnnl::reorder(
-          dnnl::reorder::primitive_desc(engine, parts.y_assembled, engine, parts.y_stored));
-      parts.y_at = reserve(parts.y_assembled.get_size());
-    }
+    reorder(parts.y_assembled, parts.y_stored, parts.y_assembled.get_size(), &parts.y_reorder,
+            &parts.y_at);
     parts.total = at;
     parts.outputs = std::move(outputs);
     return std::make_unique<ConcatKernel>(std::move(parts));

@@ -387,12 +387,7 @@ int FuseDepthwiseIntoPointwise(Graph* graph, const KernelRegistry& registry) {
 
 int FusePoolsIntoConvChains(Graph* graph, const KernelRegistry& registry) {
   const std::vector<int> uses = graph->UseCounts();
-  std::vector<int> producer(graph->values.size(), -1);
-  for (size_t i = 0; i < graph->nodes.size(); ++i) {
-    for (int out : graph->nodes[i].outputs) {
-      if (out != Graph::kNoValue) producer[out] = static_cast<int>(i);
-    }
-  }
+  const std::vector<int> producer = fusion::Producers(*graph);
   int fused = 0;
   for (Node& pool : graph->nodes) {
     const bool average = pool.op == "AveragePool";
@@ -443,12 +438,7 @@ int FusePoolsIntoConvChains(Graph* graph, const KernelRegistry& registry) {
 
 int FuseConcatIntoConvChains(Graph* graph, const KernelRegistry& registry) {
   if (!registry.Has(kFusedConcatOp)) return 0;
-  std::vector<int> producer(graph->values.size(), -1);
-  for (size_t i = 0; i < graph->nodes.size(); ++i) {
-    for (int out : graph->nodes[i].outputs) {
-      if (out != Graph::kNoValue) producer[out] = static_cast<int>(i);
-    }
-  }
+  const std::vector<int> producer = fusion::Producers(*graph);
   int fused = 0;
   for (Node& concat : graph->nodes) {
     if (concat.op != "Concat" || !fusion::IsDefaultDomain(concat) || concat.inputs.empty() ||
@@ -475,12 +465,7 @@ int KeepBlockedLayoutBetweenConvs(Graph* graph) {
   // concatenation counts as a blocked reader only when its own output stays blocked (one whose
   // output goes plain would reorder every blocked input, where each producer reordered once).
   const size_t count = graph->nodes.size();
-  std::vector<size_t> node_of(graph->values.size(), count);
-  for (size_t i = 0; i < count; ++i) {
-    for (int out : graph->nodes[i].outputs) {
-      if (out != Graph::kNoValue) node_of[out] = i;
-    }
-  }
+  const std::vector<int> producer = fusion::Producers(*graph);
   std::vector<bool> keep(count, false);
   std::vector<bool> any_use(count, false);
   std::vector<bool> all_aware(count, true);
@@ -492,27 +477,27 @@ int KeepBlockedLayoutBetweenConvs(Graph* graph) {
     const bool passes_on = node.op != kFusedConcatOp || keep[i];
     for (size_t k = 0; k < node.inputs.size(); ++k) {
       const int in = node.inputs[k];
-      if (in == Graph::kNoValue || node_of[in] == count) continue;
-      const size_t from = node_of[in];
+      if (in == Graph::kNoValue || producer[in] < 0) continue;
+      const size_t from = static_cast<size_t>(producer[in]);
       any_use[from] = true;
       if (!passes_on || !IsLayoutAware(*graph, node, k)) all_aware[from] = false;
+    }
+  }
+  // Each kept value's producer writes it blocked, and each of its readers reads it so.
+  for (Node& node : graph->nodes) {
+    for (size_t k = 0; k < node.inputs.size(); ++k) {
+      const int in = node.inputs[k];
+      if (in == Graph::kNoValue || producer[in] < 0 || !keep[producer[in]]) continue;
+      const std::string name = node.op == kFusedConcatOp ? absl::StrCat("x", k, "_layout")
+                               : k == 0                  ? std::string("x_layout")
+                                                         : std::string("r_layout");
+      node.attributes.Set(name, std::string("blocked"));
     }
   }
   int kept = 0;
   for (size_t i = 0; i < count; ++i) {
     if (!keep[i]) continue;
-    Node& producer = graph->nodes[i];
-    const int value = producer.outputs[0];
-    producer.attributes.Set("y_layout", std::string("blocked"));
-    for (Node& node : graph->nodes) {
-      for (size_t k = 0; k < node.inputs.size(); ++k) {
-        if (node.inputs[k] != value) continue;
-        const std::string name = node.op == kFusedConcatOp ? absl::StrCat("x", k, "_layout")
-                                 : k == 0                  ? std::string("x_layout")
-                                                           : std::string("r_layout");
-        node.attributes.Set(name, std::string("blocked"));
-      }
-    }
+    graph->nodes[i].attributes.Set("y_layout", std::string("blocked"));
     ++kept;
   }
   return kept;

@@ -328,12 +328,7 @@ int FuseQdqIntoQLinearOps(Graph* graph, const KernelRegistry& registry) {
   const bool has_matmul = registry.Has("QLinearMatMul");
   if (!has_conv && !has_matmul) return 0;
   const std::vector<int> uses = graph->UseCounts();
-  std::vector<int> producer(graph->values.size(), -1);
-  for (size_t i = 0; i < graph->nodes.size(); ++i) {
-    for (int out : graph->nodes[i].outputs) {
-      if (out != Graph::kNoValue) producer[out] = static_cast<int>(i);
-    }
-  }
+  const std::vector<int> producer = fusion::Producers(*graph);
   std::vector<bool> drop(graph->nodes.size(), false);
   int fused = 0;
   for (size_t i = 0; i < graph->nodes.size(); ++i) {

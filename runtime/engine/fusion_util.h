@@ -22,6 +22,17 @@ inline bool IsGraphOutput(const Graph& graph, int value) {
   return false;
 }
 
+/// For each value, the index of the node that writes it; -1 for graph inputs and constants.
+inline std::vector<int> Producers(const Graph& graph) {
+  std::vector<int> producer(graph.values.size(), -1);
+  for (size_t i = 0; i < graph.nodes.size(); ++i) {
+    for (int out : graph.nodes[i].outputs) {
+      if (out != Graph::kNoValue) producer[out] = static_cast<int>(i);
+    }
+  }
+  return producer;
+}
+
 /// Index of the only node reading `value` (per `uses`, from Graph::UseCounts), or -1 when it
 /// has several uses, none, or is a graph output.
 inline int SoleConsumer(const Graph& graph, const std::vector<int>& uses, int value) {
