@@ -168,7 +168,110 @@ bool IsPlainConv(const Graph& graph, const Node& node, int64_t kernel, bool dept
          (!depthwise || node.attributes.Has("pads"));
 }
 
+// A Pad in constant mode with constant pads (int64, two per axis) and a constant value of 0
+// (absent, or every byte zero), no axes input: its pads in `*pads`. Opsets before 11 carry the
+// pads and the value as attributes.
+bool ZeroConstantPads(const Graph& graph, const Node& pad, std::vector<int64_t>* pads) {
+  auto mode = pad.attributes.GetString("mode", "constant");
+  if (!mode.ok() || *mode != "constant") return false;
+  if (graph.opset < 11) {
+    auto value = pad.attributes.GetFloat("value", 0.0f);
+    auto attr = pad.attributes.GetInts(graph.opset < 2 ? "paddings" : "pads", {});
+    if (!value.ok() || *value != 0.0f || !attr.ok()) return false;
+    *pads = *attr;
+    return true;
+  }
+  if (pad.inputs.size() < 2 || (pad.inputs.size() > 3 && pad.inputs[3] != Graph::kNoValue)) {
+    return false;
+  }
+  const TensorValue* p = graph.FindConstant(pad.inputs[1]);
+  if (p == nullptr || p->dtype != DataType::kInt64 || p->bytes.size() % sizeof(int64_t) != 0) {
+    return false;
+  }
+  if (pad.inputs.size() > 2 && pad.inputs[2] != Graph::kNoValue) {
+    const TensorValue* v = graph.FindConstant(pad.inputs[2]);
+    if (v == nullptr || v->bytes.empty() ||
+        std::any_of(v->bytes.begin(), v->bytes.end(), [](auto b) { return b != 0; })) {
+      return false;
+    }
+  }
+  pads->resize(p->bytes.size() / sizeof(int64_t));
+  std::memcpy(pads->data(), p->bytes.data(), p->bytes.size());
+  return true;
+}
+
+// Adds `spatial` (begins, then ends, one per spatial axis) to the pads of a Conv, or of an
+// AveragePool that then counts the padding (ceil_mode 0, dilations 1; one whose own padding is
+// not counted must have none, and every pad must stay narrower than the window). False, with
+// `node` unchanged, for any other node.
+bool AbsorbPads(Node* node, const std::vector<int64_t>& spatial) {
+  const bool conv = node->op == "Conv";
+  if ((!conv && node->op != "AveragePool") || !fusion::IsDefaultDomain(*node)) return false;
+  auto auto_pad = node->attributes.GetString("auto_pad", "NOTSET");
+  auto own = node->attributes.GetInts("pads", {});
+  if (!auto_pad.ok() || *auto_pad != "NOTSET" || !own.ok()) return false;
+  std::vector<int64_t> pads = own->empty() ? std::vector<int64_t>(spatial.size(), 0) : *own;
+  if (pads.size() != spatial.size()) return false;
+  const bool own_padding = std::any_of(pads.begin(), pads.end(), [](int64_t v) { return v != 0; });
+  for (size_t i = 0; i < pads.size(); ++i) pads[i] += spatial[i];
+  if (!conv) {
+    auto ceil_mode = node->attributes.GetInt("ceil_mode", 0);
+    auto counted = node->attributes.GetInt("count_include_pad", 0);
+    auto kernel = node->attributes.GetInts("kernel_shape", {});
+    if (!ceil_mode.ok() || *ceil_mode != 0 || !counted.ok() || (own_padding && *counted == 0) ||
+        !kernel.ok() || kernel->size() * 2 != pads.size() ||
+        !IntsAre(*node, "dilations", std::vector<int64_t>(kernel->size(), 1))) {
+      return false;
+    }
+    for (size_t i = 0; i < pads.size(); ++i) {
+      if (pads[i] >= (*kernel)[i % kernel->size()]) return false;
+    }
+    node->attributes.Set("count_include_pad", int64_t{1});
+  }
+  node->attributes.Set("pads", std::move(pads));
+  return true;
+}
+
 }  // namespace
+
+int FoldPadIntoConvAndPool(Graph* graph) {
+  const std::vector<int> uses = graph->UseCounts();
+  std::vector<bool> drop(graph->nodes.size(), false);
+  int folded = 0;
+  for (size_t i = 0; i < graph->nodes.size(); ++i) {
+    const Node& pad = graph->nodes[i];
+    std::vector<int64_t> pads;
+    if (pad.op != "Pad" || !fusion::IsDefaultDomain(pad) || pad.inputs.empty() ||
+        pad.inputs[0] == Graph::kNoValue || pad.outputs.size() != 1 ||
+        pad.outputs[0] == Graph::kNoValue || !ZeroConstantPads(*graph, pad, &pads)) {
+      continue;
+    }
+    // Batch and channel axes unpadded, every pad >= 0 (a negative one crops).
+    const size_t rank = pads.size() / 2;
+    if (pads.size() % 2 != 0 || rank < 3 || pads[0] != 0 || pads[1] != 0 || pads[rank] != 0 ||
+        pads[rank + 1] != 0 ||
+        std::any_of(pads.begin(), pads.end(), [](int64_t v) { return v < 0; })) {
+      continue;
+    }
+    const int at = SoleConsumer(*graph, uses, pad.outputs[0]);
+    if (at < 0) continue;
+    Node& reader = graph->nodes[at];
+    if (reader.inputs.empty() || reader.inputs[0] != pad.outputs[0] ||
+        std::count(reader.inputs.begin(), reader.inputs.end(), pad.outputs[0]) != 1) {
+      continue;
+    }
+    std::vector<int64_t> spatial;
+    for (size_t end : {size_t{0}, rank}) {
+      for (size_t d = 2; d < rank; ++d) spatial.push_back(pads[end + d]);
+    }
+    if (!AbsorbPads(&reader, spatial)) continue;
+    reader.inputs[0] = pad.inputs[0];
+    drop[i] = true;
+    ++folded;
+  }
+  DropNodes(graph, drop);
+  return folded;
+}
 
 absl::StatusOr<int> FoldBatchNormIntoConv(Graph* graph) {
   std::vector<int> uses = graph->UseCounts();
@@ -413,7 +516,7 @@ int FusePoolsIntoConvChains(Graph* graph, const KernelRegistry& registry) {
       }
       if (!narrow) continue;
     }
-    // Indices used, dilations, or a producer that is not a 2-D conv: left alone.
+    // Indices used, dilations, or a producer that cannot write the blocked layout: left alone.
     if (pool.outputs.size() > 1 && pool.outputs[1] != Graph::kNoValue &&
         (uses[pool.outputs[1]] > 0 || IsGraphOutput(*graph, pool.outputs[1]))) {
       continue;
@@ -424,10 +527,7 @@ int FusePoolsIntoConvChains(Graph* graph, const KernelRegistry& registry) {
       continue;
     }
     const int from = producer[pool.inputs[0]];
-    if (from < 0 ||
-        (!IsConv2d(*graph, graph->nodes[from]) && graph->nodes[from].op != kFusedConcatOp)) {
-      continue;
-    }
+    if (from < 0 || !WritesAnyLayout(*graph, graph->nodes[from])) continue;
     pool.op = fused_op;
     pool.domain = kFusedDomain;
     pool.outputs.resize(1);

@@ -15,6 +15,14 @@ namespace reprise::runtime::engine {
 /// var are constants, into the Conv's weights and bias. Returns how many were folded.
 absl::StatusOr<int> FoldBatchNormIntoConv(Graph* graph);
 
+/// Folds a Pad (constant mode, constant pads on the spatial axes only, none negative, a value
+/// of 0) whose output's only use is the data input of a Conv or an AveragePool into that node's
+/// pads: the AveragePool then counts the padding (count_include_pad 1), which is what a window
+/// over the zeros computes. Only an AveragePool with ceil_mode 0, dilations 1, no uncounted
+/// padding of its own and every pad narrower than its window takes it. Returns how many Pads
+/// were folded.
+int FoldPadIntoConvAndPool(Graph* graph);
+
 /// Rewrites Conv [→ Add(residual)] [→ an activation: Relu, LeakyRelu, Clip (constant bounds),
 /// Sigmoid, Tanh, HardSigmoid, HardSwish, or x * Sigmoid(x) as exported SiLU] into one fused conv
 /// node when `registry` has the fused op; each intermediate must have no other use and not be a
@@ -29,9 +37,9 @@ int FuseConvPostOps(Graph* graph, const KernelRegistry& registry);
 int FuseDepthwiseIntoPointwise(Graph* graph, const KernelRegistry& registry);
 
 /// Rewrites a 2-D MaxPool (Indices unused, dilations 1) or AveragePool (ceil_mode 0, each pad
-/// narrower than the window) whose input comes from a 2-D fused conv or a fused concatenation
-/// into kernels::cpu::kFusedMaxPoolOp / kFusedAveragePoolOp, which read and write the blocked
-/// layout, when `registry` has them. Returns how many were rewritten.
+/// narrower than the window) whose input comes from a 2-D fused conv, a fused pooling or a fused
+/// concatenation into kernels::cpu::kFusedMaxPoolOp / kFusedAveragePoolOp, which read and write the
+/// blocked layout, when `registry` has them. Returns how many were rewritten.
 int FusePoolsIntoConvChains(Graph* graph, const KernelRegistry& registry);
 
 /// Rewrites a Concat along axis 1 (or -3) whose every input comes from a 2-D fused conv, a fused

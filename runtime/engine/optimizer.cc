@@ -266,6 +266,8 @@ absl::Status OptimizeForInference(Graph* graph, const KernelRegistry& registry,
   RemoveDeadNodes(graph);
   RETURN_IF_ERROR(FoldConstants(graph, registry, max_folded_bytes).status());
   RemoveDeadNodes(graph);
+  // After folding, which makes the Pads' pads constants.
+  FoldPadIntoConvAndPool(graph);
   RETURN_IF_ERROR(FoldBatchNormIntoConv(graph).status());
   FuseConvPostOps(graph, registry);
   FuseGemmEpilogues(graph, registry);
@@ -273,7 +275,8 @@ absl::Status OptimizeForInference(Graph* graph, const KernelRegistry& registry,
   FuseTransformerPatterns(graph, registry);
   FuseDepthwiseIntoPointwise(graph, registry);
   // A fused concatenation lets the pooling after it join the chain, and a fused pooling lets
-  // the concatenation it feeds join: repeat until neither rewrites (each rewrites a node once).
+  // the concatenation (or pooling) it feeds join: repeat until neither rewrites (each rewrites a
+  // node once).
   while (FuseConcatIntoConvChains(graph, registry) + FusePoolsIntoConvChains(graph, registry) > 0) {
   }
   KeepBlockedLayoutBetweenConvs(graph);

@@ -273,6 +273,118 @@ TEST_F(FusionConvTest, AveragePoolBetweenConvsKeepsTheBlockedLayout) {
   EXPECT_EQ(StringAttr(*fused, "y_layout"), "blocked");
 }
 
+// Zero Pads before an AveragePool (Inception's pooling branch after a max pooling, DenseNet's
+// transitions, a pad of nothing) and before a Conv (asymmetric) fold into their pads; a Pad of
+// another value, one of the channel axis and a reflecting one are left alone. Every output equals
+// that of the same graph whose Pads are also graph outputs (so none folds), batch 2.
+TEST_F(FusionConvTest, ZeroPadsFoldIntoConvolutionsAndAveragePools) {
+  struct PadSpec {
+    std::string in, out;
+    std::vector<int64_t> pads;
+    std::vector<int64_t> padded;
+    const char* mode;
+    bool value;
+  };
+  const std::vector<PadSpec> pad_specs = {
+      {"m_out", "p1", {0, 0, 1, 1, 0, 0, 1, 1}, {2, 16, 12, 12}, "constant", false},
+      {"a_out", "p0", {0, 0, 0, 0, 0, 0, 0, 0}, {2, 16, 10, 10}, "constant", false},
+      {"x", "p2", {0, 0, 2, 1, 0, 0, 0, 1}, {2, 8, 12, 12}, "constant", false},
+      {"a_out", "pv", {0, 0, 1, 1, 0, 0, 1, 1}, {2, 16, 12, 12}, "constant", true},
+      {"a_out", "pc", {0, 1, 0, 0, 0, 1, 0, 0}, {2, 18, 10, 10}, "constant", false},
+      {"a_out", "pr", {0, 0, 1, 1, 0, 0, 1, 1}, {2, 16, 12, 12}, "reflect", false},
+  };
+  auto build = [&](bool observe_pads) {
+    ModelBuilder b;
+    b.Input("x", onnx::TensorProto::FLOAT, {2, 8, 10, 10})
+        .Output("y", {2, 8, 10, 10})
+        .Output("t", {2, 16, 5, 5})
+        .Output("u", {2, 4, 12, 12})
+        .Output("v", {2, 16, 10, 10})
+        .Output("w", {2, 18, 8, 8})
+        .Output("r", {2, 16, 10, 10});
+    AddConvK(b, "a", "x", "a_out", 8, 16, 3, 1, 1, 1, 111);
+    auto& max_pool = b.Node("MaxPool", {"a_out"}, {"m_out"});
+    for (const char* name : {"kernel_shape", "pads"}) {
+      auto* a = max_pool.add_attribute();
+      a->set_name(name);
+      a->set_type(onnx::AttributeProto::INTS);
+      for (int i = 0; i < (name[0] == 'k' ? 2 : 4); ++i) a->add_ints(name[0] == 'k' ? 3 : 1);
+    }
+    b.FloatInit("one_and_a_half", {}, {1.5f});
+    for (const PadSpec& spec : pad_specs) {
+      b.Int64Init(spec.out + "_pads", {8}, spec.pads);
+      std::vector<std::string> inputs = {spec.in, spec.out + "_pads"};
+      if (spec.value) inputs.push_back("one_and_a_half");
+      auto& pad = b.Node("Pad", inputs, {spec.out});
+      auto* mode = pad.add_attribute();
+      mode->set_name("mode");
+      mode->set_type(onnx::AttributeProto::STRING);
+      mode->set_s(spec.mode);
+      if (observe_pads) b.Output(spec.out, spec.padded);
+    }
+    auto pool = [&b](const std::string& in, const std::string& out, int64_t k, int64_t s) {
+      auto& node = b.Node("AveragePool", {in}, {out});
+      for (const char* name : {"kernel_shape", "strides"}) {
+        auto* a = node.add_attribute();
+        a->set_name(name);
+        a->set_type(onnx::AttributeProto::INTS);
+        a->add_ints(name[0] == 'k' ? k : s);
+        a->add_ints(name[0] == 'k' ? k : s);
+      }
+    };
+    pool("p1", "pooled", 3, 1);
+    AddConvK(b, "b", "pooled", "y", 16, 8, 1, 1, 1, 0, 113);
+    pool("p0", "t", 2, 2);
+    AddConvK(b, "c", "p2", "u", 8, 4, 3, 1, 1, 1, 115);
+    pool("pv", "v", 3, 1);
+    pool("pc", "w", 3, 1);
+    pool("pr", "r", 3, 1);
+    return b.Bytes();
+  };
+  auto folded = Model::LoadBytes(build(false), registry_);
+  auto kept = Model::LoadBytes(build(true), registry_);
+  ASSERT_TRUE(folded.ok()) << folded.status();
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  const Graph& g = (*folded)->graph();
+  EXPECT_EQ(CountOps(g, "Pad"), 3);
+  EXPECT_EQ(CountOps((*kept)->graph(), "Pad"), 6);
+  // Both pools after a conv's output (the Inception one after a max pooling) join the chain;
+  // the Inception one counts its padding, and reads the max pooling's output blocked.
+  EXPECT_EQ(CountOps(g, kernels::cpu::kFusedMaxPoolOp), 1);
+  EXPECT_EQ(CountOps(g, kernels::cpu::kFusedAveragePoolOp), 2);
+  for (const Node& node : g.nodes) {
+    if (node.op != kernels::cpu::kFusedAveragePoolOp) continue;
+    auto pads = node.attributes.GetInts("pads", {});
+    ASSERT_TRUE(pads.ok());
+    const bool inception = node.outputs[0] != g.outputs[1].value;
+    EXPECT_EQ(*pads, inception ? std::vector<int64_t>({1, 1, 1, 1}) : std::vector<int64_t>(4, 0));
+    if (inception) {
+      EXPECT_EQ(StringAttr(node, "x_layout"), "blocked");
+    }
+    auto counted = node.attributes.GetInt("count_include_pad", 0);
+    ASSERT_TRUE(counted.ok());
+    EXPECT_EQ(*counted, 1);
+  }
+  const Node* c = FindNamed(g, "c");
+  ASSERT_NE(c, nullptr);
+  auto conv_pads = c->attributes.GetInts("pads", {});
+  ASSERT_TRUE(conv_pads.ok());
+  EXPECT_EQ(*conv_pads, std::vector<int64_t>({3, 2, 1, 2}));
+  const TensorValue x = FloatTensor({2, 8, 10, 10}, RandomFloats(1600, 117));
+  auto got = testing::RunPlan(**folded, {{"x", x}});
+  auto want = testing::RunPlan(**kept, {{"x", x}});
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_TRUE(want.ok()) << want.status();
+  ASSERT_EQ(got->size(), 6u);
+  for (size_t k = 0; k < got->size(); ++k) {
+    const std::vector<float> a = Floats((*got)[k].value), e = Floats((*want)[k].value);
+    ASSERT_EQ(a.size(), e.size()) << "output " << k;
+    for (size_t i = 0; i < a.size(); ++i) {
+      ASSERT_NEAR(a[i], e[i], 1e-4f * (1.0f + std::fabs(e[i]))) << "output " << k << " at " << i;
+    }
+  }
+}
+
 // Fire / Inception-style blocks: convolutions concatenated, a MaxPool after a concatenation,
 // a concatenation of a concatenation, and one into a graph output. Each Concat of convolutions
 // becomes a fused concatenation that keeps the blocked layout (24 channels are not whole
