@@ -47,6 +47,7 @@ absl::Status RegisterCpuKernels(runtime::KernelRegistry* registry,
   RETURN_IF_ERROR(RegisterPoolKernels(registry));
   RETURN_IF_ERROR(RegisterOnednnPoolKernels(registry));
   RETURN_IF_ERROR(RegisterOnednnConcatKernels(registry));
+  RETURN_IF_ERROR(RegisterChainKernels(registry));
   RETURN_IF_ERROR(RegisterResizeKernels(registry));
   RETURN_IF_ERROR(RegisterGeluKernels(registry));
   RETURN_IF_ERROR(RegisterLossKernels(registry));

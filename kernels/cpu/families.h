@@ -53,6 +53,8 @@ absl::Status RegisterConvTransposeKernels(runtime::KernelRegistry* registry);
 absl::Status RegisterPoolKernels(runtime::KernelRegistry* registry);
 absl::Status RegisterOnednnPoolKernels(runtime::KernelRegistry* registry);
 absl::Status RegisterOnednnConcatKernels(runtime::KernelRegistry* registry);
+/// chain_ops.cc: FusedGlobalAveragePool, FusedChannelScale (our loops over the chain's layouts).
+absl::Status RegisterChainKernels(runtime::KernelRegistry* registry);
 /// resize.cc: Resize, Upsample, GridSample.
 absl::Status RegisterResizeKernels(runtime::KernelRegistry* registry);
 /// gelu.cc: Gelu.

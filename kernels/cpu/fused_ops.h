@@ -45,6 +45,16 @@ inline constexpr char kFusedAveragePoolOp[] = "com.reprise.FusedAveragePool";
 /// in the convolutions' blocked layout.
 inline constexpr char kFusedConcatOp[] = "com.reprise.FusedConcat";
 
+/// GlobalAveragePool of a 4-D float32 value inside a chain of convolutions: X stored as
+/// "x_layout" ("nchw", "nhwc" or "blocked", as for kFusedConvOp); Y [N,C,1,1] plain.
+inline constexpr char kFusedGlobalAveragePoolOp[] = "com.reprise.FusedGlobalAveragePool";
+
+/// Y = X * S for a 4-D float32 X and one scale per channel S (Mul's broadcasting of [N,C,1,1],
+/// [1,C,1,1], [C,1,1] or a single value), inside a chain of convolutions: X stored as
+/// "x_layout" and Y as "y_layout" (as for kFusedConvOp), S plain. A squeeze-and-excitation
+/// block's scale.
+inline constexpr char kFusedChannelScaleOp[] = "com.reprise.FusedChannelScale";
+
 /// MatMul with folded operand transposes and an epilogue: inputs A, B, C (optional constant
 /// bias, broadcast to Y), R (optional residual, broadcast to Y). Attributes: "perm_a" /
 /// "perm_b" (ints, optional: a Transpose applied to the operand before the product, whose

@@ -17,10 +17,12 @@ using fusion::DropNodes;
 using fusion::IsGraphOutput;
 using fusion::SoleConsumer;
 using kernels::cpu::kFusedAveragePoolOp;
+using kernels::cpu::kFusedChannelScaleOp;
 using kernels::cpu::kFusedConcatOp;
 using kernels::cpu::kFusedConvDwOp;
 using kernels::cpu::kFusedConvOp;
 using kernels::cpu::kFusedDomain;
+using kernels::cpu::kFusedGlobalAveragePoolOp;
 using kernels::cpu::kFusedMaxPoolOp;
 
 const TensorValue* FloatConstant(const Graph& graph, int value) {
@@ -121,21 +123,47 @@ bool IsConv2d(const Graph& graph, const Node& node) {
   return w != nullptr && w->shape.size() == 4;
 }
 
-// A node that writes a 4-D float32 value in any of the layouts: a 2-D fused conv, a fused max
-// pooling or a fused concatenation.
+// A node that writes a 4-D float32 value in any of the layouts: a 2-D fused conv, a fused
+// pooling, a fused concatenation or a fused channel scale.
 bool WritesAnyLayout(const Graph& graph, const Node& node) {
   return IsConv2d(graph, node) || node.op == kFusedMaxPoolOp || node.op == kFusedAveragePoolOp ||
-         node.op == kFusedConcatOp;
+         node.op == kFusedConcatOp || node.op == kFusedChannelScaleOp;
 }
 
-// A node that reads (input 0, input 3 of a conv: the residual, every input of a fused
-// concatenation) and writes a 4-D value in any of the layouts.
+// A node that reads a 4-D value in any of the layouts as its input `input`: input 0 (and 3, the
+// residual) of a conv, every input of a fused concatenation, input 0 of the others.
 bool IsLayoutAware(const Graph& graph, const Node& node, size_t input) {
   if (node.op == kFusedConcatOp) return true;
-  if (node.op == kFusedMaxPoolOp || node.op == kFusedAveragePoolOp || node.op == kFusedConvDwOp) {
+  if (node.op == kFusedMaxPoolOp || node.op == kFusedAveragePoolOp || node.op == kFusedConvDwOp ||
+      node.op == kFusedGlobalAveragePoolOp || node.op == kFusedChannelScaleOp) {
     return input == 0;
   }
   return IsConv2d(graph, node) && (input == 0 || input == 3);
+}
+
+// Two dims that are the same at run time: equal known sizes, or the same symbol.
+bool SameDim(const Dim& a, const Dim& b) {
+  if (a.known() || b.known()) return a.value == b.value;
+  return !a.symbol.empty() && a.symbol == b.symbol;
+}
+
+// `scale` is one value per channel of the 4-D float32 `x` under Mul's broadcasting (rank 4 at
+// most, 1 across H and W, 1 or x's size across C and N), from the values' inferred shapes.
+bool IsChannelScaleOf(const Graph& graph, int scale, int x) {
+  if (scale == Graph::kNoValue || x == Graph::kNoValue) return false;
+  const Value& s = graph.values[scale];
+  const Value& v = graph.values[x];
+  if (!s.has_shape || !v.has_shape || v.dims.size() != 4 || s.dims.size() > 4 ||
+      s.dtype != DataType::kFloat32 || v.dtype != DataType::kFloat32) {
+    return false;
+  }
+  const size_t rank = s.dims.size();
+  for (size_t k = 0; k < rank; ++k) {  // k-th axis from the right
+    const Dim& d = s.dims[rank - 1 - k];
+    const bool one = d.known() && d.value == 1;
+    if (k < 2 ? !one : !one && !SameDim(d, v.dims[3 - k])) return false;
+  }
+  return true;
 }
 
 // `name` absent, or equal to `want` (ints attribute).
@@ -531,6 +559,40 @@ int FusePoolsIntoConvChains(Graph* graph, const KernelRegistry& registry) {
     pool.op = fused_op;
     pool.domain = kFusedDomain;
     pool.outputs.resize(1);
+    ++fused;
+  }
+  return fused;
+}
+
+int FuseChannelOpsIntoConvChains(Graph* graph, const KernelRegistry& registry) {
+  const std::vector<int> producer = fusion::Producers(*graph);
+  auto from_chain = [&](int value) {
+    return value != Graph::kNoValue && producer[value] >= 0 &&
+           WritesAnyLayout(*graph, graph->nodes[producer[value]]);
+  };
+  int fused = 0;
+  for (Node& node : graph->nodes) {
+    if (!fusion::IsDefaultDomain(node) || node.outputs.size() != 1 ||
+        node.outputs[0] == Graph::kNoValue) {
+      continue;
+    }
+    if (node.op == "GlobalAveragePool" && registry.Has(kFusedGlobalAveragePoolOp) &&
+        node.inputs.size() == 1 && from_chain(node.inputs[0])) {
+      node.op = kFusedGlobalAveragePoolOp;
+    } else if (node.op == "Mul" && registry.Has(kFusedChannelScaleOp) && node.inputs.size() == 2) {
+      // Either operand may be the chain's value; it becomes input 0.
+      size_t k = 0;
+      while (k < 2 && !(from_chain(node.inputs[k]) &&
+                        IsChannelScaleOf(*graph, node.inputs[1 - k], node.inputs[k]))) {
+        ++k;
+      }
+      if (k == 2) continue;
+      if (k == 1) std::swap(node.inputs[0], node.inputs[1]);
+      node.op = kFusedChannelScaleOp;
+    } else {
+      continue;
+    }
+    node.domain = kFusedDomain;
     ++fused;
   }
   return fused;

@@ -48,6 +48,15 @@ int FusePoolsIntoConvChains(Graph* graph, const KernelRegistry& registry);
 /// FusePoolsIntoConvChains, repeated until neither rewrites (each enables the other).
 int FuseConcatIntoConvChains(Graph* graph, const KernelRegistry& registry);
 
+/// Rewrites, when `registry` has the fused ops, a GlobalAveragePool whose input comes from a node
+/// that writes any layout (a 2-D fused conv, a fused pooling, concatenation or channel scale)
+/// into kernels::cpu::kFusedGlobalAveragePoolOp, and a Mul of such a value by one value per
+/// channel (by the inferred shapes: [N,C,1,1], [1,C,1,1], [C,1,1] or a single value; either
+/// operand order) into kernels::cpu::kFusedChannelScaleOp: a squeeze-and-excitation block,
+/// whose depthwise output and projection input then keep the blocked layout. Returns how many
+/// were rewritten.
+int FuseChannelOpsIntoConvChains(Graph* graph, const KernelRegistry& registry);
+
 /// Marks values stored in the convolution kernels' blocked layout (channel blocks, e.g.
 /// nChw16c; the kernels pick the block for the machine): a value produced by a 2-D fused conv
 /// (or a fused pooling or concatenation) whose every use is a 2-D fused conv (as its input X or

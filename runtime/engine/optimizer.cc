@@ -277,7 +277,10 @@ absl::Status OptimizeForInference(Graph* graph, const KernelRegistry& registry,
   // A fused concatenation lets the pooling after it join the chain, and a fused pooling lets
   // the concatenation (or pooling) it feeds join: repeat until neither rewrites (each rewrites a
   // node once).
-  while (FuseConcatIntoConvChains(graph, registry) + FusePoolsIntoConvChains(graph, registry) > 0) {
+  // A channel scale (squeeze-and-excitation) passes the chain on in the same way.
+  while (FuseConcatIntoConvChains(graph, registry) + FusePoolsIntoConvChains(graph, registry) +
+             FuseChannelOpsIntoConvChains(graph, registry) >
+         0) {
   }
   KeepBlockedLayoutBetweenConvs(graph);
   for (const Node& node : graph->nodes) {

@@ -191,6 +191,85 @@ TEST(PoolTest, FusedAveragePoolMatchesReference) {
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnimplemented) << refused.status();
 }
 
+// The squeeze-and-excitation ops of conv chains (chain_ops.cc) over plain and channels-last
+// storage (the blocked one runs in the engine's fusion tests), at two threads: the global
+// average, and the channel scale for every pair of input and output storage, with a scale per
+// image and channel and one shared by the images ([C,1,1], input order swapped by nobody here).
+TEST(PoolTest, ChainGlobalAverageAndChannelScaleOverStorages) {
+  KernelHarness h;
+  const int64_t n = 2, c = 40, hh = 24, ww = 24, plane = hh * ww;
+  const std::vector<float> x = RandomFloats(n * c * plane, 31);
+  // NCHW -> NHWC bytes (the shape stays NCHW) and back.
+  auto to_nhwc = [&](const std::vector<float>& v) {
+    std::vector<float> out(v.size());
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t k = 0; k < c; ++k)
+        for (int64_t p = 0; p < plane; ++p)
+          out[(i * plane + p) * c + k] = v[(i * c + k) * plane + p];
+    return out;
+  };
+  auto from_nhwc = [&](const std::vector<float>& v) {
+    std::vector<float> out(v.size());
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t k = 0; k < c; ++k)
+        for (int64_t p = 0; p < plane; ++p)
+          out[(i * c + k) * plane + p] = v[(i * plane + p) * c + k];
+    return out;
+  };
+  std::vector<float> mean(n * c);
+  for (int64_t i = 0; i < n * c; ++i) {
+    double sum = 0;
+    for (int64_t p = 0; p < plane; ++p) sum += x[i * plane + p];
+    mean[i] = static_cast<float>(sum / plane);
+  }
+  for (const char* layout : {"nchw", "nhwc"}) {
+    SCOPED_TRACE(layout);
+    const bool nhwc = std::string(layout) == "nhwc";
+    auto kernel = h.Prepare(kFusedGlobalAveragePoolOp, {Tensor::Of<float>({n, c, hh, ww}, x)},
+                            Attrs({{"x_layout", std::string(layout)}}), 17, 1, 2);
+    ASSERT_TRUE(kernel.ok()) << kernel.status();
+    auto out = h.RunPrepared(**kernel, {Tensor::Of<float>({n, c, hh, ww}, nhwc ? to_nhwc(x) : x)});
+    ASSERT_TRUE(out.ok()) << out.status();
+    EXPECT_EQ((*out)[0].shape, (Shape{n, c, 1, 1}));
+    ExpectNear((*out)[0].Values<float>(), mean);
+  }
+  const std::vector<float> per_image = RandomFloats(n * c, 32), shared = RandomFloats(c, 33);
+  for (const bool by_image : {true, false}) {
+    const Tensor scale = by_image ? Tensor::Of<float>({n, c, 1, 1}, per_image)
+                                  : Tensor::Of<float>({c, 1, 1}, shared);
+    std::vector<float> want(x.size());
+    for (int64_t i = 0; i < n * c; ++i) {
+      const float sv = by_image ? per_image[i] : shared[i % c];
+      for (int64_t p = 0; p < plane; ++p) want[i * plane + p] = x[i * plane + p] * sv;
+    }
+    for (const char* x_layout : {"nchw", "nhwc"}) {
+      for (const char* y_layout : {"nchw", "nhwc"}) {
+        SCOPED_TRACE(::testing::Message()
+                     << "by_image=" << by_image << " x " << x_layout << " y " << y_layout);
+        const bool x_nhwc = std::string(x_layout) == "nhwc";
+        auto kernel = h.Prepare(
+            kFusedChannelScaleOp, {Tensor::Of<float>({n, c, hh, ww}, x), scale},
+            Attrs({{"x_layout", std::string(x_layout)}, {"y_layout", std::string(y_layout)}}), 17,
+            1, 2);
+        ASSERT_TRUE(kernel.ok()) << kernel.status();
+        auto out = h.RunPrepared(
+            **kernel, {Tensor::Of<float>({n, c, hh, ww}, x_nhwc ? to_nhwc(x) : x), scale});
+        ASSERT_TRUE(out.ok()) << out.status();
+        const std::vector<float> got = (*out)[0].Values<float>();
+        ExpectNear(std::string(y_layout) == "nhwc" ? from_nhwc(got) : got, want);
+      }
+    }
+  }
+  // A scale that varies across H or W, or with more channels than X, is refused.
+  for (const Shape& bad : {Shape{n, c, hh, 1}, Shape{1, 1, 1, ww}, Shape{n, 2 * c, 1, 1}}) {
+    auto refused = h.Run(
+        kFusedChannelScaleOp,
+        {Tensor::Of<float>({n, c, hh, ww}, x),
+         Tensor::Of<float>(bad, std::vector<float>(bad[0] * bad[1] * bad[2] * bad[3], 1.0f))});
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument) << refused.status();
+  }
+}
+
 TEST(PoolTest, MaxPoolIndicesAndGlobalPools) {
   KernelHarness h;
   // Two planes: indices count across the whole tensor.

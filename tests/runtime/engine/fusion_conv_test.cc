@@ -42,6 +42,24 @@ std::string StringAttr(const Node& node, absl::string_view name) {
   return value.ok() ? *value : "error";
 }
 
+// Every output of `got_model` on the input "x" as the same output of `want_model` (which may
+// have more), within 1e-4 * (1 + |want|).
+void ExpectSameOutputs(const Model& got_model, const Model& want_model, const TensorValue& x) {
+  auto got = testing::RunPlan(got_model, {{"x", x}});
+  auto want = testing::RunPlan(want_model, {{"x", x}});
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_TRUE(want.ok()) << want.status();
+  ASSERT_FALSE(got->empty());
+  ASSERT_GE(want->size(), got->size());
+  for (size_t k = 0; k < got->size(); ++k) {
+    const std::vector<float> a = Floats((*got)[k].value), e = Floats((*want)[k].value);
+    ASSERT_EQ(a.size(), e.size()) << "output " << k;
+    for (size_t i = 0; i < a.size(); ++i) {
+      ASSERT_NEAR(a[i], e[i], 1e-4f * (1.0f + std::fabs(e[i]))) << "output " << k << " at " << i;
+    }
+  }
+}
+
 class FusionConvTest : public testing::FusionTest {
  protected:
   void SetUp() override { RegisterAllBut({kFusedConvOp}); }
@@ -370,19 +388,58 @@ TEST_F(FusionConvTest, ZeroPadsFoldIntoConvolutionsAndAveragePools) {
   auto conv_pads = c->attributes.GetInts("pads", {});
   ASSERT_TRUE(conv_pads.ok());
   EXPECT_EQ(*conv_pads, std::vector<int64_t>({3, 2, 1, 2}));
-  const TensorValue x = FloatTensor({2, 8, 10, 10}, RandomFloats(1600, 117));
-  auto got = testing::RunPlan(**folded, {{"x", x}});
-  auto want = testing::RunPlan(**kept, {{"x", x}});
-  ASSERT_TRUE(got.ok()) << got.status();
-  ASSERT_TRUE(want.ok()) << want.status();
-  ASSERT_EQ(got->size(), 6u);
-  for (size_t k = 0; k < got->size(); ++k) {
-    const std::vector<float> a = Floats((*got)[k].value), e = Floats((*want)[k].value);
-    ASSERT_EQ(a.size(), e.size()) << "output " << k;
-    for (size_t i = 0; i < a.size(); ++i) {
-      ASSERT_NEAR(a[i], e[i], 1e-4f * (1.0f + std::fabs(e[i]))) << "output " << k << " at " << i;
+  ExpectSameOutputs(**folded, **kept, FloatTensor({2, 8, 10, 10}, RandomFloats(1600, 117)));
+}
+
+// Squeeze-and-excitation blocks: conv → GlobalAveragePool → 1x1 convs → Sigmoid → Mul by the
+// conv's output → conv. The global average and the scale read the conv's output blocked and
+// the scale writes blocked (24 channels: a partial block); a scale by a constant [C,1,1] with
+// the operands swapped too; a head's global average after a conv. A Mul by a per-pixel gate
+// ([N,1,H,W]) is left alone. Batch 2; every output as the unfused graph's.
+TEST_F(FusionConvTest, SqueezeExciteKeepsTheBlockedLayout) {
+  ModelBuilder b;
+  b.Input("x", onnx::TensorProto::FLOAT, {2, 24, 10, 10})
+      .Output("y", {2, 16, 10, 10})
+      .Output("z", {2, 16, 10, 10})
+      .Output("v", {2, 16})
+      .Output("w", {2, 24, 10, 10});
+  AddConvK(b, "a", "x", "a_out", 24, 24, 3, 1, 1, 1, 121);
+  b.Node("GlobalAveragePool", {"a_out"}, {"squeezed"});
+  AddConvK(b, "se1", "squeezed", "se1_out", 24, 8, 1, 1, 1, 0, 123);
+  b.Node("Relu", {"se1_out"}, {"se1_relu"});
+  AddConvK(b, "se2", "se1_relu", "se2_out", 8, 24, 1, 1, 1, 0, 125);
+  b.Node("Sigmoid", {"se2_out"}, {"gate"});
+  b.Node("Mul", {"a_out", "gate"}, {"excited"});
+  AddConvK(b, "b", "excited", "y", 24, 16, 1, 1, 1, 0, 127);
+  b.FloatInit("channel_scale", {24, 1, 1}, RandomFloats(24, 129));
+  b.Node("Mul", {"channel_scale", "a_out"}, {"scaled"});
+  AddConvK(b, "d", "scaled", "z", 24, 16, 1, 1, 1, 0, 131);
+  AddConvK(b, "h", "excited", "h_out", 24, 16, 3, 1, 1, 1, 133);
+  b.Node("GlobalAveragePool", {"h_out"}, {"pooled"});
+  b.Node("Flatten", {"pooled"}, {"v"});
+  AddConvK(b, "f", "x", "f_out", 24, 24, 1, 1, 1, 0, 135);
+  AddConvK(b, "e", "x", "e_out", 24, 1, 1, 1, 1, 0, 137);
+  b.Node("Sigmoid", {"e_out"}, {"pixel_gate"});
+  b.Node("Mul", {"f_out", "pixel_gate"}, {"w"});
+  std::shared_ptr<const Model> plain;
+  auto model = LoadBoth(b.Bytes(), FloatTensor({2, 24, 10, 10}, RandomFloats(4800, 139)), &plain);
+  ASSERT_NE(model, nullptr);
+  const Graph& g = model->graph();
+  EXPECT_EQ(CountOps(g, kernels::cpu::kFusedGlobalAveragePoolOp), 2);
+  EXPECT_EQ(CountOps(g, kernels::cpu::kFusedChannelScaleOp), 2);
+  EXPECT_EQ(CountOps(g, "Mul"), 1);
+  EXPECT_EQ(StringAttr(*FindNamed(g, "a"), "y_layout"), "blocked");
+  for (const Node& node : g.nodes) {
+    if (node.op == kernels::cpu::kFusedGlobalAveragePoolOp) {
+      EXPECT_EQ(StringAttr(node, "x_layout"), "blocked");
+    }
+    if (node.op == kernels::cpu::kFusedChannelScaleOp) {
+      EXPECT_EQ(StringAttr(node, "x_layout"), "blocked");
+      EXPECT_EQ(StringAttr(node, "y_layout"), "blocked");
+      EXPECT_EQ(node.inputs[0], FindNamed(g, "a")->outputs[0]);  // the chain's value first
     }
   }
+  ExpectSameOutputs(*model, *plain, FloatTensor({2, 24, 10, 10}, RandomFloats(4800, 141)));
 }
 
 // Fire / Inception-style blocks: convolutions concatenated, a MaxPool after a concatenation,
@@ -600,7 +657,7 @@ TEST_F(FusionConvTest, SwishAfterABroadcastResidualAndASharedSigmoid) {
 }
 
 TEST_F(FusionConvTest, SharedOrOutputIntermediatesAreLeftAlone) {
-  // a_out is also a graph output: the Relu stays. c's output feeds a GlobalAveragePool (no
+  // a_out is also a graph output: the Relu stays. c's output feeds a GlobalMaxPool (no
   // layout-aware kernel): stays plain.
   ModelBuilder b;
   b.Input("x", onnx::TensorProto::FLOAT, {1, 4, 6, 6})
@@ -609,7 +666,7 @@ TEST_F(FusionConvTest, SharedOrOutputIntermediatesAreLeftAlone) {
   AddConv(b, "a", "x", "a_out", 4, 4, 21);
   b.Node("Relu", {"a_out"}, {"r"});
   AddConv(b, "c", "r", "c_out", 4, 4, 23);
-  b.Node("GlobalAveragePool", {"c_out"}, {"y"});
+  b.Node("GlobalMaxPool", {"c_out"}, {"y"});
   auto model = LoadBoth(b.Bytes(), FloatTensor({1, 4, 6, 6}, RandomFloats(144, 24)));
   ASSERT_NE(model, nullptr);
   const Graph& g = model->graph();
