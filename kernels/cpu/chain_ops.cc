@@ -1,6 +1,7 @@
 // kFusedGlobalAveragePoolOp / kFusedChannelScaleOp: a squeeze-and-excitation block's global
-// average and its per-channel scale inside a chain of convolutions (EfficientNet, MobileNetV3,
-// RegNetY), as our own loops over the layout each value is stored in ("x_layout", "y_layout":
+// average and its per-channel scale (EfficientNet, MobileNetV3, RegNetY), and a BatchNormalization
+// with its ReLU that no convolution absorbs (DenseNet's), inside a chain of convolutions, as our
+// own loops over the layout each value is stored in ("x_layout", "y_layout":
 // plain, channels-last or the chain's channel blocks; onednn_util.h, Storage). The block's
 // depthwise output and its projection's input then stay in the convolutions' layout instead of
 // being reordered to the plain layout and back around the two ops.
@@ -90,16 +91,30 @@ void SumRows(const float* __restrict rows_at, int64_t rows, float* __restrict ou
   for (int l = 0; l < kLanes; ++l) out[l] = (acc[0][l] + acc[1][l]) + (acc[2][l] + acc[3][l]);
 }
 
-// to[r][l] = from[r][l] * scale[l] over `rows` rows of kLanes floats.
-template <int kLanes>
-void ScaleRows(const float* __restrict from, const float* __restrict scale, int64_t rows,
-               float* __restrict to) {
-  float s[kLanes];
-  for (int l = 0; l < kLanes; ++l) s[l] = scale[l];
+// to[r][l] = from[r][l] * scale[l] + shift[l] (then max(., 0) with kRelu) over `rows` rows of
+// kLanes floats.
+template <int kLanes, bool kRelu>
+void AffineRows(const float* __restrict from, const float* __restrict scale,
+                const float* __restrict shift, int64_t rows, float* __restrict to) {
+  float s[kLanes], t[kLanes];
+  for (int l = 0; l < kLanes; ++l) {
+    s[l] = scale[l];
+    t[l] = shift[l];
+  }
   for (int64_t r = 0; r < rows; ++r) {
-    for (int l = 0; l < kLanes; ++l) to[r * kLanes + l] = from[r * kLanes + l] * s[l];
+    for (int l = 0; l < kLanes; ++l) {
+      const float v = from[r * kLanes + l] * s[l] + t[l];
+      to[r * kLanes + l] = kRelu ? std::max(v, 0.0f) : v;
+    }
   }
 }
+
+// One value per (image, channel) of an input that broadcasts over H and W: element (n, c) at
+// n * n_stride + c * c_stride (a stride 0 where it broadcasts).
+struct PerChannel {
+  int64_t n_stride = 0, c_stride = 0;
+  float At(const float* v, int64_t n, int64_t c) const { return v[n * n_stride + c * c_stride]; }
+};
 
 class GlobalAverageKernel final : public PreparedKernel {
  public:
@@ -166,51 +181,65 @@ class GlobalAverageKernel final : public PreparedKernel {
 
 class ChannelScaleKernel final : public PreparedKernel {
  public:
-  // `s_n_stride` / `s_c_stride`: the scale's strides over images and channels (0 where it
-  // broadcasts).
-  ChannelScaleKernel(Shape x, Placement px, Placement py, size_t y_bytes, int64_t s_n_stride,
-                     int64_t s_c_stride, std::vector<TensorDesc> outputs, int threads)
-      : x_(std::move(x)),
-        px_(px),
-        py_(py),
-        y_bytes_(y_bytes),
-        s_n_stride_(s_n_stride),
-        s_c_stride_(s_c_stride),
-        outputs_(std::move(outputs)),
-        threads_(threads) {}
+  struct Parts {
+    Shape x;
+    Placement px, py;
+    size_t y_bytes = 0;
+    PerChannel scale, shift;  // shift: input 2 when `has_shift`
+    bool has_shift = false, relu = false;
+    std::vector<TensorDesc> outputs;
+    int threads = 1;
+  };
+
+  explicit ChannelScaleKernel(Parts parts) : p_(std::move(parts)) {}
 
   absl::string_view op() const override { return kFusedChannelScaleOp; }
-  const std::vector<TensorDesc>& outputs() const override { return outputs_; }
-  size_t output_storage_bytes(size_t i) const override { return i == 0 ? y_bytes_ : 0; }
+  const std::vector<TensorDesc>& outputs() const override { return p_.outputs; }
+  size_t output_storage_bytes(size_t i) const override { return i == 0 ? p_.y_bytes : 0; }
 
   absl::Status Run(const KernelArgs& args) const override {
     const float* x = static_cast<const float*>(args.inputs[0]);
     const float* s = static_cast<const float*>(args.inputs[1]);
+    const float* t = p_.has_shift ? static_cast<const float*>(args.inputs[2]) : nullptr;
     float* y = static_cast<float*>(args.outputs[0]);
-    const int64_t n_images = x_[0], channels = x_[1], height = x_[2], width = x_[3];
+    const int64_t n_images = p_.x[0], channels = p_.x[1], height = p_.x[2], width = p_.x[3];
     const int64_t plane = height * width;
-    if (px_ == py_ && RowsAreContiguous(px_, channels, width)) {
-      // Per (image, group of lanes): its rows scaled; a block's padding lanes written as zeros.
-      const int64_t lanes = Lanes(px_, channels);
+    const Placement& px = p_.px;
+    const Placement& py = p_.py;
+    auto shift_at = [&](int64_t n, int64_t c) {
+      return t != nullptr ? p_.shift.At(t, n, c) : 0.0f;
+    };
+    auto activate = [&](float v) { return p_.relu ? std::max(v, 0.0f) : v; };
+    if (px == py && RowsAreContiguous(px, channels, width)) {
+      // Per (image, group of lanes): its rows; a block's padding lanes written as zeros.
+      const int64_t lanes = Lanes(px, channels);
       const int64_t groups = (channels + lanes - 1) / lanes;
-      ParallelFor(n_images * groups, threads_, static_cast<double>(plane * lanes),
+      ParallelFor(n_images * groups, p_.threads, static_cast<double>(plane * lanes),
                   [&](int64_t begin, int64_t end) {
                     for (int64_t item = begin; item < end; ++item) {
                       const int64_t n = item / groups, c0 = item % groups * lanes;
                       const int64_t valid = std::min(lanes, channels - c0);
-                      const int64_t at = px_.At(n, c0, 0, 0);
-                      const float* scale = s + n * s_n_stride_ + c0 * s_c_stride_;
+                      const int64_t at = px.At(n, c0, 0, 0);
                       if (lanes == 16 || lanes == 8) {
-                        float by_lane[16] = {};
-                        for (int64_t l = 0; l < valid; ++l) by_lane[l] = scale[l * s_c_stride_];
-                        if (lanes == 16) ScaleRows<16>(x + at, by_lane, plane, y + at);
-                        if (lanes == 8) ScaleRows<8>(x + at, by_lane, plane, y + at);
+                        float by_lane[16] = {}, plus[16] = {};
+                        for (int64_t l = 0; l < valid; ++l) {
+                          by_lane[l] = p_.scale.At(s, n, c0 + l);
+                          plus[l] = shift_at(n, c0 + l);
+                        }
+                        if (lanes == 16) {
+                          (p_.relu ? AffineRows<16, true>
+                                   : AffineRows<16, false>)(x + at, by_lane, plus, plane, y + at);
+                        } else {
+                          (p_.relu ? AffineRows<8, true>
+                                   : AffineRows<8, false>)(x + at, by_lane, plus, plane, y + at);
+                        }
                       } else {
                         for (int64_t r = 0; r < plane; ++r) {
                           const float* from = x + at + r * lanes;
                           float* to = y + at + r * lanes;
                           for (int64_t l = 0; l < valid; ++l) {
-                            to[l] = from[l] * scale[l * s_c_stride_];
+                            to[l] =
+                                activate(from[l] * p_.scale.At(s, n, c0 + l) + shift_at(n, c0 + l));
                           }
                         }
                       }
@@ -224,26 +253,26 @@ class ChannelScaleKernel final : public PreparedKernel {
       return absl::OkStatus();
     }
     // Any two placements: one (image, channel) plane at a time; then the output's padding.
-    ParallelFor(n_images * channels, threads_, static_cast<double>(plane),
+    ParallelFor(n_images * channels, p_.threads, static_cast<double>(plane),
                 [&](int64_t begin, int64_t end) {
                   for (int64_t item = begin; item < end; ++item) {
                     const int64_t n = item / channels, c = item % channels;
-                    const float scale = s[n * s_n_stride_ + c * s_c_stride_];
-                    const float* from = x + px_.At(n, c, 0, 0);
-                    float* to = y + py_.At(n, c, 0, 0);
+                    const float scale = p_.scale.At(s, n, c), shift = shift_at(n, c);
+                    const float* from = x + px.At(n, c, 0, 0);
+                    float* to = y + py.At(n, c, 0, 0);
                     for (int64_t h = 0; h < height; ++h) {
                       for (int64_t w = 0; w < width; ++w) {
-                        to[h * py_.h_stride + w * py_.w_stride] =
-                            from[h * px_.h_stride + w * px_.w_stride] * scale;
+                        to[h * py.h_stride + w * py.w_stride] =
+                            activate(from[h * px.h_stride + w * px.w_stride] * scale + shift);
                       }
                     }
                   }
                 });
-    const int64_t padded = (channels + py_.block - 1) / py_.block * py_.block;
+    const int64_t padded = (channels + py.block - 1) / py.block * py.block;
     for (int64_t n = 0; n < n_images; ++n) {
       for (int64_t c = channels; c < padded; ++c) {
         for (int64_t h = 0; h < height; ++h) {
-          for (int64_t w = 0; w < width; ++w) y[py_.At(n, c, h, w)] = 0.0f;
+          for (int64_t w = 0; w < width; ++w) y[py.At(n, c, h, w)] = 0.0f;
         }
       }
     }
@@ -251,12 +280,7 @@ class ChannelScaleKernel final : public PreparedKernel {
   }
 
  private:
-  Shape x_;
-  Placement px_, py_;
-  size_t y_bytes_;
-  int64_t s_n_stride_, s_c_stride_;
-  std::vector<TensorDesc> outputs_;
-  int threads_;
+  Parts p_;
 };
 
 absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareGlobalAverage(
@@ -273,35 +297,53 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareGlobalAverage(
   return std::make_unique<GlobalAverageKernel>(x, px, std::move(outputs), context.intra_op_threads);
 }
 
-absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareChannelScale(const PrepareContext& context) {
-  RETURN_IF_ERROR(ExpectInputCount(context, 2, 2));
-  RETURN_IF_ERROR(ExpectType(context, 0, {DataType::kFloat32}));
-  RETURN_IF_ERROR(ExpectType(context, 1, {DataType::kFloat32}));
-  const Shape& x = context.inputs[0].shape;
-  const Shape& s = context.inputs[1].shape;
-  if (x.size() != 4) {
-    return InvalidArgument(context, "input 0 ", runtime::ShapeToString(x), " is not 4-D");
-  }
-  // The scale, aligned to the right of [N, C, H, W]: 1 across H and W, and 1 or the input's
-  // size across C and N.
-  auto dim = [&s](size_t from_right) {
-    return from_right < s.size() ? s[s.size() - 1 - from_right] : int64_t{1};
+// Input `k` as one value per channel of the 4-D `x`: aligned to the right of [N, C, H, W], 1
+// across H and W, and 1 or x's size across C and N.
+absl::StatusOr<PerChannel> PerChannelInput(const PrepareContext& context, size_t k,
+                                           const Shape& x) {
+  RETURN_IF_ERROR(ExpectType(context, k, {DataType::kFloat32}));
+  const Shape& v = context.inputs[k].shape;
+  auto dim = [&v](size_t from_right) {
+    return from_right < v.size() ? v[v.size() - 1 - from_right] : int64_t{1};
   };
-  if (s.size() > 4 || dim(0) != 1 || dim(1) != 1 || (dim(2) != 1 && dim(2) != x[1]) ||
+  if (v.size() > 4 || dim(0) != 1 || dim(1) != 1 || (dim(2) != 1 && dim(2) != x[1]) ||
       (dim(3) != 1 && dim(3) != x[0])) {
-    return InvalidArgument(context, "scale ", runtime::ShapeToString(s),
+    return InvalidArgument(context, "input ", k, " ", runtime::ShapeToString(v),
                            " is not one value per channel of ", runtime::ShapeToString(x));
   }
-  const int64_t s_c_stride = dim(2) == 1 ? 0 : 1;
-  const int64_t s_n_stride = dim(3) == 1 ? 0 : dim(2);
+  PerChannel p;
+  p.c_stride = dim(2) == 1 ? 0 : 1;
+  p.n_stride = dim(3) == 1 ? 0 : dim(2);
+  return p;
+}
+
+absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareChannelScale(const PrepareContext& context) {
+  RETURN_IF_ERROR(ExpectInputCount(context, 2, 3));
+  RETURN_IF_ERROR(ExpectType(context, 0, {DataType::kFloat32}));
+  ChannelScaleKernel::Parts p;
+  p.x = context.inputs[0].shape;
+  if (p.x.size() != 4) {
+    return InvalidArgument(context, "input 0 ", runtime::ShapeToString(p.x), " is not 4-D");
+  }
+  ASSIGN_OR_RETURN(p.scale, PerChannelInput(context, 1, p.x));
+  p.has_shift = HasInput(context, 2);
+  if (p.has_shift) {
+    ASSIGN_OR_RETURN(p.shift, PerChannelInput(context, 2, p.x));
+  }
+  absl::StatusOr<std::string> activation = AttrsOf(context).GetString("activation", "");
+  if (!activation.ok()) return activation.status();
+  if (!activation->empty() && *activation != "Relu") {
+    return InvalidArgument(context, "activation \"", *activation, "\" is neither \"\" nor Relu");
+  }
+  p.relu = *activation == "Relu";
   ASSIGN_OR_RETURN(Storage x_storage, LayoutAttr(context, "x_layout"));
   ASSIGN_OR_RETURN(Storage y_storage, LayoutAttr(context, "y_layout"));
-  ASSIGN_OR_RETURN(Placement px, PlacementOf(context, x, x_storage));
-  ASSIGN_OR_RETURN(Placement py, PlacementOf(context, x, y_storage));
-  const size_t y_bytes = StoredDesc(x, y_storage, ChainTag(context)).get_size();
-  std::vector<TensorDesc> outputs = {Desc(DataType::kFloat32, x)};
-  return std::make_unique<ChannelScaleKernel>(x, px, py, y_bytes, s_n_stride, s_c_stride,
-                                              std::move(outputs), context.intra_op_threads);
+  ASSIGN_OR_RETURN(p.px, PlacementOf(context, p.x, x_storage));
+  ASSIGN_OR_RETURN(p.py, PlacementOf(context, p.x, y_storage));
+  p.y_bytes = StoredDesc(p.x, y_storage, ChainTag(context)).get_size();
+  p.outputs = {Desc(DataType::kFloat32, p.x)};
+  p.threads = context.intra_op_threads;
+  return std::make_unique<ChannelScaleKernel>(std::move(p));
 }
 
 }  // namespace

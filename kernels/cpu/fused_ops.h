@@ -49,10 +49,11 @@ inline constexpr char kFusedConcatOp[] = "com.reprise.FusedConcat";
 /// "x_layout" ("nchw", "nhwc" or "blocked", as for kFusedConvOp); Y [N,C,1,1] plain.
 inline constexpr char kFusedGlobalAveragePoolOp[] = "com.reprise.FusedGlobalAveragePool";
 
-/// Y = X * S for a 4-D float32 X and one scale per channel S (Mul's broadcasting of [N,C,1,1],
-/// [1,C,1,1], [C,1,1] or a single value), inside a chain of convolutions: X stored as
-/// "x_layout" and Y as "y_layout" (as for kFusedConvOp), S plain. A squeeze-and-excitation
-/// block's scale.
+/// Y = act(X * S + B) for a 4-D float32 X and one value per channel S and B (optional; each
+/// broadcast as Mul broadcasts [N,C,1,1], [1,C,1,1], [C,1,1] or a single value), "activation"
+/// "" (none, the default) or "Relu", inside a chain of convolutions: X stored as "x_layout" and
+/// Y as "y_layout" (as for kFusedConvOp), S and B plain. A squeeze-and-excitation block's
+/// scale, or a BatchNormalization (and its ReLU) that no convolution absorbs.
 inline constexpr char kFusedChannelScaleOp[] = "com.reprise.FusedChannelScale";
 
 /// MatMul with folded operand transposes and an epilogue: inputs A, B, C (optional constant

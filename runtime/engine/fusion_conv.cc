@@ -564,22 +564,79 @@ int FusePoolsIntoConvChains(Graph* graph, const KernelRegistry& registry) {
   return fused;
 }
 
+namespace {
+
+// A BatchNormalization in inference form (training_mode 0, only Y used) whose scale, B, mean and
+// var are float constants of `channels` values: its per-channel factor and shift in `*factor`,
+// `*shift` (Y = X * factor + shift).
+bool InferenceBatchNorm(const Graph& graph, const std::vector<int>& uses, const Node& bn,
+                        std::vector<float>* factor, std::vector<float>* shift) {
+  if (bn.op != "BatchNormalization" || bn.inputs.size() != 5) return false;
+  for (size_t k = 1; k < bn.outputs.size(); ++k) {
+    if (bn.outputs[k] != Graph::kNoValue && uses[bn.outputs[k]] > 0) return false;
+  }
+  auto training = bn.attributes.GetInt("training_mode", 0);
+  auto epsilon = bn.attributes.GetFloat("epsilon", 1e-5f);
+  if (!training.ok() || *training != 0 || !epsilon.ok()) return false;
+  const TensorValue* params[4];
+  for (size_t k = 0; k < 4; ++k) {
+    params[k] = FloatConstant(graph, bn.inputs[k + 1]);
+    if (params[k] == nullptr || params[k]->shape.size() != 1 ||
+        params[k]->shape[0] != params[0]->shape[0]) {
+      return false;
+    }
+  }
+  const std::vector<float> scale = ToFloats(*params[0]), b = ToFloats(*params[1]),
+                           mean = ToFloats(*params[2]), var = ToFloats(*params[3]);
+  factor->resize(scale.size());
+  shift->resize(scale.size());
+  for (size_t c = 0; c < scale.size(); ++c) {
+    (*factor)[c] = scale[c] / std::sqrt(var[c] + *epsilon);
+    (*shift)[c] = b[c] - mean[c] * (*factor)[c];
+  }
+  return true;
+}
+
+// A new float constant [channels, 1, 1] named after `base`.
+int AddChannelConstant(Graph* graph, const std::string& base, const std::vector<float>& data) {
+  Value value;
+  value.name = base;
+  value.dtype = DataType::kFloat32;
+  value.has_shape = true;
+  const int64_t channels = static_cast<int64_t>(data.size());
+  value.dims = {Dim{channels, ""}, Dim{1, ""}, Dim{1, ""}};
+  const int id = graph->AddValue(std::move(value));
+  auto tensor = std::make_unique<TensorValue>();
+  tensor->dtype = DataType::kFloat32;
+  tensor->shape = {channels, 1, 1};
+  tensor->bytes.resize(data.size() * sizeof(float));
+  std::memcpy(tensor->bytes.data(), data.data(), tensor->bytes.size());
+  graph->constants[id] = std::move(tensor);
+  return id;
+}
+
+}  // namespace
+
 int FuseChannelOpsIntoConvChains(Graph* graph, const KernelRegistry& registry) {
   const std::vector<int> producer = fusion::Producers(*graph);
+  const std::vector<int> uses = graph->UseCounts();
   auto from_chain = [&](int value) {
     return value != Graph::kNoValue && producer[value] >= 0 &&
            WritesAnyLayout(*graph, graph->nodes[producer[value]]);
   };
   int fused = 0;
-  for (Node& node : graph->nodes) {
-    if (!fusion::IsDefaultDomain(node) || node.outputs.size() != 1 ||
+  for (size_t i = 0; i < graph->nodes.size(); ++i) {
+    Node& node = graph->nodes[i];
+    if (!fusion::IsDefaultDomain(node) || node.outputs.empty() ||
         node.outputs[0] == Graph::kNoValue) {
       continue;
     }
+    std::vector<float> factor, shift;
     if (node.op == "GlobalAveragePool" && registry.Has(kFusedGlobalAveragePoolOp) &&
-        node.inputs.size() == 1 && from_chain(node.inputs[0])) {
+        node.inputs.size() == 1 && node.outputs.size() == 1 && from_chain(node.inputs[0])) {
       node.op = kFusedGlobalAveragePoolOp;
-    } else if (node.op == "Mul" && registry.Has(kFusedChannelScaleOp) && node.inputs.size() == 2) {
+    } else if (node.op == "Mul" && registry.Has(kFusedChannelScaleOp) && node.inputs.size() == 2 &&
+               node.outputs.size() == 1) {
       // Either operand may be the chain's value; it becomes input 0.
       size_t k = 0;
       while (k < 2 && !(from_chain(node.inputs[k]) &&
@@ -589,12 +646,37 @@ int FuseChannelOpsIntoConvChains(Graph* graph, const KernelRegistry& registry) {
       if (k == 2) continue;
       if (k == 1) std::swap(node.inputs[0], node.inputs[1]);
       node.op = kFusedChannelScaleOp;
+    } else if (node.op == "BatchNormalization" && registry.Has(kFusedChannelScaleOp) &&
+               !node.inputs.empty() && from_chain(node.inputs[0]) &&
+               InferenceBatchNorm(*graph, uses, node, &factor, &shift)) {
+      const std::string base = graph->values[node.outputs[0]].name;
+      node.inputs = {node.inputs[0], AddChannelConstant(graph, base + "_bn_factor", factor),
+                     AddChannelConstant(graph, base + "_bn_shift", shift)};
+      node.outputs.resize(1);
+      node.attributes = Attributes();
+      node.op = kFusedChannelScaleOp;
     } else {
       continue;
     }
     node.domain = kFusedDomain;
     ++fused;
   }
+  // A Relu that is the only reader of a channel scale's output becomes its activation.
+  const std::vector<int> reads = graph->UseCounts();
+  std::vector<bool> drop(graph->nodes.size(), false);
+  for (Node& node : graph->nodes) {
+    if (node.op != kFusedChannelScaleOp || node.attributes.Has("activation")) continue;
+    const int at = SoleConsumer(*graph, reads, node.outputs[0]);
+    if (at < 0 || graph->nodes[at].op != "Relu" || !fusion::IsDefaultDomain(graph->nodes[at]) ||
+        graph->nodes[at].outputs.size() != 1) {
+      continue;
+    }
+    node.attributes.Set("activation", std::string("Relu"));
+    node.outputs[0] = graph->nodes[at].outputs[0];
+    drop[at] = true;
+    ++fused;
+  }
+  DropNodes(graph, drop);
   return fused;
 }
 

@@ -53,8 +53,11 @@ int FuseConcatIntoConvChains(Graph* graph, const KernelRegistry& registry);
 /// into kernels::cpu::kFusedGlobalAveragePoolOp, and a Mul of such a value by one value per
 /// channel (by the inferred shapes: [N,C,1,1], [1,C,1,1], [C,1,1] or a single value; either
 /// operand order) into kernels::cpu::kFusedChannelScaleOp: a squeeze-and-excitation block,
-/// whose depthwise output and projection input then keep the blocked layout. Returns how many
-/// were rewritten.
+/// whose depthwise output and projection input then keep the blocked layout. An inference
+/// BatchNormalization (constant parameters, only Y used) of such a value becomes the same op
+/// with its factor and shift as new constants (DenseNet's after each concatenation), and a Relu
+/// that is the only reader of a channel scale becomes its activation. Returns how many nodes
+/// were rewritten or absorbed.
 int FuseChannelOpsIntoConvChains(Graph* graph, const KernelRegistry& registry);
 
 /// Marks values stored in the convolution kernels' blocked layout (channel blocks, e.g.

@@ -1,4 +1,5 @@
 // Pooling (pool.cc) against a plain reference loop; tolerance 1e-4 absolute + 1e-4 relative.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -193,8 +194,8 @@ TEST(PoolTest, FusedAveragePoolMatchesReference) {
 
 // The squeeze-and-excitation ops of conv chains (chain_ops.cc) over plain and channels-last
 // storage (the blocked one runs in the engine's fusion tests), at two threads: the global
-// average, and the channel scale for every pair of input and output storage, with a scale per
-// image and channel and one shared by the images ([C,1,1], input order swapped by nobody here).
+// average, and the channel scale for every pair of input and output storage: with a scale per
+// image and channel, and with one shared by the images ([C,1,1]), a shift and a Relu.
 TEST(PoolTest, ChainGlobalAverageAndChannelScaleOverStorages) {
   KernelHarness h;
   const int64_t n = 2, c = 40, hh = 24, ww = 24, plane = hh * ww;
@@ -233,27 +234,36 @@ TEST(PoolTest, ChainGlobalAverageAndChannelScaleOverStorages) {
     EXPECT_EQ((*out)[0].shape, (Shape{n, c, 1, 1}));
     ExpectNear((*out)[0].Values<float>(), mean);
   }
+  // By image: X * S. Shared: Relu(X * S + B), a BatchNormalization's form.
   const std::vector<float> per_image = RandomFloats(n * c, 32), shared = RandomFloats(c, 33);
+  const std::vector<float> shift = RandomFloats(c, 34);
   for (const bool by_image : {true, false}) {
     const Tensor scale = by_image ? Tensor::Of<float>({n, c, 1, 1}, per_image)
                                   : Tensor::Of<float>({c, 1, 1}, shared);
+    std::vector<Tensor> extra = {scale};
+    if (!by_image) extra.push_back(Tensor::Of<float>({1, c, 1, 1}, shift));
     std::vector<float> want(x.size());
     for (int64_t i = 0; i < n * c; ++i) {
       const float sv = by_image ? per_image[i] : shared[i % c];
-      for (int64_t p = 0; p < plane; ++p) want[i * plane + p] = x[i * plane + p] * sv;
+      for (int64_t p = 0; p < plane; ++p) {
+        want[i * plane + p] =
+            by_image ? x[i * plane + p] * sv : std::max(x[i * plane + p] * sv + shift[i % c], 0.0f);
+      }
     }
     for (const char* x_layout : {"nchw", "nhwc"}) {
       for (const char* y_layout : {"nchw", "nhwc"}) {
         SCOPED_TRACE(::testing::Message()
                      << "by_image=" << by_image << " x " << x_layout << " y " << y_layout);
         const bool x_nhwc = std::string(x_layout) == "nhwc";
-        auto kernel = h.Prepare(
-            kFusedChannelScaleOp, {Tensor::Of<float>({n, c, hh, ww}, x), scale},
-            Attrs({{"x_layout", std::string(x_layout)}, {"y_layout", std::string(y_layout)}}), 17,
-            1, 2);
+        std::vector<Tensor> inputs = {Tensor::Of<float>({n, c, hh, ww}, x_nhwc ? to_nhwc(x) : x)};
+        inputs.insert(inputs.end(), extra.begin(), extra.end());
+        auto kernel = h.Prepare(kFusedChannelScaleOp, inputs,
+                                Attrs({{"x_layout", std::string(x_layout)},
+                                       {"y_layout", std::string(y_layout)},
+                                       {"activation", std::string(by_image ? "" : "Relu")}}),
+                                17, 1, 2);
         ASSERT_TRUE(kernel.ok()) << kernel.status();
-        auto out = h.RunPrepared(
-            **kernel, {Tensor::Of<float>({n, c, hh, ww}, x_nhwc ? to_nhwc(x) : x), scale});
+        auto out = h.RunPrepared(**kernel, inputs);
         ASSERT_TRUE(out.ok()) << out.status();
         const std::vector<float> got = (*out)[0].Values<float>();
         ExpectNear(std::string(y_layout) == "nhwc" ? from_nhwc(got) : got, want);

@@ -42,11 +42,12 @@ std::string StringAttr(const Node& node, absl::string_view name) {
   return value.ok() ? *value : "error";
 }
 
-// Every output of `got_model` on the input "x" as the same output of `want_model` (which may
-// have more), within 1e-4 * (1 + |want|).
-void ExpectSameOutputs(const Model& got_model, const Model& want_model, const TensorValue& x) {
-  auto got = testing::RunPlan(got_model, {{"x", x}});
-  auto want = testing::RunPlan(want_model, {{"x", x}});
+// Every output of `got_model` on `inputs` as the same output of `want_model` (which may have
+// more), within 1e-4 * (1 + |want|).
+void ExpectSameOutputs(const Model& got_model, const Model& want_model,
+                       const std::vector<NamedTensor>& inputs) {
+  auto got = testing::RunPlan(got_model, inputs);
+  auto want = testing::RunPlan(want_model, inputs);
   ASSERT_TRUE(got.ok()) << got.status();
   ASSERT_TRUE(want.ok()) << want.status();
   ASSERT_FALSE(got->empty());
@@ -388,7 +389,8 @@ TEST_F(FusionConvTest, ZeroPadsFoldIntoConvolutionsAndAveragePools) {
   auto conv_pads = c->attributes.GetInts("pads", {});
   ASSERT_TRUE(conv_pads.ok());
   EXPECT_EQ(*conv_pads, std::vector<int64_t>({3, 2, 1, 2}));
-  ExpectSameOutputs(**folded, **kept, FloatTensor({2, 8, 10, 10}, RandomFloats(1600, 117)));
+  ExpectSameOutputs(**folded, **kept,
+                    {{"x", FloatTensor({2, 8, 10, 10}, RandomFloats(1600, 117))}});
 }
 
 // Squeeze-and-excitation blocks: conv → GlobalAveragePool → 1x1 convs → Sigmoid → Mul by the
@@ -439,7 +441,63 @@ TEST_F(FusionConvTest, SqueezeExciteKeepsTheBlockedLayout) {
       EXPECT_EQ(node.inputs[0], FindNamed(g, "a")->outputs[0]);  // the chain's value first
     }
   }
-  ExpectSameOutputs(*model, *plain, FloatTensor({2, 24, 10, 10}, RandomFloats(4800, 141)));
+  ExpectSameOutputs(*model, *plain, {{"x", FloatTensor({2, 24, 10, 10}, RandomFloats(4800, 141))}});
+}
+
+// DenseNet's layer: a concatenation of convolutions → BatchNormalization → Relu → conv. The
+// BatchNormalization and its Relu become one channel scale that reads and writes blocked, so
+// the concatenation stays blocked too; one whose mean is not a constant (after a conv), and
+// one of a graph input, are left alone. Batch 2, 24 + 16 channels (a partial block); every
+// output as the unfused graph's.
+TEST_F(FusionConvTest, BatchNormAfterAConcatenationKeepsTheBlockedLayout) {
+  ModelBuilder b;
+  b.Input("x", onnx::TensorProto::FLOAT, {2, 8, 9, 9})
+      .Input("mean", onnx::TensorProto::FLOAT, {40})
+      .Output("y", {2, 16, 9, 9})
+      .Output("z", {2, 40, 9, 9})
+      .Output("w", {2, 8, 9, 9});
+  AddConvK(b, "a", "x", "a_out", 8, 24, 3, 1, 1, 1, 151);
+  AddConvK(b, "c", "x", "c_out", 8, 16, 1, 1, 1, 0, 153);
+  auto& cat = b.Node("Concat", {"a_out", "c_out"}, {"cat"});
+  auto* axis = cat.add_attribute();
+  axis->set_name("axis");
+  axis->set_type(onnx::AttributeProto::INT);
+  axis->set_i(1);
+  auto bn = [&b](const std::string& in, const std::string& out, int64_t channels, uint32_t seed,
+                 const std::string& mean) {
+    b.FloatInit(out + "_scale", {channels}, RandomFloats(channels, seed, 0.5f, 1.5f));
+    b.FloatInit(out + "_b", {channels}, RandomFloats(channels, seed + 1));
+    if (mean.empty()) b.FloatInit(out + "_mean", {channels}, RandomFloats(channels, seed + 2));
+    b.FloatInit(out + "_var", {channels}, RandomFloats(channels, seed + 3, 0.5f, 2.0f));
+    b.Node("BatchNormalization",
+           {in, out + "_scale", out + "_b", mean.empty() ? out + "_mean" : mean, out + "_var"},
+           {out});
+  };
+  bn("cat", "normed", 40, 155, "");
+  b.Node("Relu", {"normed"}, {"activated"});
+  AddConvK(b, "d", "activated", "y", 40, 16, 1, 1, 1, 0, 157);
+  AddConvK(b, "e", "x", "e_out", 8, 40, 1, 1, 1, 0, 159);
+  bn("e_out", "z", 40, 161, "mean");  // a mean that is an input: left alone
+  bn("x", "w", 8, 163, "");           // of a graph input: left alone
+  auto model = Model::LoadBytes(b.Bytes(), registry_);
+  auto plain = Model::LoadBytes(b.Bytes(), unfused_);
+  ASSERT_TRUE(model.ok()) << model.status();
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  const Graph& g = (*model)->graph();
+  EXPECT_EQ(CountOps(g, kernels::cpu::kFusedChannelScaleOp), 1);
+  EXPECT_EQ(CountOps(g, kernels::cpu::kFusedConcatOp), 1);
+  EXPECT_EQ(CountOps(g, "BatchNormalization"), 2);
+  EXPECT_EQ(CountOps(g, "Relu"), 0);
+  const Node* scale = FindOp(g, kernels::cpu::kFusedChannelScaleOp);
+  ASSERT_NE(scale, nullptr);
+  EXPECT_EQ(StringAttr(*scale, "activation"), "Relu");
+  EXPECT_EQ(scale->inputs.size(), 3u);
+  EXPECT_EQ(StringAttr(*scale, "x_layout"), "blocked");
+  EXPECT_EQ(StringAttr(*scale, "y_layout"), "blocked");
+  EXPECT_EQ(StringAttr(*FindOp(g, kernels::cpu::kFusedConcatOp), "y_layout"), "blocked");
+  ExpectSameOutputs(**model, **plain,
+                    {{"x", FloatTensor({2, 8, 9, 9}, RandomFloats(1296, 167))},
+                     {"mean", FloatTensor({40}, RandomFloats(40, 169))}});
 }
 
 // Fire / Inception-style blocks: convolutions concatenated, a MaxPool after a concatenation,
@@ -744,8 +802,23 @@ TEST_F(FusionConvTest, BatchNormAfterASharedConvIsLeftAlone) {
   b.Node("BatchNormalization", {"conv", "scale", "shift", "mean", "var"}, {"y"});
   auto model = Model::LoadBytes(b.Bytes(), registry_);
   ASSERT_TRUE(model.ok()) << model.status();
-  EXPECT_EQ(CountOps((*model)->graph(), "BatchNormalization"), 1);
-  EXPECT_NE(FindOp((*model)->graph(), kFusedConvOp), nullptr);
+  // Not folded into the conv's weights (its output is also a graph output): it becomes a
+  // channel scale of the conv's output instead.
+  const Graph& g = (*model)->graph();
+  EXPECT_EQ(CountOps(g, "BatchNormalization"), 0);
+  EXPECT_EQ(CountOps(g, kernels::cpu::kFusedChannelScaleOp), 1);
+  const Node* conv = FindOp(g, kFusedConvOp);
+  ASSERT_NE(conv, nullptr);
+  EXPECT_EQ(g.values[conv->inputs[1]].name, "w");
+  // x = 1 everywhere: conv = [3, 7] per pixel, y = conv * scale + shift = [3, 15].
+  auto out =
+      testing::RunPlan(**model, {{"x", FloatTensor({1, 2, 2, 2}, std::vector<float>(8, 1))}});
+  ASSERT_TRUE(out.ok()) << out.status();
+  const auto near = [](float v) { return ::testing::FloatNear(v, 1e-3f); };  // epsilon 1e-5
+  EXPECT_THAT(Floats((*out)[0].value),
+              ::testing::ElementsAre(near(3), near(3), near(3), near(3), near(15), near(15),
+                                     near(15), near(15)));
+  EXPECT_THAT(Floats((*out)[1].value), ::testing::ElementsAre(3, 3, 3, 3, 7, 7, 7, 7));
 }
 
 }  // namespace
