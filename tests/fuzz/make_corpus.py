@@ -160,6 +160,29 @@ def onnx_seeds():
          helper.make_node("AveragePool", ["e"], ["z"], kernel_shape=[3, 3], pads=[1, 1, 1, 1],
                           count_include_pad=1)],
         [vi("x", shape=("N", 1, 8, 8))], [vi("z", shape=("N", 2, 4, 4))], [cw, cw2, cw3]))
+    # A zero Pad folded into an AveragePool, a squeeze-and-excitation scale, and a
+    # BatchNormalization with its Relu after a concatenation: the channel ops of conv chains.
+    pads = numpy_helper.from_array(np.array([0, 0, 1, 1, 0, 0, 1, 1], dtype=np.int64), "pads")
+    sw = numpy_helper.from_array(np.ones((3, 5, 1, 1), dtype=np.float32), "sw")
+    sw2 = numpy_helper.from_array(np.ones((3, 3, 1, 1), dtype=np.float32), "sw2")
+    bn = [numpy_helper.from_array(np.full((3,), v, dtype=np.float32), "bn" + str(i))
+          for i, v in enumerate([1.0, 0.5, 0.0, 1.0])]
+    write("fuzz_onnx_model", "conv_channel_ops", model(
+        [helper.make_node("Conv", ["x", "cw"], ["c"], pads=[1, 1, 1, 1]),
+         helper.make_node("Conv", ["x", "cw2"], ["d"]),
+         helper.make_node("Concat", ["c", "d"], ["cd"], axis=1),
+         helper.make_node("Pad", ["cd", "pads"], ["p"]),
+         helper.make_node("AveragePool", ["p"], ["a"], kernel_shape=[3, 3]),
+         helper.make_node("Conv", ["a", "sw"], ["e"]),
+         helper.make_node("GlobalAveragePool", ["e"], ["g"]),
+         helper.make_node("Sigmoid", ["g"], ["s"]),
+         helper.make_node("Mul", ["e", "s"], ["m"]),
+         helper.make_node("BatchNormalization", ["m"] + ["bn" + str(i) for i in range(4)],
+                          ["b"]),
+         helper.make_node("Relu", ["b"], ["r"]),
+         helper.make_node("Conv", ["r", "sw2"], ["z"])],
+        [vi("x", shape=("N", 1, 8, 8))], [vi("z", shape=("N", 3, 8, 8))],
+        [cw, cw2, pads, sw, sw2] + bn))
     half = helper.make_tensor("h", TensorProto.FLOAT16, [2], [1.0, 2.0])
     i32 = helper.make_tensor("i", TensorProto.INT32, [2], [1, 2])
     write("fuzz_onnx_model", "cast_types", model(
