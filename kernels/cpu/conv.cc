@@ -60,6 +60,10 @@ bool AppendActivation(const ConvActivation& act, dnnl::post_ops* ops) {
     ops->append_eltwise(1.0f, algorithm::eltwise_hardswish, 0.0f, 0.0f);  // x relu6(x + 3) / 6
   } else if (name == "Swish") {
     ops->append_eltwise(1.0f, algorithm::eltwise_swish, 1.0f, 0.0f);  // x sigmoid(x)
+  } else if (name == "Gelu") {
+    ops->append_eltwise(1.0f, algorithm::eltwise_gelu_erf, 0.0f, 0.0f);
+  } else if (name == "GeluTanh") {
+    ops->append_eltwise(1.0f, algorithm::eltwise_gelu_tanh, 0.0f, 0.0f);
   } else {
     return false;
   }
@@ -78,6 +82,10 @@ float ApplyActivation(const ConvActivation& act, float v) {
   if (name == "HardSigmoid") return std::max(0.0f, std::min(1.0f, act.alpha * v + act.beta));
   if (name == "HardSwish") return v * std::max(0.0f, std::min(1.0f, v / 6.0f + 0.5f));
   if (name == "Swish") return v / (1.0f + std::exp(-v));
+  if (name == "Gelu") return 0.5f * v * (1.0f + std::erf(v * 0.70710678f));
+  if (name == "GeluTanh") {
+    return 0.5f * v * (1.0f + std::tanh(0.79788456f * (v + 0.044715f * v * v * v)));
+  }
   return v;  // not reached: Prepare refuses other names
 }
 

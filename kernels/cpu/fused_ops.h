@@ -11,7 +11,8 @@ inline constexpr char kFusedDomain[] = "com.reprise";
 /// Conv with oneDNN post-ops: inputs X, W, B (optional), R (optional residual, added to the
 /// convolution's output before the activation). Attributes: those of Conv, plus "activation"
 /// (string: "" for none, "Relu", "LeakyRelu", "Clip", "Sigmoid", "Tanh", "HardSigmoid",
-/// "HardSwish" or "Swish", x * sigmoid(x)) with "clip_min" / "clip_max" (floats) for Clip and
+/// "HardSwish", "Swish", x * sigmoid(x), "Gelu", the exact GELU, or "GeluTanh", its tanh
+/// approximation) with "clip_min" / "clip_max" (floats) for Clip and
 /// "activation_alpha" / "activation_beta" (floats) for LeakyRelu's alpha and HardSigmoid's.
 /// Y = act(conv(X, W) + B + R). "x_layout", "y_layout", "r_layout" ("nchw" when absent, "nhwc",
 /// "blocked") say how X, Y and R are stored (see onednn_util.h, Storage).

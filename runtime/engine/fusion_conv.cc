@@ -92,6 +92,10 @@ bool MatchActivation(const Graph& graph, const std::vector<int>& uses, int value
   if (!usable(n) || n.inputs[0] != value) return false;
   if (n.op == "Relu" || n.op == "Sigmoid" || n.op == "Tanh" || n.op == "HardSwish") {
     act->name = n.op;
+  } else if (n.op == "Gelu") {  // opset 20's, or FuseGelu's from Erf or Tanh
+    absl::StatusOr<std::string> approximate = n.attributes.GetString("approximate", "none");
+    if (!approximate.ok() || (*approximate != "none" && *approximate != "tanh")) return false;
+    act->name = *approximate == "tanh" ? "GeluTanh" : "Gelu";
   } else if (n.op == "Clip" && fusion::ClipBounds(graph, n, &act->lo, &act->hi)) {
     act->name = "Clip";
   } else if (n.op == "LeakyRelu") {

@@ -269,6 +269,9 @@ absl::Status OptimizeForInference(Graph* graph, const KernelRegistry& registry,
   // After folding, which makes the Pads' pads constants.
   FoldPadIntoConvAndPool(graph);
   RETURN_IF_ERROR(FoldBatchNormIntoConv(graph).status());
+  // GELU written out (Erf or Tanh) becomes one node first, so that a conv can take it as its
+  // activation.
+  FuseGelu(graph, registry);
   FuseConvPostOps(graph, registry);
   FuseGemmEpilogues(graph, registry);
   // Transformer patterns: decomposed LayerNorm and GELU, MatMul epilogues.

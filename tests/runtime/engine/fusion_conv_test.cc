@@ -645,13 +645,34 @@ TEST_F(FusionConvTest, ActivationsBecomePostOps) {
        {Case{"Sigmoid", "Sigmoid", 0, 0}, Case{"Tanh", "Tanh", 0, 0},
         Case{"HardSwish", "HardSwish", 0, 0}, Case{"LeakyRelu", "LeakyRelu", 0.1f, 0},
         Case{"HardSigmoid", "HardSigmoid", 0.25f, 0.4f}, Case{"SiLU", "Swish", 0, 0},
-        Case{"SiLU, s * x", "Swish", 0, 0}}) {
+        Case{"SiLU, s * x", "Swish", 0, 0}, Case{"GELU with Erf", "Gelu", 0, 0},
+        Case{"GELU with Tanh", "GeluTanh", 0, 0}}) {
     SCOPED_TRACE(c.label);
+    const std::string label = c.label;
     ModelBuilder b;
     b.Input("x", onnx::TensorProto::FLOAT, {1, 4, 5, 5}).Output("y", {1, 4, 5, 5});
     AddConv(b, "a", "x", "a_out", 4, 4, 31);
-    const std::string label = c.label;
-    if (label == "SiLU") {
+    if (label == "GELU with Erf") {  // x * 0.5 * (1 + erf(x / sqrt(2))), as exported
+      b.FloatInit("root2", {}, {1.4142135f}).FloatInit("one", {}, {1.0f});
+      b.FloatInit("half", {}, {0.5f});
+      b.Node("Div", {"a_out", "root2"}, {"scaled"});
+      b.Node("Erf", {"scaled"}, {"erf"});
+      b.Node("Add", {"erf", "one"}, {"shifted"});
+      b.Node("Mul", {"a_out", "shifted"}, {"product"});
+      b.Node("Mul", {"product", "half"}, {"y"});
+    } else if (label == "GELU with Tanh") {  // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+      b.FloatInit("three", {}, {3.0f}).FloatInit("c", {}, {0.044715f});
+      b.FloatInit("root", {}, {0.7978846f}).FloatInit("one", {}, {1.0f});
+      b.FloatInit("half", {}, {0.5f});
+      b.Node("Pow", {"a_out", "three"}, {"cube"});
+      b.Node("Mul", {"c", "cube"}, {"t"});
+      b.Node("Add", {"a_out", "t"}, {"inner"});
+      b.Node("Mul", {"inner", "root"}, {"u"});
+      b.Node("Tanh", {"u"}, {"e"});
+      b.Node("Add", {"e", "one"}, {"a"});
+      b.Node("Mul", {"half", "a_out"}, {"h"});
+      b.Node("Mul", {"h", "a"}, {"y"});
+    } else if (label == "SiLU") {
       b.Node("Sigmoid", {"a_out"}, {"s"});
       b.Node("Mul", {"a_out", "s"}, {"y"});
     } else if (label == "SiLU, s * x") {
