@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/base/heap_policy.h"
 #include "server/command_line.h"
 #include "server/cpu_budget.h"
 #include "server/engine_backend.h"
@@ -45,6 +46,11 @@ int main(int argc, char** argv) {
     return 2;
   }
   spdlog::info("{}", reprise::server::DescribeConfig(command_line->config));
+  // Tensors of tens of MiB reuse heap pages request after request instead of being mapped and
+  // faulted in afresh each time (heap_policy.h); the resident size stays at its high-water mark.
+  if (!reprise::runtime::KeepLargeBlocksInHeap()) {
+    spdlog::info("heap: large blocks keep the C library's defaults (not glibc's malloc)");
+  }
 
   // The graph engine on the CPU device, made once for the process.
   const reprise::config::ServerConfig& config = command_line->config;

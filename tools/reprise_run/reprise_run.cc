@@ -50,6 +50,7 @@
 #if REPRISE_WITH_CUDA
 #include "kernels/cuda/cuda_kernels.h"
 #endif
+#include "runtime/base/heap_policy.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/core/device.h"
 #include "runtime/engine/model.h"
@@ -464,6 +465,8 @@ absl::Status ListOps() {
 }  // namespace reprise::tools
 
 int main(int argc, char** argv) {
+  // As the daemon does: large tensors reuse heap pages run after run (heap_policy.h).
+  reprise::runtime::KeepLargeBlocksInHeap();
   auto options = reprise::tools::ParseArgs(argc, argv);
   if (!options.ok()) {
     if (options.status().code() != absl::StatusCode::kCancelled) {
