@@ -200,23 +200,19 @@ TEST(PoolTest, ChainGlobalAverageAndChannelScaleOverStorages) {
   KernelHarness h;
   const int64_t n = 2, c = 40, hh = 24, ww = 24, plane = hh * ww;
   const std::vector<float> x = RandomFloats(n * c * plane, 31);
-  // NCHW -> NHWC bytes (the shape stays NCHW) and back.
-  auto to_nhwc = [&](const std::vector<float>& v) {
+  // NCHW -> NHWC bytes (the shape stays NCHW), or back.
+  auto permute = [&](const std::vector<float>& v, bool to_nhwc) {
     std::vector<float> out(v.size());
     for (int64_t i = 0; i < n; ++i)
       for (int64_t k = 0; k < c; ++k)
-        for (int64_t p = 0; p < plane; ++p)
-          out[(i * plane + p) * c + k] = v[(i * c + k) * plane + p];
+        for (int64_t p = 0; p < plane; ++p) {
+          const int64_t nchw = (i * c + k) * plane + p, nhwc = (i * plane + p) * c + k;
+          out[to_nhwc ? nhwc : nchw] = v[to_nhwc ? nchw : nhwc];
+        }
     return out;
   };
-  auto from_nhwc = [&](const std::vector<float>& v) {
-    std::vector<float> out(v.size());
-    for (int64_t i = 0; i < n; ++i)
-      for (int64_t k = 0; k < c; ++k)
-        for (int64_t p = 0; p < plane; ++p)
-          out[(i * c + k) * plane + p] = v[(i * plane + p) * c + k];
-    return out;
-  };
+  auto to_nhwc = [&](const std::vector<float>& v) { return permute(v, true); };
+  auto from_nhwc = [&](const std::vector<float>& v) { return permute(v, false); };
   std::vector<float> mean(n * c);
   for (int64_t i = 0; i < n * c; ++i) {
     double sum = 0;
