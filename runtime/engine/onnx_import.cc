@@ -11,10 +11,12 @@
 #include <exception>
 #include <functional>
 #include <memory>
+#include <mutex>  // NOLINT: see docs/development.md (TSan)
 #include <optional>
 #include <set>
 #include <type_traits>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
@@ -185,12 +187,16 @@ std::vector<std::string> FindUnsupported(const onnx::GraphProto& graph, int opse
 // axis without checking its length, so each value must be in range ([1, 2^31) for strides,
 // dilations and kernel_shape, [0, 2^31) for pads) and every length must match the spatial rank
 // (known from the input's or the weight's rank, where the graph declares it) before it runs.
-absl::Status CheckWindowAttributes(const onnx::NodeProto& node,
-                                   const absl::flat_hash_map<std::string, int>& ranks) {
+bool IsWindowOp(const std::string& op) {
   static const absl::flat_hash_set<std::string>* const kWindowOps =
       new absl::flat_hash_set<std::string>{"Conv",    "ConvTranspose", "ConvInteger", "QLinearConv",
                                            "MaxPool", "AveragePool",   "LpPool",      "MaxUnpool"};
-  if (!kWindowOps->contains(node.op_type())) return absl::OkStatus();
+  return kWindowOps->contains(op);
+}
+
+absl::Status CheckWindowAttributes(const onnx::NodeProto& node,
+                                   const absl::flat_hash_map<std::string, int>& ranks) {
+  if (!IsWindowOp(node.op_type())) return absl::OkStatus();
   auto error = [&](absl::string_view what) {
     return absl::InvalidArgumentError(
         absl::StrCat("node \"", node.name(), "\" (", node.op_type(), "): ", what));
@@ -232,6 +238,78 @@ absl::Status CheckWindowAttributes(const onnx::NodeProto& node,
   }
   return absl::OkStatus();
 }
+
+// The same spatial-rank agreement, checked inside libonnx's inference where the ranks of values
+// computed in the graph are known (a Conv whose weights have fewer spatial axes than the input
+// it is given made convPoolShapeInference read past the kernel shape: found by
+// fuzz_onnx_model). Window ops' schemas are served as copies whose inference function checks
+// first, then runs the original; every other schema is libonnx's own.
+// libonnx records a node's inference error and goes on, so the check also leaves its first
+// complaint here, for CheckAndInfer to return.
+thread_local std::string window_rank_error;
+
+class GuardedSchemas final : public onnx::ISchemaRegistry {
+ public:
+  const onnx::OpSchema* GetSchema(const std::string& key, const int max_version,
+                                  const std::string& domain) const override {
+    const onnx::OpSchema* schema = onnx::OpSchemaRegistry::Schema(key, max_version, domain);
+    if (schema == nullptr || !IsDefaultDomain(domain) || !IsWindowOp(key)) return schema;
+    std::lock_guard<std::mutex> lock(mu_);
+    std::unique_ptr<onnx::OpSchema>& guarded = guarded_[schema];
+    if (guarded == nullptr) {
+      guarded = std::make_unique<onnx::OpSchema>(*schema);
+      guarded->TypeAndShapeInferenceFunction([original = schema->GetTypeAndShapeInferenceFunction(),
+                                              key](onnx::InferenceContext& ctx) {
+        CheckSpatialRanks(ctx, key);
+        if (original) original(ctx);
+      });
+    }
+    return guarded.get();
+  }
+
+ private:
+  static void CheckSpatialRanks(onnx::InferenceContext& ctx, const std::string& op) {
+    auto rank = [&ctx](size_t i) {
+      if (i >= ctx.getNumInputs()) return -1;
+      const onnx::TypeProto* type = ctx.getInputType(i);
+      if (type == nullptr || !type->has_tensor_type() || !type->tensor_type().has_shape()) {
+        return -1;
+      }
+      return type->tensor_type().shape().dim_size();
+    };
+    std::vector<int> spatial;
+    const size_t weight = op == "QLinearConv" ? 3 : 1;
+    for (size_t i : {size_t{0}, weight}) {
+      if (i == weight && !absl::StrContains(op, "Conv")) continue;
+      const int r = rank(i);
+      if (r < 0) continue;
+      if (r < 2) fail_shape_inference(op, ": input ", i, " has rank ", r, ", below 2");
+      spatial.push_back(r - 2);
+    }
+    for (const char* name : {"kernel_shape", "strides", "dilations", "pads", "output_padding"}) {
+      const onnx::AttributeProto* attr = ctx.getAttribute(name);
+      if (attr == nullptr) continue;
+      const bool pads = std::string(name) == "pads";
+      if (pads && attr->ints_size() % 2 != 0) fail_shape_inference(op, ": pads has an odd length");
+      spatial.push_back(pads ? attr->ints_size() / 2 : attr->ints_size());
+    }
+    for (int n : spatial) {
+      if (n != spatial.front()) {
+        if (window_rank_error.empty()) {
+          window_rank_error = absl::StrCat(
+              op, ": the window attributes and the inputs disagree on the spatial rank (",
+              absl::StrJoin(spatial, " vs "), ")");
+        }
+        fail_shape_inference(op, ": the window attributes and the inputs disagree on the ",
+                             "spatial rank");
+      }
+    }
+  }
+
+  mutable std::mutex mu_;
+  mutable absl::flat_hash_map<const onnx::OpSchema*, std::unique_ptr<onnx::OpSchema>> guarded_
+      ABSL_GUARDED_BY(mu_);
+};
 
 // `outer_ranks`: what the enclosing graphs declare (a subgraph reads their values too).
 absl::Status CheckBeforeInference(const onnx::GraphProto& graph,
@@ -315,7 +393,13 @@ absl::Status CheckAndInfer(onnx::ModelProto* model) {
   }
   absl::Status inferred = absl::OkStatus();
   try {
-    onnx::shape_inference::InferShapes(*model);
+    static const GuardedSchemas* const kSchemas = new GuardedSchemas();
+    window_rank_error.clear();
+    onnx::shape_inference::InferShapes(*model, kSchemas);
+    if (!window_rank_error.empty()) {
+      inferred = absl::InvalidArgumentError(window_rank_error);
+      window_rank_error.clear();
+    }
   } catch (const std::exception& e) {
     inferred = absl::InvalidArgumentError(absl::StrCat("onnx shape inference failed: ", e.what()));
   }

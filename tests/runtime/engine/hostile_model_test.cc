@@ -328,6 +328,30 @@ TEST_F(HostileModelTest, FoldingIsBoundedByMaxFoldedBytes) {
   EXPECT_EQ(testing::CountOps((*large)->graph(), "ConstantOfShape"), 1);
 }
 
+// A Conv whose weights have fewer spatial axes than the input computed for it (its rank known
+// only during shape inference) made libonnx's convPoolShapeInference read past the kernel
+// shape (found by fuzz_onnx_model): refused with an error, and the same graph with weights of
+// the input's rank loads.
+TEST_F(HostileModelTest, ConvWeightsOfAnotherSpatialRankThanTheirInputAreRefused) {
+  for (const bool matching : {false, true}) {
+    SCOPED_TRACE(matching ? "weights [3,2,1,1]" : "weights [3,2,1]");
+    ModelBuilder b;
+    b.Input("x", onnx::TensorProto::FLOAT, {1, 2, 8, 8}).Output("y", {1, 3, 8, 8});
+    const std::vector<int64_t> dims =
+        matching ? std::vector<int64_t>{3, 2, 1, 1} : std::vector<int64_t>{3, 2, 1};
+    b.FloatInit("w", dims, std::vector<float>(6, 1.0f));
+    b.Node("Relu", {"x"}, {"r"});
+    b.Node("Conv", {"r", "w"}, {"y"});
+    auto model = Model::LoadBytes(b.Bytes(), registry_);
+    if (matching) {
+      EXPECT_TRUE(model.ok()) << model.status();
+    } else {
+      ASSERT_FALSE(model.ok());
+      EXPECT_THAT(std::string(model.status().message()), HasSubstr("spatial rank"));
+    }
+  }
+}
+
 // --- .npy -----------------------------------------------------------------------------------
 
 std::string NpyWithHeader(const std::string& dict, const std::string& data) {
