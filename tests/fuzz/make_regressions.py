@@ -74,6 +74,10 @@ def main():
          [f32("c", np.ones(8)), i64("st", 2)], 4)
     save("dft_direct", [node("DFT", ["c", "n"], ["z"], axis=1)],
          [f32("c", np.ones((64, 8, 1))), i64("n", 65535)], 3)
+    # Weights with one spatial axis for an input (computed, so its rank is known only during
+    # inference) with two: libonnx's convPoolShapeInference read past the kernel shape.
+    save("conv_weight_rank", [node("Relu", ["c"], ["r"]), node("Conv", ["r", "w"], ["z"])],
+         [f32("c", np.ones((1, 2, 8, 8))), f32("w", np.ones((3, 2, 1)))], 4)
 
 
 if __name__ == "__main__":
