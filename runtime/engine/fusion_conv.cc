@@ -264,6 +264,55 @@ bool AbsorbPads(Node* node, const std::vector<int64_t>& spatial) {
   return true;
 }
 
+// A BatchNormalization in inference form (training_mode 0, only Y used) whose scale, B, mean and
+// var are float constants of `channels` values: its per-channel factor and shift in `*factor`,
+// `*shift` (Y = X * factor + shift).
+bool InferenceBatchNorm(const Graph& graph, const std::vector<int>& uses, const Node& bn,
+                        std::vector<float>* factor, std::vector<float>* shift) {
+  if (bn.op != "BatchNormalization" || bn.inputs.size() != 5) return false;
+  for (size_t k = 1; k < bn.outputs.size(); ++k) {
+    if (bn.outputs[k] != Graph::kNoValue && uses[bn.outputs[k]] > 0) return false;
+  }
+  auto training = bn.attributes.GetInt("training_mode", 0);
+  auto epsilon = bn.attributes.GetFloat("epsilon", 1e-5f);
+  if (!training.ok() || *training != 0 || !epsilon.ok()) return false;
+  const TensorValue* params[4];
+  for (size_t k = 0; k < 4; ++k) {
+    params[k] = FloatConstant(graph, bn.inputs[k + 1]);
+    if (params[k] == nullptr || params[k]->shape.size() != 1 ||
+        params[k]->shape[0] != params[0]->shape[0]) {
+      return false;
+    }
+  }
+  const std::vector<float> scale = ToFloats(*params[0]), b = ToFloats(*params[1]),
+                           mean = ToFloats(*params[2]), var = ToFloats(*params[3]);
+  factor->resize(scale.size());
+  shift->resize(scale.size());
+  for (size_t c = 0; c < scale.size(); ++c) {
+    (*factor)[c] = scale[c] / std::sqrt(var[c] + *epsilon);
+    (*shift)[c] = b[c] - mean[c] * (*factor)[c];
+  }
+  return true;
+}
+
+// A new float constant of `shape` holding `data`, named `name`; its value id.
+int AddFloatConstant(Graph* graph, const std::string& name, Shape shape,
+                     const std::vector<float>& data) {
+  Value value;
+  value.name = name;
+  value.dtype = DataType::kFloat32;
+  value.has_shape = true;
+  for (int64_t d : shape) value.dims.push_back(Dim{d, ""});
+  const int id = graph->AddValue(std::move(value));
+  auto tensor = std::make_unique<TensorValue>();
+  tensor->dtype = DataType::kFloat32;
+  tensor->shape = std::move(shape);
+  tensor->bytes.resize(data.size() * sizeof(float));
+  std::memcpy(tensor->bytes.data(), data.data(), tensor->bytes.size());
+  graph->constants[id] = std::move(tensor);
+  return id;
+}
+
 }  // namespace
 
 int FoldPadIntoConvAndPool(Graph* graph) {
@@ -311,17 +360,10 @@ absl::StatusOr<int> FoldBatchNormIntoConv(Graph* graph) {
   int folded = 0;
   for (size_t i = 0; i < graph->nodes.size(); ++i) {
     Node& bn = graph->nodes[i];
-    if (bn.op != "BatchNormalization" || !fusion::IsDefaultDomain(bn) || bn.inputs.size() != 5)
+    std::vector<float> factor, shift;
+    if (!fusion::IsDefaultDomain(bn) || !InferenceBatchNorm(*graph, uses, bn, &factor, &shift)) {
       continue;
-    if (bn.outputs.size() > 1) {
-      bool extra_used = false;
-      for (size_t k = 1; k < bn.outputs.size(); ++k) {
-        if (bn.outputs[k] != Graph::kNoValue && uses[bn.outputs[k]] > 0) extra_used = true;
-      }
-      if (extra_used) continue;
     }
-    auto training = bn.attributes.GetInt("training_mode", 0);
-    if (!training.ok() || *training != 0) continue;
     // The producing Conv.
     int conv_index = -1;
     for (size_t j = 0; j < i; ++j) {
@@ -337,52 +379,24 @@ absl::StatusOr<int> FoldBatchNormIntoConv(Graph* graph) {
     const TensorValue* w = FloatConstant(*graph, conv.inputs[1]);
     const bool has_bias = conv.inputs.size() > 2 && conv.inputs[2] != Graph::kNoValue;
     const TensorValue* b = has_bias ? FloatConstant(*graph, conv.inputs[2]) : nullptr;
-    const TensorValue* scale = FloatConstant(*graph, bn.inputs[1]);
-    const TensorValue* shift = FloatConstant(*graph, bn.inputs[2]);
-    const TensorValue* mean = FloatConstant(*graph, bn.inputs[3]);
-    const TensorValue* var = FloatConstant(*graph, bn.inputs[4]);
-    if (w == nullptr || w->shape.size() < 3 || (has_bias && b == nullptr) || scale == nullptr ||
-        shift == nullptr || mean == nullptr || var == nullptr) {
-      continue;
-    }
+    if (w == nullptr || w->shape.size() < 3 || (has_bias && b == nullptr)) continue;
     const int64_t m = w->shape[0];
-    if (NumElements(scale->shape) != m || NumElements(shift->shape) != m ||
-        NumElements(mean->shape) != m || NumElements(var->shape) != m ||
-        (b != nullptr && NumElements(b->shape) != m)) {
+    if (static_cast<int64_t>(factor.size()) != m || (b != nullptr && NumElements(b->shape) != m)) {
       continue;
     }
-    auto epsilon = bn.attributes.GetFloat("epsilon", 1e-5f);
-    if (!epsilon.ok()) continue;
     std::vector<float> weights = ToFloats(*w);
     std::vector<float> bias = b != nullptr ? ToFloats(*b) : std::vector<float>(m, 0.0f);
-    const std::vector<float> s = ToFloats(*scale), t = ToFloats(*shift), mu = ToFloats(*mean),
-                             v = ToFloats(*var);
     const int64_t per_channel = NumElements(w->shape) / m;
     for (int64_t c = 0; c < m; ++c) {
-      const float factor = s[c] / std::sqrt(v[c] + *epsilon);
-      for (int64_t k = 0; k < per_channel; ++k) weights[c * per_channel + k] *= factor;
-      bias[c] = (bias[c] - mu[c]) * factor + t[c];
+      for (int64_t k = 0; k < per_channel; ++k) weights[c * per_channel + k] *= factor[c];
+      bias[c] = bias[c] * factor[c] + shift[c];
     }
     // New constants (the old ones may be shared with other nodes).
-    auto add_constant = [&](const std::string& name, Shape shape, const std::vector<float>& data) {
-      Value value;
-      value.name = absl::StrCat(name, "_bn_folded_", folded);
-      value.dtype = DataType::kFloat32;
-      value.has_shape = true;
-      for (int64_t d : shape) value.dims.push_back(Dim{d, ""});
-      const int id = graph->AddValue(std::move(value));
-      auto tensor = std::make_unique<TensorValue>();
-      tensor->dtype = DataType::kFloat32;
-      tensor->shape = std::move(shape);
-      tensor->bytes.resize(data.size() * sizeof(float));
-      std::memcpy(tensor->bytes.data(), data.data(), tensor->bytes.size());
-      graph->constants[id] = std::move(tensor);
-      return id;
-    };
     const Shape w_shape = w->shape;
     const std::string w_name = graph->values[conv.inputs[1]].name;
-    const int new_w = add_constant(w_name, w_shape, weights);
-    const int new_b = add_constant(w_name + "_bias", {m}, bias);
+    const std::string suffix = absl::StrCat("_bn_folded_", folded);
+    const int new_w = AddFloatConstant(graph, w_name + suffix, w_shape, weights);
+    const int new_b = AddFloatConstant(graph, w_name + "_bias" + suffix, {m}, bias);
     Node& conv_node = graph->nodes[conv_index];  // AddValue leaves nodes alone
     conv_node.inputs[1] = new_w;
     if (conv_node.inputs.size() < 3) conv_node.inputs.resize(3, Graph::kNoValue);
@@ -568,59 +582,6 @@ int FusePoolsIntoConvChains(Graph* graph, const KernelRegistry& registry) {
   return fused;
 }
 
-namespace {
-
-// A BatchNormalization in inference form (training_mode 0, only Y used) whose scale, B, mean and
-// var are float constants of `channels` values: its per-channel factor and shift in `*factor`,
-// `*shift` (Y = X * factor + shift).
-bool InferenceBatchNorm(const Graph& graph, const std::vector<int>& uses, const Node& bn,
-                        std::vector<float>* factor, std::vector<float>* shift) {
-  if (bn.op != "BatchNormalization" || bn.inputs.size() != 5) return false;
-  for (size_t k = 1; k < bn.outputs.size(); ++k) {
-    if (bn.outputs[k] != Graph::kNoValue && uses[bn.outputs[k]] > 0) return false;
-  }
-  auto training = bn.attributes.GetInt("training_mode", 0);
-  auto epsilon = bn.attributes.GetFloat("epsilon", 1e-5f);
-  if (!training.ok() || *training != 0 || !epsilon.ok()) return false;
-  const TensorValue* params[4];
-  for (size_t k = 0; k < 4; ++k) {
-    params[k] = FloatConstant(graph, bn.inputs[k + 1]);
-    if (params[k] == nullptr || params[k]->shape.size() != 1 ||
-        params[k]->shape[0] != params[0]->shape[0]) {
-      return false;
-    }
-  }
-  const std::vector<float> scale = ToFloats(*params[0]), b = ToFloats(*params[1]),
-                           mean = ToFloats(*params[2]), var = ToFloats(*params[3]);
-  factor->resize(scale.size());
-  shift->resize(scale.size());
-  for (size_t c = 0; c < scale.size(); ++c) {
-    (*factor)[c] = scale[c] / std::sqrt(var[c] + *epsilon);
-    (*shift)[c] = b[c] - mean[c] * (*factor)[c];
-  }
-  return true;
-}
-
-// A new float constant [channels, 1, 1] named after `base`.
-int AddChannelConstant(Graph* graph, const std::string& base, const std::vector<float>& data) {
-  Value value;
-  value.name = base;
-  value.dtype = DataType::kFloat32;
-  value.has_shape = true;
-  const int64_t channels = static_cast<int64_t>(data.size());
-  value.dims = {Dim{channels, ""}, Dim{1, ""}, Dim{1, ""}};
-  const int id = graph->AddValue(std::move(value));
-  auto tensor = std::make_unique<TensorValue>();
-  tensor->dtype = DataType::kFloat32;
-  tensor->shape = {channels, 1, 1};
-  tensor->bytes.resize(data.size() * sizeof(float));
-  std::memcpy(tensor->bytes.data(), data.data(), tensor->bytes.size());
-  graph->constants[id] = std::move(tensor);
-  return id;
-}
-
-}  // namespace
-
 int FuseChannelOpsIntoConvChains(Graph* graph, const KernelRegistry& registry) {
   const std::vector<int> producer = fusion::Producers(*graph);
   const std::vector<int> uses = graph->UseCounts();
@@ -654,8 +615,10 @@ int FuseChannelOpsIntoConvChains(Graph* graph, const KernelRegistry& registry) {
                !node.inputs.empty() && from_chain(node.inputs[0]) &&
                InferenceBatchNorm(*graph, uses, node, &factor, &shift)) {
       const std::string base = graph->values[node.outputs[0]].name;
-      node.inputs = {node.inputs[0], AddChannelConstant(graph, base + "_bn_factor", factor),
-                     AddChannelConstant(graph, base + "_bn_shift", shift)};
+      const int64_t channels = static_cast<int64_t>(factor.size());
+      node.inputs = {node.inputs[0],
+                     AddFloatConstant(graph, base + "_bn_factor", {channels, 1, 1}, factor),
+                     AddFloatConstant(graph, base + "_bn_shift", {channels, 1, 1}, shift)};
       node.outputs.resize(1);
       node.attributes = Attributes();
       node.op = kFusedChannelScaleOp;
