@@ -1,4 +1,7 @@
 // The replay loop: a switch over the POD task kind, every pointer pre-bound.
+#include <omp.h>
+
+#include <algorithm>
 #include <cstring>
 #include <thread>
 
@@ -107,11 +110,93 @@ RiData::RiData(uint64_t id_in, Device* device_in, bool child_in)
 
 RiData::~RiData() { workers.clear(); }
 
+namespace {
+
+bool IsSlotEvent(const Task& task, TaskKind kind) {
+  return task.kind == kind && task.sub == kSlotEvent;
+}
+
+// Work that neither waits nor signals: a lane segment's body.
+bool IsPlainWork(const Task& task) {
+  return task.kind == TaskKind::kCopy || task.kind == TaskKind::kMemset ||
+         task.kind == TaskKind::kKernel || task.kind == TaskKind::kHostFunc;
+}
+
+// The team forks of a captured instance, or none when some helper stream does anything but run
+// lane segments forked and joined by stream 0 (then every helper runs on a worker of its own).
+std::vector<TeamFork> FindTeamForks(const RiData& ri) {
+#if defined(__SANITIZE_THREAD__)
+  // libgomp's hand-offs are invisible to ThreadSanitizer: keep the workers (std::thread).
+  return {};
+#else
+  if (ri.built || ri.streams.size() < 2) return {};
+  constexpr uint32_t kNone = UINT32_MAX;
+  // Where stream 0 records each slot, and where it first waits on it.
+  std::vector<uint32_t> recorded_at(ri.num_slots, kNone);
+  std::vector<uint32_t> awaited_at(ri.num_slots, kNone);
+  const std::vector<Task>& origin = ri.streams[0];
+  for (uint32_t i = 0; i < origin.size(); ++i) {
+    const Task& task = origin[i];
+    if (task.sub != kSlotEvent || task.aux >= ri.num_slots) continue;
+    if (task.kind == TaskKind::kEventRecord) recorded_at[task.aux] = i;
+    if (task.kind == TaskKind::kEventWait && awaited_at[task.aux] == kNone) {
+      awaited_at[task.aux] = i;
+    }
+  }
+  std::vector<TeamFork> forks;
+  auto fork_at = [&forks](uint32_t fork_task) -> TeamFork& {
+    for (TeamFork& fork : forks) {
+      if (fork.fork_task == fork_task) return fork;
+    }
+    forks.emplace_back();
+    forks.back().fork_task = fork_task;
+    forks.back().first_join = UINT32_MAX;
+    return forks.back();
+  };
+  for (size_t s = 1; s < ri.streams.size(); ++s) {
+    const std::vector<Task>& tasks = ri.streams[s];
+    uint32_t i = 0;
+    uint32_t previous_join = 0;
+    while (i < tasks.size()) {
+      const uint32_t first = i;
+      if (!IsSlotEvent(tasks[i], TaskKind::kEventWait) || tasks[i].aux >= ri.num_slots) return {};
+      const uint32_t fork_task = recorded_at[tasks[i].aux];
+      if (fork_task == kNone || fork_task < previous_join) return {};
+      ++i;
+      while (i < tasks.size() && IsPlainWork(tasks[i])) ++i;
+      if (i == tasks.size() || !IsSlotEvent(tasks[i], TaskKind::kEventRecord) ||
+          tasks[i].aux >= ri.num_slots) {
+        return {};
+      }
+      const uint32_t join = awaited_at[tasks[i].aux];
+      if (join == kNone || join < fork_task) return {};
+      ++i;
+      TeamFork& fork = fork_at(fork_task);
+      fork.segments.push_back(LaneSegment{static_cast<int>(s), first, i});
+      fork.first_join = std::min(fork.first_join, join);
+      fork.last_join = std::max(fork.last_join, join);
+      previous_join = join;
+    }
+  }
+  std::sort(forks.begin(), forks.end(),
+            [](const TeamFork& a, const TeamFork& b) { return a.fork_task < b.fork_task; });
+  // A fork must close before the next one opens (stream 0 leaves one team before the next).
+  for (size_t k = 1; k < forks.size(); ++k) {
+    if (forks[k].fork_task <= forks[k - 1].last_join) return {};
+  }
+  return forks;
+#endif
+}
+
+}  // namespace
+
 void RiData::Seal() {
   {
     std::lock_guard<std::mutex> lock(slot_mu);
     slot_epochs.assign(num_slots, 0);
   }
+  team_forks = FindTeamForks(*this);
+  if (!team_forks.empty()) return;
   // A built instance runs every stream on a worker; a captured one runs stream 0 on the
   // launching stream's thread.
   for (size_t s = built ? 0 : 1; s < streams.size(); ++s) {
@@ -306,6 +391,49 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline bool RunTask(const Task& task, void* const* 
   return true;
 }
 
+// Runs lane segment `k` of `fork`.
+void RunSegment(const RiData& ri, const TeamFork& fork, size_t k, RunEnv& env) {
+  const LaneSegment& segment = fork.segments[k];
+  const std::vector<Task>& tasks = ri.streams[segment.stream];
+  for (uint32_t i = segment.first; i < segment.end; ++i) {
+    ExecuteTask(tasks[i], ri.ptrs.data(), env, segment.stream);
+  }
+}
+
+// Stream 0 on the calling thread; at each fork, the lane segments on its OpenMP team (the
+// threads its kernels' parallel loops use), so that a fork needs no thread beyond the stream's
+// own: member m runs segments m - 1, m - 1 + (team - 1), ... A team of one (the launch is
+// inside an active parallel region) runs them all on stream 0's thread before its first join
+// wait: segments wait only on their fork, so no team size deadlocks.
+void RunWithTeams(RiData& ri, RunEnv& env) {
+  void* const* ptrs = ri.ptrs.data();
+  const std::vector<Task>& origin = ri.streams[0];
+  size_t next_fork = 0;
+  for (uint32_t i = 0; i < origin.size(); ++i) {
+    ExecuteTask(origin[i], ptrs, env, 0);
+    if (next_fork == ri.team_forks.size() || ri.team_forks[next_fork].fork_task != i) continue;
+    const TeamFork& fork = ri.team_forks[next_fork++];
+    const size_t count = fork.segments.size();
+#pragma omp parallel num_threads(static_cast <int>(count) + 1)
+    {
+      const size_t member = static_cast<size_t>(omp_get_thread_num());
+      const size_t team = static_cast<size_t>(omp_get_num_threads());
+      if (member == 0) {
+        for (uint32_t j = i + 1; j <= fork.last_join; ++j) {
+          if (team == 1 && j == fork.first_join) {
+            for (size_t k = 0; k < count; ++k) RunSegment(ri, fork, k, env);
+          }
+          ExecuteTask(origin[j], ptrs, env, 0);
+        }
+      } else {
+        RunEnv local = env;
+        for (size_t k = member - 1; k < count; k += team - 1) RunSegment(ri, fork, k, local);
+      }
+    }
+    i = fork.last_join;
+  }
+}
+
 }  // namespace
 
 bool ExecuteTask(const Task& task, void* const* ptrs, RunEnv& env, int stream) {
@@ -348,6 +476,10 @@ void RunInstance(RiData& ri, const RunEnv& outer, const uint64_t* tickets) {
   }
   if (ri.built) {
     RunBuiltInstance(ri, env);
+    return;
+  }
+  if (!ri.team_forks.empty()) {
+    RunWithTeams(ri, env);
     return;
   }
   for (auto& worker : ri.workers) worker->Start(&env);

@@ -77,6 +77,26 @@ inline uint32_t NumArgPointers(const Task& task) {
 
 struct RiData;
 
+/// Tasks [first, end) of helper stream `stream` of a captured instance: a wait on a fork event
+/// recorded by stream 0, work that waits on nothing, and a record of a join event that stream 0
+/// waits on.
+struct LaneSegment {
+  int stream = 0;
+  uint32_t first = 0;
+  uint32_t end = 0;
+};
+
+/// A fork of a captured instance that replays on the launching thread's OpenMP team: after
+/// stream 0's task `fork_task` (the fork record), the team runs `segments` and stream 0's tasks
+/// up to `last_join` (its last wait on one of their joins); a team of one thread runs the
+/// segments on stream 0's thread before its `first_join`.
+struct TeamFork {
+  uint32_t fork_task = 0;
+  uint32_t first_join = 0;
+  uint32_t last_join = 0;
+  std::vector<LaneSegment> segments;
+};
+
 /// A condition's storage. Cache-line aligned so that a condition written by a task does not
 /// share a line with its neighbours.
 struct alignas(64) ConditionSlot {
@@ -139,6 +159,10 @@ struct RiData {
   std::condition_variable slot_cv;
   std::vector<uint64_t> slot_epochs ABSL_GUARDED_BY(slot_mu);
   std::vector<std::unique_ptr<AuxWorker>> workers;  // one per stream after the first
+  /// Set at Seal when every helper stream of a captured instance is a series of lane segments
+  /// (in stream 0's task order): the helpers then run on the launching thread's OpenMP team, and
+  /// `workers` stays empty.
+  std::vector<TeamFork> team_forks;
   /// Times the tasks of the launches that start while set (ModelRI::SetTaskObserver).
   std::atomic<TaskObserver*> observer{nullptr};
 

@@ -7,7 +7,10 @@
 #include <thread>
 #include <vector>
 
+#include <omp.h>
+
 #include "gmock/gmock.h"
+#include "runtime/base/status_macros.h"
 #include "runtime/core/task_observer.h"
 #include "tests/runtime/core/core_test_util.h"
 
@@ -208,6 +211,114 @@ TEST_F(ForkJoinTest, BranchesRunConcurrentlyAtReplay) {
     ASSERT_TRUE(ExecuteAsync(**ri, origin.get()).ok());
     EXPECT_TRUE(origin->Synchronize().ok());
     EXPECT_TRUE(a_ran.load() && b_ran.load());
+  }
+}
+
+// Where a host function ran: inside an OpenMP parallel region, and which member.
+struct Placement {
+  bool in_parallel = false;
+  int member = -1;
+};
+
+absl::Status RecordPlacement(void* arg) {
+  auto* placement = static_cast<Placement*>(arg);
+  placement->in_parallel = omp_in_parallel() != 0;
+  placement->member = omp_get_thread_num();
+  return absl::OkStatus();
+}
+
+class TeamForkTest : public ForkJoinTest {
+ protected:
+  // Captures origin: fork ─▶ (helper k: host fn k, sum_k = x + y) ‖ (origin: product = x * y)
+  // ─▶ joins ─▶ out = sum_0 + product. `mid_lane_event` adds an event that the first helper
+  // records in the middle of its lane and the origin waits on.
+  absl::StatusOr<std::unique_ptr<ModelRI>> CaptureFork(Stream* origin,
+                                                       const std::vector<Stream*>& helpers,
+                                                       bool mid_lane_event,
+                                                       const std::vector<float*>& sums,
+                                                       std::vector<Placement>& placements) {
+    RETURN_IF_ERROR(BeginCapture(origin, CaptureMode::kGlobal));
+    events_.push_back(NewEvent());
+    Event* fork = events_.back().get();
+    RETURN_IF_ERROR(origin->RecordEvent(fork));
+    const void* xy[] = {x_, y_};
+    for (size_t k = 0; k < helpers.size(); ++k) {
+      void* sum_out[] = {sums[k]};
+      RETURN_IF_ERROR(helpers[k]->WaitEvent(fork));
+      RETURN_IF_ERROR(helpers[k]->LaunchHostFunc(&RecordPlacement, &placements[k]));
+      RETURN_IF_ERROR(helpers[k]->LaunchKernel(*add_, xy, sum_out, nullptr));
+      if (k == 0 && mid_lane_event) {
+        events_.push_back(NewEvent());
+        RETURN_IF_ERROR(helpers[k]->RecordEvent(events_.back().get()));
+        RETURN_IF_ERROR(origin->WaitEvent(events_.back().get()));
+        RETURN_IF_ERROR(helpers[k]->LaunchKernel(*add_, xy, sum_out, nullptr));
+      }
+    }
+    void* product_out[] = {product_};
+    RETURN_IF_ERROR(origin->LaunchKernel(*mul_, xy, product_out, nullptr));
+    for (Stream* helper : helpers) {
+      events_.push_back(NewEvent());
+      RETURN_IF_ERROR(helper->RecordEvent(events_.back().get()));
+      RETURN_IF_ERROR(origin->WaitEvent(events_.back().get()));
+    }
+    const void* out_in[] = {sums[0], product_};
+    void* out_out[] = {out_};
+    RETURN_IF_ERROR(origin->LaunchKernel(*add_, out_in, out_out, nullptr));
+    return EndCapture(origin);
+  }
+
+  std::vector<std::unique_ptr<Event>> events_;
+};
+
+// A fork whose helpers only run their lanes between the fork and their joins replays on the
+// launching thread's OpenMP team: helper k on member k + 1, with no thread of its own. Any other
+// shape of fork (here an event in the middle of a lane) keeps a worker thread per helper. Both
+// give the same values on every launch; a team of one (no active parallel level left) runs
+// every lane on the launching thread.
+TEST_F(TeamForkTest, ForkedLanesRunOnTheLaunchingThreadsTeam) {
+#if defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "under ThreadSanitizer forks run on worker threads (libgomp is not instrumented)";
+#endif
+  std::vector<float> expected;
+  for (float x : SelfValues()) expected.push_back((x + 3.0f) + x * 3.0f);
+  for (const bool mid_lane_event : {false, true}) {
+    SCOPED_TRACE(mid_lane_event ? "an event in the middle of a lane" : "lanes only");
+    auto origin = NewStream();
+    std::vector<std::unique_ptr<Stream>> owned;
+    std::vector<Stream*> helpers;
+    std::vector<float*> sums;
+    for (int k = 0; k < 3; ++k) {
+      owned.push_back(NewStream());
+      helpers.push_back(owned.back().get());
+      sums.push_back(DeviceFloats(0.0f));
+    }
+    std::vector<Placement> placements(helpers.size());
+    auto ri = CaptureFork(origin.get(), helpers, mid_lane_event, sums, placements);
+    ASSERT_TRUE(ri.ok()) << ri.status();
+    ASSERT_EQ((*ri)->NumStreams(), 4u);
+    for (int launch = 0; launch < 3; ++launch) {
+      std::fill(out_, out_ + kCount, 0.0f);
+      ASSERT_TRUE(ExecuteAsync(**ri, origin.get()).ok());
+      ASSERT_TRUE(origin->Synchronize().ok());
+      ExpectFloats(Read(out_), expected);
+      for (size_t k = 0; k < helpers.size(); ++k) {
+        ExpectFloats(Read(sums[k]), AddOther(SelfValues(), 1.5f));  // x + 3
+        EXPECT_EQ(placements[k].in_parallel, !mid_lane_event) << "helper " << k;
+        if (!mid_lane_event) {
+          EXPECT_EQ(placements[k].member, static_cast<int>(k) + 1);
+        }
+      }
+    }
+    // No active level left on this thread (the ICV is the calling thread's; Execute on an idle
+    // stream runs here): the fork's team has one thread, which runs every lane itself.
+    const int levels = omp_get_max_active_levels();
+    omp_set_max_active_levels(0);
+    std::fill(out_, out_ + kCount, 0.0f);
+    const absl::Status executed = (*ri)->Execute(origin.get());
+    omp_set_max_active_levels(levels);
+    ASSERT_TRUE(executed.ok()) << executed;
+    ExpectFloats(Read(out_), expected);
+    for (size_t k = 0; k < helpers.size(); ++k) EXPECT_EQ(placements[k].member, 0);
   }
 }
 
