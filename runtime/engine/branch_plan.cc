@@ -84,9 +84,17 @@ std::optional<ParallelRegion> TryRegion(const std::vector<BranchStep>& steps, in
   int lanes = std::min<int>(options.max_lanes, static_cast<int>(costs.size()));
   std::vector<int64_t> loads;
   std::vector<int> lane_of;
+  const int64_t total = std::accumulate(costs.begin(), costs.end(), int64_t{0});
+  auto speedup = [&options](int threads) {
+    return 1.0 + std::max(options.thread_efficiency, 0.0) * (std::max(threads, 1) - 1);
+  };
   for (; lanes >= 2; --lanes) {
     lane_of = Pack(costs, lanes, &loads);
-    if (*std::min_element(loads.begin(), loads.end()) >= options.min_lane_cost_ns) break;
+    if (*std::min_element(loads.begin(), loads.end()) < options.min_lane_cost_ns) continue;
+    const double forked = static_cast<double>(*std::max_element(loads.begin(), loads.end())) /
+                          speedup(options.threads / lanes);
+    const double one_stream = static_cast<double>(total) / speedup(options.threads);
+    if (forked < one_stream) break;
   }
   if (lanes < 2) return std::nullopt;
   // The heaviest lane stays on the origin stream.

@@ -44,10 +44,20 @@ struct ParallelRegion {
   std::vector<std::vector<int>> lanes;
 };
 
+/// What each thread past the first adds to a step's speed, as a share of the first's: a step
+/// runs 1 + efficiency * (threads - 1) times faster on `threads` threads. The broad zoo's median
+/// model runs 1.45 times faster on two threads than on one (docs/benchmarks.md); its largest
+/// convolutions reach 1.9, its small steps get slower.
+inline constexpr double kDefaultThreadEfficiency = 0.45;
+
 struct BranchOptions {
   int max_lanes = 1;  // 1: never fork
   int64_t min_lane_cost_ns = kDefaultMinBranchCostNs;
   int max_region_steps = 512;  // bounds the scan from each fork point
+  /// The stream's intra-op threads: unforked, every step uses them all; forked onto N lanes,
+  /// each lane's steps use threads / N (at least 1).
+  int threads = 1;
+  double thread_efficiency = kDefaultThreadEfficiency;
 };
 
 /// Finds regions of independent branches: from each fork point (the plan's start, or a step
@@ -55,7 +65,11 @@ struct BranchOptions {
 /// connected components of their dependencies, until a step joins two components (the join
 /// closes the region) or the scan ends. The components are packed into at most `max_lanes`
 /// lanes, longest first onto the least loaded; lanes are dropped while the lightest carries
-/// less than `min_lane_cost_ns`. Regions never overlap and come in plan order.
+/// less than `min_lane_cost_ns` or while the forked region would not be faster than the same
+/// steps one after another on all the threads: the heaviest lane on its share of the threads
+/// must take less than the whole region on all of them (so an unbalanced region, such as one
+/// long branch beside short ones, stays on one stream). Regions never overlap and come in plan
+/// order.
 std::vector<ParallelRegion> PlanBranches(const std::vector<BranchStep>& steps,
                                          const BranchOptions& options);
 

@@ -360,6 +360,7 @@ class PlanBuilder {
     BranchOptions branch_options;
     branch_options.max_lanes = max_lanes;
     branch_options.min_lane_cost_ns = options_.min_branch_cost_ns;
+    branch_options.threads = threads;
     std::vector<ParallelRegion> regions = PlanBranches(branch_steps, branch_options);
     if (regions.empty()) return {};
     std::vector<BufferLane> step_lane(n);

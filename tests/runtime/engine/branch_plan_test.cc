@@ -43,6 +43,7 @@ std::vector<BranchStep> InceptionSteps(int64_t cost) {
 BranchOptions Lanes(int lanes) {
   BranchOptions options;
   options.max_lanes = lanes;
+  options.threads = lanes;
   return options;
 }
 
@@ -82,6 +83,29 @@ TEST(PlanBranchesTest, ChainsCheapBranchesAndOneLaneNeverFork) {
   std::vector<BranchStep> residual = {Step(1'000'000, {}), Step(1'000'000, {0}),
                                       Step(1'000'000, {1}), Step(1'000'000, {2, 0})};
   EXPECT_TRUE(PlanBranches(residual, Lanes(2)).empty());
+}
+
+// stem; two branches of the stem of `a` and `b` (two steps each); a join of the two.
+std::vector<BranchStep> TwoBranches(int64_t a, int64_t b) {
+  return {Step(a, {}),      Step(a / 2, {0}), Step(a / 2, {1}),
+          Step(b / 2, {0}), Step(b / 2, {3}), Step(a, {2, 4})};
+}
+
+TEST(PlanBranchesTest, ForksOnlyWhenTheHeaviestLaneBeatsTheStepsOnAllThreads) {
+  // Two threads at efficiency 0.45: one stream runs the region's 1.0 ms in 0.69 ms.
+  EXPECT_EQ(PlanBranches(TwoBranches(500'000, 500'000), Lanes(2)).size(), 1u);  // 0.5 ms forked
+  EXPECT_EQ(PlanBranches(TwoBranches(650'000, 350'000), Lanes(2)).size(), 1u);  // 0.65 ms
+  EXPECT_TRUE(PlanBranches(TwoBranches(750'000, 250'000), Lanes(2)).empty());   // 0.75 ms
+  // The more a thread adds, the more balanced the lanes must be.
+  BranchOptions efficient = Lanes(2);
+  efficient.thread_efficiency = 0.9;
+  EXPECT_EQ(PlanBranches(TwoBranches(500'000, 500'000), efficient).size(), 1u);
+  EXPECT_TRUE(PlanBranches(TwoBranches(650'000, 350'000), efficient).empty());
+  // Four threads on two lanes: each lane keeps two (1.45x), against 2.35x for one stream.
+  BranchOptions wide = Lanes(2);
+  wide.threads = 4;
+  EXPECT_EQ(PlanBranches(TwoBranches(550'000, 450'000), wide).size(), 1u);
+  EXPECT_TRUE(PlanBranches(TwoBranches(650'000, 350'000), wide).empty());
 }
 
 TEST(PlanBranchesTest, TwoBlocksGiveTwoRegions) {
