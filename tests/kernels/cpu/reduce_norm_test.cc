@@ -212,6 +212,41 @@ TEST(NormalizationTest, LayerAndBatchNormalization) {
           .ok());
 }
 
+// Planes from a few values to a million (each far from zero, so that a sum in float lanes alone
+// would lose the variance), against statistics in double.
+TEST(NormalizationTest, InstanceNormalizationMatchesDoubleStatisticsOverLongPlanes) {
+  KernelHarness h;
+  for (int64_t spatial : {int64_t{5}, int64_t{3199}, int64_t{1} << 20}) {
+    SCOPED_TRACE(spatial);
+    const int64_t channels = 3;
+    std::vector<float> x = RandomFloats(channels * spatial, 95, -1.0f, 1.0f);
+    for (int64_t i = 0; i < channels * spatial; ++i) x[i] += 100.0f * (1 + i / spatial);
+    const auto scale = RandomFloats(channels, 96);
+    const auto bias = RandomFloats(channels, 97);
+    auto out = h.Run("InstanceNormalization",
+                     {Tensor::Of<float>({1, channels, spatial}, x),
+                      Tensor::Of<float>({channels}, scale), Tensor::Of<float>({channels}, bias)},
+                     Attrs({{"epsilon", 1e-5f}}));
+    ASSERT_TRUE(out.ok()) << out.status();
+    const std::vector<float> got = (*out)[0].Values<float>();
+    for (int64_t c = 0; c < channels; ++c) {
+      const float* p = x.data() + c * spatial;
+      double mean = 0, var = 0;
+      for (int64_t i = 0; i < spatial; ++i) mean += p[i];
+      mean /= static_cast<double>(spatial);
+      for (int64_t i = 0; i < spatial; ++i) var += (p[i] - mean) * (p[i] - mean);
+      var /= static_cast<double>(spatial);
+      const double inv = 1 / std::sqrt(var + 1e-5);
+      for (int64_t i = 0; i < spatial; ++i) {
+        const double want = (p[i] - mean) * inv * scale[c] + bias[c];
+        // The inputs carry float's rounding at magnitude 300 (2e-5), scaled up by inv (about 1.7).
+        ASSERT_NEAR(got[c * spatial + i], want, 1e-4 + 1e-5 * std::fabs(want))
+            << "channel " << c << " at " << i;
+      }
+    }
+  }
+}
+
 TEST(ResizeTest, NearestAndLinearModes) {
   KernelHarness h;
   const Tensor x = Tensor::Of<float>({1, 1, 2, 2}, {1, 2, 3, 4});
