@@ -110,6 +110,11 @@ absl::StatusOr<Storage> LayoutAttr(const runtime::PrepareContext& context, absl:
 }
 
 memory::desc StoredDesc(const runtime::Shape& dims, Storage how, memory::format_tag chain) {
+  if (dims.size() == 3 && how != Storage::kPlain) {
+    // A 1-D convolution's value: channels-last (the layout oneDNN's 1-D convolutions prefer).
+    return memory::desc(memory::dims(dims.begin(), dims.end()), memory::data_type::f32,
+                        memory::format_tag::nwc);
+  }
   if (dims.size() != 4 || how == Storage::kPlain) return PlainDesc(dims);
   return memory::desc(memory::dims(dims.begin(), dims.end()), memory::data_type::f32,
                       how == Storage::kNhwc ? memory::format_tag::nhwc : chain);

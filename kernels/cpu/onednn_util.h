@@ -72,8 +72,9 @@ dnnl::memory::format_tag ChainTag(const runtime::PrepareContext& context);
 /// The storage named by the layout attribute `name` of the node being prepared.
 absl::StatusOr<Storage> LayoutAttr(const runtime::PrepareContext& context, absl::string_view name);
 
-/// `dims` stored as `how` (plain for anything but 4-D), `chain` being the blocked layout
-/// (ChainTag).
+/// `dims` stored as `how` (plain for anything but 3-D and 4-D), `chain` being the blocked
+/// layout (ChainTag) of 4-D values; a 3-D value (a 1-D convolution's) not stored plain is
+/// channels-last (nwc).
 dnnl::memory::desc StoredDesc(const runtime::Shape& dims, Storage how,
                               dnnl::memory::format_tag chain);
 

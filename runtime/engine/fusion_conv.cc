@@ -127,6 +127,14 @@ bool IsConv2d(const Graph& graph, const Node& node) {
   return w != nullptr && w->shape.size() == 4;
 }
 
+// A 1-D convolution: constant 3-D weights. Its value stays channels-last between 1-D
+// convolutions (and nothing else reads that layout).
+bool IsConv1d(const Graph& graph, const Node& node) {
+  if (node.op != kFusedConvOp || node.inputs.size() < 2) return false;
+  const TensorValue* w = graph.FindConstant(node.inputs[1]);
+  return w != nullptr && w->shape.size() == 3;
+}
+
 // A node that writes a 4-D float32 value in any of the layouts: a 2-D fused conv, a fused
 // pooling, a fused concatenation or a fused channel scale.
 bool WritesAnyLayout(const Graph& graph, const Node& node) {
@@ -683,15 +691,18 @@ int KeepBlockedLayoutBetweenConvs(Graph* graph) {
   for (size_t i = count; i-- > 0;) {
     const Node& node = graph->nodes[i];
     // Every use of this node's output comes later, so it is decided here.
-    keep[i] = WritesAnyLayout(*graph, node) && any_use[i] && all_aware[i] &&
-              !IsGraphOutput(*graph, node.outputs[0]);
+    keep[i] = (WritesAnyLayout(*graph, node) || IsConv1d(*graph, node)) && any_use[i] &&
+              all_aware[i] && !IsGraphOutput(*graph, node.outputs[0]);
     const bool passes_on = node.op != kFusedConcatOp || keep[i];
     for (size_t k = 0; k < node.inputs.size(); ++k) {
       const int in = node.inputs[k];
       if (in == Graph::kNoValue || producer[in] < 0) continue;
       const size_t from = static_cast<size_t>(producer[in]);
       any_use[from] = true;
-      if (!passes_on || !IsLayoutAware(*graph, node, k)) all_aware[from] = false;
+      const bool aware = IsConv1d(*graph, graph->nodes[from])
+                             ? IsConv1d(*graph, node) && (k == 0 || k == 3)
+                             : IsLayoutAware(*graph, node, k);
+      if (!passes_on || !aware) all_aware[from] = false;
     }
   }
   // Each kept value's producer writes it blocked, and each of its readers reads it so.

@@ -69,8 +69,9 @@ int FuseChannelOpsIntoConvChains(Graph* graph, const KernelRegistry& registry);
 /// (otherwise each of its blocked inputs would be reordered there, once per concatenation that
 /// reads it). The producer gets "y_layout"="blocked", each consumer "x_layout", "r_layout" or
 /// (a concatenation's input k) "x<k>_layout".
-/// Only the ends of a chain of convolutions are then reordered. Returns how many values are
-/// kept blocked.
+/// A 1-D fused conv's value read only by 1-D fused convs is marked the same way; those kernels
+/// store it channels-last (nwc). Only the ends of a chain of convolutions are then reordered.
+/// Returns how many values are kept blocked.
 int KeepBlockedLayoutBetweenConvs(Graph* graph);
 
 }  // namespace reprise::runtime::engine

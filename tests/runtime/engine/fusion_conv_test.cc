@@ -161,6 +161,67 @@ TEST_F(FusionConvTest, BlockedChainsWithPaddedChannelsAndWinogradMatchThePlainGr
   }
 }
 
+// x [N,C,L] → 1-D conv (kernel `k`, stride 2) with bias, weights in ±1/sqrt(fan-in).
+void AddConv1d(ModelBuilder& b, const std::string& name, const std::string& in,
+               const std::string& out, int64_t c_in, int64_t c_out, int64_t k, uint32_t seed) {
+  const float bound = 1.0f / std::sqrt(static_cast<float>(c_in * k));
+  b.FloatInit(name + "_w", {c_out, c_in, k}, RandomFloats(c_out * c_in * k, seed, -bound, bound));
+  b.FloatInit(name + "_b", {c_out}, RandomFloats(c_out, seed + 1));
+  auto& node = b.Node("Conv", {in, name + "_w", name + "_b"}, {out}, name);
+  auto* strides = node.add_attribute();
+  strides->set_name("strides");
+  strides->set_type(onnx::AttributeProto::INTS);
+  strides->add_ints(2);
+}
+
+// A speech front end's 1-D convolutions: a value that only 1-D convs read (as X or as the
+// residual) stays channels-last between them; one that anything else reads (here a Neg) or
+// that is a graph output stays plain. The outputs match the unfused graph's.
+TEST_F(FusionConvTest, OneDimensionalConvChainsKeepTheirLayout) {
+  for (int64_t batch : {1, 2}) {
+    SCOPED_TRACE(batch);
+    ModelBuilder b;
+    b.Input("x", onnx::TensorProto::FLOAT, {batch, 3, 203})
+        .Output("y", {batch, 24, 24})
+        .Output("t", {batch, 24, 100});
+    AddConv1d(b, "a", "x", "a_out", 3, 24, 5, 41);  // length 100
+    b.Node("Relu", {"a_out"}, {"a_relu"});
+    b.Node("Neg", {"a_relu"}, {"t"});
+    AddConv1d(b, "b", "a_relu", "b_out", 24, 24, 2, 43);  // length 50
+    b.Node("Relu", {"b_out"}, {"b_relu"});
+    AddConv1d(b, "c", "b_relu", "c_out", 24, 24, 3, 45);  // length 24
+    AddConv1d(b, "d", "b_relu", "d_out", 24, 24, 3, 47);
+    b.Node("Add", {"c_out", "d_out"}, {"cd"});
+    b.FloatInit("e_w", {24, 24, 1}, RandomFloats(24 * 24, 49, -0.2f, 0.2f));
+    b.Node("Conv", {"cd", "e_w"}, {"y"}, "e");
+    const TensorValue x = FloatTensor({batch, 3, 203}, RandomFloats(batch * 3 * 203, 51));
+    auto model = LoadBoth(b.Bytes(), x);
+    ASSERT_NE(model, nullptr);
+    const Graph& g = model->graph();
+    EXPECT_EQ(CountOps(g, kFusedConvOp), 5);  // the Add went into c or d as its residual
+    EXPECT_EQ(CountOps(g, "Add") + CountOps(g, "Relu"), 0);
+    int blocked = 0;
+    for (const Node& node : g.nodes) {
+      if (node.op != kFusedConvOp) continue;
+      const std::string y = StringAttr(node, "y_layout");
+      if (node.name == "a" || node.name == "e") {
+        EXPECT_EQ(y, "") << node.name;
+      } else {
+        EXPECT_EQ(y, "blocked") << node.name;
+        EXPECT_EQ(StringAttr(node, "x_layout"), node.name == "b" ? "" : "blocked") << node.name;
+        ++blocked;
+      }
+      if (node.inputs.size() == 4) {
+        EXPECT_EQ(StringAttr(node, "r_layout"), "blocked");
+      }
+    }
+    EXPECT_EQ(blocked, 3);  // b, c and d
+    const Node* e = FindNamed(g, "e");
+    ASSERT_NE(e, nullptr);
+    EXPECT_EQ(StringAttr(*e, "x_layout"), "blocked");
+  }
+}
+
 // ResNet's stem: conv → relu → MaxPool(3x3/2, pad 1) → a residual block. The pooling reads and
 // writes the blocked layout (no reorder around it); with ceil_mode too.
 TEST_F(FusionConvTest, MaxPoolBetweenConvsKeepsTheBlockedLayout) {
