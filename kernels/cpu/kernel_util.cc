@@ -231,6 +231,33 @@ absl::Status ParallelForStatus(int64_t n, int threads, double cost_per_item,
   return first;
 }
 
+float RowSum(const float* p, int64_t n, float center, bool squares) {
+  float lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t k = 0;
+  if (squares) {
+    for (; k + 8 <= n; k += 8) {
+      for (int j = 0; j < 8; ++j) lanes[j] += (p[k + j] - center) * (p[k + j] - center);
+    }
+  } else {
+    for (; k + 8 <= n; k += 8) {
+      for (int j = 0; j < 8; ++j) lanes[j] += p[k + j];
+    }
+  }
+  float tail = 0;
+  for (; k < n; ++k) tail += squares ? (p[k] - center) * (p[k] - center) : p[k];
+  return ((lanes[0] + lanes[4]) + (lanes[1] + lanes[5])) +
+         ((lanes[2] + lanes[6]) + (lanes[3] + lanes[7])) + tail;
+}
+
+double LongRowSum(const float* p, int64_t n, float center, bool squares) {
+  constexpr int64_t kBlock = 2048;
+  double total = 0;
+  for (int64_t at = 0; at < n; at += kBlock) {
+    total += RowSum(p + at, std::min(kBlock, n - at), center, squares);
+  }
+  return total;
+}
+
 void UseIntraOpThreads(int threads) {
   const int wanted = threads < 1 ? 1 : threads;
   // The ICV is per thread: this changes only the calling (stream) thread's parallel regions.

@@ -17,37 +17,6 @@
 namespace reprise::kernels::cpu {
 namespace {
 
-// Sum of p[k] (or of (p[k] - center)^2 when `squares`) over k < n, in eight float lanes that
-// the compiler keeps in vector registers, then added pairwise.
-float RowSum(const float* p, int64_t n, float center, bool squares) {
-  float lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  int64_t k = 0;
-  if (squares) {
-    for (; k + 8 <= n; k += 8) {
-      for (int j = 0; j < 8; ++j) lanes[j] += (p[k + j] - center) * (p[k + j] - center);
-    }
-  } else {
-    for (; k + 8 <= n; k += 8) {
-      for (int j = 0; j < 8; ++j) lanes[j] += p[k + j];
-    }
-  }
-  float tail = 0;
-  for (; k < n; ++k) tail += squares ? (p[k] - center) * (p[k] - center) : p[k];
-  return ((lanes[0] + lanes[4]) + (lanes[1] + lanes[5])) +
-         ((lanes[2] + lanes[6]) + (lanes[3] + lanes[7])) + tail;
-}
-
-// RowSum in double over blocks of float lanes: as fast as RowSum, and as exact as a double sum
-// for planes of millions of values (each block's float lanes add at most 256 values).
-double LongRowSum(const float* p, int64_t n, float center, bool squares) {
-  constexpr int64_t kBlock = 2048;
-  double total = 0;
-  for (int64_t at = 0; at < n; at += kBlock) {
-    total += RowSum(p + at, std::min(kBlock, n - at), center, squares);
-  }
-  return total;
-}
-
 // Softmax of `rows` contiguous rows of `dim` values each; 16 values at a time.
 __attribute__((always_inline)) inline void SoftmaxRowsBody(const float* x, float* y, int64_t rows,
                                                            int64_t dim) {

@@ -4,7 +4,9 @@
 #include <cmath>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <type_traits>
+#include <vector>
 
 #include "kernels/cpu/families.h"
 #include "kernels/cpu/kernel_util.h"
@@ -54,6 +56,107 @@ Acc Finish(Acc acc, int64_t n) {
   return acc;
 }
 
+// The input as [outer, reduced, inner] when the reduced axes (size-1 axes aside) are one run of
+// adjacent axes: `outer` and `inner` the products of the kept axes before and after it.
+struct ReducedBlock {
+  int64_t outer = 1;
+  int64_t reduced = 1;
+  int64_t inner = 1;
+};
+
+std::optional<ReducedBlock> AsReducedBlock(const Shape& shape, const std::vector<bool>& reduced) {
+  ReducedBlock block;
+  int phase = 0;  // 0: kept axes before the run, 1: in the run, 2: kept axes after it
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] == 1) continue;
+    if (reduced[i]) {
+      if (phase == 2) return std::nullopt;
+      phase = 1;
+      block.reduced *= shape[i];
+    } else if (phase == 0) {
+      block.outer *= shape[i];
+    } else {
+      phase = 2;
+      block.inner *= shape[i];
+    }
+  }
+  return block;
+}
+
+// Float32 sums, means, sums of squares and their square roots, maxima and minima over one run of
+// axes, split over the intra-op threads by output: rows of contiguous values (the run at the
+// end) in vector lanes (sums in double per block of lanes: LongRowSum), else whole rows of
+// `inner` values at a time, in double for the sums. Null for any other reduction.
+template <Reduce kOp>
+FunctionKernel::RunFn FastFloatReduce(const ReducedBlock& b, int threads) {
+  constexpr bool kSums = kOp == Reduce::kSum || kOp == Reduce::kMean || kOp == Reduce::kSumSquare ||
+                         kOp == Reduce::kL2;
+  constexpr bool kExtreme = kOp == Reduce::kMax || kOp == Reduce::kMin;
+  if constexpr (!kSums && !kExtreme) {
+    return nullptr;
+  } else {
+    constexpr bool kSquares = kOp == Reduce::kSumSquare || kOp == Reduce::kL2;
+    return [b, threads](const KernelArgs& args) {
+      const float* x = static_cast<const float*>(args.inputs[0]);
+      float* y = static_cast<float*>(args.outputs[0]);
+      const int64_t rows = b.outer * b.inner;
+      ParallelFor(rows, threads, static_cast<double>(b.reduced), [&](int64_t first, int64_t end) {
+        if (b.inner == 1) {
+          for (int64_t o = first; o < end; ++o) {
+            const float* p = x + o * b.reduced;
+            if constexpr (kSums) {
+              y[o] = static_cast<float>(
+                  Finish<kOp, double>(LongRowSum(p, b.reduced, 0.0f, kSquares), b.reduced));
+            } else {
+              float lanes[8];
+              std::fill(lanes, lanes + 8, Init<kOp, float>());
+              int64_t k = 0;
+              for (; k + 8 <= b.reduced; k += 8) {
+                for (int j = 0; j < 8; ++j) lanes[j] = Step<kOp, float>(lanes[j], p[k + j]);
+              }
+              float acc = Init<kOp, float>();
+              for (; k < b.reduced; ++k) acc = Step<kOp, float>(acc, p[k]);
+              for (int j = 0; j < 8; ++j) acc = Step<kOp, float>(acc, lanes[j]);
+              y[o] = acc;
+            }
+          }
+          return;
+        }
+        // Output rows [first, end) as (o, i) pairs, one row of `inner` per o at a time.
+        std::vector<double> acc;
+        for (int64_t at = first; at < end;) {
+          const int64_t o = at / b.inner;
+          const int64_t i0 = at % b.inner;
+          const int64_t n = std::min(end - at, b.inner - i0);
+          const float* p = x + o * b.reduced * b.inner + i0;
+          float* q = y + at;
+          if constexpr (kSums) {
+            acc.assign(static_cast<size_t>(n), 0.0);
+            for (int64_t r = 0; r < b.reduced; ++r) {
+              const float* row = p + r * b.inner;
+              for (int64_t i = 0; i < n; ++i) {
+                const double v = row[i];
+                acc[i] += kSquares ? v * v : v;
+              }
+            }
+            for (int64_t i = 0; i < n; ++i) {
+              q[i] = static_cast<float>(Finish<kOp, double>(acc[i], b.reduced));
+            }
+          } else {
+            std::copy(p, p + n, q);
+            for (int64_t r = 1; r < b.reduced; ++r) {
+              const float* row = p + r * b.inner;
+              for (int64_t i = 0; i < n; ++i) q[i] = Step<kOp, float>(q[i], row[i]);
+            }
+          }
+          at += n;
+        }
+      });
+      return absl::OkStatus();
+    };
+  }
+}
+
 template <Reduce kOp>
 absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareReduce(const PrepareContext& context) {
   RETURN_IF_ERROR(ExpectInputCount(context, 1, 2));
@@ -85,6 +188,12 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareReduce(const PrepareConte
       kept_dims.push_back(in.shape[i]);
       kept_strides.push_back(strides[i]);
       out.push_back(in.shape[i]);
+    }
+  }
+  const std::optional<ReducedBlock> block = AsReducedBlock(in.shape, reduced);
+  if (in.dtype == DataType::kFloat32 && block.has_value() && block->reduced > 0) {
+    if (FunctionKernel::RunFn fast = FastFloatReduce<kOp>(*block, context.intra_op_threads)) {
+      return MakeKernel(context, {Desc(in.dtype, out)}, std::move(fast));
     }
   }
   const BroadcastPlan kept = MakeStridedPlan(kept_dims, {kept_strides});

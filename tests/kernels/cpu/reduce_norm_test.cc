@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -62,6 +63,74 @@ TEST(ReduceTest, AxesFromAttributeOrInputKeepdimsAndNoop) {
             absl::StatusCode::kUnimplemented);
   EXPECT_EQ(h.Prepare("ReduceMin", {t}, Attrs({{"axes", std::vector<int64_t>{3}}})).status().code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+// Every float reduction over one run of adjacent axes (at the end, in the middle, across
+// size-1 axes) and over axes apart, on one and on two threads, against a reference in double
+// over the multi-index. Rows long enough to need blocks of lanes, values far from zero.
+TEST(ReduceTest, FloatReductionsOverRunsOfAxesMatchADoubleReference) {
+  KernelHarness h;
+  const Shape shape = {3, 1, 5, 7, 2100};
+  const int64_t count = 3 * 5 * 7 * 2100;
+  std::vector<float> x = RandomFloats(count, 83, -1.0f, 1.0f);
+  for (int64_t i = 0; i < count; ++i) x[i] += (i % 3 == 0) ? 50.0f : -20.0f;
+  const std::vector<std::vector<int64_t>> axes_cases = {
+      {4}, {3, 4}, {1, 2, 3, 4}, {2}, {1, 2}, {0}, {0, 1, 2, 3, 4}, {2, 4}, {0, 3}};
+  const std::vector<std::string> ops = {"ReduceSum",       "ReduceMean", "ReduceMax", "ReduceMin",
+                                        "ReduceSumSquare", "ReduceL2",   "ReduceL1"};
+  for (const std::vector<int64_t>& axes : axes_cases) {
+    // The reference: each output's index as the input's with the reduced axes at 0.
+    std::vector<bool> reduced(shape.size(), false);
+    for (int64_t a : axes) reduced[a] = true;
+    Shape out_shape;
+    for (size_t d = 0; d < shape.size(); ++d) out_shape.push_back(reduced[d] ? 1 : shape[d]);
+    const int64_t out_count = runtime::NumElements(out_shape);
+    for (const std::string& op : ops) {
+      for (int threads : {1, 2}) {
+        SCOPED_TRACE(op + " over " + runtime::ShapeToString(axes) + " on " +
+                     std::to_string(threads) + " thread(s)");
+        std::vector<double> sum(out_count, 0), squares(out_count, 0), l1(out_count, 0);
+        std::vector<double> max(out_count, -1e30), min(out_count, 1e30);
+        std::vector<int64_t> n(out_count, 0);
+        std::vector<int64_t> index(shape.size(), 0);
+        for (int64_t i = 0; i < count; ++i) {
+          int64_t o = 0;
+          for (size_t d = 0; d < shape.size(); ++d) {
+            o = o * out_shape[d] + (reduced[d] ? 0 : index[d]);
+          }
+          const double v = x[i];
+          sum[o] += v;
+          squares[o] += v * v;
+          l1[o] += std::fabs(v);
+          max[o] = std::max(max[o], v);
+          min[o] = std::min(min[o], v);
+          ++n[o];
+          for (size_t d = shape.size(); d-- > 0;) {
+            if (++index[d] < shape[d]) break;
+            index[d] = 0;
+          }
+        }
+        auto kernel = h.Prepare(op, {Tensor::Of<float>(shape, x)},
+                                Attrs({{"axes", axes}, {"keepdims", int64_t{1}}}), 13, 1, threads);
+        ASSERT_TRUE(kernel.ok()) << kernel.status();
+        auto out = h.RunPrepared(**kernel, {Tensor::Of<float>(shape, x)});
+        ASSERT_TRUE(out.ok()) << out.status();
+        EXPECT_EQ((*out)[0].shape, out_shape);
+        const std::vector<float> got = (*out)[0].Values<float>();
+        ASSERT_EQ(static_cast<int64_t>(got.size()), out_count);
+        for (int64_t o = 0; o < out_count; ++o) {
+          double want = sum[o];
+          if (op == "ReduceMean") want = sum[o] / n[o];
+          if (op == "ReduceMax") want = max[o];
+          if (op == "ReduceMin") want = min[o];
+          if (op == "ReduceSumSquare") want = squares[o];
+          if (op == "ReduceL2") want = std::sqrt(squares[o]);
+          if (op == "ReduceL1") want = l1[o];
+          ASSERT_NEAR(got[o], want, 1e-6 * std::fabs(want) + 1e-4) << "output " << o;
+        }
+      }
+    }
+  }
 }
 
 TEST(ReduceTest, ArgMaxCumSumTopK) {
