@@ -68,10 +68,13 @@ def on_signal(signum, _frame):
     sys.exit(128 + signum)
 
 
-def run_json(args, env=None, timeout=RUN_TIMEOUT_S):
-    """Runs a command that prints one JSON object; returns it, or {"error": ...}."""
+def run_json(args, env=None, timeout=RUN_TIMEOUT_S, cpus=None):
+    """Runs a command that prints one JSON object; returns it, or {"error": ...}. `cpus`: the
+    CPUs it may run on (all of this process's when None)."""
+    pin = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
     try:
-        r = subprocess.run(args, capture_output=True, text=True, timeout=timeout, env=env)
+        r = subprocess.run(args, capture_output=True, text=True, timeout=timeout, env=env,
+                           preexec_fn=pin)
     except subprocess.TimeoutExpired:
         return {"error": f"timed out after {timeout} s"}
     if r.returncode != 0:
@@ -84,6 +87,15 @@ def run_json(args, env=None, timeout=RUN_TIMEOUT_S):
 
 def thread_env(threads):
     return dict(os.environ, OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads))
+
+
+def row_cpus(threads):
+    """The CPUs a row's runs may use: a one-thread row runs every runtime on the same single CPU
+    (the lowest this process may use), since the cores of a VM can differ in speed (on the
+    two-core machine of docs/benchmarks.md one core ran one-thread inference 18 % slower than
+    the other), which made a one-thread ratio depend on where each process landed; rows of more
+    threads use every CPU."""
+    return {min(os.sched_getaffinity(0))} if threads == 1 else None
 
 
 # ---- setup ----
@@ -150,12 +162,13 @@ def engine_part(cfg, bins, zoo_dirs, inputs, ort_prefix, runtimes=("replay", "ea
     for row in rows:
         probe = run_json([bins["run"], "--model", row["path"], "--input", "input=" + row["input"],
                           "--threads", str(row["threads"]), "--iterations", "3", "--warmup", "1",
-                          "--json"], env=thread_env(row["threads"]))
+                          "--json"], env=thread_env(row["threads"]), cpus=row_cpus(row["threads"]))
         if "error" in probe and "ort" in runtimes:
             # Reprise cannot run it: ONNX Runtime's time still sets the budget.
             probe = dict(run_json(ort_args(ort_prefix, row["path"], row["input"], row["threads"],
                                            ["--iterations", "3", "--warmup", "1"]),
-                                  env=thread_env(row["threads"])), error=probe["error"])
+                                  env=thread_env(row["threads"]), cpus=row_cpus(row["threads"])),
+                         error=probe["error"])
         # The probe's fastest run: a median of three is too easily moved by other processes.
         t = probe.get("min_us", 0) or 1e6
         row["iterations"] = int(min(20000, max(3, cfg["budget_s"] * 1e6 / t)))
@@ -174,7 +187,7 @@ def engine_part(cfg, bins, zoo_dirs, inputs, ort_prefix, runtimes=("replay", "ea
                 else:
                     args = [bins["run"], "--model", row["path"], "--input", "input=" + row["input"],
                             "--threads", str(row["threads"]), "--mode", rt, "--json"] + common
-                result = run_json(args, env=env)
+                result = run_json(args, env=env, cpus=row_cpus(row["threads"]))
                 result.pop("outputs", None)
                 result["loadavg_1m"] = os.getloadavg()[0]
                 row["runs"].setdefault(rt, []).append(result)
