@@ -84,17 +84,25 @@ std::optional<ParallelRegion> TryRegion(const std::vector<BranchStep>& steps, in
   int lanes = std::min<int>(options.max_lanes, static_cast<int>(costs.size()));
   std::vector<int64_t> loads;
   std::vector<int> lane_of;
-  const int64_t total = std::accumulate(costs.begin(), costs.end(), int64_t{0});
-  auto speedup = [&options](int threads) {
-    return 1.0 + std::max(options.thread_efficiency, 0.0) * (std::max(threads, 1) - 1);
+  // A step's time on `threads` threads: its cost over 1 + e * (threads - 1), where what a thread
+  // adds (e) grows with the step's size.
+  auto on_threads = [&options](int64_t cost, int threads) {
+    const double c = static_cast<double>(std::max<int64_t>(cost, 0));
+    const double half = static_cast<double>(std::max<int64_t>(options.half_efficiency_cost_ns, 1));
+    const double e = std::max(options.thread_efficiency, 0.0) * c / (c + half);
+    return c / (1.0 + e * (std::max(threads, 1) - 1));
   };
+  double one_stream = 0;
+  for (int s = start; s < end; ++s) one_stream += on_threads(steps[s].cost_ns, options.threads);
   for (; lanes >= 2; --lanes) {
     lane_of = Pack(costs, lanes, &loads);
     if (*std::min_element(loads.begin(), loads.end()) < options.min_lane_cost_ns) continue;
-    const double forked = static_cast<double>(*std::max_element(loads.begin(), loads.end())) /
-                          speedup(options.threads / lanes);
-    const double one_stream = static_cast<double>(total) / speedup(options.threads);
-    if (forked < one_stream) break;
+    std::vector<double> lane_time(static_cast<size_t>(lanes), 0.0);
+    for (int s = start; s < end; ++s) {
+      lane_time[lane_of[component_of[s - start]]] +=
+          on_threads(steps[s].cost_ns, options.threads / lanes);
+    }
+    if (*std::max_element(lane_time.begin(), lane_time.end()) < one_stream) break;
   }
   if (lanes < 2) return std::nullopt;
   // The heaviest lane stays on the origin stream.

@@ -44,11 +44,16 @@ struct ParallelRegion {
   std::vector<std::vector<int>> lanes;
 };
 
-/// What each thread past the first adds to a step's speed, as a share of the first's: a step
-/// runs 1 + efficiency * (threads - 1) times faster on `threads` threads. The broad zoo's median
-/// model runs 1.45 times faster on two threads than on one (docs/benchmarks.md); its largest
-/// convolutions reach 1.9, its small steps get slower.
-inline constexpr double kDefaultThreadEfficiency = 0.45;
+/// What each thread past the first adds to a step's speed, as a share of the first's, at most:
+/// a step of estimated cost c runs 1 + e * (threads - 1) times faster on `threads` threads,
+/// with e = kDefaultThreadEfficiency * c / (c + kDefaultHalfEfficiencyCostNs). Fitted to
+/// Inception v3's steps at batch 1 on two cores (measured on one thread and on two, grouped by
+/// estimate, which runs about ten times the measured time for convolutions): estimates of 1 to
+/// 3 ms gained 1.45x from the second thread (the model: 1.36x to 1.6x), 3 to 10 ms 1.7x (1.6x to
+/// 1.8x), larger ones 2.2x (1.8x and up); below 1 ms the steps got slower, which the model
+/// does not follow (it only makes forks of such steps look less worth it than they are).
+inline constexpr double kDefaultThreadEfficiency = 0.9;
+inline constexpr int64_t kDefaultHalfEfficiencyCostNs = 1'500'000;
 
 struct BranchOptions {
   int max_lanes = 1;  // 1: never fork
@@ -58,6 +63,7 @@ struct BranchOptions {
   /// each lane's steps use threads / N (at least 1).
   int threads = 1;
   double thread_efficiency = kDefaultThreadEfficiency;
+  int64_t half_efficiency_cost_ns = kDefaultHalfEfficiencyCostNs;
 };
 
 /// Finds regions of independent branches: from each fork point (the plan's start, or a step
@@ -66,10 +72,10 @@ struct BranchOptions {
 /// closes the region) or the scan ends. The components are packed into at most `max_lanes`
 /// lanes, longest first onto the least loaded; lanes are dropped while the lightest carries
 /// less than `min_lane_cost_ns` or while the forked region would not be faster than the same
-/// steps one after another on all the threads: the heaviest lane on its share of the threads
-/// must take less than the whole region on all of them (so an unbalanced region, such as one
-/// long branch beside short ones, stays on one stream). Regions never overlap and come in plan
-/// order.
+/// steps one after another on all the threads: the slowest lane, its steps on its share of the
+/// threads, must take less than the whole region on all of them. Small steps, which gain little
+/// from more threads, fork even when their lanes are unbalanced; large ones only when their lanes
+/// are close to even. Regions never overlap and come in plan order.
 std::vector<ParallelRegion> PlanBranches(const std::vector<BranchStep>& steps,
                                          const BranchOptions& options);
 

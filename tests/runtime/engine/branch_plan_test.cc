@@ -91,21 +91,21 @@ std::vector<BranchStep> TwoBranches(int64_t a, int64_t b) {
           Step(b / 2, {0}), Step(b / 2, {3}), Step(a, {2, 4})};
 }
 
-TEST(PlanBranchesTest, ForksOnlyWhenTheHeaviestLaneBeatsTheStepsOnAllThreads) {
-  // Two threads at efficiency 0.45: one stream runs the region's 1.0 ms in 0.69 ms.
-  EXPECT_EQ(PlanBranches(TwoBranches(500'000, 500'000), Lanes(2)).size(), 1u);  // 0.5 ms forked
-  EXPECT_EQ(PlanBranches(TwoBranches(650'000, 350'000), Lanes(2)).size(), 1u);  // 0.65 ms
-  EXPECT_TRUE(PlanBranches(TwoBranches(750'000, 250'000), Lanes(2)).empty());   // 0.75 ms
-  // The more a thread adds, the more balanced the lanes must be.
-  BranchOptions efficient = Lanes(2);
-  efficient.thread_efficiency = 0.9;
-  EXPECT_EQ(PlanBranches(TwoBranches(500'000, 500'000), efficient).size(), 1u);
-  EXPECT_TRUE(PlanBranches(TwoBranches(650'000, 350'000), efficient).empty());
-  // Four threads on two lanes: each lane keeps two (1.45x), against 2.35x for one stream.
+TEST(PlanBranchesTest, ForksWhenTheSlowestLaneBeatsTheStepsOnAllThreads) {
+  // Small steps gain little from a second thread: they fork even 100 against 40.
+  EXPECT_EQ(PlanBranches(TwoBranches(100'000, 40'000), Lanes(2)).size(), 1u);
+  // Large ones gain almost as much from it as from a fork: they fork only when even.
+  EXPECT_EQ(PlanBranches(TwoBranches(14'000'000, 14'000'000), Lanes(2)).size(), 1u);
+  EXPECT_TRUE(PlanBranches(TwoBranches(20'000'000, 8'000'000), Lanes(2)).empty());
+  // A thread that adds nothing: any two lanes pay.
+  BranchOptions flat = Lanes(2);
+  flat.thread_efficiency = 0;
+  EXPECT_EQ(PlanBranches(TwoBranches(20'000'000, 8'000'000), flat).size(), 1u);
+  // Four threads on two lanes: each lane keeps two.
   BranchOptions wide = Lanes(2);
   wide.threads = 4;
-  EXPECT_EQ(PlanBranches(TwoBranches(550'000, 450'000), wide).size(), 1u);
-  EXPECT_TRUE(PlanBranches(TwoBranches(650'000, 350'000), wide).empty());
+  EXPECT_EQ(PlanBranches(TwoBranches(14'000'000, 14'000'000), wide).size(), 1u);
+  EXPECT_TRUE(PlanBranches(TwoBranches(20'000'000, 8'000'000), wide).empty());
 }
 
 TEST(PlanBranchesTest, TwoBlocksGiveTwoRegions) {
