@@ -86,7 +86,8 @@ int64_t EstimateStepCostNs(absl::string_view op, std::span<const TensorDesc> inp
 
 /// The helper streams and events a capture forks branches onto; made on first use and reused
 /// by every capture (a captured instance keeps its own copies of the fork/join points and runs
-/// its forked streams on workers of its own, so these are needed only while capturing). Not
+/// its forked lanes on the launching thread's OpenMP team, so these are needed only while
+/// capturing). Not
 /// thread-safe; owned by whoever captures (a stream session); `device` must outlive it.
 class BranchStreams {
  public:

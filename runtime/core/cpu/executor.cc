@@ -414,7 +414,8 @@ void RunWithTeams(RiData& ri, RunEnv& env) {
     if (next_fork == ri.team_forks.size() || ri.team_forks[next_fork].fork_task != i) continue;
     const TeamFork& fork = ri.team_forks[next_fork++];
     const size_t count = fork.segments.size();
-#pragma omp parallel num_threads(static_cast <int>(count) + 1)
+    const int wanted = static_cast<int>(count) + 1;
+#pragma omp parallel num_threads(wanted)
     {
       const size_t member = static_cast<size_t>(omp_get_thread_num());
       const size_t team = static_cast<size_t>(omp_get_num_threads());
