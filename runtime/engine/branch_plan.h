@@ -46,14 +46,15 @@ struct ParallelRegion {
 
 /// What each thread past the first adds to a step's speed, as a share of the first's, at most:
 /// a step of estimated cost c runs 1 + e * (threads - 1) times faster on `threads` threads,
-/// with e = kDefaultThreadEfficiency * c / (c + kDefaultHalfEfficiencyCostNs). Fitted to
-/// Inception v3's steps at batch 1 on two cores (measured on one thread and on two, grouped by
-/// estimate, which runs about ten times the measured time for convolutions): estimates of 1 to
-/// 3 ms gained 1.45x from the second thread (the model: 1.36x to 1.6x), 3 to 10 ms 1.7x (1.6x to
-/// 1.8x), larger ones 2.2x (1.8x and up); below 1 ms the steps got slower, which the model
-/// does not follow (it only makes forks of such steps look less worth it than they are).
+/// with e = kDefaultThreadEfficiency * c / (c + kDefaultHalfEfficiencyCostNs). A compromise
+/// between two models measured at batch 1 on two cores, one thread against two, steps grouped
+/// by estimate (which runs about ten times the measured time for convolutions): Inception v3's
+/// steps of 1 to 3 ms of estimate gained 1.45x from the second thread, 3 to 10 ms 1.7x, larger
+/// ones 2.2x; GoogLeNet's, with fewer channels, 1.1x to 1.3x up to 15 ms. The model gives
+/// 1.18x at 1 ms, 1.39x at 3 ms, 1.64x at 10 ms, 1.79x at 30 ms. Steps under 1 ms got slower on
+/// two threads, which it does not follow.
 inline constexpr double kDefaultThreadEfficiency = 0.9;
-inline constexpr int64_t kDefaultHalfEfficiencyCostNs = 1'500'000;
+inline constexpr int64_t kDefaultHalfEfficiencyCostNs = 4'000'000;
 
 struct BranchOptions {
   int max_lanes = 1;  // 1: never fork
