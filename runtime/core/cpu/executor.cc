@@ -128,7 +128,7 @@ std::vector<TeamFork> FindTeamForks(const RiData& ri) {
 #if defined(__SANITIZE_THREAD__)
   // libgomp's hand-offs are invisible to ThreadSanitizer: keep the workers (std::thread).
   return {};
-#else
+#endif
   if (ri.built || ri.streams.size() < 2) return {};
   constexpr uint32_t kNone = UINT32_MAX;
   // Where stream 0 records each slot, and where it first waits on it.
@@ -185,7 +185,6 @@ std::vector<TeamFork> FindTeamForks(const RiData& ri) {
     if (forks[k].fork_task <= forks[k - 1].last_join) return {};
   }
   return forks;
-#endif
 }
 
 }  // namespace
