@@ -122,16 +122,18 @@ FunctionKernel::RunFn FastFloatReduce(const ReducedBlock& b, int threads) {
           }
           return;
         }
-        // Output rows [first, end) as (o, i) pairs, one row of `inner` per o at a time.
-        std::vector<double> acc;
+        // Outputs [first, end) as (o, i) pairs, up to kColumns of one row of `inner` at a time
+        // (the sums' accumulators stay on the stack: nothing allocates per run).
+        constexpr int64_t kColumns = 256;
+        double acc[kColumns];
         for (int64_t at = first; at < end;) {
           const int64_t o = at / b.inner;
           const int64_t i0 = at % b.inner;
-          const int64_t n = std::min(end - at, b.inner - i0);
+          const int64_t n = std::min({end - at, b.inner - i0, kColumns});
           const float* p = x + o * b.reduced * b.inner + i0;
           float* q = y + at;
           if constexpr (kSums) {
-            acc.assign(static_cast<size_t>(n), 0.0);
+            std::fill(acc, acc + n, 0.0);
             for (int64_t r = 0; r < b.reduced; ++r) {
               const float* row = p + r * b.inner;
               for (int64_t i = 0; i < n; ++i) {

@@ -118,21 +118,22 @@ bool MatchActivation(const Graph& graph, const std::vector<int>& uses, int value
   return true;
 }
 
+// The rank of a node's constant weights (input 1), or 0 when they are not a constant.
+size_t ConstantWeightRank(const Graph& graph, const Node& node) {
+  const TensorValue* w = node.inputs.size() < 2 ? nullptr : graph.FindConstant(node.inputs[1]);
+  return w == nullptr ? 0 : w->shape.size();
+}
+
 // A 2-D convolution: constant 4-D weights.
 bool IsConv2d(const Graph& graph, const Node& node) {
-  if ((node.op != kFusedConvOp && node.op != kFusedConvDwOp) || node.inputs.size() < 2) {
-    return false;
-  }
-  const TensorValue* w = graph.FindConstant(node.inputs[1]);
-  return w != nullptr && w->shape.size() == 4;
+  return (node.op == kFusedConvOp || node.op == kFusedConvDwOp) &&
+         ConstantWeightRank(graph, node) == 4;
 }
 
 // A 1-D convolution: constant 3-D weights. Its value stays channels-last between 1-D
 // convolutions (and nothing else reads that layout).
 bool IsConv1d(const Graph& graph, const Node& node) {
-  if (node.op != kFusedConvOp || node.inputs.size() < 2) return false;
-  const TensorValue* w = graph.FindConstant(node.inputs[1]);
-  return w != nullptr && w->shape.size() == 3;
+  return node.op == kFusedConvOp && ConstantWeightRank(graph, node) == 3;
 }
 
 // A node that writes a 4-D float32 value in any of the layouts: a 2-D fused conv, a fused
