@@ -292,9 +292,13 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareEinsum(const PrepareConte
       }
     }
     out_labels = std::move(expanded);
-    for (int l : out_labels) {
-      if (!size.contains(l)) {
+    for (size_t i = 0; i < out_labels.size(); ++i) {
+      if (!size.contains(out_labels[i])) {
         return InvalidArgument(context, "output label of \"", equation, "\" is not an input's");
+      }
+      if (std::find(out_labels.begin(), out_labels.begin() + i, out_labels[i]) !=
+          out_labels.begin() + i) {
+        return InvalidArgument(context, "an output label of \"", equation, "\" repeats");
       }
     }
   } else {

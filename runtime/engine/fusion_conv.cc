@@ -237,7 +237,7 @@ bool ZeroConstantPads(const Graph& graph, const Node& pad, std::vector<int64_t>*
     }
   }
   pads->resize(p->bytes.size() / sizeof(int64_t));
-  std::memcpy(pads->data(), p->bytes.data(), p->bytes.size());
+  if (!pads->empty()) std::memcpy(pads->data(), p->bytes.data(), p->bytes.size());
   return true;
 }
 

@@ -16,9 +16,9 @@ F = TensorProto.FLOAT
 B = 2**40
 
 
-def save(name, nodes, inits, rank=2, elem=F):
+def save(name, nodes, inits, rank=2, elem=F, inputs=()):
     out = helper.make_tensor_value_info("z", elem, [None] * rank)
-    graph = helper.make_graph(nodes, "g", [], [out], initializer=inits)
+    graph = helper.make_graph(nodes, "g", list(inputs), [out], initializer=inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
     with open(os.path.join(OUT, name), "wb") as f:
@@ -78,6 +78,15 @@ def main():
     # inference) with two: libonnx's convPoolShapeInference read past the kernel shape.
     save("conv_weight_rank", [node("Relu", ["c"], ["r"]), node("Conv", ["r", "w"], ["z"])],
          [f32("c", np.ones((1, 2, 8, 8))), f32("w", np.ones((3, 2, 1)))], 4)
+    # A Pad whose pads are an empty constant, before a Conv: folding it into the Conv copied
+    # zero bytes from a null pointer (UBSan; fuzz_onnx_model).
+    x = helper.make_tensor_value_info("x", F, [1, 1, 4, 4])
+    save("pad_empty_pads", [node("Pad", ["x", "p"], ["q"]), node("Conv", ["q", "w"], ["z"])],
+         [i64("p", np.zeros(0, dtype=np.int64)), f32("w", ones)], 4, inputs=[x])
+    # An Einsum whose output names a label twice ("i" in "...->igij"): the matrix-product form
+    # counted it twice and read past its operand (ASan; fuzz_onnx_model). Refused as invalid.
+    save("einsum_repeated_output", [node("Einsum", ["a", "b"], ["z"], equation="bgid,bgjd->igij")],
+         [f32("a", np.ones((2, 3, 4, 5))), f32("b", np.ones((2, 3, 6, 5)))], 4)
 
 
 if __name__ == "__main__":

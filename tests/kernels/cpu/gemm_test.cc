@@ -8,6 +8,7 @@
 #include <thread>
 #include <vector>
 
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/kernel_util.h"
 #include "tests/kernels/cpu/kernel_test_util.h"
@@ -137,6 +138,13 @@ TEST(EinsumTest, CommonFormsMatchReference) {
   EXPECT_FALSE(h.Prepare("Einsum", {Tensor::Of<float>({2, 3}, {})},
                          Attrs({{"equation", std::string("ijk->i")}}))
                    .ok());
+  // An output label may appear once only (the matrix-product form once read past its operand).
+  const absl::Status repeated =
+      h.Prepare("Einsum", {Tensor::Of<float>({2, 3}, {}), Tensor::Of<float>({3, 4}, {})},
+                Attrs({{"equation", std::string("ij,jk->iki")}}))
+          .status();
+  EXPECT_EQ(repeated.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(repeated.message()), ::testing::HasSubstr("repeats"));
 }
 
 // Float32 contractions of two operands run as batched matrix products (transposed operands
