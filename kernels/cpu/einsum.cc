@@ -195,26 +195,16 @@ absl::StatusOr<std::optional<std::unique_ptr<PreparedKernel>>> PrepareEinsumAsGe
     float* y = static_cast<float*>(args.outputs[0]);
     float* c = pc.needed ? ws + a_floats + b_floats : y;
     const int64_t lda = trans_a ? m : k, ldb = trans_b ? k : n;
-    if (nb == 1) {
-      UseIntraOpThreads(threads);
-      RETURN_IF_ERROR(
-          Sgemm(trans_a, trans_b, m, n, k, 1.0f, pa_data, lda, pb_data, ldb, 0.0f, c, n));
-    } else {
-      // Matrices of the batch split over the threads, one sgemm each (serial inside).
-      const absl::Status status = ParallelForStatus(
-          nb, threads, static_cast<double>(m * n * std::max<int64_t>(k, 1)) / 8.0,
-          [&](int64_t i0, int64_t i1) -> absl::Status {
-            UseIntraOpThreads(1);
-            for (int64_t i = i0; i < i1; ++i) {
-              RETURN_IF_ERROR(Sgemm(trans_a, trans_b, m, n, k, 1.0f, pa_data + i * m * k, lda,
-                                    pb_data + i * k * n, ldb, 0.0f, c + i * m * n, n));
-            }
-            return absl::OkStatus();
-          },
-          /*grain=*/1);
-      UseIntraOpThreads(threads);
-      RETURN_IF_ERROR(status);
-    }
+    UseIntraOpThreads(threads);
+    const absl::Status status =
+        ForEachProductRange(nb, m * n * k, threads, [&](int64_t i0, int64_t i1) {
+          for (int64_t i = i0; i < i1; ++i) {
+            RETURN_IF_ERROR(Sgemm(trans_a, trans_b, m, n, k, 1.0f, pa_data + i * m * k, lda,
+                                  pb_data + i * k * n, ldb, 0.0f, c + i * m * n, n));
+          }
+          return absl::OkStatus();
+        });
+    RETURN_IF_ERROR(status);
     if (pc.needed) CopyStrided(pc.plan, static_cast<const float*>(c), y);
     return absl::OkStatus();
   };

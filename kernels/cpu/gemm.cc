@@ -146,7 +146,7 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareGemm(const PrepareContext
     if (has_c) {
       const float* c = static_cast<const float*>(args.inputs[2]);
       const int64_t s = c_plan.strides[0].back();
-      ForEachRow(c_plan, [&](int64_t at, const int64_t* offs, int64_t len) {
+      ForEachRowParallel(c_plan, threads, 1.0, [&](int64_t at, const int64_t* offs, int64_t len) {
         for (int64_t i = 0; i < len; ++i) y[at + i] = c[offs[0] + i * s];
       });
     }
@@ -229,21 +229,23 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareMatMul(const PrepareConte
     float* y = static_cast<float*>(args.outputs[0]);
     const int64_t sa = plan.strides[0].back();
     const int64_t sb = plan.strides[1].back();
-    absl::Status status;
-    ForEachRow(plan, [&](int64_t at, const int64_t* offs, int64_t len) {
-      for (int64_t i = 0; i < len && status.ok(); ++i) {
-        if (small) {
-          float* yi = y + (at + i) * m * n;
-          std::fill(yi, yi + m * n, 0.0f);
-          SmallGemmAccumulate(m, n, k, pa + (offs[0] + i * sa) * m * k, k,
-                              pb + (offs[1] + i * sb) * k * n, n, yi, n);
-          continue;
+    return ForEachProductRange(plan.count, m * n * k, threads, [&](int64_t first, int64_t end) {
+      absl::Status status;
+      ForEachRowIn(plan, first, end, [&](int64_t at, const int64_t* offs, int64_t len) {
+        for (int64_t i = 0; i < len && status.ok(); ++i) {
+          if (small) {
+            float* yi = y + (at + i) * m * n;
+            std::fill(yi, yi + m * n, 0.0f);
+            SmallGemmAccumulate(m, n, k, pa + (offs[0] + i * sa) * m * k, k,
+                                pb + (offs[1] + i * sb) * k * n, n, yi, n);
+            continue;
+          }
+          status = Sgemm(false, false, m, n, k, 1.0f, pa + (offs[0] + i * sa) * m * k, k,
+                         pb + (offs[1] + i * sb) * k * n, n, 0.0f, y + (at + i) * m * n, n);
         }
-        status = Sgemm(false, false, m, n, k, 1.0f, pa + (offs[0] + i * sa) * m * k, k,
-                       pb + (offs[1] + i * sb) * k * n, n, 0.0f, y + (at + i) * m * n, n);
-      }
+      });
+      return status;
     });
-    return status;
   });
 }
 
@@ -424,52 +426,73 @@ class FusedMatMulKernel final : public PreparedKernel {
   absl::string_view op() const override { return kFusedMatMulOp; }
   const std::vector<TensorDesc>& outputs() const override { return outputs_; }
 
+  // Y[begin, end) = act(Y + C) + R, a cache-sized chunk at a time.
+  void Epilogue(const KernelArgs& args, int64_t begin, int64_t end) const {
+    if (!p_.bias.has_value() && p_.act == Activation::kNone && !p_.residual.has_value()) return;
+    float* y = static_cast<float*>(args.outputs[0]);
+    constexpr int64_t kChunk = 8192;
+    for (int64_t first = begin; first < end; first += kChunk) {
+      const int64_t last = std::min(end, first + kChunk);
+      if (p_.bias.has_value()) {
+        const float* c = static_cast<const float*>(args.inputs[2]);
+        const int64_t s = p_.bias->strides[0].back();
+        ForEachRowIn(*p_.bias, first, last, [&](int64_t at, const int64_t* offs, int64_t len) {
+          for (int64_t i = 0; i < len; ++i) y[at + i] += c[offs[0] + i * s];
+        });
+      }
+      Activate(p_.act, p_.lo, p_.hi, y + first, last - first);
+      if (p_.residual.has_value()) {
+        const float* r = static_cast<const float*>(args.inputs[3]);
+        const int64_t s = p_.residual->strides[0].back();
+        ForEachRowIn(*p_.residual, first, last, [&](int64_t at, const int64_t* offs, int64_t len) {
+          for (int64_t i = 0; i < len; ++i) y[at + i] += r[offs[0] + i * s];
+        });
+      }
+    }
+  }
+
+  // One product of `rows` rows into py (beta 0).
+  absl::Status Product(int64_t rows, const float* pa, const float* pb, float* py) const {
+    if (!p_.trans_a && !p_.trans_b && p_.alpha == 1.0f && UseSmallGemm(rows, p_.n, p_.k)) {
+      std::fill(py, py + rows * p_.n, 0.0f);
+      SmallGemmAccumulate(rows, p_.n, p_.k, pa, p_.lda, pb, p_.ldb, py, p_.n);
+      return absl::OkStatus();
+    }
+    return Sgemm(p_.trans_a, p_.trans_b, rows, p_.n, p_.k, p_.alpha, pa, p_.lda, pb, p_.ldb, 0.0f,
+                 py, p_.n);
+  }
+
   absl::Status Run(const KernelArgs& args) const override {
     UseIntraOpThreads(p_.threads);
     const float* a = static_cast<const float*>(args.inputs[0]);
     const float* b = static_cast<const float*>(args.inputs[1]);
     float* y = static_cast<float*>(args.outputs[0]);
-    const int64_t count = p_.batch * p_.m * p_.n;
-    if (p_.bias.has_value()) {
-      const float* c = static_cast<const float*>(args.inputs[2]);
-      const int64_t s = p_.bias->strides[0].back();
-      ForEachRow(*p_.bias, [&](int64_t at, const int64_t* offs, int64_t len) {
-        for (int64_t i = 0; i < len; ++i) y[at + i] = c[offs[0] + i * s];
-      });
-    }
-    const float beta = p_.bias.has_value() ? 1.0f : 0.0f;
-    absl::Status status;
-    auto product = [&](int64_t rows, const float* pa, const float* pb, float* py) {
-      if (!p_.trans_a && !p_.trans_b && p_.alpha == 1.0f && UseSmallGemm(rows, p_.n, p_.k)) {
-        if (beta == 0.0f) std::fill(py, py + rows * p_.n, 0.0f);
-        SmallGemmAccumulate(rows, p_.n, p_.k, pa, p_.lda, pb, p_.ldb, py, p_.n);
-        return absl::OkStatus();
-      }
-      return Sgemm(p_.trans_a, p_.trans_b, rows, p_.n, p_.k, p_.alpha, pa, p_.lda, pb, p_.ldb, beta,
-                   py, p_.n);
-    };
+    const int64_t mn = p_.m * p_.n;
     if (p_.fold_rows) {
-      status = product(p_.batch * p_.m, a, b, y);
-    } else {
-      const int64_t sa = p_.batch_plan.strides[0].back();
-      const int64_t sb = p_.batch_plan.strides[1].back();
-      ForEachRow(p_.batch_plan, [&](int64_t at, const int64_t* offs, int64_t len) {
+      RETURN_IF_ERROR(Product(p_.batch * p_.m, a, b, y));
+      // The epilogue's cost per element: an add or two, more with a transcendental activation.
+      const double cost =
+          p_.act == Activation::kNone || p_.act == Activation::kRelu || p_.act == Activation::kClip
+              ? 1.0
+              : 8.0;
+      ParallelFor(p_.batch * mn, p_.threads, cost,
+                  [&](int64_t begin, int64_t end) { Epilogue(args, begin, end); });
+      return absl::OkStatus();
+    }
+    // Each product with its epilogue while its output is still in cache.
+    const int64_t sa = p_.batch_plan.strides[0].back();
+    const int64_t sb = p_.batch_plan.strides[1].back();
+    return ForEachProductRange(p_.batch, mn * p_.k, p_.threads, [&](int64_t first, int64_t end) {
+      absl::Status status;
+      ForEachRowIn(p_.batch_plan, first, end, [&](int64_t at, const int64_t* offs, int64_t len) {
         for (int64_t i = 0; i < len && status.ok(); ++i) {
-          status =
-              product(p_.m, a + offs[0] + i * sa, b + offs[1] + i * sb, y + (at + i) * p_.m * p_.n);
+          const int64_t out = (at + i) * mn;
+          status = Product(p_.m, a + offs[0] + i * sa, b + offs[1] + i * sb, y + out);
+          if (status.ok()) Epilogue(args, out, out + mn);
         }
       });
-    }
-    RETURN_IF_ERROR(status);
-    Activate(p_.act, p_.lo, p_.hi, y, count);
-    if (p_.residual.has_value()) {
-      const float* r = static_cast<const float*>(args.inputs[3]);
-      const int64_t s = p_.residual->strides[0].back();
-      ForEachRow(*p_.residual, [&](int64_t at, const int64_t* offs, int64_t len) {
-        for (int64_t i = 0; i < len; ++i) y[at + i] += r[offs[0] + i * s];
-      });
-    }
-    return absl::OkStatus();
+      return status;
+    });
   }
 
  private:
@@ -650,6 +673,24 @@ absl::Status Sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, 
                                             ") for m=", m, " n=", n, " k=", k));
   }
   return absl::OkStatus();
+}
+
+absl::Status ForEachProductRange(int64_t count, int64_t macs, int threads,
+                                 absl::FunctionRef<absl::Status(int64_t, int64_t)> products) {
+  // Below about a million multiply-adds a product gains little from a second sgemm thread.
+  constexpr int64_t kSmallProductMacs = int64_t{1} << 20;
+  const bool split =
+      threads > 1 && (count >= 2 * threads || (count >= threads && macs < kSmallProductMacs));
+  if (!split) return products(0, count);
+  const absl::Status status = ParallelForStatus(
+      count, threads, static_cast<double>(std::max<int64_t>(macs, 1)) / 8.0,
+      [&](int64_t i0, int64_t i1) {
+        UseIntraOpThreads(1);
+        return products(i0, i1);
+      },
+      /*grain=*/1);
+  UseIntraOpThreads(threads);
+  return status;
 }
 
 absl::Status RegisterGemmKernels(runtime::KernelRegistry* registry) {

@@ -1,7 +1,9 @@
 // kFusedMatMulOp (gemm.cc) against the unfused ops run by the same harness: Transpose (the
 // folded perm), MatMul, then alpha, bias, activation and residual applied by plain loops.
 // Shapes sweep 1-D operands, batch broadcasting on either side, both transposed layouts and an
-// empty product; tolerance 1e-4 absolute + 1e-4 relative.
+// empty product, at one and two threads (a batch split over the threads with each product's
+// epilogue after it, a folded product with its epilogue split by elements); tolerance 1e-4
+// absolute + 1e-4 relative.
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -47,6 +49,9 @@ TEST(FusedMatMulTest, MatchesTransposeMatMulAndEpilogue) {
       {{3, 2, 8}, {1, 0, 2}, {8, 6}, {}, true, false, "Clip"},
       {{40, 16}, {}, {16, 24}, {}, true, true, "Relu"},
       {{0, 5}, {}, {5, 3}, {}, true, true, "Relu"},
+      {{8, 64, 32}, {}, {8, 32, 64}, {}, true, true, "Gelu"},
+      {{2, 4, 64, 32}, {0, 2, 1, 3}, {2, 4, 64, 32}, {0, 2, 3, 1}, false, true, "", 0.125f},
+      {{2, 128, 64}, {}, {64, 128}, {}, true, true, "Gelu"},
   };
   KernelHarness h;
   uint32_t seed = 100;
@@ -80,13 +85,18 @@ TEST(FusedMatMulTest, MatchesTransposeMatMulAndEpilogue) {
                                        {"clip_max", 0.25f}});
     if (!c.perm_a.empty()) attrs.Set("perm_a", c.perm_a);
     if (!c.perm_b.empty()) attrs.Set("perm_b", c.perm_b);
-    auto got = h.Run(kFusedMatMulOp, inputs, attrs);
-    ASSERT_TRUE(got.ok()) << got.status();
-    EXPECT_EQ((*got)[0].shape, out);
-    const std::vector<float> values = (*got)[0].Values<float>();
-    ASSERT_EQ(values.size(), want.size());
-    for (size_t i = 0; i < want.size(); ++i) {
-      ASSERT_NEAR(values[i], want[i], 1e-4 + 1e-4 * std::fabs(want[i])) << "element " << i;
+    for (int threads : {1, 2}) {
+      SCOPED_TRACE(threads);
+      auto kernel = h.Prepare(kFusedMatMulOp, inputs, attrs, 17, 1, threads);
+      ASSERT_TRUE(kernel.ok()) << kernel.status();
+      auto got = h.RunPrepared(**kernel, inputs);
+      ASSERT_TRUE(got.ok()) << got.status();
+      EXPECT_EQ((*got)[0].shape, out);
+      const std::vector<float> values = (*got)[0].Values<float>();
+      ASSERT_EQ(values.size(), want.size());
+      for (size_t i = 0; i < want.size(); ++i) {
+        ASSERT_NEAR(values[i], want[i], 1e-4 + 1e-4 * std::fabs(want[i])) << "element " << i;
+      }
     }
   }
 }
