@@ -281,11 +281,12 @@ absl::Status ParallelForStatus(int64_t n, int threads, double cost_per_item,
 
 /// Copies the elements that `plan` (MakeStridedPlan over the output's index space, one
 /// operand: the source's strides) reads from `in` into the contiguous `out`, in plan order: a
-/// transpose or any other permutation, a slice, a broadcast.
+/// transpose or any other permutation, a slice, a broadcast. The Range form copies the output
+/// elements [begin, end) only.
 template <typename T>
-void CopyStrided(const BroadcastPlan& plan, const T* in, T* out) {
+void CopyStridedRange(const BroadcastPlan& plan, const T* in, T* out, int64_t begin, int64_t end) {
   const int64_t stride = plan.strides[0].back();
-  ForEachRow(plan, [&](int64_t out_at, const int64_t* offs, int64_t n) {
+  ForEachRowIn(plan, begin, end, [&](int64_t out_at, const int64_t* offs, int64_t n) {
     const T* p = in + offs[0];
     if (stride == 1) {
       std::memcpy(out + out_at, p, static_cast<size_t>(n) * sizeof(T));
@@ -295,6 +296,11 @@ void CopyStrided(const BroadcastPlan& plan, const T* in, T* out) {
   });
 }
 
+template <typename T>
+void CopyStrided(const BroadcastPlan& plan, const T* in, T* out) {
+  CopyStridedRange(plan, in, out, 0, plan.count);
+}
+
 /// ForEachRow split over up to `threads` threads by output elements (ParallelFor); `row` runs
 /// concurrently on disjoint pieces.
 template <typename Row>
@@ -302,6 +308,15 @@ void ForEachRowParallel(const BroadcastPlan& plan, int threads, double cost_per_
                         Row&& row) {
   ParallelFor(plan.count, threads, cost_per_element,
               [&](int64_t begin, int64_t end) { ForEachRowIn(plan, begin, end, row); });
+}
+
+/// CopyStrided split over up to `threads` threads by output elements (a gathering copy, whose
+/// rows are strided, costs more per element than a contiguous one).
+template <typename T>
+void CopyStridedParallel(const BroadcastPlan& plan, const T* in, T* out, int threads) {
+  const double cost = plan.strides[0].back() == 1 ? 0.5 : 2.0;
+  ParallelFor(plan.count, threads, cost,
+              [&](int64_t begin, int64_t end) { CopyStridedRange(plan, in, out, begin, end); });
 }
 
 /// Sum of p[k] (or of (p[k] - center)^2 when `squares`) over k < n, in eight float lanes that

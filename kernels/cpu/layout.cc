@@ -31,9 +31,9 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> StridedCopy(const PrepareContext
   BroadcastPlan plan = MakeStridedPlan(view, {std::move(in_strides)});
   FunctionKernel::RunFn run;
   const bool ok = DispatchBySize(runtime::DataTypeSize(dtype), [&]<typename T>() {
-    run = [plan, offset](const KernelArgs& args) {
-      CopyStrided(plan, static_cast<const T*>(args.inputs[0]) + offset,
-                  static_cast<T*>(args.outputs[0]));
+    run = [plan, offset, threads = context.intra_op_threads](const KernelArgs& args) {
+      CopyStridedParallel(plan, static_cast<const T*>(args.inputs[0]) + offset,
+                          static_cast<T*>(args.outputs[0]), threads);
       return absl::OkStatus();
     };
   });

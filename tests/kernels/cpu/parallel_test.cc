@@ -137,5 +137,21 @@ TEST(ParallelKernelsTest, PoolingNormalisationAndResizeGiveTheSerialBits) {
   ExpectSameBits("Resize", {x, Tensor::Absent(), scales}, Attrs({{"mode", std::string("linear")}}));
 }
 
+// Strided copies split by output elements: each range must start at its own place in the
+// source (a transpose that moves the last axis gathers; a slice and a broadcast read rows).
+TEST(ParallelKernelsTest, TransposeSliceAndExpandGiveTheSerialBits) {
+  const Tensor x = Random({8, 128, 256}, 21);  // 2^18 elements: worth two threads and three
+  const auto ints = [](std::vector<int64_t> v) {
+    return Tensor::Of<int64_t>({static_cast<int64_t>(v.size())}, std::move(v), true);
+  };
+  for (int threads : {2, 3}) {
+    ExpectSameBits("Transpose", {x}, Attrs({{"perm", std::vector<int64_t>{1, 0, 2}}}), threads);
+    ExpectSameBits("Transpose", {x}, Attrs({{"perm", std::vector<int64_t>{2, 0, 1}}}), threads);
+    ExpectSameBits("Slice", {x, ints({1, 32}), ints({7, 256}), ints({0, 2})}, {}, threads);
+    ExpectSameBits("Slice", {x, ints({127}), ints({0}), ints({1}), ints({-3})}, {}, threads);
+    ExpectSameBits("Expand", {Random({1, 128, 1}, 22), ints({8, 128, 256})}, {}, threads);
+  }
+}
+
 }  // namespace
 }  // namespace reprise::kernels::cpu
