@@ -193,7 +193,7 @@ BroadcastPlan MakeStridedPlan(const Shape& out, std::vector<std::vector<int64_t>
 void ParallelFor(int64_t n, int threads, double cost_per_item,
                  absl::FunctionRef<void(int64_t, int64_t)> fn, int64_t grain) {
   if (n <= 0) return;
-  grain = std::max<int64_t>(grain, 1);
+  grain = cost_per_item >= kCoarseItemCost ? 1 : std::max<int64_t>(grain, 1);
   const double work = static_cast<double>(n) * std::max(cost_per_item, 0.0);
   // One thread per kMinParallelWork of work, at most `threads` and one per grain.
   const int64_t by_work = static_cast<int64_t>(work / kMinParallelWork);

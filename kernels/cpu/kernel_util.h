@@ -265,11 +265,16 @@ void ForEachRow(const BroadcastPlan& plan, Row&& row) {
 /// stays on the calling thread: starting OpenMP threads costs a few microseconds.
 inline constexpr double kMinParallelWork = 32768;
 
+/// Cost of one item (roughly nanoseconds) from which ParallelFor hands out single items: such an
+/// item is a row or a plane, not an element, and the grain that keeps elementwise ranges on whole
+/// cache lines would only leave threads idle (16 planes of a batch on one thread).
+inline constexpr double kCoarseItemCost = 1024;
+
 /// Calls `fn(begin, end)` over disjoint ranges that cover [0, n), on up to `threads` OpenMP
 /// threads of the calling thread (never more; fewer when n * cost_per_item is small, one below
-/// kMinParallelWork: then just fn(0, n) here). Range bounds are multiples of `grain` except n.
-/// `fn` runs concurrently: it may only write what its range owns, so an elementwise loop gives
-/// the same bits as a serial one.
+/// kMinParallelWork: then just fn(0, n) here). Range bounds are multiples of `grain` except n
+/// (of 1 when an item costs kCoarseItemCost or more). `fn` runs concurrently: it may only write
+/// what its range owns, so an elementwise loop gives the same bits as a serial one.
 void ParallelFor(int64_t n, int threads, double cost_per_item,
                  absl::FunctionRef<void(int64_t, int64_t)> fn, int64_t grain = 16);
 

@@ -60,6 +60,23 @@ TEST(ParallelForTest, SmallWorkStaysOnTheCallingThread) {
   EXPECT_FALSE(in_parallel);
 }
 
+// Items that cost a row or a plane each are handed out one at a time: 16 of them (fewer than
+// the default grain) still go to two threads, and three items to three.
+TEST(ParallelForTest, CoarseItemsSplitBelowTheGrain) {
+  for (const auto& [n, threads] : {std::pair<int64_t, int>{16, 2}, {3, 3}}) {
+    std::mutex mu;
+    std::set<int> ids;
+    std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+    ParallelFor(n, threads, kCoarseItemCost * 64, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) hits[i].fetch_add(1);
+      std::lock_guard<std::mutex> lock(mu);
+      ids.insert(omp_get_thread_num());
+    });
+    EXPECT_EQ(static_cast<int>(ids.size()), threads) << n << " items";
+    for (const auto& h : hits) EXPECT_EQ(h.load(), 1);
+  }
+}
+
 // Every range runs even when one fails, and the failure is the result (one thread or two).
 TEST(ParallelForTest, StatusVariantRunsEveryRangeAndReturnsTheError) {
   for (int threads : {1, 2}) {
