@@ -224,6 +224,60 @@ TEST(GemmTest, SmallProductsWithKnownWeightsMatchTheReference) {
     }
 }
 
+// Products past the small kernel with known (constant) weights read them packed by oneDNN's
+// matmul: Gemm (B stored [K,N] or, transB, [N,K]; C broadcast and scaled by beta) and
+// FusedMatMul's folded product (A's batch folded into rows, a bias and an activation), at one
+// and two threads, against the reference.
+TEST(GemmTest, KnownWeightsReadPackedMatchTheReference) {
+  KernelHarness h;
+  struct Size {
+    int64_t m, k, n;
+  };
+  for (const Size& z : {Size{8, 300, 200}, Size{33, 64, 130}, Size{1, 512, 96}}) {
+    for (int64_t trans_b : {0, 1}) {
+      for (int threads : {1, 2}) {
+        SCOPED_TRACE(::testing::Message() << "m=" << z.m << " k=" << z.k << " n=" << z.n
+                                          << " transB=" << trans_b << " threads=" << threads);
+        const auto a = RandomFloats(z.m * z.k, 71);
+        const auto b = RandomFloats(z.k * z.n, 72);
+        const auto c = RandomFloats(z.n, 73);
+        const auto ab = ReferenceMatMul(a, b, z.m, z.k, z.n, false, trans_b != 0);
+        std::vector<float> want(z.m * z.n);
+        for (int64_t i = 0; i < z.m * z.n; ++i) want[i] = ab[i] + 0.5f * c[i % z.n];
+        const Shape b_shape = trans_b != 0 ? Shape{z.n, z.k} : Shape{z.k, z.n};
+        const std::vector<Tensor> inputs = {Tensor::Of<float>({z.m, z.k}, a),
+                                            Tensor::Of<float>(b_shape, b, /*known=*/true),
+                                            Tensor::Of<float>({z.n}, c)};
+        auto kernel =
+            h.Prepare("Gemm", inputs, Attrs({{"transB", trans_b}, {"beta", 0.5f}}), 17, 1, threads);
+        ASSERT_TRUE(kernel.ok()) << kernel.status();
+        auto out = h.RunPrepared(**kernel, inputs);
+        ASSERT_TRUE(out.ok()) << out.status();
+        ExpectNear((*out)[0].Values<float>(), want);
+      }
+    }
+  }
+  // FusedMatMul: [2, 20, 64] x known [64, 96] + bias, Relu.
+  const int64_t rows = 40, k = 64, n = 96;
+  const auto a = RandomFloats(rows * k, 74);
+  const auto b = RandomFloats(k * n, 75);
+  const auto bias = RandomFloats(n, 76);
+  const auto ab = ReferenceMatMul(a, b, rows, k, n);
+  std::vector<float> want(rows * n);
+  for (int64_t i = 0; i < rows * n; ++i) want[i] = std::max(ab[i] + bias[i % n], 0.0f);
+  const std::vector<Tensor> inputs = {Tensor::Of<float>({2, 20, k}, a),
+                                      Tensor::Of<float>({k, n}, b, /*known=*/true),
+                                      Tensor::Of<float>({n}, bias, /*known=*/true)};
+  for (int threads : {1, 2}) {
+    auto kernel = h.Prepare("com.reprise.FusedMatMul", inputs,
+                            Attrs({{"activation", std::string("Relu")}}), 17, 1, threads);
+    ASSERT_TRUE(kernel.ok()) << kernel.status();
+    auto out = h.RunPrepared(**kernel, inputs);
+    ASSERT_TRUE(out.ok()) << out.status();
+    ExpectNear((*out)[0].Values<float>(), want);
+  }
+}
+
 TEST(GemmTest, FusedGemmAppliesTheActivationThenTheResidual) {
   KernelHarness h;
   const int64_t m = 6, k = 5, n = 4;
