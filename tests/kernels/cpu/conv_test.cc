@@ -258,6 +258,72 @@ TEST(ConvMiscTest, PointwiseThenDepthwiseMatchesReference) {
   EXPECT_NE(bad.status().message().find("[4,4,3,3]"), std::string::npos) << bad.status();
 }
 
+// A 3x3 stride-1 convolution with SiLU, hard-swish or GELU fused, at one and two threads: where
+// oneDNN's Winograd takes no such post-op the kernel runs Winograd and the activation after it
+// (the implementation then names Winograd; the values must match either way), into a plain
+// output and into a blocked one whose padding channels (20 of 32) must stay zero.
+TEST(ConvMiscTest, ActivationsWinogradCannotFuseMatchReference) {
+  KernelHarness h;
+  const ConvCase p{1, 16, 18, 18, 20, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+  const auto x = RandomFloats(16 * 18 * 18, 81);
+  const auto w = RandomFloats(20 * 16 * 9, 82);
+  const auto b = RandomFloats(20, 83);
+  const std::vector<float> conv = ReferenceConv(p, x, w, b);
+  for (const std::string act : {"Swish", "HardSwish", "Gelu"}) {
+    std::vector<float> want = conv;
+    for (float& v : want) {
+      if (act == "Swish") v = v / (1.0f + std::exp(-v));
+      if (act == "HardSwish") v = v * std::max(0.0f, std::min(1.0f, v / 6.0f + 0.5f));
+      if (act == "Gelu") v = 0.5f * v * (1.0f + std::erf(v / std::sqrt(2.0f)));
+    }
+    const std::vector<Tensor> in = {Tensor::Of<float>({1, 16, 18, 18}, x),
+                                    Tensor::Of<float>({20, 16, 3, 3}, w, true),
+                                    Tensor::Of<float>({20}, b, true)};
+    for (int threads : {1, 2}) {
+      SCOPED_TRACE(act + " threads " + std::to_string(threads));
+      auto kernel = h.Prepare(
+          kFusedConvOp, in,
+          Attrs({{"activation", act}, {"pads", std::vector<int64_t>{1, 1, 1, 1}}}), 17, 1, threads);
+      ASSERT_TRUE(kernel.ok()) << kernel.status();
+      auto out = h.RunPrepared(**kernel, in);
+      ASSERT_TRUE(out.ok()) << out.status();
+      ExpectNear((*out)[0].Values<float>(), want);
+      // The same into the blocked layout (channel blocks of 16: 12 padding channels).
+      auto blocked = h.Prepare(kFusedConvOp, in,
+                               Attrs({{"activation", act},
+                                      {"pads", std::vector<int64_t>{1, 1, 1, 1}},
+                                      {"y_layout", std::string("blocked")}}),
+                               17, 1, threads);
+      ASSERT_TRUE(blocked.ok()) << blocked.status();
+      const size_t floats = (*blocked)->output_storage_bytes(0) / sizeof(float);
+      std::vector<float> stored(floats, 1.0f);
+      std::vector<const void*> ins = {in[0].bytes.data(), in[1].bytes.data(), in[2].bytes.data()};
+      void* outs[] = {stored.data()};
+      std::vector<uint8_t> ws((*blocked)->workspace_bytes() + 64);
+      runtime::KernelArgs args;
+      args.inputs = ins.data();
+      args.outputs = outs;
+      args.workspace = ws.empty() ? nullptr : ws.data();
+      ASSERT_TRUE((*blocked)->Run(args).ok());
+      // nChw16c or nChw8c: element (c, i, j) of one image lies at block c / B, then i, j, c % B.
+      const int64_t block = static_cast<int64_t>(floats) / (18 * 18) >= 32 ? 16 : 8;
+      const int64_t padded = (20 + block - 1) / block * block;
+      ASSERT_EQ(static_cast<int64_t>(floats), padded * 18 * 18);
+      for (int64_t c = 0; c < padded; ++c) {
+        for (int64_t i = 0; i < 18 * 18; ++i) {
+          const float v = stored[(c / block) * 18 * 18 * block + i * block + c % block];
+          if (c < 20) {
+            ASSERT_NEAR(v, want[c * 18 * 18 + i], 1e-4 + 1e-4 * std::fabs(want[c * 18 * 18 + i]))
+                << "channel " << c << " pixel " << i;
+          } else {
+            ASSERT_EQ(v, 0.0f) << "padding channel " << c;
+          }
+        }
+      }
+    }
+  }
+}
+
 // A depthwise convolution whose input is stored in the blocked layout and whose output is plain
 // (MobileNet's and EfficientNet's depthwise convolutions before a squeeze-and-excitation):
 // oneDNN 2.6 has only its reference code for a free destination there, so the kernel asks for
