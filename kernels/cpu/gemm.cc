@@ -105,6 +105,14 @@ bool UseSmallGemm(int64_t m, int64_t n, int64_t k) {
 // first classifier layer at batch 8) 18.5 -> 5.4 ms, 128 x 512 x 2048 (a transformer's feed-
 // forward at batch 1) 2.3 -> 1.3 ms. The scratchpad is the caller's workspace, so one kernel
 // can run on several streams at once.
+// Where PackedProduct beats sgemm (bench machine, one thread): a transposed B (sgemm's NT path:
+// 8x9216x4096 18.5 -> 5.4 ms), or up to 256 rows against at least 2^18 weights (128x512x2048
+// 2.3 -> 1.3 ms). Many rows or few weights gain nothing and pay the primitive's fixed cost
+// (transformer_enc_d128 at batch 1, 64x128x512: 2 % slower; Swin-T 1 %).
+bool PreferPackedProduct(int64_t m, int64_t n, int64_t k, bool trans_b) {
+  return trans_b || (m <= 256 && k * n >= (int64_t{1} << 18));
+}
+
 class PackedProduct {
  public:
   // Null when oneDNN has no matmul for these operands here (the caller keeps sgemm).
@@ -211,7 +219,8 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareGemm(const PrepareContext
   const int threads = context.intra_op_threads;
   // A constant B (a layer's weights) read packed, unless the small kernel takes the product.
   std::shared_ptr<const PackedProduct> packed_b;
-  if (packed == nullptr && !trans_a && alpha == 1.0f) {
+  if (packed == nullptr && !trans_a && alpha == 1.0f &&
+      PreferPackedProduct(m, n, k, trans_b != 0)) {
     packed_b = PackedProduct::Make(context, m, n, k, a[1], trans_b != 0, b_data, b[1]);
   }
   if (packed_b != nullptr) {
@@ -669,7 +678,8 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareFusedMatMul(const Prepare
   if (!b_vector) out.push_back(p.n);
   p.fold_rows =
       perm_a.empty() && !p.trans_a && runtime::NumElements(b_batch) == 1 && a_batch == *batch;
-  if (p.fold_rows && p.alpha == 1.0f && !UseSmallGemm(p.batch * p.m, p.n, p.k)) {
+  if (p.fold_rows && p.alpha == 1.0f && !UseSmallGemm(p.batch * p.m, p.n, p.k) &&
+      PreferPackedProduct(p.batch * p.m, p.n, p.k, p.trans_b)) {
     p.packed = PackedProduct::Make(context, p.batch * p.m, p.n, p.k, p.lda, p.trans_b,
                                    static_cast<const float*>(context.inputs[1].data), p.ldb);
   }

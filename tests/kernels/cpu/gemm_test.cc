@@ -233,7 +233,8 @@ TEST(GemmTest, KnownWeightsReadPackedMatchTheReference) {
   struct Size {
     int64_t m, k, n;
   };
-  for (const Size& z : {Size{8, 300, 200}, Size{33, 64, 130}, Size{1, 512, 96}}) {
+  // Packed: every transposed B, and up to 256 rows against 2^18 weights or more (the first).
+  for (const Size& z : {Size{8, 512, 512}, Size{33, 64, 130}, Size{1, 512, 96}}) {
     for (int64_t trans_b : {0, 1}) {
       for (int threads : {1, 2}) {
         SCOPED_TRACE(::testing::Message() << "m=" << z.m << " k=" << z.k << " n=" << z.n
@@ -257,8 +258,8 @@ TEST(GemmTest, KnownWeightsReadPackedMatchTheReference) {
       }
     }
   }
-  // FusedMatMul: [2, 20, 64] x known [64, 96] + bias, Relu.
-  const int64_t rows = 40, k = 64, n = 96;
+  // FusedMatMul: [2, 20, 512] x known [512, 520] + bias, Relu.
+  const int64_t rows = 40, k = 512, n = 520;
   const auto a = RandomFloats(rows * k, 74);
   const auto b = RandomFloats(k * n, 75);
   const auto bias = RandomFloats(n, 76);
