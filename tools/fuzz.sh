@@ -4,7 +4,7 @@
 #   tools/fuzz.sh TARGET [SECONDS]   TARGET: fuzz_infer_request, fuzz_onnx_model,
 #                                    fuzz_yaml_config, fuzz_npy,
 #                                    fuzz_http_request (the fuzz_ prefix may be left out)
-#   tools/fuzz.sh all [SECONDS]      each of the four in turn
+#   tools/fuzz.sh all [SECONDS]      each of the five in turn
 #
 # SECONDS defaults to 60. Configures and builds the `fuzz` preset (clang-14; installs clang-14
 # and libfuzzer-14-dev when missing), then runs the target on a fresh copy of
