@@ -98,13 +98,6 @@ bool UseSmallGemm(int64_t m, int64_t n, int64_t k) {
   return m > 0 && m <= kSmallGemmRows && n * k > 0 && m * n * k <= kSmallGemmMacs;
 }
 
-// Y[M,N] = A[M,K] B[K,N], row-major A (leading dimension lda) and Y (ldy = N), with B a
-// constant reordered once, at prepare, into the blocked layout of oneDNN's matmul primitive
-// (shared through the device's packed-weight cache). sgemm packs B again on every call; the
-// primitive reads it packed: on the bench machine at one thread, 8 x 9216 x 4096 (AlexNet's
-// first classifier layer at batch 8) 18.5 -> 5.4 ms, 128 x 512 x 2048 (a transformer's feed-
-// forward at batch 1) 2.3 -> 1.3 ms. The scratchpad is the caller's workspace, so one kernel
-// can run on several streams at once.
 // Where PackedProduct beats sgemm (bench machine, one thread): a transposed B (sgemm's NT path:
 // 8x9216x4096 18.5 -> 5.4 ms), or up to 256 rows against at least 2^18 weights (128x512x2048
 // 2.3 -> 1.3 ms). Many rows or few weights gain nothing and pay the primitive's fixed cost
@@ -113,6 +106,10 @@ bool PreferPackedProduct(int64_t m, int64_t n, int64_t k, bool trans_b) {
   return trans_b || (m <= 256 && k * n >= (int64_t{1} << 18));
 }
 
+// Y[M,N] = A[M,K] B[K,N], row-major A (leading dimension lda) and Y (ldy = N), with B a
+// constant reordered once, at prepare, into the blocked layout of oneDNN's matmul primitive
+// (shared through the device's packed-weight cache): sgemm packs B again on every call. The
+// scratchpad is the caller's workspace, so one kernel can run on several streams at once.
 class PackedProduct {
  public:
   // Null when oneDNN has no matmul for these operands here (the caller keeps sgemm).
@@ -389,6 +386,37 @@ void Activate(Activation act, float lo, float hi, float* y, int64_t n) {
   }
 }
 
+// Y[begin, end) = act(Y + C) + R, a cache-sized chunk at a time; C and R (null when absent) are
+// read through their broadcast plans over Y.
+void EpilogueRange(float* y, int64_t begin, int64_t end, const BroadcastPlan* bias, const float* c,
+                   Activation act, float lo, float hi, const BroadcastPlan* residual,
+                   const float* r) {
+  if (bias == nullptr && act == Activation::kNone && residual == nullptr) return;
+  constexpr int64_t kChunk = 8192;
+  for (int64_t first = begin; first < end; first += kChunk) {
+    const int64_t last = std::min(end, first + kChunk);
+    if (bias != nullptr) {
+      const int64_t s = bias->strides[0].back();
+      ForEachRowIn(*bias, first, last, [&](int64_t at, const int64_t* offs, int64_t len) {
+        for (int64_t i = 0; i < len; ++i) y[at + i] += c[offs[0] + i * s];
+      });
+    }
+    Activate(act, lo, hi, y + first, last - first);
+    if (residual != nullptr) {
+      const int64_t s = residual->strides[0].back();
+      ForEachRowIn(*residual, first, last, [&](int64_t at, const int64_t* offs, int64_t len) {
+        for (int64_t i = 0; i < len; ++i) y[at + i] += r[offs[0] + i * s];
+      });
+    }
+  }
+}
+
+// EpilogueRange's cost per element for ParallelFor: an add or two, more with a transcendental.
+double EpilogueCost(Activation act) {
+  return act == Activation::kNone || act == Activation::kRelu || act == Activation::kClip ? 1.0
+                                                                                          : 8.0;
+}
+
 // The "activation" attribute of a fused node ("Gelu" only where `allow_gelu`, with its
 // "approximate" attribute).
 absl::StatusOr<Activation> ParseActivation(const PrepareContext& context, bool allow_gelu) {
@@ -416,13 +444,14 @@ class FusedGemmKernel final : public PreparedKernel {
  public:
   // `residual`: R's broadcast over Y, or nullopt without R.
   FusedGemmKernel(std::unique_ptr<PreparedKernel> gemm, Activation act, float lo, float hi,
-                  std::optional<BroadcastPlan> residual)
+                  std::optional<BroadcastPlan> residual, int threads)
       : gemm_(std::move(gemm)),
         act_(act),
         lo_(lo),
         hi_(hi),
         residual_(std::move(residual)),
-        count_(runtime::NumElements(gemm_->outputs()[0].shape)) {}
+        count_(runtime::NumElements(gemm_->outputs()[0].shape)),
+        threads_(threads) {}
 
   absl::string_view op() const override { return kFusedGemmOp; }
   const std::vector<TensorDesc>& outputs() const override { return gemm_->outputs(); }
@@ -431,14 +460,11 @@ class FusedGemmKernel final : public PreparedKernel {
   absl::Status Run(const KernelArgs& args) const override {
     RETURN_IF_ERROR(gemm_->Run(args));
     float* y = static_cast<float*>(args.outputs[0]);
-    Activate(act_, lo_, hi_, y, count_);
-    if (residual_.has_value()) {
-      const float* r = static_cast<const float*>(args.inputs[3]);
-      const int64_t s = residual_->strides[0].back();
-      ForEachRow(*residual_, [&](int64_t at, const int64_t* offs, int64_t len) {
-        for (int64_t i = 0; i < len; ++i) y[at + i] += r[offs[0] + i * s];
-      });
-    }
+    const BroadcastPlan* residual = residual_.has_value() ? &*residual_ : nullptr;
+    const float* r = residual != nullptr ? static_cast<const float*>(args.inputs[3]) : nullptr;
+    ParallelFor(count_, threads_, EpilogueCost(act_), [&](int64_t begin, int64_t end) {
+      EpilogueRange(y, begin, end, nullptr, nullptr, act_, lo_, hi_, residual, r);
+    });
     return absl::OkStatus();
   }
 
@@ -448,6 +474,7 @@ class FusedGemmKernel final : public PreparedKernel {
   float lo_, hi_;
   std::optional<BroadcastPlan> residual_;
   int64_t count_;
+  int threads_;
 };
 
 // kFusedGemmOp: inputs A, B, C (optional), R (optional); Y = act(Gemm(A, B, C)) + R.
@@ -474,7 +501,8 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareFusedGemm(const PrepareCo
     }
     plan = MakeBroadcastPlan(y, {context.inputs[3].shape});
   }
-  return std::make_unique<FusedGemmKernel>(std::move(kernel), act, lo, hi, std::move(plan));
+  return std::make_unique<FusedGemmKernel>(std::move(kernel), act, lo, hi, std::move(plan),
+                                           context.intra_op_threads);
 }
 
 // One operand of kFusedMatMulOp as the product sees it: the logical shape (after the folded
@@ -536,29 +564,13 @@ class FusedMatMulKernel final : public PreparedKernel {
     return p_.packed != nullptr ? p_.packed->scratch_bytes() : 0;
   }
 
-  // Y[begin, end) = act(Y + C) + R, a cache-sized chunk at a time.
+  // Y[begin, end) = act(Y + C) + R.
   void Epilogue(const KernelArgs& args, int64_t begin, int64_t end) const {
-    if (!p_.bias.has_value() && p_.act == Activation::kNone && !p_.residual.has_value()) return;
-    float* y = static_cast<float*>(args.outputs[0]);
-    constexpr int64_t kChunk = 8192;
-    for (int64_t first = begin; first < end; first += kChunk) {
-      const int64_t last = std::min(end, first + kChunk);
-      if (p_.bias.has_value()) {
-        const float* c = static_cast<const float*>(args.inputs[2]);
-        const int64_t s = p_.bias->strides[0].back();
-        ForEachRowIn(*p_.bias, first, last, [&](int64_t at, const int64_t* offs, int64_t len) {
-          for (int64_t i = 0; i < len; ++i) y[at + i] += c[offs[0] + i * s];
-        });
-      }
-      Activate(p_.act, p_.lo, p_.hi, y + first, last - first);
-      if (p_.residual.has_value()) {
-        const float* r = static_cast<const float*>(args.inputs[3]);
-        const int64_t s = p_.residual->strides[0].back();
-        ForEachRowIn(*p_.residual, first, last, [&](int64_t at, const int64_t* offs, int64_t len) {
-          for (int64_t i = 0; i < len; ++i) y[at + i] += r[offs[0] + i * s];
-        });
-      }
-    }
+    EpilogueRange(static_cast<float*>(args.outputs[0]), begin, end,
+                  p_.bias.has_value() ? &*p_.bias : nullptr,
+                  p_.bias.has_value() ? static_cast<const float*>(args.inputs[2]) : nullptr, p_.act,
+                  p_.lo, p_.hi, p_.residual.has_value() ? &*p_.residual : nullptr,
+                  p_.residual.has_value() ? static_cast<const float*>(args.inputs[3]) : nullptr);
   }
 
   // One product of `rows` rows into py (beta 0).
@@ -581,12 +593,7 @@ class FusedMatMulKernel final : public PreparedKernel {
     if (p_.fold_rows) {
       RETURN_IF_ERROR(p_.packed != nullptr ? p_.packed->Run(a, y, args.workspace)
                                            : Product(p_.batch * p_.m, a, b, y));
-      // The epilogue's cost per element: an add or two, more with a transcendental activation.
-      const double cost =
-          p_.act == Activation::kNone || p_.act == Activation::kRelu || p_.act == Activation::kClip
-              ? 1.0
-              : 8.0;
-      ParallelFor(p_.batch * mn, p_.threads, cost,
+      ParallelFor(p_.batch * mn, p_.threads, EpilogueCost(p_.act),
                   [&](int64_t begin, int64_t end) { Epilogue(args, begin, end); });
       return absl::OkStatus();
     }
