@@ -68,12 +68,14 @@ absl::Status ParseInto(const YamlReader& r, const YAML::Node& root, ServerConfig
 
   const YAML::Node runtime = YamlReader::Child(root, "runtime");
   RETURN_IF_ERROR(
-      r.CheckMap(runtime, "runtime", {"streams_per_device", "cpu_threads", "intra_op_threads"}));
+      r.CheckMap(runtime, "runtime",
+                 {"streams_per_device", "cpu_threads", "intra_op_threads", "choose_threads"}));
   RETURN_IF_ERROR(
       ReadInt32(r, runtime, "runtime", "streams_per_device", 1, 1024, &c->streams_per_device));
   RETURN_IF_ERROR(ReadInt32(r, runtime, "runtime", "cpu_threads", 0, 4096, &c->cpu_threads));
   RETURN_IF_ERROR(
       ReadInt32(r, runtime, "runtime", "intra_op_threads", 0, 4096, &c->intra_op_threads));
+  RETURN_IF_ERROR(r.ReadBool(runtime, "runtime", "choose_threads", &c->choose_threads));
 
   const YAML::Node kernels = YamlReader::Child(root, "kernels");
   RETURN_IF_ERROR(r.CheckMap(kernels, "kernels", {"conv_winograd", "conv_chain_layout"}));

@@ -69,6 +69,9 @@ struct ServerConfig {
   // Threads of one kernel on a stream (oneDNN); 0 = the cores shared out among a model's
   // streams. A model's streams x threads is kept within the cores.
   int intra_op_threads = 0;
+  // Time a small model's new plan against plans of fewer intra-op threads and keep the fastest
+  // (runtime::engine::StreamSessionOptions::choose_threads).
+  bool choose_threads = true;
   // kernels: the choices of the CPU device's kernels (kernels::cpu::CpuKernelOptions)
   bool kernels_conv_winograd = true;               // try oneDNN's Winograd for 3x3 convolutions
   std::string kernels_conv_chain_layout = "auto";  // conv chains: auto (blocked) or nhwc

@@ -99,6 +99,8 @@ grpc::ServerUnaryReactor* AdminService::ListInstances(
         out->set_capture_time_ns(ri.capture_time_ns);
         out->set_arena_bytes(ri.arena_bytes);
         out->set_last_used_ms(ri.last_used_ms);
+        out->set_intra_op_threads(ri.intra_op_threads);
+        out->set_threads_choice(ri.threads_choice);
       }
     }
   }

@@ -283,6 +283,7 @@ absl::StatusOr<std::unique_ptr<LoadedModel>> EngineBackend::Load(const LoadSpec&
       settings.capture.max_instances_per_stream.value_or(options_.max_instances_per_stream);
   params.budget = budget_;
   params.session.budget = budget_.get();
+  params.session.choose_threads = options_.choose_threads;
   params.batcher = BatcherOptionsFor(settings, options_, label, spec.max_queue_length);
   ASSIGN_OR_RETURN(std::unique_ptr<EngineModel> loaded, EngineModel::Create(std::move(params)));
   loaded->set_load_ns(NanosSince(start));

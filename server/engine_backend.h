@@ -26,6 +26,7 @@ struct EngineBackendOptions {
   // Threads of one kernel on a stream (each stream runs one batch at a time); 0 = `cores`
   // divided by the model's streams. See IntraOpThreadsFor.
   int intra_op_threads = 0;
+  bool choose_threads = true;  // StreamSessionOptions::choose_threads (runtime.choose_threads)
   int cores = 0;  // cores the streams share; 0 = DetectCpuBudget() (affinity, cgroup cpu.max)
   // Server-wide defaults (config/README.md, `batching` and `capture`), for the keys a model's
   // config.yaml leaves out.

@@ -383,6 +383,8 @@ std::vector<RuntimeInstanceInfo> EngineModel::ListRuntimeInstances() const {
       info.replays = i.replays;
       info.capture_time_ns = static_cast<uint64_t>(i.capture_ns);
       info.arena_bytes = i.arena_bytes;
+      info.intra_op_threads = i.intra_op_threads;
+      info.threads_choice = i.threads_choice;
       info.last_used_ms = static_cast<uint64_t>(i.last_used_ms);
       list.push_back(std::move(info));
     }

@@ -74,6 +74,7 @@ std::string DescribeConfig(const config::ServerConfig& c) {
       " repository.load_threads=", c.load_threads,
       " runtime.streams_per_device=", c.streams_per_device, " runtime.cpu_threads=", c.cpu_threads,
       " runtime.intra_op_threads=", c.intra_op_threads,
+      " runtime.choose_threads=", c.choose_threads ? "true" : "false",
       " kernels.conv_winograd=", c.kernels_conv_winograd ? "true" : "false",
       " kernels.conv_chain_layout=", c.kernels_conv_chain_layout,
       " limits.max_message_bytes=", config::EffectiveMaxMessageBytes(c),

@@ -62,6 +62,7 @@ int main(int argc, char** argv) {
   reprise::server::EngineBackendOptions engine_options;
   engine_options.cores = cpus.cpus;
   engine_options.intra_op_threads = config.intra_op_threads;
+  engine_options.choose_threads = config.choose_threads;
   engine_options.max_queue_delay_us = config.batching_max_queue_delay_us;
   engine_options.default_timeout_us = config.batching_default_timeout_us;
   engine_options.max_instances_per_stream = config.capture_max_instances_per_stream;

@@ -65,6 +65,8 @@ struct RuntimeInstanceInfo {
   uint64_t capture_time_ns = 0;
   uint64_t arena_bytes = 0;
   uint64_t last_used_ms = 0;
+  int intra_op_threads = 0;    // the threads its plan's kernels use
+  std::string threads_choice;  // how they were chosen (StreamInstanceInfo::threads_choice)
 };
 
 /// Where the time of one Infer went, filled by the backend (zero where it has no queue).

@@ -133,6 +133,8 @@ class ExecutionPlan {
   size_t owned_bytes() const { return owned_bytes_; }
   /// Number of nodes computed at plan time (shape subgraphs and the like).
   int folded_nodes() const { return folded_nodes_; }
+  /// PlanOptions::intra_op_threads of the plan (at least 1): the threads its kernels use.
+  int intra_op_threads() const { return intra_op_threads_; }
   /// Number of Reshape-family nodes planned as views of their input (no step, no buffer).
   int view_nodes() const { return view_nodes_; }
   /// Regions of independent branches that a capture forks onto helper streams (in plan order;
@@ -202,6 +204,7 @@ class ExecutionPlan {
   size_t owned_bytes_ = 0;
   int folded_nodes_ = 0;
   int view_nodes_ = 0;
+  int intra_op_threads_ = 1;
 };
 
 }  // namespace reprise::runtime::engine

@@ -183,11 +183,11 @@ bool AnyValueDependentShape(const Graph& graph) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ExecutionPlan>> Model::Plan(
-    const std::vector<Shape>& input_shapes,
-    const std::vector<const TensorValue*>& fixed_inputs) const {
+    const std::vector<Shape>& input_shapes, const std::vector<const TensorValue*>& fixed_inputs,
+    int intra_op_threads) const {
   PlanOptions options;
-  options.intra_op_threads = options_.intra_op_threads;
-  const int threads = std::max(1, options_.intra_op_threads);
+  options.intra_op_threads = intra_op_threads > 0 ? intra_op_threads : options_.intra_op_threads;
+  const int threads = std::max(1, options.intra_op_threads);
   options.max_branch_streams = options_.max_branch_streams > 0
                                    ? std::min(options_.max_branch_streams, threads)
                                    : std::min(threads, kMaxBranchStreams);
@@ -209,7 +209,7 @@ bool Model::IsValueKeyCandidate(const TensorValue& input) const {
 }
 
 absl::StatusOr<std::unique_ptr<ExecutionPlan>> Model::PlanForInputs(
-    const std::vector<const TensorValue*>& inputs, bool* value_keyed) const {
+    const std::vector<const TensorValue*>& inputs, bool* value_keyed, int intra_op_threads) const {
   std::vector<Shape> shapes;
   std::vector<const TensorValue*> fixed;
   bool any_candidate = false;
@@ -219,14 +219,14 @@ absl::StatusOr<std::unique_ptr<ExecutionPlan>> Model::PlanForInputs(
     any_candidate |= candidate;
     fixed.push_back(candidate ? input : nullptr);
   }
-  if (*value_keyed) return Plan(shapes, fixed);
+  if (*value_keyed) return Plan(shapes, fixed, intra_op_threads);
   if (keyed_by_all_values_) {  // the shape-only plan cannot succeed
     *value_keyed = true;
-    return Plan(shapes, fixed);
+    return Plan(shapes, fixed, intra_op_threads);
   }
-  auto plan = Plan(shapes);
+  auto plan = Plan(shapes, {}, intra_op_threads);
   if (plan.ok() || !any_candidate) return plan;
-  auto keyed = Plan(shapes, fixed);
+  auto keyed = Plan(shapes, fixed, intra_op_threads);
   if (!keyed.ok()) return plan.status();  // the shape-only error is the clearer one
   *value_keyed = true;
   return keyed;

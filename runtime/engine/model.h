@@ -82,10 +82,14 @@ class Model {
   }
 
   /// Plans for one shape per graph input (in graph order); see ExecutionPlan::Create for
-  /// `fixed_inputs`.
+  /// `fixed_inputs`. `intra_op_threads` > 0 prepares the kernels with that many threads
+  /// instead of ModelOptions::intra_op_threads (a StreamSession trying fewer, see
+  /// StreamSessionOptions::choose_threads).
   absl::StatusOr<std::unique_ptr<ExecutionPlan>> Plan(
       const std::vector<Shape>& input_shapes,
-      const std::vector<const TensorValue*>& fixed_inputs = {}) const;
+      const std::vector<const TensorValue*>& fixed_inputs = {}, int intra_op_threads = 0) const;
+  /// ModelOptions::intra_op_threads.
+  int intra_op_threads() const { return options_.intra_op_threads; }
 
   /// True for an input whose value may decide shapes: a scalar or 1-D int32, int64, float32,
   /// float64 or bool tensor of at most kMaxValueKeyElements elements (a shape, axes, pads, Resize's
@@ -104,7 +108,8 @@ class Model {
   /// for those values; models whose shape inputs are graph inputs need it) and sets
   /// `*value_keyed`. With `value_keyed` true it fixes the candidates' values at once.
   absl::StatusOr<std::unique_ptr<ExecutionPlan>> PlanForInputs(
-      const std::vector<const TensorValue*>& inputs, bool* value_keyed) const;
+      const std::vector<const TensorValue*>& inputs, bool* value_keyed,
+      int intra_op_threads = 0) const;
 
  private:
   Model(Graph graph, const KernelRegistry& registry, ModelOptions options, LoadStats stats);

@@ -99,6 +99,7 @@ class PlanBuilder {
     plan_->arena_bytes_ = memory.arena_bytes;
     plan_->intermediate_bytes_ = memory.total_bytes;
     plan_->owned_bytes_ = static_cast<size_t>(owned_);
+    plan_->intra_op_threads_ = std::max(1, options_.intra_op_threads);
     RETURN_IF_ERROR(Reserve(static_cast<int64_t>(memory.arena_bytes), "the arena"));
     ASSIGN_OR_RETURN(AlignedBuffer arena, AlignedBuffer::Allocate(memory.arena_bytes));
     plan_->arena_ = std::make_shared<AlignedBuffer>(std::move(arena));

@@ -219,7 +219,8 @@ absl::StatusOr<Profile> ProfileModel(const Model& model, Device* device,
   }
   ASSIGN_OR_RETURN(std::vector<const TensorValue*> ordered, model.MatchInputs(inputs));
   bool value_keyed = false;
-  ASSIGN_OR_RETURN(std::unique_ptr<ExecutionPlan> plan, model.PlanForInputs(ordered, &value_keyed));
+  ASSIGN_OR_RETURN(std::unique_ptr<ExecutionPlan> plan,
+                   model.PlanForInputs(ordered, &value_keyed, options.intra_op_threads));
   Profile profile;
   profile.label = std::move(label);
   profile.runs = options.iterations;

@@ -22,6 +22,9 @@ struct ProfileOptions {
   /// True: capture the plan into an instance and time its replay, task by task. False, or when
   /// the capture or the task timing is refused: time the eager step loop on the calling thread.
   bool replay = true;
+  /// The profiled plan's intra-op threads; 0: the model's (ModelOptions::intra_op_threads). A
+  /// caller whose session chose fewer (StreamInstanceInfo::intra_op_threads) passes them here.
+  int intra_op_threads = 0;
 };
 
 /// A plan step as the profile names it.

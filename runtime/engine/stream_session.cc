@@ -171,6 +171,12 @@ struct StreamSession::Impl {
   void RecountBytes() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   // Captures the plan's steps; on success stores the instance, else marks the entry eager.
   void Capture(Entry* entry, StreamRunInfo* info);
+  // StreamSessionOptions::choose_threads: `plan`, or a plan for the same inputs with fewer
+  // threads that ran clearly faster on them. `note` gets the timings (empty when none were
+  // taken). Never fails: a plan that cannot be timed is kept as it is.
+  std::unique_ptr<ExecutionPlan> ChooseThreads(const std::vector<const TensorValue*>& ordered,
+                                               bool keyed, std::unique_ptr<ExecutionPlan> plan,
+                                               std::string* note);
   // Runs every step in the stream's order and waits; the error names the node.
   absl::Status RunEager(const ExecutionPlan& plan);
   // Device plans: relocates `plan` (UNIMPLEMENTED names what cannot run on the device); runs
@@ -368,6 +374,107 @@ void StreamSession::Impl::Capture(Entry* entry, StreamRunInfo* info) {
   info->captured = true;
 }
 
+namespace {
+
+int64_t Median(std::vector<int64_t> values) {
+  std::sort(values.begin(), values.end());
+  return values[values.size() / 2];
+}
+
+std::string Millis(int64_t ns) { return absl::StrFormat("%.2f ms", static_cast<double>(ns) / 1e6); }
+
+std::string Threads(int threads) {
+  return absl::StrCat(threads, threads == 1 ? " thread" : " threads");
+}
+
+// Timing runs a session spends on choosing a plan's threads: about this long per pair of plans,
+// in 3 to 9 rounds.
+constexpr int64_t kChooseBudgetNs = 30'000'000;
+// A plan of fewer threads whose first warm run takes more than this many times the current
+// plan's is not timed further (GoogLeNet at batch 1 on two cores: 12.8 ms on one thread, 8.7 ms
+// on two).
+constexpr double kChooseThreadsGiveUp = 1.25;
+
+}  // namespace
+
+bool ClearlyFaster(std::vector<int64_t> candidate_ns, std::vector<int64_t> current_ns,
+                   double margin) {
+  if (candidate_ns.empty() || current_ns.empty()) return false;
+  return static_cast<double>(Median(std::move(candidate_ns))) <
+         margin * static_cast<double>(Median(std::move(current_ns)));
+}
+
+std::unique_ptr<ExecutionPlan> StreamSession::Impl::ChooseThreads(
+    const std::vector<const TensorValue*>& ordered, bool keyed, std::unique_ptr<ExecutionPlan> plan,
+    std::string* note) {
+  note->clear();
+  if (!options.choose_threads || plan->intra_op_threads() <= 1) return plan;
+  auto stage = [&ordered](ExecutionPlan& p) -> absl::Status {
+    for (size_t i = 0; i < ordered.size(); ++i) RETURN_IF_ERROR(p.StageInput(i, *ordered[i]));
+    return absl::OkStatus();
+  };
+  // One run on this thread (the stream is idle: the same OpenMP team as the replays).
+  auto timed = [this](const ExecutionPlan& p) -> absl::StatusOr<int64_t> {
+    const int64_t start = SteadyNowNs();
+    RETURN_IF_ERROR(RunEager(p));
+    const int64_t measured = SteadyNowNs() - start;
+    return options.choose_threads_clock
+               ? options.choose_threads_clock(p.intra_op_threads(), measured)
+               : measured;
+  };
+  auto timing = [](int threads, int64_t ns, size_t runs) {
+    return absl::StrCat(Threads(threads), " ", Millis(ns), " (", runs,
+                        runs == 1 ? " run)" : " runs)");
+  };
+  // A warm-up run, then one to size the trial; a plan that fails here is left to the run that
+  // follows, which reports the error.
+  if (!stage(*plan).ok() || !timed(*plan).ok()) return plan;
+  absl::StatusOr<int64_t> once = timed(*plan);
+  if (!once.ok() || *once > options.choose_threads_max_run_ns) return plan;
+  const int rounds =
+      static_cast<int>(std::clamp<int64_t>(kChooseBudgetNs / std::max<int64_t>(*once, 1), 3, 9));
+  const uint64_t plan_bytes = plan->arena_bytes() + plan->owned_bytes();
+  std::vector<std::string> timings = {timing(plan->intra_op_threads(), *once, 1)};
+  int64_t current = *once;  // the current plan's time: one run, then the median of its trial
+  for (int threads = plan->intra_op_threads() / 2; threads >= 1; threads /= 2) {
+    // The trial plan's bytes come from the budget while it lives.
+    if (options.budget != nullptr && !options.budget->TryReserve(plan_bytes)) break;
+    BudgetHold hold(options.budget, options.budget != nullptr ? plan_bytes : 0);
+    bool candidate_keyed = keyed;
+    absl::StatusOr<std::unique_ptr<ExecutionPlan>> candidate =
+        model->PlanForInputs(ordered, &candidate_keyed, threads);
+    if (!candidate.ok() || candidate_keyed != keyed || !stage(**candidate).ok() ||
+        !timed(**candidate).ok()) {
+      break;
+    }
+    // A warm run far slower than the current plan's ends the search at once.
+    absl::StatusOr<int64_t> first = timed(**candidate);
+    if (!first.ok()) break;
+    if (static_cast<double>(*first) > kChooseThreadsGiveUp * static_cast<double>(current)) {
+      timings.push_back(timing(threads, *first, 1));
+      break;
+    }
+    std::vector<int64_t> current_ns, candidate_ns;
+    for (int r = 0; r < rounds; ++r) {
+      absl::StatusOr<int64_t> a = timed(*plan);
+      absl::StatusOr<int64_t> b = timed(**candidate);
+      if (!a.ok() || !b.ok()) break;
+      current_ns.push_back(*a);
+      candidate_ns.push_back(*b);
+    }
+    if (current_ns.size() < static_cast<size_t>(rounds)) break;
+    timings.back() = timing(plan->intra_op_threads(), Median(current_ns), current_ns.size());
+    timings.push_back(timing(threads, Median(candidate_ns), candidate_ns.size()));
+    if (!ClearlyFaster(candidate_ns, current_ns)) break;
+    plan = *std::move(candidate);
+    current = Median(candidate_ns);
+  }
+  if (timings.size() > 1) {
+    *note = absl::StrCat(absl::StrJoin(timings, ", "), ": ", plan->intra_op_threads());
+  }
+  return plan;
+}
+
 absl::StatusOr<Entry*> StreamSession::Impl::FindOrMake(
     const std::vector<const TensorValue*>& ordered, StreamRunInfo* info, bool capture,
     std::unique_ptr<Entry>* transient) {
@@ -399,6 +506,13 @@ absl::StatusOr<Entry*> StreamSession::Impl::FindOrMake(
     auto it = entries.find(signature);
     if (it != entries.end()) return it->second.get();  // cannot happen: keys were all unkeyed
   }
+  std::string threads_choice;
+  if (!on_device) {
+    const int64_t choose_start = SteadyNowNs();
+    plan = ChooseThreads(ordered, keyed, std::move(plan), &threads_choice);
+    info->choose_ns = SteadyNowNs() - choose_start;
+  }
+  const int plan_threads = plan->intra_op_threads();
   const uint64_t bytes = plan->arena_bytes();
   const uint64_t owned = plan->owned_bytes();
   if (options.budget != nullptr && options.budget->limit() > 0 &&
@@ -423,6 +537,8 @@ absl::StatusOr<Entry*> StreamSession::Impl::FindOrMake(
     }
     (*transient)->plan = std::move(plan);
     (*transient)->info.shape_signature = display;
+    (*transient)->info.intra_op_threads = plan_threads;
+    (*transient)->info.threads_choice = std::move(threads_choice);
     info->transient = true;
     std::lock_guard<std::mutex> lock(mu);
     counters.budget_refusals += 1;
@@ -456,6 +572,8 @@ absl::StatusOr<Entry*> StreamSession::Impl::FindOrMake(
     raw->last_use = ++use_seq;  // newest: never the one forgotten
     ForgetEvicted();
     raw->info.arena_bytes = bytes;
+    raw->info.intra_op_threads = plan_threads;
+    raw->info.threads_choice = std::move(threads_choice);
     counters.live_instances += 1;
     RecountBytes();
     if (mode == ExecMode::kEager) {

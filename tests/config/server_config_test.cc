@@ -43,6 +43,8 @@ TEST(ServerConfigTest, ShippedFileParsesToTheDefaults) {
   EXPECT_EQ(c->streams_per_device, d.streams_per_device);
   EXPECT_EQ(c->cpu_threads, d.cpu_threads);
   EXPECT_EQ(c->intra_op_threads, d.intra_op_threads);
+  EXPECT_TRUE(c->choose_threads);
+  EXPECT_EQ(c->choose_threads, d.choose_threads);
   EXPECT_EQ(c->max_message_bytes, d.max_message_bytes);
   EXPECT_EQ(c->max_tensor_rank, d.max_tensor_rank);
   EXPECT_EQ(c->max_tensor_elements, d.max_tensor_elements);
@@ -100,7 +102,7 @@ repository:
   control_mode: explicit
   load_models: [m1, m2]
   load_threads: 2
-runtime: {streams_per_device: 4, cpu_threads: 3, intra_op_threads: 2}
+runtime: {streams_per_device: 4, cpu_threads: 3, intra_op_threads: 2, choose_threads: false}
 limits: {max_message_bytes: 4096, max_queue_length: 7, request_timeout_ms: 250}
 shutdown: {timeout_seconds: 5}
 log: {level: debug, format: json}
@@ -117,6 +119,7 @@ log: {level: debug, format: json}
   EXPECT_EQ(c->streams_per_device, 4);
   EXPECT_EQ(c->cpu_threads, 3);
   EXPECT_EQ(c->intra_op_threads, 2);
+  EXPECT_FALSE(c->choose_threads);
   EXPECT_EQ(c->max_message_bytes, 4096);
   EXPECT_EQ(c->max_queue_length, 7);
   EXPECT_EQ(c->request_timeout_ms, 250);

@@ -367,15 +367,21 @@ class Client {
       std::cout << ToJson(r);
       return absl::OkStatus();
     }
-    std::printf("%-16s %-7s %6s %6s %-9s %8s %8s %12s %12s  %s\n", "MODEL", "VERSION", "STREAM",
-                "BUCKET", "STATE", "CAPTURES", "REPLAYS", "CAPTURE_US", "ARENA_BYTES", "SHAPE");
+    std::printf("%-16s %-7s %6s %6s %-9s %8s %8s %12s %12s %7s  %s\n", "MODEL", "VERSION", "STREAM",
+                "BUCKET", "STATE", "CAPTURES", "REPLAYS", "CAPTURE_US", "ARENA_BYTES", "THREADS",
+                "SHAPE");
     for (const auto& i : r.instances()) {
-      std::printf("%-16s %-7s %6d %6lld %-9s %8llu %8llu %12.1f %12llu  %s\n", i.model().c_str(),
-                  i.version().c_str(), i.stream(), static_cast<long long>(i.bucket()),
-                  i.state().c_str(), static_cast<unsigned long long>(i.captures()),
+      std::printf("%-16s %-7s %6d %6lld %-9s %8llu %8llu %12.1f %12llu %7d  %s\n",
+                  i.model().c_str(), i.version().c_str(), i.stream(),
+                  static_cast<long long>(i.bucket()), i.state().c_str(),
+                  static_cast<unsigned long long>(i.captures()),
                   static_cast<unsigned long long>(i.replays()),
                   static_cast<double>(i.capture_time_ns()) / 1e3,
-                  static_cast<unsigned long long>(i.arena_bytes()), i.shape_signature().c_str());
+                  static_cast<unsigned long long>(i.arena_bytes()), i.intra_op_threads(),
+                  i.shape_signature().c_str());
+      if (!i.threads_choice().empty()) {
+        std::printf("%16s threads chosen: %s\n", "", i.threads_choice().c_str());
+      }
     }
     for (const auto& v : r.versions()) {
       std::printf(

@@ -4,7 +4,8 @@
 //   reprise-run --model M.onnx [--input NAME=FILE.npy | NAME=random | NAME=zeros | FILE.npy]...
 //               [--shape NAME=1x3x224x224]... [--output-dir DIR] [--mode eager|replay]
 //               [--iterations N] [--warmup N] [--threads N] [--branch-streams N]
-//               [--dump-ri FILE.json] [--json] [--profile FILE.json] [--profile-top N]
+//               [--choose-threads on|off] [--dump-ri FILE.json] [--json] [--profile FILE.json]
+//               [--profile-top N]
 //               [--conv-winograd on|off] [--conv-chain-layout auto|nhwc]
 //   reprise-run --list-ops
 //
@@ -13,8 +14,11 @@
 // the model's declaration (which must then be fully known). --threads is the kernels' intra-op
 // thread count; --branch-streams caps the streams a replay forks independent branches onto
 // (ModelOptions::max_branch_streams: 1, the default, never forks; 0 as many as --threads; the
-// "streams" of the output says how many the plan uses). Runs go through a StreamSession on the CPU
-// device of the runtime core:
+// "streams" of the output says how many the plan uses). --choose-threads off keeps the plan on
+// --threads; on (the default) the session times a small model's plan against plans of fewer
+// threads and keeps the fastest (StreamSessionOptions::choose_threads; "plan_threads" and
+// "threads_choice" of the output say what it chose and why). Runs go through a StreamSession on
+// the CPU device of the runtime core:
 // --mode replay (the default) captures the first run into a model runtime instance and replays
 // it; --mode eager launches every step on the stream. Timings cover one run each after the
 // first (which plans and captures; its plan and capture times are reported): staging the
@@ -84,6 +88,7 @@ struct Options {
   int warmup = 1;
   int threads = 1;
   int branch_streams = 1;
+  bool choose_threads = true;
   std::string dump_ri;
   std::string profile;
   int profile_top = 15;
@@ -96,7 +101,7 @@ constexpr char kUsage[] =
     "usage: reprise-run --model M.onnx [--input NAME=FILE.npy|NAME=random|NAME=zeros|FILE.npy]\n"
     "                   [--shape NAME=1x3x224x224] [--output-dir DIR] [--mode eager|replay]\n"
     "                   [--iterations N] [--warmup N] [--threads N] [--branch-streams N]\n"
-    "                   [--dump-ri FILE.json] [--json]\n"
+    "                   [--choose-threads on|off] [--dump-ri FILE.json] [--json]\n"
     "                   [--profile FILE.json] [--profile-top N] [--conv-winograd on|off]\n"
     "                   [--conv-chain-layout auto|nhwc]\n"
     "       reprise-run --list-ops   (the ops each backend has a kernel for)\n";
@@ -185,6 +190,12 @@ absl::StatusOr<Options> ParseArgs(int argc, char** argv) {
       options.profile = value;
     } else if (arg == "--profile-top") {
       RETURN_IF_ERROR(int_flag("profile-top", value, 0, &options.profile_top));
+    } else if (arg == "--choose-threads") {
+      if (value != "on" && value != "off") {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--choose-threads is on or off, got \"", value, "\""));
+      }
+      options.choose_threads = value == "on";
     } else if (arg == "--conv-winograd") {
       if (value != "on" && value != "off") {
         return absl::InvalidArgumentError(
@@ -293,8 +304,10 @@ std::string JsonString(absl::string_view s) {
 
 // --profile: profiles as many runs as were timed, writes the trace and prints the table.
 absl::Status WriteProfile(const Model& model, runtime::Device* device,
-                          const std::vector<NamedTensor>& inputs, const Options& options) {
+                          const std::vector<NamedTensor>& inputs, const Options& options,
+                          int plan_threads) {
   runtime::engine::ProfileOptions profile_options;
+  profile_options.intra_op_threads = plan_threads;
   profile_options.iterations = options.iterations;
   profile_options.warmup = options.warmup;
   profile_options.replay = options.mode == "replay";
@@ -335,11 +348,14 @@ absl::Status Run(const Options& options) {
   const double load_us = micros(Clock::now() - load_start);
 
   ASSIGN_OR_RETURN(std::vector<NamedTensor> inputs, MakeInputs(*model, options));
+  runtime::engine::StreamSessionOptions session_options;
+  session_options.choose_threads = options.choose_threads;
   ASSIGN_OR_RETURN(
       std::unique_ptr<StreamSession> session,
       StreamSession::Create(model, device,
                             options.mode == "replay" ? runtime::engine::ExecMode::kReplay
-                                                     : runtime::engine::ExecMode::kEager));
+                                                     : runtime::engine::ExecMode::kEager,
+                            session_options));
 
   // The first run plans (and in replay mode captures); it is not counted as a warm-up.
   StreamRunInfo first;
@@ -379,11 +395,12 @@ absl::Status Run(const Options& options) {
           absl::StrCat("cannot write --dump-ri \"", options.dump_ri, "\""));
     }
   }
-  // Plan statistics from a plan made for the same inputs (the session keeps its own private).
+  // Plan statistics from a plan made for the same inputs and threads (the session keeps its own
+  // private).
   ASSIGN_OR_RETURN(std::vector<const TensorValue*> ordered, model->MatchInputs(inputs));
   bool value_keyed = false;
   ASSIGN_OR_RETURN(std::unique_ptr<ExecutionPlan> plan,
-                   model->PlanForInputs(ordered, &value_keyed));
+                   model->PlanForInputs(ordered, &value_keyed, instance.intra_op_threads));
 
   if (!options.output_dir.empty()) {
     std::error_code error;
@@ -411,10 +428,14 @@ absl::Status Run(const Options& options) {
     }
     std::cout << "{\"model\":" << JsonString(options.model) << ",\"mode\":\"" << options.mode
               << "\",\"iterations\":" << options.iterations << ",\"warmup\":" << options.warmup
-              << ",\"threads\":" << options.threads << ",\"min_us\":" << min
-              << ",\"median_us\":" << median << ",\"p90_us\":" << p90 << ",\"max_us\":" << max
-              << ",\"plan_us\":" << plan_us << ",\"capture_us\":" << capture_us
-              << ",\"load_us\":" << load_us << ",\"state\":" << JsonString(instance.state)
+              << ",\"threads\":" << options.threads
+              << ",\"plan_threads\":" << instance.intra_op_threads
+              << ",\"threads_choice\":" << JsonString(instance.threads_choice)
+              << ",\"choose_us\":" << static_cast<double>(first.choose_ns) / 1e3
+              << ",\"min_us\":" << min << ",\"median_us\":" << median << ",\"p90_us\":" << p90
+              << ",\"max_us\":" << max << ",\"plan_us\":" << plan_us
+              << ",\"capture_us\":" << capture_us << ",\"load_us\":" << load_us
+              << ",\"state\":" << JsonString(instance.state)
               << ",\"replayed\":" << (all_replayed ? "true" : "false")
               << ",\"value_keyed\":" << (value_keyed ? "true" : "false")
               << ",\"steps\":" << plan->steps().size() << ",\"streams\":" << plan->num_streams()
@@ -425,13 +446,19 @@ absl::Status Run(const Options& options) {
   } else {
     std::printf(
         "reprise-run: %s mode=%s runs=%d min=%.1f us median=%.1f us p90=%.1f us max=%.1f us "
-        "plan=%.1f us capture=%.1f us load=%.1f us state=%s steps=%zu streams=%d arena=%zu bytes "
-        "(intermediates %zu bytes)\n",
+        "plan=%.1f us capture=%.1f us load=%.1f us state=%s steps=%zu streams=%d threads=%d "
+        "arena=%zu bytes (intermediates %zu bytes)\n",
         options.model.c_str(), options.mode.c_str(), options.iterations, min, median, p90, max,
         plan_us, capture_us, load_us, instance.state.c_str(), plan->steps().size(),
-        plan->num_streams(), plan->arena_bytes(), plan->intermediate_bytes());
+        plan->num_streams(), instance.intra_op_threads, plan->arena_bytes(),
+        plan->intermediate_bytes());
+    if (!instance.threads_choice.empty()) {
+      std::printf("threads chosen: %s\n", instance.threads_choice.c_str());
+    }
   }
-  if (!options.profile.empty()) RETURN_IF_ERROR(WriteProfile(*model, device, inputs, options));
+  if (!options.profile.empty()) {
+    RETURN_IF_ERROR(WriteProfile(*model, device, inputs, options, instance.intra_op_threads));
+  }
   return absl::OkStatus();
 }
 

@@ -278,9 +278,13 @@ TEST_F(BranchCaptureTest, InceptionReplaysOnTwoStreamsAndMatchesEager) {
   auto single = Load(InceptionModel(), 2, 1);
   ASSERT_NE(forked, nullptr);
   ASSERT_NE(single, nullptr);
-  auto replay = StreamSession::Create(forked, device_, ExecMode::kReplay);
-  auto eager = StreamSession::Create(forked, device_, ExecMode::kEager);
-  auto one_stream = StreamSession::Create(single, device_, ExecMode::kReplay);
+  // The plans keep their two threads (a session may otherwise time this small model onto one,
+  // which never forks: StreamSessionOptions::choose_threads).
+  StreamSessionOptions keep_threads;
+  keep_threads.choose_threads = false;
+  auto replay = StreamSession::Create(forked, device_, ExecMode::kReplay, keep_threads);
+  auto eager = StreamSession::Create(forked, device_, ExecMode::kEager, keep_threads);
+  auto one_stream = StreamSession::Create(single, device_, ExecMode::kReplay, keep_threads);
   ASSERT_TRUE(replay.ok() && eager.ok() && one_stream.ok());
 
   for (uint32_t seed : {11u, 12u, 13u}) {

@@ -1,6 +1,9 @@
 #include "runtime/engine/stream_session.h"
 
+#include <cstdlib>
 #include <cstring>
+#include <map>
+#include <string>
 #include <thread>
 
 #include "gmock/gmock.h"
@@ -124,14 +127,22 @@ class StreamSessionTest : public runtime::testing::CoreTest {
     ASSERT_TRUE(model.ok()) << model.status();
     div_model_ = *model;
 
+    model_ = ScaleModel(1);
+    ASSERT_NE(model_, nullptr);
+  }
+
+  // y = x * s + x, its kernels prepared with `threads` intra-op threads.
+  std::shared_ptr<const Model> ScaleModel(int threads) {
     ModelBuilder c;
     c.Input("x", onnx::TensorProto::FLOAT, {-1, 4}).Input("s", onnx::TensorProto::FLOAT, {1});
     c.Output("y", {-1, 4});
     c.Node("Mul", {"x", "s"}, {"t"}, "scale");
     c.Node("Add", {"t", "x"}, {"y"}, "residual");
-    model = Model::LoadBytes(c.Bytes(), *device_->kernels());
-    ASSERT_TRUE(model.ok()) << model.status();
-    model_ = *model;
+    ModelOptions options;
+    options.intra_op_threads = threads;
+    auto model = Model::LoadBytes(c.Bytes(), *device_->kernels(), options);
+    EXPECT_TRUE(model.ok()) << model.status();
+    return model.ok() ? *model : nullptr;
   }
 
   std::unique_ptr<StreamSession> NewSession(std::shared_ptr<const Model> model, ExecMode mode,
@@ -579,6 +590,149 @@ TEST_F(StreamSessionTest, AValueDependentShapeIsPlannedPerInputValue) {
     EXPECT_EQ(testing::Int64s((*result)[0].value), (std::vector<int64_t>{0, p}));
   }
   EXPECT_EQ((*bounded)->ListInstances().size(), 1u);
+}
+
+TEST(ClearlyFasterTest, ComparesMediansWithTheMargin) {
+  // Medians 100 and 94: 94 < 0.95 * 100.
+  EXPECT_TRUE(ClearlyFaster({94, 500, 10}, {100, 99, 101}));
+  // 96 is not under 95: not clearly faster, whatever its fastest run.
+  EXPECT_FALSE(ClearlyFaster({96, 1, 200}, {100, 100, 100}));
+  // The median, not the mean: one slow outlier of the current plan does not decide.
+  EXPECT_FALSE(ClearlyFaster({100, 100, 100}, {100, 99, 100000}));
+  EXPECT_TRUE(ClearlyFaster({50, 50, 50}, {100, 100, 100}, 0.6));
+  EXPECT_FALSE(ClearlyFaster({50, 50, 50}, {100, 100, 100}, 0.4));
+  EXPECT_FALSE(ClearlyFaster({}, {100}));
+  EXPECT_FALSE(ClearlyFaster({1}, {}));
+}
+
+// StreamSessionOptions::choose_threads: a new plan of a multi-threaded model is timed against
+// plans of fewer threads; which wins is the machine's business, so this checks the mechanism:
+// the note's timings and choice, the instance's threads matching it, and the same results.
+TEST_F(StreamSessionTest, ChoosesThreadsByTimingPlansOfFewer) {
+  const std::shared_ptr<const Model> model = ScaleModel(4);
+  ASSERT_NE(model, nullptr);
+
+  auto chosen_threads = [](const std::string& note) {
+    const size_t colon = note.rfind(": ");
+    return colon == std::string::npos ? -1 : std::atoi(note.c_str() + colon + 2);
+  };
+  auto check_run = [&](StreamSession& session, int64_t n, StreamRunInfo* info) {
+    auto got = session.Run(Inputs(n, 1.0f, 3.0f), info);
+    ASSERT_TRUE(got.ok()) << got.status();
+    ASSERT_EQ(got->size(), 1u);
+    EXPECT_EQ(Floats((*got)[0].value), Expected(n, 1.0f, 3.0f));
+  };
+
+  // On: the first run of a shape times 4 threads against 2 (and against 1 while fewer win).
+  auto session = NewSession(model, ExecMode::kReplay);
+  ASSERT_NE(session, nullptr);
+  StreamRunInfo info;
+  check_run(*session, 3, &info);
+  EXPECT_GT(info.choose_ns, 0);
+  std::vector<StreamInstanceInfo> list = session->ListInstances();
+  ASSERT_EQ(list.size(), 1u);
+  const std::string& note = list[0].threads_choice;
+  EXPECT_THAT(note, ::testing::StartsWith("4 threads "));
+  EXPECT_THAT(note, HasSubstr(", 2 threads "));
+  EXPECT_THAT(note, ::testing::ContainsRegex(" run[s]?\\): [124]$"));
+  const int threads = list[0].intra_op_threads;
+  EXPECT_EQ(threads, chosen_threads(note)) << note;
+  EXPECT_THAT(threads, ::testing::AnyOf(1, 2, 4));
+  if (threads == 1) {
+    EXPECT_THAT(note, HasSubstr(", 1 thread "));
+  }
+  // Later runs of the shape replay the chosen plan and time nothing.
+  check_run(*session, 3, &info);
+  EXPECT_TRUE(info.replayed);
+  EXPECT_EQ(info.choose_ns, 0);
+  EXPECT_EQ(session->ListInstances()[0].intra_op_threads, threads);
+
+  // Off, a model of one thread, a limit no run meets, and device plans: the model's threads,
+  // nothing timed.
+  StreamSessionOptions off;
+  off.choose_threads = false;
+  StreamSessionOptions no_run_fits;
+  no_run_fits.choose_threads_max_run_ns = 0;
+  StreamSessionOptions on_device;
+  on_device.device_plans = true;
+  struct Case {
+    const char* name;
+    std::shared_ptr<const Model> model;
+    StreamSessionOptions options;
+    int threads;
+  };
+  for (const Case& c :
+       {Case{"off", model, off, 4}, Case{"one thread", model_, {}, 1},
+        Case{"no run fits", model, no_run_fits, 4}, Case{"device plans", model, on_device, 4}}) {
+    SCOPED_TRACE(c.name);
+    auto other = NewSession(c.model, ExecMode::kReplay, nullptr, c.options);
+    ASSERT_NE(other, nullptr);
+    check_run(*other, 2, &info);
+    list = other->ListInstances();
+    ASSERT_EQ(list.size(), 1u);
+    EXPECT_EQ(list[0].intra_op_threads, c.threads);
+    EXPECT_EQ(list[0].threads_choice, "");
+  }
+}
+
+// The choice itself, on run times given by a fake clock (ms per thread count): fewer threads are
+// kept while clearly faster, the first that is not ends the search, and a run over the limit
+// times nothing.
+TEST_F(StreamSessionTest, ChoosesTheFewestThreadsWhileClearlyFaster) {
+  const std::shared_ptr<const Model> model = ScaleModel(4);
+  ASSERT_NE(model, nullptr);
+  struct Case {
+    const char* name;
+    std::map<int, double> ms;  // a run's time by its plan's threads
+    int threads;
+    std::string note;
+  };
+  for (const Case& c : {
+           Case{"fewer always faster",
+                {{4, 4}, {2, 2}, {1, 1}},
+                1,
+                "4 threads 4.00 ms (7 runs), 2 threads 2.00 ms (7 runs), 1 thread 1.00 ms "
+                "(7 runs): 1"},
+           // Two threads' first run takes over 1.25 times four threads' run: no more timing.
+           Case{"more always faster",
+                {{4, 1}, {2, 2}, {1, 4}},
+                4,
+                "4 threads 1.00 ms (1 run), 2 threads 2.00 ms (1 run): 4"},
+           Case{"two threads best",
+                {{4, 3}, {2, 2}, {1, 2.4}},
+                2,
+                "4 threads 3.00 ms (9 runs), 2 threads 2.00 ms (9 runs), 1 thread 2.40 ms "
+                "(9 runs): 2"},
+           // 0.97 of the time is within the 5 % margin: not worth fewer threads.
+           Case{"within the margin",
+                {{4, 1}, {2, 0.97}, {1, 0.5}},
+                4,
+                "4 threads 1.00 ms (9 runs), 2 threads 0.97 ms (9 runs): 4"},
+           // Over choose_threads_max_run_ns (10 ms): nothing timed beyond the first runs.
+           Case{"too long to time", {{4, 12}, {2, 1}, {1, 1}}, 4, ""},
+       }) {
+    SCOPED_TRACE(c.name);
+    StreamSessionOptions options;
+    std::map<int, int> runs;
+    options.choose_threads_clock = [&c, &runs](int threads, int64_t) {
+      ++runs[threads];
+      return static_cast<int64_t>(c.ms.at(threads) * 1e6);
+    };
+    auto session = NewSession(model, ExecMode::kReplay, nullptr, options);
+    ASSERT_NE(session, nullptr);
+    auto got = session->Run(Inputs(2, 1.0f, 3.0f));
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ(Floats((*got)[0].value), Expected(2, 1.0f, 3.0f));
+    std::vector<StreamInstanceInfo> list = session->ListInstances();
+    ASSERT_EQ(list.size(), 1u);
+    EXPECT_EQ(list[0].intra_op_threads, c.threads);
+    EXPECT_EQ(list[0].threads_choice, c.note);
+    // Two runs of the first plan before any trial; the later runs replay and time nothing.
+    EXPECT_GE(runs[4], 2);
+    const std::map<int, int> before = runs;
+    ASSERT_TRUE(session->Run(Inputs(2, 1.0f, 3.0f)).ok());
+    EXPECT_EQ(runs, before);
+  }
 }
 
 }  // namespace
