@@ -22,9 +22,9 @@ struct ModelOptions {
   /// Streams a replay may fork a plan's independent branches onto (PlanOptions::
   /// max_branch_streams): 1 (the default) never; 0 as many as intra_op_threads, at most
   /// kMaxBranchStreams; more is cut to intra_op_threads (lanes share the threads). Off by
-  /// default: on GoogLeNet at two threads, forking its Inception blocks onto two streams of one
-  /// thread each was 1.5x slower than one stream whose kernels use both threads
-  /// (docs/benchmarks.md, "Inception branches on parallel streams").
+  /// default: at two threads, batch 1, it won about 4 % on GoogLeNet and lost 1-2 % on
+  /// Inception v3 and a few percent on Swin-T and a sequence-to-sequence transformer
+  /// (docs/benchmarks.md, "Inception branches on parallel streams" and later sections).
   int max_branch_streams = 1;
   int64_t max_plan_bytes = 0;  // PlanOptions::max_plan_bytes of every plan; 0: no cap
   /// Constant folding at load computes a node only when its outputs and workspace take at

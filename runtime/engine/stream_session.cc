@@ -400,8 +400,13 @@ constexpr double kChooseThreadsGiveUp = 1.25;
 bool ClearlyFaster(std::vector<int64_t> candidate_ns, std::vector<int64_t> current_ns,
                    double margin) {
   if (candidate_ns.empty() || current_ns.empty()) return false;
+  const double fastest_candidate =
+      static_cast<double>(*std::min_element(candidate_ns.begin(), candidate_ns.end()));
+  const double fastest_current =
+      static_cast<double>(*std::min_element(current_ns.begin(), current_ns.end()));
   return static_cast<double>(Median(std::move(candidate_ns))) <
-         margin * static_cast<double>(Median(std::move(current_ns)));
+             margin * static_cast<double>(Median(std::move(current_ns))) &&
+         fastest_candidate < margin * fastest_current;
 }
 
 std::unique_ptr<ExecutionPlan> StreamSession::Impl::ChooseThreads(
