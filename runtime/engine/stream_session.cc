@@ -152,10 +152,11 @@ struct StreamSession::Impl {
   std::string Signature(const std::vector<const TensorValue*>& ordered,
                         std::string* display = nullptr) const;
   // The live entry for the inputs' signature, made (planned, and captured when `capture`) if
-  // needed. Over the memory budget the plan goes to `*transient` instead of the cache.
+  // needed. Over the memory budget the plan goes to `*transient` instead of the cache. `inputs`
+  // are the run's inputs (`ordered` may carry only their types and shapes), for ChooseThreads.
   absl::StatusOr<Entry*> FindOrMake(const std::vector<const TensorValue*>& ordered,
-                                    StreamRunInfo* info, bool capture,
-                                    std::unique_ptr<Entry>* transient);
+                                    const ValidatedInputs& inputs, StreamRunInfo* info,
+                                    bool capture, std::unique_ptr<Entry>* transient);
   // Evicts least recently used plans (never `keep`) until one more of `bytes` fits the count
   // bound and the budget (reserving the bytes). False when the budget cannot be met.
   bool MakeRoom(uint64_t bytes, const Entry* keep, StreamRunInfo* info);
@@ -175,7 +176,8 @@ struct StreamSession::Impl {
   // threads that ran clearly faster on them. `note` gets the timings (empty when none were
   // taken). Never fails: a plan that cannot be timed is kept as it is.
   std::unique_ptr<ExecutionPlan> ChooseThreads(const std::vector<const TensorValue*>& ordered,
-                                               bool keyed, std::unique_ptr<ExecutionPlan> plan,
+                                               const ValidatedInputs& inputs, bool keyed,
+                                               std::unique_ptr<ExecutionPlan> plan,
                                                std::string* note);
   // Runs every step in the stream's order and waits; the error names the node.
   absl::Status RunEager(const ExecutionPlan& plan);
@@ -410,12 +412,13 @@ bool ClearlyFaster(std::vector<int64_t> candidate_ns, std::vector<int64_t> curre
 }
 
 std::unique_ptr<ExecutionPlan> StreamSession::Impl::ChooseThreads(
-    const std::vector<const TensorValue*>& ordered, bool keyed, std::unique_ptr<ExecutionPlan> plan,
-    std::string* note) {
+    const std::vector<const TensorValue*>& ordered, const ValidatedInputs& inputs, bool keyed,
+    std::unique_ptr<ExecutionPlan> plan, std::string* note) {
   note->clear();
   if (!options.choose_threads || plan->intra_op_threads() <= 1) return plan;
-  auto stage = [&ordered](ExecutionPlan& p) -> absl::Status {
-    for (size_t i = 0; i < ordered.size(); ++i) RETURN_IF_ERROR(p.StageInput(i, *ordered[i]));
+  // The run's own inputs (the views: `ordered` may hold only types and shapes).
+  auto stage = [&inputs](ExecutionPlan& p) -> absl::Status {
+    for (size_t i = 0; i < inputs.size(); ++i) RETURN_IF_ERROR(p.StageView(i, inputs[i]).status());
     return absl::OkStatus();
   };
   // One run on this thread (the stream is idle: the same OpenMP team as the replays).
@@ -481,8 +484,8 @@ std::unique_ptr<ExecutionPlan> StreamSession::Impl::ChooseThreads(
 }
 
 absl::StatusOr<Entry*> StreamSession::Impl::FindOrMake(
-    const std::vector<const TensorValue*>& ordered, StreamRunInfo* info, bool capture,
-    std::unique_ptr<Entry>* transient) {
+    const std::vector<const TensorValue*>& ordered, const ValidatedInputs& inputs,
+    StreamRunInfo* info, bool capture, std::unique_ptr<Entry>* transient) {
   std::string display;
   std::string signature = Signature(ordered, &display);
   Entry* existing = nullptr;
@@ -514,7 +517,7 @@ absl::StatusOr<Entry*> StreamSession::Impl::FindOrMake(
   std::string threads_choice;
   if (!on_device) {
     const int64_t choose_start = SteadyNowNs();
-    plan = ChooseThreads(ordered, keyed, std::move(plan), &threads_choice);
+    plan = ChooseThreads(ordered, inputs, keyed, std::move(plan), &threads_choice);
     info->choose_ns = SteadyNowNs() - choose_start;
   }
   const int plan_threads = plan->intra_op_threads();
@@ -720,7 +723,7 @@ absl::Status StreamSession::Run(const ValidatedInputs& inputs, OutputVisitor vis
     ordered[i] = &carrier;
   }
   std::unique_ptr<Entry> transient;
-  ASSIGN_OR_RETURN(Entry * entry, s.FindOrMake(ordered, out_info, capture, &transient));
+  ASSIGN_OR_RETURN(Entry * entry, s.FindOrMake(ordered, inputs, out_info, capture, &transient));
   ExecutionPlan& plan = *entry->plan;
   DevicePlan* placed = entry->device_plan.get();  // null on host memory
 

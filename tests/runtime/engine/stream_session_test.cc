@@ -736,6 +736,37 @@ TEST_F(StreamSessionTest, ChoosesTheFewestThreadsWhileClearlyFaster) {
     ASSERT_TRUE(session->Run(Inputs(2, 1.0f, 3.0f)).ok());
     EXPECT_EQ(runs, before);
   }
+
+  // The server's inputs are views without values (a batch's rows as pieces): the trial plans
+  // run on those bytes too.
+  StreamSessionOptions options;
+  options.choose_threads_clock = [](int threads, int64_t) {
+    return static_cast<int64_t>(threads) * 1'000'000;
+  };
+  auto session = NewSession(model, ExecMode::kReplay, nullptr, options);
+  ASSERT_NE(session, nullptr);
+  const std::vector<float> x = Iota(12, 1.0f, 0.5f), scale = {3.0f};
+  InputView xv, sv;
+  xv.dtype = sv.dtype = DataType::kFloat32;
+  xv.shape = {3, 4};
+  sv.shape = {1};
+  xv.pieces.emplace_back(reinterpret_cast<const uint8_t*>(x.data()), 4 * sizeof(float));
+  xv.pieces.emplace_back(reinterpret_cast<const uint8_t*>(x.data() + 4), 8 * sizeof(float));
+  sv.pieces.emplace_back(reinterpret_cast<const uint8_t*>(scale.data()), sizeof(float));
+  std::vector<float> got;
+  absl::Status status =
+      session->Run(Model::AssumeValidated({xv, sv}), [&](size_t, const PlanTensor& out) {
+        got.assign(reinterpret_cast<const float*>(out.data),
+                   reinterpret_cast<const float*>(out.data) + out.bytes / sizeof(float));
+        return absl::OkStatus();
+      });
+  ASSERT_TRUE(status.ok()) << status;
+  EXPECT_EQ(got, Expected(3, 1.0f, 3.0f));
+  std::vector<StreamInstanceInfo> list = session->ListInstances();
+  ASSERT_EQ(list.size(), 1u);
+  EXPECT_EQ(list[0].intra_op_threads, 1);
+  EXPECT_EQ(list[0].threads_choice,
+            "4 threads 4.00 ms (7 runs), 2 threads 2.00 ms (7 runs), 1 thread 1.00 ms (7 runs): 1");
 }
 
 }  // namespace
