@@ -471,11 +471,12 @@ std::unique_ptr<ExecutionPlan> StreamSession::Impl::ChooseThreads(
       candidate_ns.push_back(*b);
     }
     if (current_ns.size() < static_cast<size_t>(rounds)) break;
+    const int64_t candidate_median = Median(candidate_ns);
     timings.back() = timing(plan->intra_op_threads(), Median(current_ns), current_ns.size());
-    timings.push_back(timing(threads, Median(candidate_ns), candidate_ns.size()));
-    if (!ClearlyFaster(candidate_ns, current_ns)) break;
+    timings.push_back(timing(threads, candidate_median, candidate_ns.size()));
+    if (!ClearlyFaster(std::move(candidate_ns), std::move(current_ns))) break;
     plan = *std::move(candidate);
-    current = Median(candidate_ns);
+    current = candidate_median;
   }
   if (timings.size() > 1) {
     *note = absl::StrCat(absl::StrJoin(timings, ", "), ": ", plan->intra_op_threads());
