@@ -12,13 +12,13 @@ namespace reprise::kernels::cpu {
 
 using dnnl::memory;
 
-std::shared_ptr<const memory> PackedWeightCache::Find(const void* source,
+std::shared_ptr<const memory> PackedWeightCache::Find(const void* source, const memory::desc& plain,
                                                       const memory::desc& packed) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = entries_.find(source);
   if (it == entries_.end()) return nullptr;
   for (const Entry& entry : it->second) {
-    if (entry.desc != packed) continue;
+    if (entry.plain != plain || entry.packed_desc != packed) continue;
     if (auto hit = entry.packed.lock()) {
       ++reused_;
       return hit;
@@ -27,7 +27,8 @@ std::shared_ptr<const memory> PackedWeightCache::Find(const void* source,
   return nullptr;
 }
 
-void PackedWeightCache::Add(const void* source, const memory::desc& packed,
+void PackedWeightCache::Add(const void* source, const memory::desc& plain,
+                            const memory::desc& packed,
                             const std::shared_ptr<const memory>& weights) {
   std::lock_guard<std::mutex> lock(mu_);
   // Expired entries go first: the table stays as large as the live kernels need.
@@ -35,7 +36,7 @@ void PackedWeightCache::Add(const void* source, const memory::desc& packed,
     std::erase_if(it->second, [](const Entry& e) { return e.packed.expired(); });
     it = it->second.empty() ? entries_.erase(it) : std::next(it);
   }
-  entries_[source].push_back(Entry{packed, weights});
+  entries_[source].push_back(Entry{plain, packed, weights});
   ++packed_;
 }
 
@@ -64,14 +65,14 @@ std::shared_ptr<const memory> PackWeights(const runtime::PrepareContext& context
   const CpuKernelState* state = CpuKernelStateOf(context);
   PackedWeightCache* cache = state != nullptr ? &state->weight_cache() : nullptr;
   if (cache != nullptr) {
-    if (auto hit = cache->Find(source, packed)) return hit;
+    if (auto hit = cache->Find(source, plain, packed)) return hit;
   }
   auto to = std::make_shared<memory>(packed, engine);
   dnnl::stream stream(engine);
   dnnl::reorder(from, *to).execute(stream, from, *to);
   stream.wait();
   std::shared_ptr<const memory> result = std::move(to);
-  if (cache != nullptr) cache->Add(source, packed, result);
+  if (cache != nullptr) cache->Add(source, plain, packed, result);
   return result;
 }
 

@@ -23,22 +23,26 @@ namespace reprise::kernels::cpu {
 const dnnl::engine& CpuEngine();
 
 /// Weights packed into a primitive's layout, shared by the kernels of every plan of a device (a
-/// model has one plan per input shape, per stream), keyed by the plan-time weights' address and
-/// the packed layout. One per CpuKernelState. Entries are weak: packed weights live as long as a
+/// model has one plan per input shape, per stream), keyed by the plan-time weights' address, the
+/// layout they are read in (one constant may be read as a matrix and as its transpose) and the
+/// packed layout. One per CpuKernelState. Entries are weak: packed weights live as long as a
 /// kernel uses them, and a kernel keeps the source weights alive (TensorDesc::data), so a live
 /// entry's address cannot have been reused by other weights. Thread-safe.
 class PackedWeightCache {
  public:
-  /// The live packed weights of `source` in `packed`, or null (counted as a hit when found).
-  std::shared_ptr<const dnnl::memory> Find(const void* source, const dnnl::memory::desc& packed);
+  /// The live packed weights of `source`, read as `plain`, in `packed`, or null (counted as a
+  /// hit when found).
+  std::shared_ptr<const dnnl::memory> Find(const void* source, const dnnl::memory::desc& plain,
+                                           const dnnl::memory::desc& packed);
   /// Remembers `weights` (counted as a pack); drops the expired entries first.
-  void Add(const void* source, const dnnl::memory::desc& packed,
+  void Add(const void* source, const dnnl::memory::desc& plain, const dnnl::memory::desc& packed,
            const std::shared_ptr<const dnnl::memory>& weights);
   PackedWeightStats stats() const;
 
  private:
   struct Entry {
-    dnnl::memory::desc desc;
+    dnnl::memory::desc plain;
+    dnnl::memory::desc packed_desc;
     std::weak_ptr<const dnnl::memory> packed;
   };
   mutable std::mutex mu_;

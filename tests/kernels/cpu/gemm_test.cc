@@ -279,6 +279,28 @@ TEST(GemmTest, KnownWeightsReadPackedMatchTheReference) {
   }
 }
 
+// One constant read both as Gemm's transposed B and as MatMul's plain B: the device's cache of
+// packed weights keeps the two packings apart (the same address and packed layout, but another
+// source layout), so each product reads its own.
+TEST(GemmTest, OneConstantPackedTwoWaysKeepsBothPackings) {
+  KernelHarness h;
+  const int64_t m = 8, k = 512, n = 512;
+  const auto a = RandomFloats(m * k, 81);
+  const auto b = RandomFloats(k * n, 82);
+  const std::vector<Tensor> inputs = {Tensor::Of<float>({m, k}, a),
+                                      Tensor::Of<float>({k, n}, b, /*known=*/true)};
+  auto gemm = h.Prepare("Gemm", inputs, Attrs({{"transB", int64_t{1}}}));
+  ASSERT_TRUE(gemm.ok()) << gemm.status();
+  auto matmul = h.Prepare("com.reprise.FusedMatMul", inputs, Attrs({}));
+  ASSERT_TRUE(matmul.ok()) << matmul.status();
+  auto transposed = h.RunPrepared(**gemm, inputs);
+  ASSERT_TRUE(transposed.ok()) << transposed.status();
+  ExpectNear((*transposed)[0].Values<float>(), ReferenceMatMul(a, b, m, k, n, false, true));
+  auto plain = h.RunPrepared(**matmul, inputs);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  ExpectNear((*plain)[0].Values<float>(), ReferenceMatMul(a, b, m, k, n));
+}
+
 TEST(GemmTest, FusedGemmAppliesTheActivationThenTheResidual) {
   KernelHarness h;
   const int64_t m = 6, k = 5, n = 4;
