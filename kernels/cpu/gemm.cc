@@ -2,6 +2,8 @@
 // broadcasts batch dims and accepts 1-D operands; when B has no batch, all of A's batch is one
 // GEMM.
 #include <algorithm>
+#include <array>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -97,76 +99,6 @@ void SmallGemmAccumulate(REPRISE_SMALL_GEMM_ARGS) {
 bool UseSmallGemm(int64_t m, int64_t n, int64_t k) {
   return m > 0 && m <= kSmallGemmRows && n * k > 0 && m * n * k <= kSmallGemmMacs;
 }
-
-// Where PackedProduct beats sgemm (bench machine, one thread): a transposed B (sgemm's NT path:
-// 8x9216x4096 18.5 -> 5.4 ms), or up to 256 rows against at least 2^18 weights (128x512x2048
-// 2.3 -> 1.3 ms). Many rows or few weights gain nothing and pay the primitive's fixed cost
-// (transformer_enc_d128 at batch 1, 64x128x512: 2 % slower; Swin-T 1 %).
-bool PreferPackedProduct(int64_t m, int64_t n, int64_t k, bool trans_b) {
-  return trans_b || (m <= 256 && k * n >= (int64_t{1} << 18));
-}
-
-// Y[M,N] = A[M,K] B[K,N], row-major A (leading dimension lda) and Y (ldy = N), with B a
-// constant reordered once, at prepare, into the blocked layout of oneDNN's matmul primitive
-// (shared through the device's packed-weight cache): sgemm packs B again on every call. The
-// scratchpad is the caller's workspace, so one kernel can run on several streams at once.
-class PackedProduct {
- public:
-  // Null when oneDNN has no matmul for these operands here (the caller keeps sgemm).
-  static std::shared_ptr<const PackedProduct> Make(const PrepareContext& context, int64_t m,
-                                                   int64_t n, int64_t k, int64_t lda, bool trans_b,
-                                                   const float* b, int64_t ldb) {
-    if (b == nullptr || m <= 0 || n <= 0 || k <= 0) return nullptr;
-    using dnnl::memory;
-    try {
-      const dnnl::engine& engine = CpuEngine();
-      auto product = std::make_shared<PackedProduct>();
-      product->src_ = memory::desc({m, k}, memory::data_type::f32, memory::dims{lda, 1});
-      product->dst_ = memory::desc({m, n}, memory::data_type::f32, memory::format_tag::ab);
-      const memory::desc plain({k, n}, memory::data_type::f32,
-                               trans_b ? memory::dims{1, ldb} : memory::dims{ldb, 1});
-      const memory::desc any({k, n}, memory::data_type::f32, memory::format_tag::any);
-      dnnl::primitive_attr attr;
-      attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-      const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(product->src_, any, product->dst_),
-                                            attr, engine);
-      product->weights_ = PackWeights(context, b, plain, pd.weights_desc());
-      product->scratch_ = pd.scratchpad_desc();
-      product->primitive_ = dnnl::matmul(pd);
-      return product;
-    } catch (const dnnl::error&) {
-      return nullptr;
-    }
-  }
-
-  size_t scratch_bytes() const { return scratch_.get_size(); }
-
-  // Y = A B on the calling thread's intra-op threads; `scratch` holds scratch_bytes().
-  absl::Status Run(const float* a, float* y, void* scratch) const {
-    using dnnl::memory;
-    try {
-      const dnnl::engine& engine = CpuEngine();
-      dnnl::stream stream(engine);
-      std::unordered_map<int, memory> args = {
-          {DNNL_ARG_SRC, memory(src_, engine, const_cast<float*>(a))},
-          {DNNL_ARG_WEIGHTS, *weights_},
-          {DNNL_ARG_DST, memory(dst_, engine, y)}};
-      if (scratch_.get_size() > 0) {
-        args.emplace(DNNL_ARG_SCRATCHPAD, memory(scratch_, engine, scratch));
-      }
-      primitive_.execute(stream, args);
-      stream.wait();
-    } catch (const dnnl::error& e) {
-      return absl::InternalError(absl::StrCat("oneDNN matmul failed: ", e.what()));
-    }
-    return absl::OkStatus();
-  }
-
- private:
-  dnnl::memory::desc src_, dst_, scratch_;
-  std::shared_ptr<const dnnl::memory> weights_;
-  dnnl::matmul primitive_;
-};
 
 absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareGemm(const PrepareContext& context) {
   RETURN_IF_ERROR(ExpectInputCount(context, 2, 3));
@@ -778,6 +710,100 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareDet(const PrepareContext&
 }
 
 }  // namespace
+
+bool PreferPackedProduct(int64_t m, int64_t n, int64_t k, bool trans_b) {
+  return trans_b || (m <= 256 && k * n >= (int64_t{1} << 18));
+}
+
+std::shared_ptr<const PackedProduct> PackedProduct::Make(const PrepareContext& context, int64_t m,
+                                                         int64_t n, int64_t k, int64_t lda,
+                                                         bool trans_b, const float* b, int64_t ldb,
+                                                         int64_t ldy) {
+  if (b == nullptr || m <= 0 || n <= 0 || k <= 0) return nullptr;
+  if (ldy == 0) ldy = n;
+  using dnnl::memory;
+  try {
+    const dnnl::engine& engine = CpuEngine();
+    auto product = std::make_shared<PackedProduct>();
+    product->src_ = memory::desc({m, k}, memory::data_type::f32, memory::dims{lda, 1});
+    product->dst_ = memory::desc({m, n}, memory::data_type::f32, memory::dims{ldy, 1});
+    const memory::desc plain({k, n}, memory::data_type::f32,
+                             trans_b ? memory::dims{1, ldb} : memory::dims{ldb, 1});
+    const memory::desc any({k, n}, memory::data_type::f32, memory::format_tag::any);
+    dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(product->src_, any, product->dst_),
+                                          attr, engine);
+    product->weights_ = PackWeights(context, b, plain, pd.weights_desc());
+    product->scratch_ = pd.scratchpad_desc();
+    product->primitive_ = dnnl::matmul(pd);
+    return product;
+  } catch (const dnnl::error&) {
+    return nullptr;
+  }
+}
+
+namespace {
+
+// The memory objects bound to the operands of the last products a thread ran, by product id:
+// creating them costs about a microsecond a call (bench machine), more than a small product.
+struct BoundOperands {
+  uint64_t id = 0;  // 0: empty
+  dnnl::memory src, dst, scratch;
+};
+constexpr size_t kBoundSlots = 8;
+
+uint64_t NextProductId() {
+  static std::atomic<uint64_t> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
+
+}  // namespace
+
+PackedProduct::PackedProduct() : id_(NextProductId()) {}
+
+absl::Status PackedProduct::Run(const float* a, float* y, void* scratch) const {
+  using dnnl::memory;
+  thread_local std::array<BoundOperands, kBoundSlots> bound;
+  thread_local size_t next_slot = 0;
+  thread_local std::optional<dnnl::stream> stream;
+  const bool has_scratch = scratch_.get_size() > 0;
+  try {
+    const dnnl::engine& engine = CpuEngine();
+    if (!stream.has_value()) stream.emplace(engine);
+    BoundOperands* slot = nullptr;
+    for (BoundOperands& b : bound) {
+      if (b.id == id_) slot = &b;
+    }
+    if (slot == nullptr) {
+      slot = &bound[next_slot];
+      next_slot = (next_slot + 1) % kBoundSlots;
+      slot->id = 0;  // until every object is bound
+      slot->src = memory(src_, engine, const_cast<float*>(a));
+      slot->dst = memory(dst_, engine, y);
+      if (has_scratch) slot->scratch = memory(scratch_, engine, scratch);
+      slot->id = id_;
+    } else {
+      slot->src.set_data_handle(const_cast<float*>(a));
+      slot->dst.set_data_handle(y);
+      if (has_scratch) slot->scratch.set_data_handle(scratch);
+    }
+    dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, slot->src.get()},
+                               {DNNL_ARG_WEIGHTS, weights_->get()},
+                               {DNNL_ARG_DST, slot->dst.get()},
+                               {DNNL_ARG_SCRATCHPAD, has_scratch ? slot->scratch.get() : nullptr}};
+    const int count = has_scratch ? 4 : 3;
+    dnnl_status_t status = dnnl_primitive_execute(primitive_.get(), stream->get(), count, args);
+    if (status == dnnl_success) status = dnnl_stream_wait(stream->get());
+    if (status != dnnl_success) {
+      return absl::InternalError(
+          absl::StrCat("oneDNN matmul failed (status ", static_cast<int>(status), ")"));
+    }
+  } catch (const dnnl::error& e) {
+    return absl::InternalError(absl::StrCat("oneDNN matmul failed: ", e.what()));
+  }
+  return absl::OkStatus();
+}
 
 absl::Status Sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                    const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,

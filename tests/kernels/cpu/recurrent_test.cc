@@ -165,17 +165,17 @@ std::vector<std::vector<double>> Reference(const Case& c, const Inputs& in) {
   return {y, yh};
 }
 
-// `r_known`: R is an initializer (the kernel packs it at Prepare), else a plain input.
+// `known`: W and R are initializers (the kernel packs them at Prepare), else plain inputs.
 absl::StatusOr<std::vector<Tensor>> RunKernel(const Case& c, const Inputs& in, int threads,
-                                              bool r_known) {
+                                              bool known) {
   const int64_t dirs = Dirs(c), gh = Gates(c) * c.hidden;
   const Shape xs = c.layout == 1 ? Shape{c.batch, c.seq, c.input} : Shape{c.seq, c.batch, c.input};
   const Shape state =
       c.layout == 1 ? Shape{c.batch, dirs, c.hidden} : Shape{dirs, c.batch, c.hidden};
   std::vector<Tensor> inputs = {
       Tensor::Of<float>(xs, in.x),
-      Tensor::Of<float>({dirs, gh, c.input}, in.w),
-      Tensor::Of<float>({dirs, gh, c.hidden}, in.r, r_known),
+      Tensor::Of<float>({dirs, gh, c.input}, in.w, known),
+      Tensor::Of<float>({dirs, gh, c.hidden}, in.r, known),
       c.bias ? Tensor::Of<float>({dirs, 2 * gh}, in.b) : Tensor::Absent(),
       c.lens ? Tensor::Of<int32_t>({c.batch}, in.lens) : Tensor::Absent(),
       c.h0 ? Tensor::Of<float>(state, in.h0) : Tensor::Absent(),
@@ -212,9 +212,9 @@ void Check(const Case& c) {
   const Inputs in = MakeInputs(c);
   const std::vector<std::vector<double>> want = Reference(c, in);
   for (int threads : {1, 2}) {
-    for (bool r_known : {false, true}) {
-      SCOPED_TRACE(::testing::Message() << "threads " << threads << ", R known " << r_known);
-      auto got = RunKernel(c, in, threads, r_known);
+    for (bool known : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << "threads " << threads << ", weights known " << known);
+      auto got = RunKernel(c, in, threads, known);
       ASSERT_TRUE(got.ok()) << got.status();
       ASSERT_EQ(got->size(), want.size());
       for (size_t o = 0; o < want.size(); ++o) {
@@ -294,8 +294,10 @@ TEST(RecurrentTest, RnnWithLeakyReluAndClip) {
 }
 
 // Input products for many steps and entries are computed a chunk of steps at a time; these
-// shapes take several chunks, with one product for all entries and with one per entry, and
-// with their steps split over the hidden units or their directions run at once (two threads).
+// shapes take several chunks (32, 32 and 6 steps for LSTM), with one product for all entries and
+// with one per entry, and with their steps split over the hidden units or their directions run
+// at once (two threads). With known weights, the whole and the last chunk's input products and
+// the state products (GRU: z and r's, then the candidate's) read them packed.
 TEST(RecurrentTest, LongSequencesSpanSeveralChunks) {
   Case c;
   c.batch = 8;
@@ -312,6 +314,10 @@ TEST(RecurrentTest, LongSequencesSpanSeveralChunks) {
   c.layout = 1;
   c.lens = false;
   c.direction = "bidirectional";  // at two threads, the directions run at once
+  Check(c);
+  c.layout = 0;
+  Check(c);
+  c.linear_before_reset = true;
   Check(c);
 }
 
