@@ -130,9 +130,9 @@ struct RecurrentSpec {
   std::shared_ptr<const std::vector<float>> r_packed;
   BroadcastPlan r_transpose;  // one direction's R [G*H, H] read as R^T [H, G*H] (CopyStrided)
   // Per direction, when W or R was known at Prepare, oneDNN matmuls that read it packed (sgemm
-  // packs its B again on every call; PreferPackedProduct): the input products of a whole chunk
-  // and of the last, shorter one (with one product for all entries), and the state products of
-  // all units (GRU without linear_before_reset: of z and r, and of the candidate).
+  // packs its B again on every call; PreparePackedProducts says where): the input products of a
+  // whole chunk and of the last, shorter one (with one product for all entries), and the state
+  // products of all units (GRU without linear_before_reset: of z and r, and of the candidate).
   struct Packed {
     std::shared_ptr<const PackedProduct> x_chunk, x_tail, state, candidate;
   };
