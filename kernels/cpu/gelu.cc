@@ -15,51 +15,43 @@
 namespace reprise::kernels::cpu {
 namespace {
 
-// erf(x) ~ x * P(x^2) / Q(x^2) on [-4, 4] (erf is 1 - 1.5e-8 at 4): a minimax rational
-// approximation, within 5e-7 of erf in float arithmetic.
-__attribute__((always_inline)) inline float ErfApprox(float x) {
-  x = std::min(std::max(x, -4.0f), 4.0f);
-  const float x2 = x * x;
-  float p = -2.72614225801306e-10f;
-  p = p * x2 + 2.77068142495902e-08f;
-  p = p * x2 - 2.10102402082508e-06f;
-  p = p * x2 - 5.69250639462346e-05f;
-  p = p * x2 - 7.34990630326855e-04f;
-  p = p * x2 - 2.95459980854025e-03f;
-  p = p * x2 - 1.60960333262415e-02f;
-  float q = -1.45660718464996e-05f;
-  q = q * x2 - 2.13374055278905e-04f;
-  q = q * x2 - 1.68282697438203e-03f;
-  q = q * x2 - 7.37332916720468e-03f;
-  q = q * x2 - 1.42647390514189e-02f;
-  return x * p / q;
-}
+// GELU of one float or a vector of them; `kTanhForm` picks ONNX's approximate="tanh".
+template <bool kTanhForm>
+struct GeluMap {
+  template <typename T>
+  __attribute__((always_inline)) static void Of(const T& in, T* out) {
+    constexpr float kInvSqrt2 = 0.70710678118654752f;
+    constexpr float kSqrt2OverPi = 0.79788456080286536f;
+    const T v = in;
+    T f;
+    if constexpr (kTanhForm) {
+      TanhOf<T>((v + v * v * v * 0.044715f) * kSqrt2OverPi, &f);
+    } else {
+      ErfOf<T>(v * kInvSqrt2, &f);
+    }
+    *out = v * 0.5f * (f + 1.0f);
+  }
+};
 
+// V: the copy's register width (vector_math.h).
+template <typename V>
 __attribute__((always_inline)) inline void GeluBody(const float* x, float* y, int64_t n,
                                                     bool tanh_approx) {
-  constexpr float kInvSqrt2 = 0.70710678118654752f;
-  constexpr float kSqrt2OverPi = 0.79788456080286536f;
   if (tanh_approx) {
-    for (int64_t i = 0; i < n; ++i) {
-      const float v = x[i];
-      y[i] = 0.5f * v * (1.0f + TanhApprox(kSqrt2OverPi * (v + 0.044715f * v * v * v)));
-    }
+    MapArray<V, GeluMap<true>>(x, y, n);
   } else {
-    for (int64_t i = 0; i < n; ++i) {
-      const float v = x[i];
-      y[i] = 0.5f * v * (1.0f + ErfApprox(v * kInvSqrt2));
-    }
+    MapArray<V, GeluMap<false>>(x, y, n);
   }
 }
 
 #define REPRISE_GELU_ARGS const float *x, float *y, int64_t n, bool tanh_approx
 __attribute__((target("avx512f"))) void GeluAvx512(REPRISE_GELU_ARGS) {
-  GeluBody(x, y, n, tanh_approx);
+  GeluBody<Floats16>(x, y, n, tanh_approx);
 }
 __attribute__((target("avx2,fma"))) void GeluAvx2(REPRISE_GELU_ARGS) {
-  GeluBody(x, y, n, tanh_approx);
+  GeluBody<Floats8>(x, y, n, tanh_approx);
 }
-void GeluBaseline(REPRISE_GELU_ARGS) { GeluBody(x, y, n, tanh_approx); }
+void GeluBaseline(REPRISE_GELU_ARGS) { GeluBody<Floats4>(x, y, n, tanh_approx); }
 
 absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareGelu(const PrepareContext& context) {
   RETURN_IF_ERROR(ExpectInputCount(context, 1, 1));

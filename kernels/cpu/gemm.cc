@@ -50,25 +50,42 @@ __attribute__((always_inline)) inline void SmallGemmRows(int64_t i0, int64_t i1,
 }
 
 // y += a * b as above. Blocks of 4 rows x 16 columns of y stay in registers for the whole k
-// loop (one broadcast multiply-add per row and row of b); the edges take SmallGemmRows. Inlined
-// into one copy per instruction set below.
+// loop (one broadcast multiply-add per row and row of b), as 16 / lanes vectors of V (the
+// copy's register width, vector_math.h) per row; the edges take SmallGemmRows. Inlined into
+// one copy per instruction set below.
+template <typename V>
 __attribute__((always_inline)) inline void SmallGemmBody(int64_t m, int64_t n, int64_t k,
                                                          const float* __restrict a, int64_t lda,
                                                          const float* __restrict b, int64_t ldb,
                                                          float* __restrict y, int64_t ldy) {
+  constexpr int kLanes = sizeof(V) / sizeof(float);
+  constexpr int kVecs = 16 / kLanes;
   int64_t i = 0;
   if (n >= 16) {
     for (; i + 4 <= m; i += 4) {
       int64_t j = 0;
       for (; j + 16 <= n; j += 16) {
-        Floats16 acc[4];
-        for (int r = 0; r < 4; ++r) std::memcpy(&acc[r], y + (i + r) * ldy + j, sizeof(Floats16));
-        for (int64_t kk = 0; kk < k; ++kk) {
-          Floats16 bv;
-          std::memcpy(&bv, b + kk * ldb + j, sizeof(Floats16));
-          for (int r = 0; r < 4; ++r) acc[r] += a[(i + r) * lda + kk] * bv;
+        V acc[4][kVecs];
+        for (int r = 0; r < 4; ++r) {
+          for (int v = 0; v < kVecs; ++v) {
+            std::memcpy(&acc[r][v], y + (i + r) * ldy + j + v * kLanes, sizeof(V));
+          }
         }
-        for (int r = 0; r < 4; ++r) std::memcpy(y + (i + r) * ldy + j, &acc[r], sizeof(Floats16));
+        for (int64_t kk = 0; kk < k; ++kk) {
+          V bv[kVecs];
+          for (int v = 0; v < kVecs; ++v) {
+            std::memcpy(&bv[v], b + kk * ldb + j + v * kLanes, sizeof(V));
+          }
+          for (int r = 0; r < 4; ++r) {
+            const float av = a[(i + r) * lda + kk];
+            for (int v = 0; v < kVecs; ++v) acc[r][v] += av * bv[v];
+          }
+        }
+        for (int r = 0; r < 4; ++r) {
+          for (int v = 0; v < kVecs; ++v) {
+            std::memcpy(y + (i + r) * ldy + j + v * kLanes, &acc[r][v], sizeof(V));
+          }
+        }
       }
       if (j < n) SmallGemmRows(i, i + 4, j, n, k, a, lda, b, ldb, y, ldy);
     }
@@ -80,12 +97,14 @@ __attribute__((always_inline)) inline void SmallGemmBody(int64_t m, int64_t n, i
   int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const float *b, int64_t ldb, \
       float *y, int64_t ldy
 __attribute__((target("avx512f"))) void SmallGemmAvx512(REPRISE_SMALL_GEMM_ARGS) {
-  SmallGemmBody(m, n, k, a, lda, b, ldb, y, ldy);
+  SmallGemmBody<Floats16>(m, n, k, a, lda, b, ldb, y, ldy);
 }
 __attribute__((target("avx2,fma"))) void SmallGemmAvx2(REPRISE_SMALL_GEMM_ARGS) {
-  SmallGemmBody(m, n, k, a, lda, b, ldb, y, ldy);
+  SmallGemmBody<Floats8>(m, n, k, a, lda, b, ldb, y, ldy);
 }
-void SmallGemmBaseline(REPRISE_SMALL_GEMM_ARGS) { SmallGemmBody(m, n, k, a, lda, b, ldb, y, ldy); }
+void SmallGemmBaseline(REPRISE_SMALL_GEMM_ARGS) {
+  SmallGemmBody<Floats4>(m, n, k, a, lda, b, ldb, y, ldy);
+}
 
 // The copy for this CPU, picked on first use.
 void SmallGemmAccumulate(REPRISE_SMALL_GEMM_ARGS) {
@@ -295,18 +314,10 @@ void Activate(Activation act, float lo, float hi, float* y, int64_t n) {
       for (int64_t i = 0; i < n; ++i) y[i] = y[i] > 0.0f ? y[i] : 0.0f;
       break;
     case Activation::kTanh:
-      for (int64_t i = 0; i < n; ++i) y[i] = std::tanh(y[i]);
+      TanhArray(y, y, n);
       break;
     case Activation::kSigmoid:
-      for (int64_t i = 0; i < n; ++i) {
-        const float x = y[i];
-        if (x >= 0) {
-          y[i] = 1.0f / (1.0f + std::exp(-x));
-        } else {
-          const float e = std::exp(x);
-          y[i] = e / (1.0f + e);
-        }
-      }
+      SigmoidArray(y, y, n);
       break;
     case Activation::kClip:
       for (int64_t i = 0; i < n; ++i) y[i] = std::min(std::max(y[i], lo), hi);

@@ -3,9 +3,12 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
 
 namespace reprise::kernels::cpu {
@@ -256,6 +259,22 @@ double LongRowSum(const float* p, int64_t n, float center, bool squares) {
     total += RowSum(p + at, std::min(kBlock, n - at), center, squares);
   }
   return total;
+}
+
+int OwnCopyLevel() {
+  static const int level = [] {
+    __builtin_cpu_init();
+    int supported = 0;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) supported = 1;
+    if (__builtin_cpu_supports("avx512f")) supported = 2;
+    const char* cap = std::getenv("ONEDNN_MAX_CPU_ISA");
+    if (cap == nullptr) return supported;
+    const std::string isa = absl::AsciiStrToUpper(cap);
+    if (absl::StartsWith(isa, "SSE") || isa == "AVX") return 0;
+    if (absl::StartsWith(isa, "AVX2")) return std::min(supported, 1);
+    return supported;
+  }();
+  return level;
 }
 
 void UseIntraOpThreads(int threads) {

@@ -338,16 +338,20 @@ double LongRowSum(const float* p, int64_t n, float center, bool squares);
 /// streams x threads stay within the cores. Cheap when already set; other threads unaffected.
 void UseIntraOpThreads(int threads);
 
+/// Which of our own per-instruction-set copies this process runs: 2 AVX-512F, 1 AVX2 with FMA,
+/// 0 the baseline. What the CPU supports, capped by ONEDNN_MAX_CPU_ISA as oneDNN reads it, so
+/// that one variable caps both (SSE41 or AVX: the baseline copies; AVX2*: the AVX2 ones; other
+/// values cap nothing). Read once.
+int OwnCopyLevel();
+
 /// Of three copies of one function compiled for AVX-512F, for AVX2 with FMA and for the
-/// baseline (`__attribute__((target(...)))`), the one this CPU runs. Call it once and keep the
-/// result (a function-local static); not an ifunc, whose resolver runs before the sanitizer
+/// baseline (`__attribute__((target(...)))`), the one OwnCopyLevel picks. Call it once and keep
+/// the result (a function-local static); not an ifunc, whose resolver runs before the sanitizer
 /// runtimes start and crashes the process under TSan.
 template <typename Fn>
 Fn PickForThisCpu(Fn avx512, Fn avx2, Fn baseline) {
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f")) return avx512;
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return avx2;
-  return baseline;
+  const int level = OwnCopyLevel();
+  return level == 2 ? avx512 : level == 1 ? avx2 : baseline;
 }
 
 /// Output descriptor of type `dtype` and shape `shape`.

@@ -17,7 +17,9 @@
 namespace reprise::kernels::cpu {
 namespace {
 
-// Softmax of `rows` contiguous rows of `dim` values each; 16 values at a time.
+// Softmax of `rows` contiguous rows of `dim` values each; a vector of V (the copy's register
+// width, I its int counterpart) at a time.
+template <typename V, typename I>
 __attribute__((always_inline)) inline void SoftmaxRowsBody(const float* x, float* y, int64_t rows,
                                                            int64_t dim) {
   for (int64_t o = 0; o < rows; ++o) {
@@ -30,11 +32,12 @@ __attribute__((always_inline)) inline void SoftmaxRowsBody(const float* x, float
       for (int64_t k = 0; k < dim; ++k) q[k] = std::exp(p[k] - max);
     } else {
       int64_t k = 0;
-      for (; k + 16 <= dim; k += 16) {
-        Floats16 v;
+      constexpr int64_t kLanes = sizeof(V) / sizeof(float);
+      for (; k + kLanes <= dim; k += kLanes) {
+        V v;
         std::memcpy(&v, p + k, sizeof(v));
-        const Floats16 shifted = v - max;
-        ExpNonPositive<Floats16, Ints16>(shifted, &v);
+        const V shifted = v - max;
+        ExpNonPositive<V, I>(shifted, &v);
         std::memcpy(q + k, &v, sizeof(v));
       }
       for (; k < dim; ++k) ExpNonPositive<float, int32_t>(p[k] - max, &q[k]);
@@ -46,12 +49,12 @@ __attribute__((always_inline)) inline void SoftmaxRowsBody(const float* x, float
 
 #define REPRISE_SOFTMAX_ARGS const float *x, float *y, int64_t rows, int64_t dim
 __attribute__((target("avx512f"))) void SoftmaxRowsAvx512(REPRISE_SOFTMAX_ARGS) {
-  SoftmaxRowsBody(x, y, rows, dim);
+  SoftmaxRowsBody<Floats16, Ints16>(x, y, rows, dim);
 }
 __attribute__((target("avx2,fma"))) void SoftmaxRowsAvx2(REPRISE_SOFTMAX_ARGS) {
-  SoftmaxRowsBody(x, y, rows, dim);
+  SoftmaxRowsBody<Floats8, Ints8>(x, y, rows, dim);
 }
-void SoftmaxRowsBaseline(REPRISE_SOFTMAX_ARGS) { SoftmaxRowsBody(x, y, rows, dim); }
+void SoftmaxRowsBaseline(REPRISE_SOFTMAX_ARGS) { SoftmaxRowsBody<Floats4, Ints4>(x, y, rows, dim); }
 
 // The copy for this CPU, picked on first use.
 void SoftmaxRows(REPRISE_SOFTMAX_ARGS) {

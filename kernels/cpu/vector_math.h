@@ -13,6 +13,13 @@ namespace reprise::kernels::cpu {
 /// 16 floats / ints (GCC vector extension: one AVX-512 register, two AVX2 ones, four SSE ones).
 typedef float Floats16 __attribute__((vector_size(64)));
 typedef int32_t Ints16 __attribute__((vector_size(64)));
+/// 8 and 4 floats / ints: one AVX2 register, one SSE one. An array loop's copy for an instruction
+/// set takes that set's own register width: GCC 12 moves a wider type through the stack in
+/// halves and reloads it whole, a store-forwarding stall on every vector.
+typedef float Floats8 __attribute__((vector_size(32)));
+typedef int32_t Ints8 __attribute__((vector_size(32)));
+typedef float Floats4 __attribute__((vector_size(16)));
+typedef int32_t Ints4 __attribute__((vector_size(16)));
 
 /// e^x for x <= 0 in arithmetic only, for float or a vector type T with its int counterpart I:
 /// x = n ln2 + r with |r| <= ln2/2 (n rounded by adding 1.5 * 2^23, whose low mantissa bits
@@ -44,23 +51,99 @@ __attribute__((always_inline)) inline void ExpNonPositive(const T& x, T* out) {
   *out = x < -87.0f ? T{} : p * scale;
 }
 
+/// Clamps x to [-limit, limit] in selects (no branches: std::min / std::max on references keep
+/// GCC from vectorising a loop for AVX2); NaN stays NaN. float or a vector type T.
+template <typename T>
+__attribute__((always_inline)) inline void ClampSymmetric(float limit, T* x) {
+  *x = *x < -limit ? T{} - limit : *x;
+  *x = *x > limit ? T{} + limit : *x;
+}
+
 /// tanh(x) ~ x * P(x^2) / Q(x^2) on [-7.905, 7.905] (beyond, tanh rounds to +-1 in float): a
 /// minimax rational approximation, within 5e-7 of tanh in float arithmetic; NaN stays NaN.
-__attribute__((always_inline)) inline float TanhApprox(float x) {
-  x = std::min(std::max(x, -7.90531110763549805f), 7.90531110763549805f);
-  const float x2 = x * x;
-  float p = -2.76076847742355e-16f;
-  p = p * x2 + 2.00018790482477e-13f;
+/// For float or a vector type T (by reference, as ExpNonPositive).
+template <typename T>
+__attribute__((always_inline)) inline void TanhOf(const T& in, T* out) {
+  T x = in;
+  ClampSymmetric(7.90531110763549805f, &x);
+  const T x2 = x * x;
+  T p = x2 * -2.76076847742355e-16f + 2.00018790482477e-13f;
   p = p * x2 - 8.60467152213735e-11f;
   p = p * x2 + 5.12229709037114e-08f;
   p = p * x2 + 1.48572235717979e-05f;
   p = p * x2 + 6.37261928875436e-04f;
   p = p * x2 + 4.89352455891786e-03f;
-  float q = 1.19825839466702e-06f;
-  q = q * x2 + 1.18534705686654e-04f;
+  T q = x2 * 1.19825839466702e-06f + 1.18534705686654e-04f;
   q = q * x2 + 2.26843463243900e-03f;
   q = q * x2 + 4.89352518554385e-03f;
-  return x * p / q;
+  *out = x * p / q;
+}
+
+/// erf(x) ~ x * P(x^2) / Q(x^2) on [-4, 4] (erf is 1 - 1.5e-8 at 4): a minimax rational
+/// approximation, within 5e-7 of erf in float arithmetic; NaN stays NaN. float or a vector T.
+template <typename T>
+__attribute__((always_inline)) inline void ErfOf(const T& in, T* out) {
+  T x = in;
+  ClampSymmetric(4.0f, &x);
+  const T x2 = x * x;
+  T p = x2 * -2.72614225801306e-10f + 2.77068142495902e-08f;
+  p = p * x2 - 2.10102402082508e-06f;
+  p = p * x2 - 5.69250639462346e-05f;
+  p = p * x2 - 7.34990630326855e-04f;
+  p = p * x2 - 2.95459980854025e-03f;
+  p = p * x2 - 1.60960333262415e-02f;
+  T q = x2 * -1.45660718464996e-05f - 2.13374055278905e-04f;
+  q = q * x2 - 1.68282697438203e-03f;
+  q = q * x2 - 7.37332916720468e-03f;
+  q = q * x2 - 1.42647390514189e-02f;
+  *out = x * p / q;
+}
+
+/// The int type of float or float vector type T's width (ExpNonPositive's I).
+template <typename T>
+struct IntsFor;
+template <>
+struct IntsFor<float> {
+  using type = int32_t;
+};
+template <>
+struct IntsFor<Floats4> {
+  using type = Ints4;
+};
+template <>
+struct IntsFor<Floats8> {
+  using type = Ints8;
+};
+template <>
+struct IntsFor<Floats16> {
+  using type = Ints16;
+};
+
+/// y[i] = F(x[i]) for i < n, whole vectors of V (the copy's register width) first, then the
+/// tail one float at a time; F::Of(const T& in, T* out) for float and V (`in` may be `*out`).
+/// `x` may equal `y`.
+template <typename V, typename F>
+__attribute__((always_inline)) inline void MapArray(const float* x, float* y, int64_t n) {
+  constexpr int64_t kLanes = sizeof(V) / sizeof(float);
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    V v;
+    std::memcpy(&v, x + i, sizeof(v));
+    F::Of(v, &v);
+    std::memcpy(y + i, &v, sizeof(v));
+  }
+  for (; i < n; ++i) {
+    float v = x[i];
+    F::Of(v, &v);
+    y[i] = v;
+  }
+}
+
+/// TanhOf for one float.
+__attribute__((always_inline)) inline float TanhApprox(float x) {
+  float y;
+  TanhOf(x, &y);
+  return y;
 }
 
 /// y[i] = 1 / (1 + e^-x[i]) for i < n, through e^-|x| (never a large exponent), so that tiny
