@@ -97,6 +97,25 @@ void BM_Softmax_12x384x384(benchmark::State& state) {
 }
 BENCHMARK(BM_Softmax_12x384x384)->Unit(benchmark::kMillisecond);
 
+// Our own vector loops (vector_math.h, gelu.cc) over 12x384x384 floats: one op per benchmark.
+void BM_Sigmoid_12x384x384(benchmark::State& state) {
+  RunKernel(state, "Sigmoid", {Floats({12, 384, 384}, false, 10)}, {});
+  state.SetItemsProcessed(state.iterations() * 12 * 384 * 384);
+}
+BENCHMARK(BM_Sigmoid_12x384x384)->Unit(benchmark::kMillisecond);
+
+void BM_Tanh_12x384x384(benchmark::State& state) {
+  RunKernel(state, "Tanh", {Floats({12, 384, 384}, false, 11)}, {});
+  state.SetItemsProcessed(state.iterations() * 12 * 384 * 384);
+}
+BENCHMARK(BM_Tanh_12x384x384)->Unit(benchmark::kMillisecond);
+
+void BM_Gelu_12x384x384(benchmark::State& state) {
+  RunKernel(state, "Gelu", {Floats({12, 384, 384}, false, 12)}, {});
+  state.SetItemsProcessed(state.iterations() * 12 * 384 * 384);
+}
+BENCHMARK(BM_Gelu_12x384x384)->Unit(benchmark::kMillisecond);
+
 void BM_MaxPool3x3s2_64x112x112(benchmark::State& state) {
   runtime::Attributes attrs;
   attrs.Set("kernel_shape", std::vector<int64_t>{3, 3});
