@@ -91,30 +91,16 @@ void BM_AddChannelBias_64x56x56(benchmark::State& state) {
 }
 BENCHMARK(BM_AddChannelBias_64x56x56)->Unit(benchmark::kMicrosecond);
 
-void BM_Softmax_12x384x384(benchmark::State& state) {
-  RunKernel(state, "Softmax", {Floats({12, 384, 384}, false, 8)}, {});
+// One op over 12x384x384 floats: Softmax along the last axis and our own vector loops
+// (vector_math.h, gelu.cc).
+void BM_Array_12x384x384(benchmark::State& state, const char* op, uint32_t seed) {
+  RunKernel(state, op, {Floats({12, 384, 384}, false, seed)}, {});
   state.SetItemsProcessed(state.iterations() * 12 * 384 * 384);
 }
-BENCHMARK(BM_Softmax_12x384x384)->Unit(benchmark::kMillisecond);
-
-// Our own vector loops (vector_math.h, gelu.cc) over 12x384x384 floats: one op per benchmark.
-void BM_Sigmoid_12x384x384(benchmark::State& state) {
-  RunKernel(state, "Sigmoid", {Floats({12, 384, 384}, false, 10)}, {});
-  state.SetItemsProcessed(state.iterations() * 12 * 384 * 384);
-}
-BENCHMARK(BM_Sigmoid_12x384x384)->Unit(benchmark::kMillisecond);
-
-void BM_Tanh_12x384x384(benchmark::State& state) {
-  RunKernel(state, "Tanh", {Floats({12, 384, 384}, false, 11)}, {});
-  state.SetItemsProcessed(state.iterations() * 12 * 384 * 384);
-}
-BENCHMARK(BM_Tanh_12x384x384)->Unit(benchmark::kMillisecond);
-
-void BM_Gelu_12x384x384(benchmark::State& state) {
-  RunKernel(state, "Gelu", {Floats({12, 384, 384}, false, 12)}, {});
-  state.SetItemsProcessed(state.iterations() * 12 * 384 * 384);
-}
-BENCHMARK(BM_Gelu_12x384x384)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_Array_12x384x384, Softmax, "Softmax", 8)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_Array_12x384x384, Sigmoid, "Sigmoid", 10)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_Array_12x384x384, Tanh, "Tanh", 11)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_Array_12x384x384, Gelu, "Gelu", 12)->Unit(benchmark::kMillisecond);
 
 void BM_MaxPool3x3s2_64x112x112(benchmark::State& state) {
   runtime::Attributes attrs;
