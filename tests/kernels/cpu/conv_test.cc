@@ -305,8 +305,11 @@ TEST(ConvMiscTest, ActivationsWinogradCannotFuseMatchReference) {
       args.outputs = outs;
       args.workspace = ws.empty() ? nullptr : ws.data();
       ASSERT_TRUE((*blocked)->Run(args).ok());
-      // nChw16c or nChw8c: element (c, i, j) of one image lies at block c / B, then i, j, c % B.
-      const int64_t block = static_cast<int64_t>(floats) / (18 * 18) >= 32 ? 16 : 8;
+      // nChw16c or nChw8c: element (c, i, j) of one image lies at block c / B, then i, j, c % B;
+      // channels-last (the chain layout where oneDNN has no blocked code, e.g. capped at SSE4.1)
+      // is one block of all 20 channels.
+      const int64_t per_pixel = static_cast<int64_t>(floats) / (18 * 18);
+      const int64_t block = per_pixel == 20 ? 20 : per_pixel >= 32 ? 16 : 8;
       const int64_t padded = (20 + block - 1) / block * block;
       ASSERT_EQ(static_cast<int64_t>(floats), padded * 18 * 18);
       for (int64_t c = 0; c < padded; ++c) {

@@ -19,6 +19,15 @@ KernelHarness::KernelHarness() {
 
 KernelHarness::KernelHarness(const runtime::KernelRegistry* registry) : registry_(registry) {}
 
+const void* KernelHarness::KeptCopy(const Tensor& t) const {
+  std::lock_guard<std::mutex> lock(kept_mu_);
+  for (const Kept& k : kept_) {
+    if (k.source == t.bytes.data() && k.bytes == t.bytes) return k.bytes.data();
+  }
+  kept_.push_back(Kept{t.bytes.data(), t.bytes});
+  return kept_.back().bytes.data();
+}
+
 std::vector<runtime::TensorDesc> KernelHarness::Descs(const std::vector<Tensor>& inputs) const {
   std::vector<runtime::TensorDesc> descs;
   for (const Tensor& t : inputs) {
@@ -26,7 +35,7 @@ std::vector<runtime::TensorDesc> KernelHarness::Descs(const std::vector<Tensor>&
     d.dtype = t.dtype;
     d.shape = t.shape;
     d.present = t.present;
-    if (t.known) d.data = t.bytes.data();
+    if (t.known) d.data = KeptCopy(t);
     descs.push_back(d);
   }
   return descs;

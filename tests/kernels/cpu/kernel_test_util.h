@@ -4,7 +4,9 @@
 #define REPRISE_TESTS_KERNELS_CPU_KERNEL_TEST_UTIL_H_
 
 #include <cstring>
+#include <deque>
 #include <memory>
+#include <mutex>
 #include <random>
 #include <string>
 #include <type_traits>
@@ -75,6 +77,11 @@ std::vector<float> RandomFloats(size_t n, uint32_t seed, float lo = -1.0f, float
 
 /// Owns a registry with every CPU kernel (default options), or borrows one (a device's, which
 /// must outlive the harness).
+///
+/// A kernel may keep pointers to the values known at Prepare (a plan keeps its constants alive
+/// for its kernels), so Prepare hands the kernel the harness's own copies of them, which live
+/// as long as the harness: a test may pass temporaries. The same bytes at the same address
+/// share one copy, so the device's packed-weight cache sees one constant, as in a plan.
 class KernelHarness {
  public:
   KernelHarness();
@@ -99,6 +106,14 @@ class KernelHarness {
 
  private:
   std::vector<runtime::TensorDesc> Descs(const std::vector<Tensor>& inputs) const;
+  const void* KeptCopy(const Tensor& t) const;
+
+  struct Kept {
+    const void* source;
+    std::vector<uint8_t> bytes;
+  };
+  mutable std::mutex kept_mu_;
+  mutable std::deque<Kept> kept_;  // a deque: its elements never move
   runtime::KernelRegistry own_;
   const runtime::KernelRegistry* registry_ = &own_;
 };
