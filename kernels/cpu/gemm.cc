@@ -167,8 +167,7 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareGemm(const PrepareContext
   const int threads = context.intra_op_threads;
   // A constant B (a layer's weights) read packed, unless the small kernel takes the product.
   std::shared_ptr<const PackedProduct> packed_b;
-  if (packed == nullptr && !trans_a && alpha == 1.0f &&
-      PreferPackedProduct(m, n, k, trans_b != 0)) {
+  if (packed == nullptr && !trans_a && alpha == 1.0f) {
     packed_b = PackedProduct::Make(context, m, n, k, a[1], trans_b != 0, b_data, b[1]);
   }
   if (packed_b != nullptr) {
@@ -628,8 +627,7 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareFusedMatMul(const Prepare
   if (!b_vector) out.push_back(p.n);
   p.fold_rows =
       perm_a.empty() && !p.trans_a && runtime::NumElements(b_batch) == 1 && a_batch == *batch;
-  if (p.fold_rows && p.alpha == 1.0f && !UseSmallGemm(p.batch * p.m, p.n, p.k) &&
-      PreferPackedProduct(p.batch * p.m, p.n, p.k, p.trans_b)) {
+  if (p.fold_rows && p.alpha == 1.0f && !UseSmallGemm(p.batch * p.m, p.n, p.k)) {
     p.packed = PackedProduct::Make(context, p.batch * p.m, p.n, p.k, p.lda, p.trans_b,
                                    static_cast<const float*>(context.inputs[1].data), p.ldb);
   }
@@ -726,6 +724,18 @@ bool PreferPackedProduct(int64_t m, int64_t n, int64_t k, bool trans_b) {
   return trans_b || (m <= 256 && k * n >= (int64_t{1} << 18));
 }
 
+namespace {
+
+// From this many rows, sgemm on a plain B beats oneDNN's matmul on it (gemm.h).
+constexpr int64_t kSgemmRowsForPlainB = 32;
+
+// A row of B (in floats) whose stride is a multiple of this makes sgemm's reads of B alias in
+// the cache (gemm.h); such rows are kept kLeadingPad floats longer.
+constexpr int64_t kAliasingStride = 128;
+constexpr int64_t kLeadingPad = 16;
+
+}  // namespace
+
 std::shared_ptr<const PackedProduct> PackedProduct::Make(const PrepareContext& context, int64_t m,
                                                          int64_t n, int64_t k, int64_t lda,
                                                          bool trans_b, const float* b, int64_t ldb,
@@ -745,6 +755,25 @@ std::shared_ptr<const PackedProduct> PackedProduct::Make(const PrepareContext& c
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(product->src_, any, product->dst_),
                                           attr, engine);
+    const dnnl_memory_desc_t& chosen = pd.weights_desc().data;
+    if (m >= kSgemmRowsForPlainB && chosen.format_kind == dnnl_blocked &&
+        chosen.format_desc.blocking.inner_nblks == 0) {
+      // oneDNN keeps B plain: sgemm on B row-major, its rows padded off the aliasing strides
+      // (a copy only where B is read transposed or its rows alias).
+      const bool aliasing = ldb % kAliasingStride == 0;
+      if (!trans_b && !aliasing) return nullptr;
+      product->sgemm_ = true;
+      product->m_ = m;
+      product->n_ = n;
+      product->k_ = k;
+      product->lda_ = lda;
+      product->ldy_ = ldy;
+      product->ldb_ = n % kAliasingStride == 0 ? n + kLeadingPad : n;
+      product->weights_ = PackWeights(
+          context, b, plain, memory::desc({k, n}, memory::data_type::f32, {product->ldb_, 1}));
+      return product;
+    }
+    if (!PreferPackedProduct(m, n, k, trans_b)) return nullptr;
     product->weights_ = PackWeights(context, b, plain, pd.weights_desc());
     product->scratch_ = pd.scratchpad_desc();
     product->primitive_ = dnnl::matmul(pd);
@@ -775,6 +804,10 @@ PackedProduct::PackedProduct() : id_(NextProductId()) {}
 
 absl::Status PackedProduct::Run(const float* a, float* y, void* scratch) const {
   using dnnl::memory;
+  if (sgemm_) {
+    return Sgemm(false, false, m_, n_, k_, 1.0f, a, lda_,
+                 static_cast<const float*>(weights_->get_data_handle()), ldb_, 0.0f, y, ldy_);
+  }
   thread_local std::array<BoundOperands, kBoundSlots> bound;
   thread_local size_t next_slot = 0;
   thread_local std::optional<dnnl::stream> stream;

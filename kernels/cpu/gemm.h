@@ -40,10 +40,22 @@ bool PreferPackedProduct(int64_t m, int64_t n, int64_t k, bool trans_b);
 /// the blocked layout of oneDNN's matmul primitive (shared through the device's packed-weight
 /// cache): sgemm packs B again on every call. The scratchpad is the caller's workspace, so one
 /// kernel can run on several streams at once.
+///
+/// Where oneDNN 2.6 has no blocked layout for B (its matmul without AVX-512 is `gemm:jit`), the
+/// primitive is slower than sgemm from 32 rows (AVX2 VM, one thread, 128x512 by 512x2048: 6.9
+/// ms against 3.4-3.9; 197x4096x4096: 180 against 105-110), though often faster below (8x3072x768
+/// 0.87 against 1.87). There sgemm reads B row-major, and a row stride of a multiple of 128
+/// floats (512 bytes) makes its reads alias in the cache: 128x512 by 512x2048 takes 6.6-8.9 ms
+/// with rows of 2048 floats, 3.4-4.0 with rows of 2064 (768x3072: 16.6-20.3 against 8.4-9.1;
+/// 1024x1024: 6.6-8.1 against 3.2-3.3), and a transposed B read untransposed is faster too
+/// (2048x512: 3.8-4.1 against 3.6-3.7). So from 32 rows a PackedProduct whose B stays plain
+/// keeps B row-major in rows padded off those strides (a copy, shared like the blocked
+/// weights) and runs sgemm on it, or is null where the stored B is already such.
 class PackedProduct {
  public:
   PackedProduct();
-  /// Null when oneDNN has no matmul for these operands here (the caller keeps sgemm).
+  /// Null when oneDNN has no matmul for these operands here, when PreferPackedProduct says no,
+  /// or when sgemm reads the stored B as well as a copy (the caller keeps sgemm).
   static std::shared_ptr<const PackedProduct> Make(const runtime::PrepareContext& context,
                                                    int64_t m, int64_t n, int64_t k, int64_t lda,
                                                    bool trans_b, const float* b, int64_t ldb,
@@ -56,6 +68,9 @@ class PackedProduct {
 
  private:
   const uint64_t id_;  // names the memory objects a thread binds to this product's operands
+  // sgemm on weights_ (row-major, leading dimension ldb_) instead of the primitive.
+  bool sgemm_ = false;
+  int64_t m_ = 0, n_ = 0, k_ = 0, lda_ = 0, ldb_ = 0, ldy_ = 0;
   dnnl::memory::desc src_, dst_, scratch_;
   std::shared_ptr<const dnnl::memory> weights_;
   dnnl::matmul primitive_;

@@ -10,6 +10,7 @@
 
 #include "benchmark/benchmark.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/fused_ops.h"
 
 namespace reprise::kernels::cpu {
 namespace {
@@ -84,6 +85,20 @@ void BM_MatMul_384x768x768(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * 2 * 384 * 768 * 768);
 }
 BENCHMARK(BM_MatMul_384x768x768)->Unit(benchmark::kMillisecond);
+
+// A transformer's feed-forward product as exported from a linear layer: 128 rows by constant
+// weights [n, k] read transposed (perm_b folded into FusedMatMul), k x n = 512x2048 and 2048x512.
+void BM_LinearProduct_128(benchmark::State& state) {
+  const int64_t k = state.range(0), n = state.range(1);
+  runtime::Attributes attrs;
+  attrs.Set("perm_b", std::vector<int64_t>{1, 0});
+  RunKernel(state, kFusedMatMulOp, {Floats({1, 128, k}, false, 8), Floats({n, k}, true, 9)}, attrs);
+  state.SetItemsProcessed(state.iterations() * 2 * 128 * k * n);
+}
+BENCHMARK(BM_LinearProduct_128)
+    ->Args({512, 2048})
+    ->Args({2048, 512})
+    ->Unit(benchmark::kMillisecond);
 
 void BM_AddChannelBias_64x56x56(benchmark::State& state) {
   RunKernel(state, "Add", {Floats({1, 64, 56, 56}, false, 6), Floats({1, 64, 1, 1}, true, 7)}, {});
