@@ -11,4 +11,6 @@ tools/install-deps.sh --test
 # ON: a tree first configured by tools/start-server.sh (no tests) gets them.
 cmake --preset "$preset" -DREPRISE_BUILD_TESTS=ON >/dev/null
 cmake --build --preset "$preset"
-ctest --preset "$preset"
+# GoogleTest prints only the failures: a failing binary's whole log (outputOnFailure) is long
+# enough that the failure itself was cut from CI's excerpt.
+GTEST_BRIEF=1 ctest --preset "$preset"
