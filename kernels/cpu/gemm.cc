@@ -755,9 +755,9 @@ std::shared_ptr<const PackedProduct> PackedProduct::Make(const PrepareContext& c
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(product->src_, any, product->dst_),
                                           attr, engine);
-    const dnnl_memory_desc_t& chosen = pd.weights_desc().data;
-    if (m >= kSgemmRowsForPlainB && chosen.format_kind == dnnl_blocked &&
-        chosen.format_desc.blocking.inner_nblks == 0) {
+    const memory::desc chosen = pd.weights_desc();
+    if (m >= kSgemmRowsForPlainB && chosen.data.format_kind == dnnl_blocked &&
+        chosen.data.format_desc.blocking.inner_nblks == 0) {
       // oneDNN keeps B plain: sgemm on B row-major, its rows padded off the aliasing strides
       // (a copy only where B is read transposed or its rows alias).
       const bool aliasing = ldb % kAliasingStride == 0;
