@@ -128,6 +128,7 @@ class ConvKernel final : public PreparedKernel {
     // W in the primitive's layout, shared by the plans of the device (see PackWeights); null
     // when the weights are bound at Run.
     std::shared_ptr<const memory> packed_weights;
+    std::shared_ptr<const std::vector<float>> trimmed_weights;  // what packed_weights came from
     memory::desc src_plain, dst_plain;  // X and Y as stored (plain or channels-last)
     memory::desc residual_md;           // R as stored
     bool has_bias = false;
@@ -271,10 +272,71 @@ struct ConvGeometry {
   Shape y;       // the convolution's output
   Shape y_out;   // the kernel's output: y, or the fused depthwise convolution's output
   bool has_bias = false;
-  bool known_weights = false;  // W is a plan-time constant (packed once)
+  bool known_weights = false;     // W is a plan-time constant (packed once)
+  const void* weights = nullptr;  // W's plan-time value: the input's, or `trimmed`'s
+  // W without the taps that read only padding (TrimPaddingTaps); null when none were.
+  std::shared_ptr<const std::vector<float>> trimmed;
 
   bool empty() const { return runtime::NumElements(x) == 0 || runtime::NumElements(y) == 0; }
 };
+
+// Drops the leading and trailing taps of each spatial axis that read only padding for every
+// output position (a dilated convolution wider than its input: DeepLabV3's atrous 3x3
+// convolutions at dilation 24 and 36 over a 14x14 or 28x28 map are 1x1 convolutions with the
+// centre weights), moving the pads so that the output stays the same. Exact: the dropped taps
+// multiply zeros. The trimmed weights are a copy, which the kernel keeps.
+void TrimPaddingTaps(ConvGeometry* g) {
+  const size_t rank = g->win.kernel.size();
+  std::vector<int64_t> first(rank), count(rank);
+  bool trims = false;
+  for (size_t i = 0; i < rank; ++i) {
+    const int64_t in = g->x[i + 2], k = g->win.kernel[i], d = g->win.dilations[i];
+    const int64_t reach = (g->win.output[i] - 1) * g->win.strides[i];  // last output's offset
+    const int64_t pb = g->win.pads_begin[i], pe = g->win.pads_end[i];
+    int64_t lo = 0, hi = k - 1;
+    while (lo <= hi && reach + lo * d - pb < 0) ++lo;  // tap lo reads before the input
+    while (hi >= lo && hi * d - pb >= in) --hi;        // tap hi reads after it
+    first[i] = lo;
+    count[i] = hi - lo + 1;
+    // All taps dead (the output is the bias), or the pads would turn negative: keep them all.
+    if (count[i] <= 0 || pb - lo * d < 0 || pe - (k - 1 - hi) * d < 0) {
+      first[i] = 0;
+      count[i] = k;
+    }
+    trims = trims || count[i] < k;
+  }
+  if (!trims) return;
+  // W [M, C/group, k...] -> [M, C/group, count...], taps first[i] .. first[i] + count[i] - 1.
+  const int64_t outer = g->w[0] * g->w[1];
+  int64_t old_taps = 1, new_taps = 1;
+  for (size_t i = 0; i < rank; ++i) {
+    old_taps *= g->win.kernel[i];
+    new_taps *= count[i];
+  }
+  auto trimmed = std::make_shared<std::vector<float>>(static_cast<size_t>(outer * new_taps));
+  const float* w = static_cast<const float*>(g->weights);
+  std::vector<int64_t> at(rank, 0);  // the new tap's index along each axis
+  for (int64_t t = 0; t < new_taps; ++t) {
+    int64_t source = 0;
+    for (size_t i = 0; i < rank; ++i) source = source * g->win.kernel[i] + first[i] + at[i];
+    for (int64_t o = 0; o < outer; ++o) {
+      (*trimmed)[o * new_taps + t] = w[o * old_taps + source];
+    }
+    for (size_t i = rank; i-- > 0;) {
+      if (++at[i] < count[i]) break;
+      at[i] = 0;
+    }
+  }
+  for (size_t i = 0; i < rank; ++i) {
+    const int64_t k = g->win.kernel[i], d = g->win.dilations[i];
+    g->win.pads_begin[i] -= first[i] * d;
+    g->win.pads_end[i] -= (k - first[i] - count[i]) * d;
+    g->win.kernel[i] = count[i];
+    g->w[i + 2] = count[i];
+  }
+  g->weights = trimmed->data();
+  g->trimmed = std::move(trimmed);
+}
 
 // Step 1: the inputs, the window and the output shapes (with a depthwise post-op, Y is the
 // depthwise convolution's output).
@@ -304,13 +366,15 @@ absl::StatusOr<ConvGeometry> CheckConvGeometry(const PrepareContext& context,
     }
     for (size_t i = 2; i < 4; ++i) g.y_out[i] = (g.y[i] - 1) / post.depthwise->stride + 1;
   }
+  g.has_bias = HasInput(context, 2);
+  g.known_weights = context.inputs[1].data != nullptr;
+  g.weights = context.inputs[1].data;
+  if (g.known_weights && !post.depthwise.has_value() && !g.empty()) TrimPaddingTaps(&g);
   g.w_dims = g.w;
   if (g.group > 1) {
     g.w_dims[0] = g.w[0] / g.group;
     g.w_dims.insert(g.w_dims.begin(), g.group);
   }
-  g.has_bias = HasInput(context, 2);
-  g.known_weights = context.inputs[1].data != nullptr;
   return g;
 }
 
@@ -478,8 +542,8 @@ absl::Status PackConvWeights(const PrepareContext& context, const ConvGeometry& 
                              ConvKernel::Parts* parts) {
   const dnnl::convolution_forward::primitive_desc& pd = parts->pd;
   if (g.known_weights) {
-    parts->packed_weights =
-        PackWeights(context, context.inputs[1].data, d.w_plain, pd.weights_desc());
+    parts->packed_weights = PackWeights(context, g.weights, d.w_plain, pd.weights_desc());
+    parts->trimmed_weights = g.trimmed;  // PackWeights may borrow them
   }
   if (!post.depthwise.has_value()) return absl::OkStatus();
   const ConvPostOps::Depthwise& dw = *post.depthwise;

@@ -102,7 +102,14 @@ INSTANTIATE_TEST_SUITE_P(
                       // 3x3 stride 1 with >= 196 output pixels: Winograd where oneDNN has it.
                       ConvCase{1, 32, 14, 14, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},
                       ConvCase{2, 64, 10, 10, 48, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},
-                      ConvCase{4, 16, 9, 9, 16, 3, 3, 1, 1, 1, 1, 1, 0, 0, 0, 0}),
+                      ConvCase{4, 16, 9, 9, 16, 3, 3, 1, 1, 1, 1, 1, 0, 0, 0, 0},
+                      // Taps that read only padding (dropped when the weights are known): all
+                      // but the centre (atrous 3x3 at dilation 24 over 14x14); along H only,
+                      // grouped and strided; and along W where dropping them would need a
+                      // negative pad (kept).
+                      ConvCase{1, 16, 14, 14, 8, 3, 3, 1, 1, 1, 24, 24, 24, 24, 24, 24},
+                      ConvCase{1, 8, 5, 7, 6, 3, 3, 2, 2, 1, 6, 2, 6, 2, 6, 2},
+                      ConvCase{1, 4, 6, 4, 4, 1, 5, 1, 1, 1, 1, 3, 0, 7, 0, 2}),
     [](const ::testing::TestParamInfo<ConvCase>& param_info) {
       const ConvCase& p = param_info.param;
       return absl::StrCat("n", p.n, "c", p.c, "m", p.m, "k", p.kh, "x", p.kw, "g", p.group, "s",
