@@ -282,9 +282,9 @@ struct ConvGeometry {
 
 // Drops the leading and trailing taps of each spatial axis that read only padding for every
 // output position (a dilated convolution wider than its input: DeepLabV3's atrous 3x3
-// convolutions at dilation 24 and 36 over a 14x14 or 28x28 map are 1x1 convolutions with the
-// centre weights), moving the pads so that the output stays the same. Exact: the dropped taps
-// multiply zeros. The trimmed weights are a copy, which the kernel keeps.
+// convolutions at dilation 24 and 36 over a 14x14 map, and at 36 over 28x28, are 1x1
+// convolutions with the centre weights), moving the pads so that the output stays the same. Exact:
+// the dropped taps multiply zeros. The trimmed weights are a copy, which the kernel keeps.
 void TrimPaddingTaps(ConvGeometry* g) {
   const size_t rank = g->win.kernel.size();
   std::vector<int64_t> first(rank), count(rank);
