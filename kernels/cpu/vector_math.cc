@@ -11,7 +11,7 @@ struct SigmoidMap {
   __attribute__((always_inline)) static void Of(const T& in, T* out) {
     const T v = in;
     T e;
-    ExpNonPositive<T, typename IntsFor<T>::type>(v < 0.0f ? v : -v, &e);
+    ExpNonPositive<T, IntsFor<T>>(v < 0.0f ? v : -v, &e);
     const T one = T{} + 1.0f;
     *out = (v >= 0.0f ? one : e) / (e + 1.0f);
   }

@@ -5,8 +5,11 @@
 #define REPRISE_KERNELS_CPU_VECTOR_MATH_H_
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
+#include <utility>
 
 namespace reprise::kernels::cpu {
 
@@ -59,65 +62,55 @@ __attribute__((always_inline)) inline void ClampSymmetric(float limit, T* x) {
   *x = *x > limit ? T{} + limit : *x;
 }
 
-/// tanh(x) ~ x * P(x^2) / Q(x^2) on [-7.905, 7.905] (beyond, tanh rounds to +-1 in float): a
-/// minimax rational approximation, within 5e-7 of tanh in float arithmetic; NaN stays NaN.
-/// For float or a vector type T (by reference, as ExpNonPositive).
+/// *out = x * P(x^2) / Q(x^2), x being `in` clamped to [-limit, limit]: an odd rational
+/// approximation; P and Q by Horner's rule from their highest coefficient. float or a vector T.
+template <typename T, size_t kP, size_t kQ>
+__attribute__((always_inline)) inline void OddRational(const T& in, float limit,
+                                                       const float (&p)[kP], const float (&q)[kQ],
+                                                       T* out) {
+  static_assert(kP >= 2 && kQ >= 2);
+  T x = in;
+  ClampSymmetric(limit, &x);
+  const T x2 = x * x;
+  T pv = x2 * p[0] + p[1];
+  for (size_t i = 2; i < kP; ++i) pv = pv * x2 + p[i];
+  T qv = x2 * q[0] + q[1];
+  for (size_t i = 2; i < kQ; ++i) qv = qv * x2 + q[i];
+  *out = x * pv / qv;
+}
+
+/// tanh(x) on [-7.905, 7.905] (beyond, tanh rounds to +-1 in float): a minimax rational
+/// approximation, within 5e-7 of tanh in float arithmetic; NaN stays NaN. For float or a vector
+/// type T (by reference, as ExpNonPositive).
 template <typename T>
 __attribute__((always_inline)) inline void TanhOf(const T& in, T* out) {
-  T x = in;
-  ClampSymmetric(7.90531110763549805f, &x);
-  const T x2 = x * x;
-  T p = x2 * -2.76076847742355e-16f + 2.00018790482477e-13f;
-  p = p * x2 - 8.60467152213735e-11f;
-  p = p * x2 + 5.12229709037114e-08f;
-  p = p * x2 + 1.48572235717979e-05f;
-  p = p * x2 + 6.37261928875436e-04f;
-  p = p * x2 + 4.89352455891786e-03f;
-  T q = x2 * 1.19825839466702e-06f + 1.18534705686654e-04f;
-  q = q * x2 + 2.26843463243900e-03f;
-  q = q * x2 + 4.89352518554385e-03f;
-  *out = x * p / q;
+  static constexpr float kP[] = {
+      -2.76076847742355e-16f, 2.00018790482477e-13f, -8.60467152213735e-11f, 5.12229709037114e-08f,
+      1.48572235717979e-05f,  6.37261928875436e-04f, 4.89352455891786e-03f};
+  static constexpr float kQ[] = {1.19825839466702e-06f, 1.18534705686654e-04f,
+                                 2.26843463243900e-03f, 4.89352518554385e-03f};
+  OddRational(in, 7.90531110763549805f, kP, kQ, out);
 }
 
-/// erf(x) ~ x * P(x^2) / Q(x^2) on [-4, 4] (erf is 1 - 1.5e-8 at 4): a minimax rational
-/// approximation, within 5e-7 of erf in float arithmetic; NaN stays NaN. float or a vector T.
+/// erf(x) on [-4, 4] (erf is 1 - 1.5e-8 at 4): a minimax rational approximation, within 5e-7
+/// of erf in float arithmetic; NaN stays NaN. float or a vector T.
 template <typename T>
 __attribute__((always_inline)) inline void ErfOf(const T& in, T* out) {
-  T x = in;
-  ClampSymmetric(4.0f, &x);
-  const T x2 = x * x;
-  T p = x2 * -2.72614225801306e-10f + 2.77068142495902e-08f;
-  p = p * x2 - 2.10102402082508e-06f;
-  p = p * x2 - 5.69250639462346e-05f;
-  p = p * x2 - 7.34990630326855e-04f;
-  p = p * x2 - 2.95459980854025e-03f;
-  p = p * x2 - 1.60960333262415e-02f;
-  T q = x2 * -1.45660718464996e-05f - 2.13374055278905e-04f;
-  q = q * x2 - 1.68282697438203e-03f;
-  q = q * x2 - 7.37332916720468e-03f;
-  q = q * x2 - 1.42647390514189e-02f;
-  *out = x * p / q;
+  static constexpr float kP[] = {-2.72614225801306e-10f, 2.77068142495902e-08f,
+                                 -2.10102402082508e-06f, -5.69250639462346e-05f,
+                                 -7.34990630326855e-04f, -2.95459980854025e-03f,
+                                 -1.60960333262415e-02f};
+  static constexpr float kQ[] = {-1.45660718464996e-05f, -2.13374055278905e-04f,
+                                 -1.68282697438203e-03f, -7.37332916720468e-03f,
+                                 -1.42647390514189e-02f};
+  OddRational(in, 4.0f, kP, kQ, out);
 }
 
-/// The int type of float or float vector type T's width (ExpNonPositive's I).
+/// The int type of float or float vector type T's width (ExpNonPositive's I): a vector
+/// comparison's result is the signed int vector of its width.
 template <typename T>
-struct IntsFor;
-template <>
-struct IntsFor<float> {
-  using type = int32_t;
-};
-template <>
-struct IntsFor<Floats4> {
-  using type = Ints4;
-};
-template <>
-struct IntsFor<Floats8> {
-  using type = Ints8;
-};
-template <>
-struct IntsFor<Floats16> {
-  using type = Ints16;
-};
+using IntsFor = std::conditional_t<std::is_same_v<T, float>, int32_t,
+                                   decltype(std::declval<T>() < std::declval<T>())>;
 
 /// y[i] = F(x[i]) for i < n, whole vectors of V (the copy's register width) first, then the
 /// tail one float at a time; F::Of(const T& in, T* out) for float and V (`in` may be `*out`).
