@@ -70,6 +70,7 @@ int main(int argc, char** argv) {
   engine_options.memory_budget_bytes = config.capture_memory_budget_bytes;
   engine_options.max_plan_bytes = config.max_plan_bytes;
   engine_options.cpu_kernels.conv_winograd = config.kernels_conv_winograd;
+  engine_options.cpu_kernels.conv_taps_as_channels = config.kernels_conv_taps_as_channels;
   // Checked by the config parser (auto or nhwc).
   engine_options.cpu_kernels.conv_chain_layout =
       reprise::kernels::cpu::ParseConvChainLayout(config.kernels_conv_chain_layout)

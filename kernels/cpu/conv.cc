@@ -34,6 +34,7 @@ struct ConvWorkspace {
   size_t scratch = 0;  // oneDNN's scratchpad
   size_t src = 0;      // X in the primitive's layout (when not plain)
   size_t dst = 0;      // Y in the primitive's layout (when not plain)
+  size_t col = 0;      // X gathered per tap (taps as channels)
   size_t total = 0;
 };
 
@@ -125,6 +126,9 @@ class ConvKernel final : public PreparedKernel {
  public:
   struct Parts {
     dnnl::convolution_forward::primitive_desc pd;
+    memory::desc src_md;  // X as the kernel reads it: pd's source, or the source of `taps`
+    // Set when pd is the 1x1 convolution over X gathered per tap (conv.h, TapGather).
+    std::optional<TapGather> taps;
     // W in the primitive's layout, shared by the plans of the device (see PackWeights); null
     // when the weights are bound at Run.
     std::shared_ptr<const memory> packed_weights;
@@ -155,9 +159,9 @@ class ConvKernel final : public PreparedKernel {
         p_(std::move(parts)),
         primitive_(p_.pd) {
     const dnnl::engine& engine = CpuEngine();
-    if (p_.pd.src_desc() != p_.src_plain) {
-      src_reorder_ = dnnl::reorder(
-          dnnl::reorder::primitive_desc(engine, p_.src_plain, engine, p_.pd.src_desc()));
+    if (p_.src_md != p_.src_plain) {
+      src_reorder_ =
+          dnnl::reorder(dnnl::reorder::primitive_desc(engine, p_.src_plain, engine, p_.src_md));
     }
     if (p_.pd.dst_desc() != p_.dst_plain) {
       dst_reorder_ = dnnl::reorder(
@@ -175,7 +179,9 @@ class ConvKernel final : public PreparedKernel {
   size_t output_storage_bytes(size_t i) const override {
     return i == 0 ? p_.dst_plain.get_size() : 0;
   }
-  std::string implementation() const override { return p_.pd.impl_info_str(); }
+  std::string implementation() const override {
+    return absl::StrCat(p_.pd.impl_info_str(), p_.taps.has_value() ? " (taps as channels)" : "");
+  }
 
   // Plain Y += broadcast R, then the activation.
   void BroadcastEpilogue(const KernelArgs& args) const {
@@ -200,8 +206,15 @@ class ConvKernel final : public PreparedKernel {
       memory dst_plain(p_.dst_plain, engine, args.outputs[0]);
       memory src = src_plain;
       if (src_reorder_) {
-        src = memory(p_.pd.src_desc(), engine, ws + p_.workspace.src);
+        src = memory(p_.src_md, engine, ws + p_.workspace.src);
         src_reorder_.execute(stream, src_plain, src);
+      }
+      if (p_.taps.has_value()) {
+        stream.wait();
+        memory col(p_.pd.src_desc(), engine, ws + p_.workspace.col);
+        GatherTaps(*p_.taps, static_cast<const float*>(src.get_data_handle()),
+                   static_cast<float*>(col.get_data_handle()), p_.threads);
+        src = col;
       }
       memory dst = dst_plain;
       if (dst_reorder_) dst = memory(p_.pd.dst_desc(), engine, ws + p_.workspace.dst);
@@ -535,13 +548,87 @@ absl::StatusOr<dnnl::convolution_forward::primitive_desc> ChooseConvPrimitive(
       attr, engine);
 }
 
+// Where taps as channels (conv.h) is tried: oneDNN's direct AVX2 convolution (its AVX-512 one and
+// its other algorithms are left alone), 2-D, one group, weights known at plan time, more than one
+// tap, a reduction (C x taps) of at least kTapsMinReduction, at least kTapsMinOutputChannels
+// output channels, at most kTapsMaxThreadPixels output pixels per image and intra-op thread, and
+// a gathered input of at most kTapsMaxColBytes. Measured on a grid of 3x3 convolutions (C
+// 64-512, outputs 7x7-56x56, stride 1 and 2, batch 1 at one and two threads, batch 8 at one;
+// docs/benchmarks.md): inside these bounds the 1x1 form took 0.6-1.0x the direct time; below
+// the reduction, or at 28x28 outputs with two threads and 56x56 with one, it lost up to 1.5x
+// (the gather's copy is then not paid back).
+constexpr int64_t kTapsMinReduction = 1440;
+constexpr int64_t kTapsMinOutputChannels = 64;
+constexpr int64_t kTapsMaxThreadPixels = 28 * 28;
+constexpr size_t kTapsMaxColBytes = size_t{64} << 20;
+
+// Step 5b: the direct convolution replaced by a 1x1 convolution over X gathered per tap where
+// that shape calls for it and oneDNN runs the 1x1 with its 1x1 kernel; the weights are packed
+// here (through the device's cache, keyed by how they read W).
+void TryTapsAsChannels(const PrepareContext& context, const ConvGeometry& g, const ConvDescs& d,
+                       const ConvPostOps& post, const dnnl::primitive_attr& attr,
+                       ConvKernel::Parts* parts) {
+  const int64_t m = g.w[0], c = g.x[1];
+  if (!CpuOptionsOf(context).conv_taps_as_channels || g.x.size() != 4 || g.group != 1 ||
+      !g.known_weights || post.depthwise.has_value() || parts->deferred_activation ||
+      !absl::StartsWith(parts->pd.impl_info_str(), "jit:avx2")) {
+    return;
+  }
+  const int64_t taps = g.w[2] * g.w[3];
+  if (taps < 2 || c * taps < kTapsMinReduction || m < kTapsMinOutputChannels ||
+      g.y[2] * g.y[3] * std::max(1, context.intra_op_threads) > kTapsMaxThreadPixels) {
+    return;
+  }
+  const dnnl::engine& engine = CpuEngine();
+  const memory::desc& src = parts->pd.src_desc();
+  std::optional<TapGather> gather;
+  memory::format_tag tag = memory::format_tag::undef;
+  for (memory::format_tag t : {memory::format_tag::nChw8c, memory::format_tag::nhwc}) {
+    if (src == memory::desc(src.dims(), memory::data_type::f32, t)) tag = t;
+  }
+  if (tag == memory::format_tag::undef) return;
+  gather = MakeTapGather(g.x, {g.y[2], g.y[3]}, g.win.kernel, g.win.strides, g.win.dilations,
+                         g.win.pads_begin, tag);
+  if (!gather.has_value()) return;
+  const memory::desc col_md({g.y[0], c * taps, g.y[2], g.y[3]}, memory::data_type::f32, tag);
+  if (col_md.get_size() > kTapsMaxColBytes) return;
+  std::optional<dnnl::convolution_forward::primitive_desc> pd;
+  try {
+    pd.emplace(dnnl::convolution_forward::desc(
+                   dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, col_md,
+                   AnyLayout(PlainDesc({m, c * taps, 1, 1})), d.b_md, parts->pd.dst_desc(), {1, 1},
+                   {0, 0}, {0, 0}, {0, 0}),
+               attr, engine);
+  } catch (const dnnl::error&) {
+    return;
+  }
+  if (!absl::StartsWith(pd->impl_info_str(), "jit_1x1") || pd->dst_desc() != parts->pd.dst_desc()) {
+    return;
+  }
+  // The 1x1 weights [M, taps * C] read W [M, C, taps] as [M, taps, C]: strides (C taps, 1, taps).
+  const memory::desc read({m, taps, c}, memory::data_type::f32, memory::dims{c * taps, 1, taps});
+  const float* w = static_cast<const float*>(g.weights);
+  parts->packed_weights =
+      PackWeightsVia(context, g.weights, read, pd->weights_desc(), [&](memory& to) {
+        std::vector<float> plain = TapsAsChannelsWeights(w, m, c, taps);
+        memory from(PlainDesc({m, c * taps, 1, 1}), engine, plain.data());
+        dnnl::stream stream(engine);
+        dnnl::reorder(from, to).execute(stream, from, to);
+        stream.wait();
+      });
+  parts->trimmed_weights = g.trimmed;  // the cache's key; keeps the address in use
+  parts->src_md = src;
+  parts->pd = *std::move(pd);
+  parts->taps = gather;
+}
+
 // Step 6: the weights known at plan time in the primitive's layout (shared through the device's
 // cache), and the fused depthwise convolution's weights and bias.
 absl::Status PackConvWeights(const PrepareContext& context, const ConvGeometry& g,
                              const ConvDescs& d, const ConvPostOps& post,
                              ConvKernel::Parts* parts) {
   const dnnl::convolution_forward::primitive_desc& pd = parts->pd;
-  if (g.known_weights) {
+  if (g.known_weights && parts->packed_weights == nullptr) {
     parts->packed_weights = PackWeights(context, g.weights, d.w_plain, pd.weights_desc());
     parts->trimmed_weights = g.trimmed;  // PackWeights may borrow them
   }
@@ -574,10 +661,12 @@ ConvWorkspace LayOutConvWorkspace(const ConvKernel::Parts& parts) {
   ConvWorkspace ws;
   ws.scratch = 0;
   ws.src = ConvAlignUp(pd.scratchpad_desc().get_size());
-  const size_t src_bytes = pd.src_desc() != parts.src_plain ? pd.src_desc().get_size() : 0;
+  const size_t src_bytes = parts.src_md != parts.src_plain ? parts.src_md.get_size() : 0;
   ws.dst = ws.src + ConvAlignUp(src_bytes);
   const size_t dst_bytes = pd.dst_desc() != parts.dst_plain ? pd.dst_desc().get_size() : 0;
-  ws.total = ws.dst + ConvAlignUp(dst_bytes);
+  ws.col = ws.dst + ConvAlignUp(dst_bytes);
+  const size_t col_bytes = parts.taps.has_value() ? pd.src_desc().get_size() : 0;
+  ws.total = ws.col + ConvAlignUp(col_bytes);
   return ws;
 }
 
@@ -638,6 +727,8 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareConvWith(const PrepareCon
         parts.deferred_activation = true;
       }
     }
+    parts.src_md = parts.pd.src_desc();
+    TryTapsAsChannels(context, g, descs, post, attr, &parts);
     RETURN_IF_ERROR(PackConvWeights(context, g, descs, post, &parts));
     parts.workspace = LayOutConvWorkspace(parts);
     return std::make_unique<ConvKernel>(context.op, NodeLabel(context), std::move(outputs),

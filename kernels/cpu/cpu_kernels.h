@@ -29,6 +29,10 @@ struct CpuKernelOptions {
   /// Try oneDNN's Winograd algorithm for 2-D 3x3 stride-1 convolutions with weights known at
   /// plan time (oneDNN has it with AVX-512 only); false: the direct algorithm always.
   bool conv_winograd = true;
+  /// Run a KxK convolution whose direct kernel here is oneDNN's AVX2 one, and whose reduction (C
+  /// x KH x KW) is large, as a 1x1 convolution over its input gathered per tap (conv.h); false:
+  /// oneDNN's direct kernel always.
+  bool conv_taps_as_channels = true;
   ConvChainLayout conv_chain_layout = ConvChainLayout::kAuto;
 };
 

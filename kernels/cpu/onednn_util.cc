@@ -58,21 +58,31 @@ PackedWeightStats PackedWeightCache::stats() const {
 std::shared_ptr<const memory> PackWeights(const runtime::PrepareContext& context,
                                           const void* source, const memory::desc& plain,
                                           const memory::desc& packed) {
-  const dnnl::engine& engine = CpuEngine();
-  memory from(plain, engine, const_cast<void*>(source));
   // Borrowed: the plan keeps the source alive.
-  if (packed == plain) return std::make_shared<const memory>(from);
+  if (packed == plain) {
+    return std::make_shared<const memory>(plain, CpuEngine(), const_cast<void*>(source));
+  }
+  return PackWeightsVia(context, source, plain, packed, [&](memory& to) {
+    memory from(plain, CpuEngine(), const_cast<void*>(source));
+    dnnl::stream stream(CpuEngine());
+    dnnl::reorder(from, to).execute(stream, from, to);
+    stream.wait();
+  });
+}
+
+std::shared_ptr<const memory> PackWeightsVia(const runtime::PrepareContext& context,
+                                             const void* source, const memory::desc& read,
+                                             const memory::desc& packed,
+                                             absl::FunctionRef<void(memory&)> pack) {
   const CpuKernelState* state = CpuKernelStateOf(context);
   PackedWeightCache* cache = state != nullptr ? &state->weight_cache() : nullptr;
   if (cache != nullptr) {
-    if (auto hit = cache->Find(source, plain, packed)) return hit;
+    if (auto hit = cache->Find(source, read, packed)) return hit;
   }
-  auto to = std::make_shared<memory>(packed, engine);
-  dnnl::stream stream(engine);
-  dnnl::reorder(from, *to).execute(stream, from, *to);
-  stream.wait();
+  auto to = std::make_shared<memory>(packed, CpuEngine());
+  pack(*to);
   std::shared_ptr<const memory> result = std::move(to);
-  if (cache != nullptr) cache->Add(source, plain, packed, result);
+  if (cache != nullptr) cache->Add(source, read, packed, result);
   return result;
 }
 

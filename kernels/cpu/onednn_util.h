@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "dnnl.hpp"
@@ -58,6 +59,17 @@ class PackedWeightCache {
 std::shared_ptr<const dnnl::memory> PackWeights(const runtime::PrepareContext& context,
                                                 const void* source, const dnnl::memory::desc& plain,
                                                 const dnnl::memory::desc& packed);
+
+/// Weights of `source` packed by `pack` (which fills the memory of layout `packed`), or found in
+/// the device's packed-weight cache under (`source`, `read`, `packed`). `read` describes how the
+/// packed weights read `source` (dimensions and strides over its bytes): for weights that no
+/// reorder of `source` gives (a permutation of their dimensions that `packed`'s dimensions do not
+/// show), the key that tells them apart from other readings of the same bytes.
+std::shared_ptr<const dnnl::memory> PackWeightsVia(const runtime::PrepareContext& context,
+                                                   const void* source,
+                                                   const dnnl::memory::desc& read,
+                                                   const dnnl::memory::desc& packed,
+                                                   absl::FunctionRef<void(dnnl::memory&)> pack);
 
 /// Row-major descriptor of `dims` (rank 1 to 6), float32 unless `type` says otherwise.
 dnnl::memory::desc PlainDesc(const runtime::Shape& dims,

@@ -109,7 +109,14 @@ INSTANTIATE_TEST_SUITE_P(
                       // negative pad (kept).
                       ConvCase{1, 16, 14, 14, 8, 3, 3, 1, 1, 1, 24, 24, 24, 24, 24, 24},
                       ConvCase{1, 8, 5, 7, 6, 3, 3, 2, 2, 1, 6, 2, 6, 2, 6, 2},
-                      ConvCase{1, 4, 6, 4, 4, 1, 5, 1, 1, 1, 1, 3, 0, 7, 0, 2}),
+                      ConvCase{1, 4, 6, 4, 4, 1, 5, 1, 1, 1, 1, 3, 0, 7, 0, 2},
+                      // A reduction (C x taps) of at least 1536: with known weights, a 1x1
+                      // convolution over the input gathered per tap where oneDNN's direct
+                      // kernel is its AVX2 one (conv.h); batch 2, and strided along H or W,
+                      // dilated, 3x2, with uneven pads.
+                      ConvCase{2, 176, 6, 5, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},
+                      ConvCase{1, 264, 9, 7, 72, 3, 2, 1, 2, 1, 2, 2, 2, 1, 0, 1},
+                      ConvCase{1, 160, 5, 9, 64, 3, 3, 1, 1, 2, 1, 1, 1, 1, 1, 2}),
     [](const ::testing::TestParamInfo<ConvCase>& param_info) {
       const ConvCase& p = param_info.param;
       return absl::StrCat("n", p.n, "c", p.c, "m", p.m, "k", p.kh, "x", p.kw, "g", p.group, "s",

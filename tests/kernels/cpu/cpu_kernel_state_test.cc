@@ -49,6 +49,12 @@ CpuKernelOptions WithoutWinograd() {
   return options;
 }
 
+CpuKernelOptions WithoutTapsAsChannels() {
+  CpuKernelOptions options;
+  options.conv_taps_as_channels = false;
+  return options;
+}
+
 CpuKernelOptions NhwcChains() {
   CpuKernelOptions options;
   options.conv_chain_layout = ConvChainLayout::kNhwc;
@@ -115,6 +121,19 @@ void ExpectNear(const std::vector<float>& got, const std::vector<float>& want) {
   }
 }
 
+// Conv of `conv` prepared on `device`, run, and checked against the reference: its
+// implementation ("" when Prepare failed, which is reported).
+std::string RunSameConv(const TestDevice& device, const SameConv& conv) {
+  KernelHarness h(device.kernels());
+  auto kernel = h.Prepare("Conv", conv.Inputs(), conv.Attributes());
+  EXPECT_TRUE(kernel.ok()) << kernel.status();
+  if (!kernel.ok()) return "";
+  auto out = h.RunPrepared(**kernel, conv.Inputs());
+  EXPECT_TRUE(out.ok()) << out.status();
+  if (out.ok()) ExpectNear((*out)[0].Values<float>(), conv.Reference());
+  return (*kernel)->implementation();
+}
+
 TEST(CpuKernelStateTest, RegistryHoldsTheOptionsItWasRegisteredWith) {
   TestDevice fast = MakeDevice({});
   TestDevice direct = MakeDevice(WithoutWinograd());
@@ -138,19 +157,7 @@ TEST(CpuKernelStateTest, WinogradIsADeviceOption) {
   ASSERT_NE(fast.device, nullptr);
   ASSERT_NE(direct.device, nullptr);
   const SameConv conv(16, 16, 16, 3);  // 256 output pixels
-  const std::vector<float> want = conv.Reference();
-  std::string implementation[2];
-  int i = 0;
-  for (const TestDevice* device : {&fast, &direct}) {
-    SCOPED_TRACE(i == 0 ? "winograd allowed" : "winograd off");
-    KernelHarness h(device->kernels());
-    auto kernel = h.Prepare("Conv", conv.Inputs(), conv.Attributes());
-    ASSERT_TRUE(kernel.ok()) << kernel.status();
-    implementation[i++] = (*kernel)->implementation();
-    auto out = h.RunPrepared(**kernel, conv.Inputs());
-    ASSERT_TRUE(out.ok()) << out.status();
-    ExpectNear((*out)[0].Values<float>(), want);
-  }
+  const std::string implementation[2] = {RunSameConv(fast, conv), RunSameConv(direct, conv)};
   EXPECT_FALSE(implementation[1].empty());
   EXPECT_THAT(implementation[1], Not(HasSubstr("wino")));
   if (!absl::StrContains(implementation[0], "wino")) {
@@ -158,6 +165,54 @@ TEST(CpuKernelStateTest, WinogradIsADeviceOption) {
                  << implementation[0];
   }
   EXPECT_NE(implementation[0], implementation[1]);
+}
+
+// Taps as channels (conv.h): a 3x3 convolution of 192 channels (a reduction of 1728) whose
+// direct kernel is oneDNN's AVX2 one runs as a 1x1 convolution over its input gathered per tap,
+// from a plain input (gathered from the blocked layout) and from a channels-last one; with the
+// option off, on the direct kernel. The same values every way.
+TEST(CpuKernelStateTest, TapsAsChannelsIsADeviceOption) {
+  TestDevice taps = MakeDevice({});
+  TestDevice direct = MakeDevice(WithoutTapsAsChannels());
+  TestDevice nhwc = MakeDevice(NhwcChains());
+  ASSERT_NE(taps.device, nullptr);
+  ASSERT_NE(direct.device, nullptr);
+  ASSERT_NE(nhwc.device, nullptr);
+  const SameConv conv(192, 7, 6, 3);  // 42 output pixels: not Winograd's shape
+  const std::vector<float> want = conv.Reference();
+  const std::string implementation[2] = {RunSameConv(taps, conv), RunSameConv(direct, conv)};
+  EXPECT_THAT(implementation[1], Not(HasSubstr("taps")));
+
+  // Channels-last at both ends (a chain on the nhwc device): X and Y as NHWC bytes.
+  const int64_t pixels = conv.h * conv.w;
+  std::vector<Tensor> inputs = conv.Inputs();
+  std::vector<float> x_nhwc(conv.x.size());
+  for (int64_t c = 0; c < conv.c; ++c) {
+    for (int64_t p = 0; p < pixels; ++p) x_nhwc[p * conv.c + c] = conv.x[c * pixels + p];
+  }
+  inputs[0] = Tensor::Of<float>({1, conv.c, conv.h, conv.w}, x_nhwc);
+  runtime::Attributes attrs = conv.Attributes("nhwc");
+  attrs.Set("x_layout", std::string("nhwc"));
+  KernelHarness h_nhwc(nhwc.kernels());
+  auto kernel = h_nhwc.Prepare(kFusedConvOp, inputs, attrs);
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  const std::string nhwc_implementation = (*kernel)->implementation();
+  auto out = h_nhwc.RunPrepared(**kernel, inputs);
+  ASSERT_TRUE(out.ok()) << out.status();
+  const std::vector<float> got = (*out)[0].Values<float>();
+  ASSERT_EQ(got.size(), want.size());
+  std::vector<float> got_nchw(got.size());
+  for (int64_t c = 0; c < conv.c; ++c) {
+    for (int64_t p = 0; p < pixels; ++p) got_nchw[c * pixels + p] = got[p * conv.c + c];
+  }
+  ExpectNear(got_nchw, want);
+
+  if (!absl::StartsWith(implementation[1], "jit:avx2")) {
+    GTEST_SKIP() << "oneDNN's direct convolution here is " << implementation[1]
+                 << ", not its AVX2 one";
+  }
+  EXPECT_THAT(implementation[0], HasSubstr("taps as channels"));
+  EXPECT_THAT(nhwc_implementation, HasSubstr("taps as channels"));
 }
 
 TEST(CpuKernelStateTest, ChainLayoutIsADeviceOption) {

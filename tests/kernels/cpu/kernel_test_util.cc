@@ -77,9 +77,12 @@ absl::StatusOr<std::vector<Tensor>> KernelHarness::RunPrepared(
     blocks.push_back(std::make_unique<uint8_t[]>(t.bytes.size()));
     out_ptrs.push_back(blocks.back().get());
   }
+  // The workspace starts as NaNs (bytes 0xFF), as a plan's shared arena holds other steps'
+  // values: a kernel must write what it reads there.
   std::unique_ptr<uint8_t[]> workspace;
   if (kernel.workspace_bytes() > 0) {
     workspace = std::make_unique<uint8_t[]>(kernel.workspace_bytes());
+    std::memset(workspace.get(), 0xFF, kernel.workspace_bytes());
   }
   runtime::KernelArgs args{in_ptrs.data(), out_ptrs.data(), workspace.get()};
   absl::Status status = kernel.Run(args);
