@@ -551,15 +551,21 @@ absl::StatusOr<dnnl::convolution_forward::primitive_desc> ChooseConvPrimitive(
 // Where taps as channels (conv.h) is tried: oneDNN's direct AVX2 convolution (its AVX-512 one and
 // its other algorithms are left alone), 2-D, one group, weights known at plan time, more than one
 // tap, a reduction (C x taps) of at least kTapsMinReduction, at least kTapsMinOutputChannels
-// output channels, at most kTapsMaxThreadPixels output pixels per image and intra-op thread, and
-// a gathered input of at most kTapsMaxColBytes. Measured on a grid of 3x3 convolutions (C
-// 64-512, outputs 7x7-56x56, stride 1 and 2, batch 1 at one and two threads, batch 8 at one;
-// docs/benchmarks.md): inside these bounds the 1x1 form took 0.6-1.0x the direct time; below
-// the reduction, or at 28x28 outputs with two threads and 56x56 with one, it lost up to 1.5x
-// (the gather's copy is then not paid back).
+// output channels, a gathered input of at most kTapsMaxColBytes, and few output pixels: strided,
+// at most kTapsMaxThreadPixels per image and intra-op thread; stride 1, at most
+// kTapsMaxStrideOnePixels (batch x OH x OW) per thread, and with more than one thread at least
+// kTapsMinStrideOnePixels per thread. Measured on a grid of 3x3 convolutions (C 64-512, outputs
+// 7x7-56x56, stride 1 and 2, batch 1 and 8, one and two threads; docs/benchmarks.md), this VM
+// has two states: while its cache is contended from outside, the direct kernel slows (50-70
+// GFLOP/s) and the 1x1 form took 0.6-0.9x its time inside these bounds; while quiet, the direct
+// kernel runs at 80-93 GFLOP/s and the 1x1 form took 0.87-0.91x its time strided, 0.96-1.03x at
+// stride 1 within these bounds, and 1.05-1.09x at stride 1 beyond them (512 channels over 7x7 at
+// batch 8; 256 over 14x14 at batch 8), and at two threads over 7x7 at batch 1 1.3x.
 constexpr int64_t kTapsMinReduction = 1440;
 constexpr int64_t kTapsMinOutputChannels = 64;
 constexpr int64_t kTapsMaxThreadPixels = 28 * 28;
+constexpr int64_t kTapsMaxStrideOnePixels = 14 * 14;
+constexpr int64_t kTapsMinStrideOnePixels = 64;
 constexpr size_t kTapsMaxColBytes = size_t{64} << 20;
 
 // Step 5b: the direct convolution replaced by a 1x1 convolution over X gathered per tap where
@@ -575,8 +581,14 @@ void TryTapsAsChannels(const PrepareContext& context, const ConvGeometry& g, con
     return;
   }
   const int64_t taps = g.w[2] * g.w[3];
-  if (taps < 2 || c * taps < kTapsMinReduction || m < kTapsMinOutputChannels ||
-      g.y[2] * g.y[3] * std::max(1, context.intra_op_threads) > kTapsMaxThreadPixels) {
+  const int64_t threads = std::max(1, context.intra_op_threads);
+  const bool strided = g.win.strides[0] > 1 || g.win.strides[1] > 1;
+  const int64_t pixels = g.y[0] * g.y[2] * g.y[3];
+  const bool few_pixels = strided
+                              ? g.y[2] * g.y[3] * threads <= kTapsMaxThreadPixels
+                              : pixels <= kTapsMaxStrideOnePixels * threads &&
+                                    (threads == 1 || pixels >= kTapsMinStrideOnePixels * threads);
+  if (taps < 2 || c * taps < kTapsMinReduction || m < kTapsMinOutputChannels || !few_pixels) {
     return;
   }
   const dnnl::engine& engine = CpuEngine();

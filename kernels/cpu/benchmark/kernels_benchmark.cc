@@ -35,11 +35,13 @@ Buffer Floats(Shape shape, bool known, uint32_t seed) {
   return b;
 }
 
-// Prepares `op` once, then times Run.
+// Prepares `op` once (with `threads` intra-op threads, on kernels registered with `options`),
+// then times Run.
 void RunKernel(benchmark::State& state, const std::string& op, std::vector<Buffer> inputs,
-               const runtime::Attributes& attrs) {
+               const runtime::Attributes& attrs, const CpuKernelOptions& options = {},
+               int threads = 1) {
   runtime::KernelRegistry registry;
-  if (!RegisterCpuKernels(&registry).ok()) std::abort();
+  if (!RegisterCpuKernels(&registry, options).ok()) std::abort();
   std::vector<runtime::TensorDesc> descs;
   std::vector<const void*> in_ptrs;
   for (const Buffer& b : inputs) {
@@ -50,11 +52,13 @@ void RunKernel(benchmark::State& state, const std::string& op, std::vector<Buffe
   context.op = op;
   context.inputs = descs;
   context.attributes = &attrs;
+  context.intra_op_threads = threads;
   auto kernel = registry.Prepare(context);
   if (!kernel.ok()) {
     state.SkipWithError(std::string(kernel.status().message()).c_str());
     return;
   }
+  state.SetLabel((*kernel)->implementation());
   std::vector<std::vector<uint8_t>> outputs;
   std::vector<void*> out_ptrs;
   for (const auto& d : (*kernel)->outputs()) {
@@ -79,6 +83,34 @@ void BM_Conv3x3_64x56x56(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * 2 * 64 * 64 * 9 * 56 * 56);  // flops
 }
 BENCHMARK(BM_Conv3x3_64x56x56)->Unit(benchmark::kMillisecond);
+
+// A 3x3 convolution (pads 1) of C channels over S x S, stride 1 to C channels or stride 2 to
+// 2C, batch N, T intra-op threads, with taps as channels off or allowed (conv.h; it applies
+// where oneDNN's direct kernel is its AVX2 one and the shape is in its bounds, conv.cc).
+// Args: taps (0/1), C, S, stride, N, T.
+void BM_Conv3x3Taps(benchmark::State& state) {
+  const int64_t c = state.range(1), size = state.range(2), stride = state.range(3);
+  const int64_t n = state.range(4), m = stride == 1 ? c : 2 * c;
+  const int64_t out = (size - 1) / stride + 1;
+  runtime::Attributes attrs;
+  attrs.Set("pads", std::vector<int64_t>{1, 1, 1, 1});
+  attrs.Set("strides", std::vector<int64_t>{stride, stride});
+  CpuKernelOptions options;
+  options.conv_taps_as_channels = state.range(0) != 0;
+  RunKernel(
+      state, "Conv",
+      {Floats({n, c, size, size}, false, 1), Floats({m, c, 3, 3}, true, 2), Floats({m}, true, 3)},
+      attrs, options, static_cast<int>(state.range(5)));
+  state.SetItemsProcessed(state.iterations() * 2 * n * m * c * 9 * out * out);  // flops
+}
+BENCHMARK(BM_Conv3x3Taps)
+    ->ArgNames({"taps", "c", "s", "stride", "n", "t"})
+    ->ArgsProduct({{0, 1}, {512}, {7}, {1}, {1, 8}, {1, 2}})
+    ->ArgsProduct({{0, 1}, {256}, {14}, {1}, {1, 8}, {1, 2}})
+    ->ArgsProduct({{0, 1}, {192}, {28}, {1}, {1}, {1}})
+    ->ArgsProduct({{0, 1}, {256}, {14}, {2}, {1, 8}, {1, 2}})
+    ->ArgsProduct({{0, 1}, {160}, {56}, {2}, {1}, {1}})
+    ->Unit(benchmark::kMillisecond);
 
 void BM_MatMul_384x768x768(benchmark::State& state) {
   RunKernel(state, "MatMul", {Floats({1, 384, 768}, false, 4), Floats({768, 768}, true, 5)}, {});
