@@ -121,6 +121,15 @@ void ExpectNear(const std::vector<float>& got, const std::vector<float>& want) {
   }
 }
 
+// `v` as a [rows, cols] matrix, transposed: NCHW to NHWC (C rows of H x W), or back.
+std::vector<float> Transposed(const std::vector<float>& v, int64_t rows, int64_t cols) {
+  std::vector<float> t(v.size());
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t col = 0; col < cols; ++col) t[col * rows + r] = v[r * cols + col];
+  }
+  return t;
+}
+
 // Conv of `conv` prepared on `device`, run, and checked against the reference: its
 // implementation ("" when Prepare failed, which is reported).
 std::string RunSameConv(const TestDevice& device, const SameConv& conv) {
@@ -186,11 +195,7 @@ TEST(CpuKernelStateTest, TapsAsChannelsIsADeviceOption) {
   // Channels-last at both ends (a chain on the nhwc device): X and Y as NHWC bytes.
   const int64_t pixels = conv.h * conv.w;
   std::vector<Tensor> inputs = conv.Inputs();
-  std::vector<float> x_nhwc(conv.x.size());
-  for (int64_t c = 0; c < conv.c; ++c) {
-    for (int64_t p = 0; p < pixels; ++p) x_nhwc[p * conv.c + c] = conv.x[c * pixels + p];
-  }
-  inputs[0] = Tensor::Of<float>({1, conv.c, conv.h, conv.w}, x_nhwc);
+  inputs[0] = Tensor::Of<float>({1, conv.c, conv.h, conv.w}, Transposed(conv.x, conv.c, pixels));
   runtime::Attributes attrs = conv.Attributes("nhwc");
   attrs.Set("x_layout", std::string("nhwc"));
   KernelHarness h_nhwc(nhwc.kernels());
@@ -201,11 +206,7 @@ TEST(CpuKernelStateTest, TapsAsChannelsIsADeviceOption) {
   ASSERT_TRUE(out.ok()) << out.status();
   const std::vector<float> got = (*out)[0].Values<float>();
   ASSERT_EQ(got.size(), want.size());
-  std::vector<float> got_nchw(got.size());
-  for (int64_t c = 0; c < conv.c; ++c) {
-    for (int64_t p = 0; p < pixels; ++p) got_nchw[c * pixels + p] = got[p * conv.c + c];
-  }
-  ExpectNear(got_nchw, want);
+  ExpectNear(Transposed(got, pixels, conv.c), want);
 
   if (!absl::StartsWith(implementation[1], "jit:avx2")) {
     GTEST_SKIP() << "oneDNN's direct convolution here is " << implementation[1]
@@ -234,11 +235,7 @@ TEST(CpuKernelStateTest, ChainLayoutIsADeviceOption) {
   ASSERT_TRUE(out.ok()) << out.status();
   const std::vector<float> channels_last = (*out)[0].Values<float>();
   ASSERT_EQ(channels_last.size(), want.size());
-  std::vector<float> got(want.size());
-  for (int64_t m = 0; m < conv.c; ++m) {
-    for (int64_t p = 0; p < pixels; ++p) got[m * pixels + p] = channels_last[p * conv.c + m];
-  }
-  ExpectNear(got, want);
+  ExpectNear(Transposed(channels_last, pixels, conv.c), want);
 
   KernelHarness h_blocked(blocked.kernels());
   kernel = h_blocked.Prepare(kFusedConvOp, conv.Inputs(), conv.Attributes("blocked"));
@@ -252,6 +249,7 @@ TEST(CpuKernelStateTest, ChainLayoutIsADeviceOption) {
   ASSERT_TRUE(out.ok()) << out.status();
   const std::vector<float> blocks = (*out)[0].Values<float>();
   ASSERT_EQ(blocks.size(), static_cast<size_t>(block * pixels));
+  std::vector<float> got(want.size());
   for (int64_t m = 0; m < conv.c; ++m) {
     for (int64_t p = 0; p < pixels; ++p) got[m * pixels + p] = blocks[p * block + m];
   }
