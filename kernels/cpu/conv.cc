@@ -23,6 +23,7 @@
 #include "kernels/cpu/vector_math.h"
 #include "kernels/cpu/window.h"
 #include "runtime/base/status_macros.h"
+#include "runtime/core/checked_size.h"
 
 namespace reprise::kernels::cpu {
 namespace {
@@ -581,6 +582,11 @@ void TryTapsAsChannels(const PrepareContext& context, const ConvGeometry& g, con
     return;
   }
   const int64_t taps = g.w[2] * g.w[3];
+  // The gathered input [N, C x taps, OH, OW], counted with checks before anything else uses its
+  // dimensions: within kTapsMaxColBytes, so are the products below.
+  const std::optional<int64_t> col_floats = runtime::CheckedElementCount(
+      {g.y[0], c, taps, g.y[2], g.y[3]}, static_cast<int64_t>(kTapsMaxColBytes / sizeof(float)));
+  if (!col_floats.has_value() || *col_floats == 0) return;
   const int64_t threads = std::max(1, context.intra_op_threads);
   const bool strided = g.win.strides[0] > 1 || g.win.strides[1] > 1;
   const int64_t pixels = g.y[0] * g.y[2] * g.y[3];
@@ -591,19 +597,17 @@ void TryTapsAsChannels(const PrepareContext& context, const ConvGeometry& g, con
   if (taps < 2 || c * taps < kTapsMinReduction || m < kTapsMinOutputChannels || !few_pixels) {
     return;
   }
-  const dnnl::engine& engine = CpuEngine();
+  // The layout X is gathered from: the direct primitive's source, nChw8c or channels-last.
   const memory::desc& src = parts->pd.src_desc();
-  std::optional<TapGather> gather;
   memory::format_tag tag = memory::format_tag::undef;
   for (memory::format_tag t : {memory::format_tag::nChw8c, memory::format_tag::nhwc}) {
     if (src == memory::desc(src.dims(), memory::data_type::f32, t)) tag = t;
   }
-  if (tag == memory::format_tag::undef) return;
-  gather = MakeTapGather(g.x, {g.y[2], g.y[3]}, g.win.kernel, g.win.strides, g.win.dilations,
-                         g.win.pads_begin, tag);
+  const std::optional<TapGather> gather = MakeTapGather(
+      g.x, {g.y[2], g.y[3]}, g.win.kernel, g.win.strides, g.win.dilations, g.win.pads_begin, tag);
   if (!gather.has_value()) return;
+  const dnnl::engine& engine = CpuEngine();
   const memory::desc col_md({g.y[0], c * taps, g.y[2], g.y[3]}, memory::data_type::f32, tag);
-  if (col_md.get_size() > kTapsMaxColBytes) return;
   std::optional<dnnl::convolution_forward::primitive_desc> pd;
   try {
     pd.emplace(dnnl::convolution_forward::desc(
