@@ -98,7 +98,12 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareRandom(const PrepareConte
         const uint64_t first = source->Reserve(uniform ? n : 2 * n);
         for (int64_t i = 0; i < n; ++i) {
           if constexpr (kDist == Dist::kUniform) {
-            y[i] = static_cast<T>(a + (b - a) * source->Draw(first + i));
+            // Rounding to T can reach `high` (from within half a unit of it): the draws stay in
+            // [low, high), as the op promises.
+            const T v = static_cast<T>(a + (b - a) * source->Draw(first + i));
+            y[i] = a < b && v >= static_cast<T>(b)
+                       ? std::nextafter(static_cast<T>(b), static_cast<T>(a))
+                       : v;
           } else {                                                // Box-Muller on two draws
             const double u1 = 1.0 - source->Draw(first + 2 * i);  // in (0, 1]
             const double u2 = source->Draw(first + 2 * i + 1);

@@ -402,6 +402,12 @@ TEST(CoverageOpsTest, RandomOpsFollowTheirDistributions) {
     sum += v;
   }
   EXPECT_NEAR(sum / kN, 1.0, 0.03);  // mean 1, standard error 6 / sqrt(12 * 200000) ~ 0.004
+  // A range one float wide: about half the draws would round up to `high`; none may.
+  const float one_up = std::nextafter(1.0f, 2.0f);
+  out = h.Run("RandomUniformLike", {Tensor::Of<float>({1000}, std::vector<float>(1000, 0.0f))},
+              Attrs({{"low", 1.0f}, {"high", one_up}}));
+  ASSERT_TRUE(out.ok()) << out.status();
+  for (float v : (*out)[0].Values<float>()) ASSERT_EQ(v, 1.0f);
 
   out = h.Run("RandomNormalLike", {like}, Attrs({{"mean", 5.0f}, {"scale", 2.0f}}));
   ASSERT_TRUE(out.ok()) << out.status();
