@@ -117,6 +117,27 @@ void DeferredActivation(const ConvActivation& act, float* y, int64_t n) {
   }
 }
 
+}  // namespace
+
+void ApplyConvActivation(const ConvActivation& act, float* y, int64_t n, int threads) {
+  if (act.name.empty()) return;
+  ParallelFor(n, threads, 4.0, [&](int64_t begin, int64_t end) {
+    float* p = y + begin;
+    const int64_t len = end - begin;
+    if (act.name == "Relu") {
+      for (int64_t i = 0; i < len; ++i) p[i] = std::max(p[i], 0.0f);
+    } else if (act.name == "Clip") {
+      for (int64_t i = 0; i < len; ++i) p[i] = std::min(std::max(p[i], act.clip_min), act.clip_max);
+    } else if (DeferrableActivation(act)) {
+      DeferredActivation(act, p, len);
+    } else {
+      for (int64_t i = 0; i < len; ++i) p[i] = ApplyActivation(act, p[i]);
+    }
+  });
+}
+
+namespace {
+
 // Output pixels (batch x height x width) from which Winograd is tried.
 constexpr int64_t kWinogradMinPixels = 196;
 
@@ -638,6 +659,59 @@ void TryTapsAsChannels(const PrepareContext& context, const ConvGeometry& g, con
   parts->taps = gather;
 }
 
+// Tap regions (conv.h) replace the chosen primitive where they skip enough multiplications:
+// the tap-pixel pairs that read inside X are at most kTapRegionsMaxShare of all of them, or at
+// most kTapRegionsMaxShareOverGemm where oneDNN's choice is its im2col-and-gemm convolution
+// (which it takes for most dilated ones). Measured with BM_AtrousConv (one thread, this VM's
+// AVX2; the share in brackets): against gemm:jit, 2048 -> 256 over 28x28 at dilation 24 (18%)
+// 110-127 -> 24-27 ms, at 12 (51%) 125 -> 65 ms, 512 -> 512 at 4 (82%) 55 -> 44 ms, 512 -> 256
+// over 14x14 at 4 (66%) 7.3 -> 4.9 ms; 960 -> 256 over 14x14 at 12 (18%) 14.2 -> 3.5 ms.
+// Against oneDNN's direct kernels they lose above the bound: 512 -> 512 over 7x7 without
+// dilation (82%) 3.2 ms (jit_1x1, taps as channels) -> 4.0 ms, 256 over 14x14 (91%) 2.9 -> 3.2.
+// The products run on sgemm with a reduction of C: at least kTapRegionsMinChannels input and
+// output channels keep them efficient.
+constexpr double kTapRegionsMaxShare = 0.5;
+constexpr double kTapRegionsMaxShareOverGemm = 0.9;
+constexpr int64_t kTapRegionsMinChannels = 16;
+
+// The tap-regions form of g in place of the primitive `parts` has chosen, where the device
+// allows it and it pays (above); nullopt otherwise.
+std::optional<TapRegionsConv> TapRegionsFor(const PrepareContext& context, const ConvGeometry& g,
+                                            const ConvPostOps& post,
+                                            const ConvKernel::Parts& parts) {
+  if (!CpuOptionsOf(context).conv_tap_regions || g.x.size() != 4 || g.group != 1 ||
+      !g.known_weights || post.residual || parts.epilogue.has_value() ||
+      post.depthwise.has_value() || g.x[1] < kTapRegionsMinChannels ||
+      g.w[0] < kTapRegionsMinChannels) {
+    return std::nullopt;
+  }
+  dnnl::post_ops supported;
+  if (!AppendActivation(post.activation, &supported)) return std::nullopt;  // refused before
+  TapRegionsConv conv;
+  conv.regions = TapRegions({g.x[2], g.x[3]}, {g.y[2], g.y[3]}, g.win.kernel, g.win.strides,
+                            g.win.dilations, g.win.pads_begin);
+  int64_t inside = 0;
+  for (const TapRegion& r : conv.regions) inside += r.pixels();
+  const double all = static_cast<double>(g.w[2] * g.w[3]) * static_cast<double>(g.y[2] * g.y[3]);
+  const double bound = absl::StrContains(parts.pd.impl_info_str(), "gemm")
+                           ? kTapRegionsMaxShareOverGemm
+                           : kTapRegionsMaxShare;
+  if (static_cast<double>(inside) > bound * all) return std::nullopt;
+  conv.x = g.x;
+  conv.y = g.y;
+  conv.kernel = g.win.kernel;
+  conv.strides = g.win.strides;
+  conv.dilations = g.win.dilations;
+  conv.pads_begin = g.win.pads_begin;
+  conv.weights = static_cast<const float*>(g.weights);
+  conv.weights_owner = g.trimmed;
+  conv.has_bias = g.has_bias;
+  conv.activation = post.activation;
+  conv.x_storage = post.x;
+  conv.y_storage = post.y;
+  return conv;
+}
+
 // Step 6: the weights known at plan time in the primitive's layout (shared through the device's
 // cache), and the fused depthwise convolution's weights and bias.
 absl::Status PackConvWeights(const PrepareContext& context, const ConvGeometry& g,
@@ -742,6 +816,9 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareConvWith(const PrepareCon
         parts.post = post;
         parts.deferred_activation = true;
       }
+    }
+    if (std::optional<TapRegionsConv> regions = TapRegionsFor(context, g, post, parts)) {
+      return PrepareTapRegionsConv(context, *std::move(regions));
     }
     parts.src_md = parts.pd.src_desc();
     TryTapsAsChannels(context, g, descs, post, attr, &parts);

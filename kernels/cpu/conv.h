@@ -87,6 +87,47 @@ void GatherTaps(const TapGather& g, const float* x, float* col, int threads);
 /// W [M, C, KH, KW] (row-major) as the 1x1 weights [M, KH * KW * C] of the gathered input.
 std::vector<float> TapsAsChannelsWeights(const float* w, int64_t m, int64_t c, int64_t taps);
 
+/// One tap (row-major index kh * KW + kw) of a 2-D convolution and the rectangle of output
+/// pixels [oh0, oh1) x [ow0, ow1) for which it reads inside X; elsewhere it reads padding.
+struct TapRegion {
+  int64_t tap = 0, oh0 = 0, oh1 = 0, ow0 = 0, ow1 = 0;
+  int64_t pixels() const { return (oh1 - oh0) * (ow1 - ow0); }
+};
+
+/// The taps of a 2-D convolution over an input of `in` [H, W] into `out` [OH, OW] with `kernel`,
+/// `strides`, `dilations` and `pads_begin` that read inside the input for at least one output
+/// pixel, in tap order, each with its rectangle.
+std::vector<TapRegion> TapRegions(const runtime::Shape& in, const runtime::Shape& out,
+                                  const std::vector<int64_t>& kernel,
+                                  const std::vector<int64_t>& strides,
+                                  const std::vector<int64_t>& dilations,
+                                  const std::vector<int64_t>& pads_begin);
+
+/// A 2-D convolution (one group, weights known at plan time, no residual) computed per tap over
+/// the tap's region only ("tap regions", conv_tap_regions.cc): Y = act(B + sum over taps t of
+/// X shifted by t times W[:, :, t]), each product over the output pixels where tap t reads inside
+/// X. For dilated convolutions wider than their input (DeepLabV3's atrous 3x3 convolutions at
+/// rate 12 over 14x14, 24 over 28x28), whose taps mostly read padding that the direct kernels
+/// multiply anyway.
+struct TapRegionsConv {
+  runtime::Shape x, y;  // [N, C, H, W] and [N, M, OH, OW]
+  std::vector<int64_t> kernel, strides, dilations, pads_begin;
+  std::vector<TapRegion> regions;                           // TapRegions of the geometry
+  const float* weights = nullptr;                           // [M, C, KH, KW], a plan-time constant
+  std::shared_ptr<const std::vector<float>> weights_owner;  // keeps `weights` alive if a copy
+  bool has_bias = false;
+  ConvActivation activation;
+  Storage x_storage = Storage::kPlain, y_storage = Storage::kPlain;
+};
+
+/// The kernel of `conv` (inputs X, W, B as the context's); the weights are rearranged once per
+/// device into one [C, M] matrix per tap (the packed-weight cache).
+absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareTapRegionsConv(const PrepareContext& context,
+                                                                      TapRegionsConv conv);
+
+/// `act` applied to y[0, n) in place, on up to `threads` threads (conv.cc).
+void ApplyConvActivation(const ConvActivation& act, float* y, int64_t n, int threads);
+
 /// `bytes` rounded up to 64 (workspace offsets).
 inline size_t ConvAlignUp(size_t bytes) { return (bytes + 63) / 64 * 64; }
 

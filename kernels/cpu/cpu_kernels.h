@@ -33,6 +33,10 @@ struct CpuKernelOptions {
   /// x KH x KW) is large, as a 1x1 convolution over its input gathered per tap (conv.h); false:
   /// oneDNN's direct kernel always.
   bool conv_taps_as_channels = true;
+  /// Run a 2-D convolution whose taps mostly read padding (a dilated convolution wider than its
+  /// input) as one product per tap over the output pixels where the tap reads the input
+  /// (conv.h, tap regions); false: the whole window always.
+  bool conv_tap_regions = true;
   ConvChainLayout conv_chain_layout = ConvChainLayout::kAuto;
 };
 

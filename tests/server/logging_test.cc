@@ -113,6 +113,7 @@ TEST(DescribeConfigTest, NamesTheEffectiveValues) {
   EXPECT_THAT(line, HasSubstr("log.format=json"));
   EXPECT_THAT(line, HasSubstr("kernels.conv_winograd=false"));
   EXPECT_THAT(line, HasSubstr("kernels.conv_taps_as_channels=true"));
+  EXPECT_THAT(line, HasSubstr("kernels.conv_tap_regions=true"));
   EXPECT_THAT(line, HasSubstr("kernels.conv_chain_layout=auto"));
 }
 

@@ -6,7 +6,8 @@
 //               [--iterations N] [--warmup N] [--threads N] [--branch-streams N]
 //               [--choose-threads on|off] [--dump-ri FILE.json] [--json] [--profile FILE.json]
 //               [--profile-top N]
-//               [--conv-winograd on|off] [--conv-taps on|off] [--conv-chain-layout auto|nhwc]
+//               [--conv-winograd on|off] [--conv-taps on|off] [--conv-tap-regions on|off]
+//               [--conv-chain-layout auto|nhwc]
 //   reprise-run --list-ops
 //
 // --list-ops prints every op a backend has a kernel for (docs/operators.md adds the conformance
@@ -27,10 +28,11 @@
 // the instance's replay timed task by task, or the eager step loop with --mode eager), writes a
 // Chrome-trace JSON (Perfetto, chrome://tracing) and prints a table of the --profile-top steps
 // (default 15), the time per op type and the share outside kernels (to stderr with --json).
-// --conv-winograd, --conv-taps and --conv-chain-layout are the CPU device's kernel options (the
-// daemon's `kernels:` config section): off keeps convolutions off oneDNN's Winograd algorithm,
-// or off the 1x1 convolution over the input gathered per tap; nhwc keeps conv chains
-// channels-last (the layout of a CPU without AVX2), for comparisons.
+// --conv-winograd, --conv-taps, --conv-tap-regions and --conv-chain-layout are the CPU device's
+// kernel options (the daemon's `kernels:` config section): off keeps convolutions off oneDNN's
+// Winograd algorithm, off the 1x1 convolution over the input gathered per tap, or off the
+// per-tap products over the taps' regions; nhwc keeps conv chains channels-last (the layout of a
+// CPU without AVX2), for comparisons.
 // Exit status: 0 on success, 1 on a run-time error, 2 on a usage
 // error.
 #include <algorithm>
@@ -104,7 +106,8 @@ constexpr char kUsage[] =
     "                   [--iterations N] [--warmup N] [--threads N] [--branch-streams N]\n"
     "                   [--choose-threads on|off] [--dump-ri FILE.json] [--json]\n"
     "                   [--profile FILE.json] [--profile-top N] [--conv-winograd on|off]\n"
-    "                   [--conv-taps on|off] [--conv-chain-layout auto|nhwc]\n"
+    "                   [--conv-taps on|off] [--conv-tap-regions on|off]\n"
+    "                   [--conv-chain-layout auto|nhwc]\n"
     "       reprise-run --list-ops   (the ops each backend has a kernel for)\n";
 
 absl::StatusOr<Shape> ParseShape(absl::string_view text) {
@@ -209,6 +212,12 @@ absl::StatusOr<Options> ParseArgs(int argc, char** argv) {
             absl::StrCat("--conv-taps is on or off, got \"", value, "\""));
       }
       options.kernel_options.conv_taps_as_channels = value == "on";
+    } else if (arg == "--conv-tap-regions") {
+      if (value != "on" && value != "off") {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--conv-tap-regions is on or off, got \"", value, "\""));
+      }
+      options.kernel_options.conv_tap_regions = value == "on";
     } else if (arg == "--conv-chain-layout") {
       absl::StatusOr<kernels::cpu::ConvChainLayout> layout =
           kernels::cpu::ParseConvChainLayout(value);

@@ -157,7 +157,8 @@ def main():
         # and change nothing).
         r = run(tool, "--model", model, "--input", f"x={tmp}/x.npy", "--input", f"y={tmp}/y.npy",
                 "--output-dir", os.path.join(tmp, "out_options"), "--iterations", "2",
-                "--conv-winograd", "off", "--conv-taps", "off", "--conv-chain-layout=nhwc")
+                "--conv-winograd", "off", "--conv-taps", "off", "--conv-tap-regions", "off",
+                "--conv-chain-layout=nhwc")
         check(r.returncode == 0, f"kernel options: {r.stderr}")
         if r.returncode == 0:
             got = np.load(os.path.join(tmp, "out_options", "out.npy"))
@@ -170,6 +171,9 @@ def main():
               f"winograd: {r.stderr}")
         r = run(tool, "--model", model, "--shape", "x=2x3", "--conv-taps", "maybe")
         check(r.returncode == 2 and "--conv-taps is on or off" in r.stderr, f"taps: {r.stderr}")
+        r = run(tool, "--model", model, "--shape", "x=2x3", "--conv-tap-regions", "maybe")
+        check(r.returncode == 2 and "--conv-tap-regions is on or off" in r.stderr,
+              f"tap regions: {r.stderr}")
 
         r = run(tool, "--model", os.path.join(tmp, "missing.onnx"))
         check(r.returncode == 1 and "missing.onnx" in r.stderr, f"missing model: {r.stderr}")

@@ -112,6 +112,37 @@ BENCHMARK(BM_Conv3x3Taps)
     ->ArgsProduct({{0, 1}, {160}, {56}, {2}, {1}, {1}})
     ->Unit(benchmark::kMillisecond);
 
+// A 3x3 convolution of C channels to M at dilation D (pads D) over S x S, batch 1, one thread,
+// with tap regions off or allowed (conv.h; where they apply: conv.cc's TapRegionsFor):
+// DeepLabV3's atrous convolutions, the dilated ones of its backbone, and two without dilation
+// for the bound. Items are the flops of the whole window, as the direct kernels do them.
+// Args: regions (0/1), C, S, D, M.
+void BM_AtrousConv(benchmark::State& state) {
+  const int64_t c = state.range(1), size = state.range(2), d = state.range(3), m = state.range(4);
+  runtime::Attributes attrs;
+  attrs.Set("pads", std::vector<int64_t>{d, d, d, d});
+  attrs.Set("dilations", std::vector<int64_t>{d, d});
+  CpuKernelOptions options;
+  options.conv_tap_regions = state.range(0) != 0;
+  RunKernel(
+      state, "Conv",
+      {Floats({1, c, size, size}, false, 1), Floats({m, c, 3, 3}, true, 2), Floats({m}, true, 3)},
+      attrs, options, 1);
+  state.SetItemsProcessed(state.iterations() * 2 * m * c * 9 * size * size);  // flops
+}
+BENCHMARK(BM_AtrousConv)
+    ->ArgNames({"regions", "c", "s", "d", "m"})
+    ->ArgsProduct({{0, 1}, {960}, {14}, {12}, {256}})
+    ->ArgsProduct({{0, 1}, {2048}, {28}, {12, 24}, {256}})
+    ->ArgsProduct({{0, 1}, {256}, {7}, {4}, {256}})
+    ->ArgsProduct({{0, 1}, {512}, {14}, {4, 6}, {256}})
+    ->ArgsProduct({{0, 1}, {512}, {28}, {8}, {256}})
+    ->ArgsProduct({{0, 1}, {256}, {28}, {2}, {256}})
+    ->ArgsProduct({{0, 1}, {512}, {28}, {4}, {512}})
+    ->ArgsProduct({{0, 1}, {256}, {14}, {1}, {256}})
+    ->ArgsProduct({{0, 1}, {512}, {7}, {1}, {512}})
+    ->Unit(benchmark::kMillisecond);
+
 void BM_MatMul_384x768x768(benchmark::State& state) {
   RunKernel(state, "MatMul", {Floats({1, 384, 768}, false, 4), Floats({768, 768}, true, 5)}, {});
   state.SetItemsProcessed(state.iterations() * 2 * 384 * 768 * 768);

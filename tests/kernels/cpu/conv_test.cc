@@ -116,7 +116,14 @@ INSTANTIATE_TEST_SUITE_P(
                       // dilated, 3x2, with uneven pads.
                       ConvCase{2, 176, 6, 5, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},
                       ConvCase{1, 264, 9, 7, 72, 3, 2, 1, 2, 1, 2, 2, 2, 1, 0, 1},
-                      ConvCase{1, 160, 5, 9, 64, 3, 3, 1, 1, 2, 1, 1, 1, 1, 1, 2}),
+                      ConvCase{1, 160, 5, 9, 64, 3, 3, 1, 1, 2, 1, 1, 1, 1, 1, 2},
+                      // Taps that mostly read padding (at most half of the tap-pixel pairs read
+                      // X): with known weights, one product per tap over its region (conv.h, tap
+                      // regions). Atrous 3x3 at dilation 12 over 14x14 (18% inside); batch 2,
+                      // strided along H, dilated 5x4, 3x2, uneven pads (40%); 3x3 over 2x2 (44%).
+                      ConvCase{1, 32, 14, 14, 24, 3, 3, 1, 1, 1, 12, 12, 12, 12, 12, 12},
+                      ConvCase{2, 20, 9, 7, 16, 3, 2, 1, 2, 1, 5, 4, 5, 3, 4, 2},
+                      ConvCase{1, 16, 2, 2, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1}),
     [](const ::testing::TestParamInfo<ConvCase>& param_info) {
       const ConvCase& p = param_info.param;
       return absl::StrCat("n", p.n, "c", p.c, "m", p.m, "k", p.kh, "x", p.kw, "g", p.group, "s",

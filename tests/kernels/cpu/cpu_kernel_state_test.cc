@@ -4,6 +4,7 @@
 // Results are compared with a plain loop (tolerance 1e-4 absolute + 1e-4 relative).
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <string>
@@ -52,6 +53,12 @@ CpuKernelOptions WithoutWinograd() {
 CpuKernelOptions WithoutTapsAsChannels() {
   CpuKernelOptions options;
   options.conv_taps_as_channels = false;
+  return options;
+}
+
+CpuKernelOptions WithoutTapRegions() {
+  CpuKernelOptions options;
+  options.conv_tap_regions = false;
   return options;
 }
 
@@ -214,6 +221,69 @@ TEST(CpuKernelStateTest, TapsAsChannelsIsADeviceOption) {
   }
   EXPECT_THAT(implementation[0], HasSubstr("taps as channels"));
   EXPECT_THAT(nhwc_implementation, HasSubstr("taps as channels"));
+}
+
+// Tap regions (conv.h): an atrous 3x3 FusedConv with a Relu, 32 -> 24 channels at dilation 12
+// over 14x14 (18% of its tap-pixel pairs read X), runs per tap over the taps' regions from and
+// to plain, channels-last and blocked storage (channels-last too without AVX2: then the kernel
+// adds into the output itself); with the option off, on oneDNN. The same values (the same bytes
+// as stored) either way, and the plain and channels-last ones match the reference loop.
+TEST(CpuKernelStateTest, TapRegionsIsADeviceOption) {
+  TestDevice regions = MakeDevice({});
+  TestDevice whole = MakeDevice(WithoutTapRegions());
+  ASSERT_NE(regions.device, nullptr);
+  ASSERT_NE(whole.device, nullptr);
+  const int64_t c = 32, m = 24, size = 14, d = 12, pixels = size * size;
+  const std::vector<float> x = RandomFloats(c * pixels, 4);
+  const std::vector<float> weights = RandomFloats(m * c * 9, 5);
+  const std::vector<float> bias = RandomFloats(m, 6);
+  auto reference = [&](const std::vector<float>& xin) {  // Relu(conv), NCHW
+    std::vector<float> y(m * pixels);
+    for (int64_t o = 0; o < m; ++o) {
+      for (int64_t p = 0; p < pixels; ++p) {
+        double acc = bias[o];
+        for (int64_t ci = 0; ci < c; ++ci) {
+          for (int64_t t = 0; t < 9; ++t) {
+            const int64_t hi = p / size + (t / 3 - 1) * d, wj = p % size + (t % 3 - 1) * d;
+            if (hi < 0 || hi >= size || wj < 0 || wj >= size) continue;
+            acc += xin[ci * pixels + hi * size + wj] * weights[(o * c + ci) * 9 + t];
+          }
+        }
+        y[o * pixels + p] = static_cast<float>(std::max(acc, 0.0));
+      }
+    }
+    return y;
+  };
+  const std::vector<float> want = reference(x);
+  for (const std::string layout : {"nchw", "nhwc", "blocked"}) {
+    SCOPED_TRACE(layout);
+    runtime::Attributes attrs = Attrs(
+        {{"pads", std::vector<int64_t>{d, d, d, d}}, {"dilations", std::vector<int64_t>{d, d}}});
+    attrs.Set("activation", std::string("Relu"));
+    attrs.Set("x_layout", layout);
+    attrs.Set("y_layout", layout);
+    // 32 channels fill whole channel blocks: the blocked X is as many floats as the plain one
+    // (its order is not the plain one, but both devices read it the same way).
+    const std::vector<Tensor> inputs = {
+        Tensor::Of<float>({1, c, size, size}, layout == "nhwc" ? Transposed(x, c, pixels) : x),
+        Tensor::Of<float>({m, c, 3, 3}, weights, true), Tensor::Of<float>({m}, bias, true)};
+    std::vector<float> got[2];
+    std::string implementation[2];
+    for (int i = 0; i < 2; ++i) {
+      KernelHarness h((i == 0 ? regions : whole).kernels());
+      auto kernel = h.Prepare(kFusedConvOp, inputs, attrs);
+      ASSERT_TRUE(kernel.ok()) << kernel.status();
+      implementation[i] = (*kernel)->implementation();
+      auto out = h.RunPrepared(**kernel, inputs);
+      ASSERT_TRUE(out.ok()) << out.status();
+      got[i] = (*out)[0].Values<float>();
+    }
+    EXPECT_THAT(implementation[0], HasSubstr("tap regions"));
+    EXPECT_THAT(implementation[1], Not(HasSubstr("tap regions")));
+    ExpectNear(got[0], got[1]);
+    if (layout == "nchw") ExpectNear(got[0], want);
+    if (layout == "nhwc") ExpectNear(Transposed(got[0], pixels, m), want);
+  }
 }
 
 TEST(CpuKernelStateTest, ChainLayoutIsADeviceOption) {
