@@ -118,6 +118,10 @@ struct TapRegionsConv {
   bool has_bias = false;
   ConvActivation activation;
   Storage x_storage = Storage::kPlain, y_storage = Storage::kPlain;
+  // One product per image over the whole window instead (its input gathered channels-last as
+  // [OH x OW, taps x C], zeros in the padding): the same im2col and gemm as oneDNN's gemm
+  // convolution, gathered in runs of KW x C floats where the taps of a row are adjacent.
+  bool whole_window = false;
 };
 
 /// The kernel of `conv` (inputs X, W, B as the context's); the weights are rearranged once per

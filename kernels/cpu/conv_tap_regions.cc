@@ -3,7 +3,8 @@
 // padding with most of its taps (DeepLabV3's rate-12 3x3 convolution over a 14x14 map: 324 of
 // its 1764 tap-pixel pairs read the input); the direct kernels multiply that padding all the
 // same. Here X is read channels-last, each tap's pixels gathered into rows of C, multiplied by
-// the tap's [C, M] weights (sgemm) and added into Y channels-last.
+// the tap's [C, M] weights (sgemm) and added into Y channels-last. In place of oneDNN's gemm
+// convolution the same kernel also runs the whole window, gathered per image (whole_window).
 #include <algorithm>
 #include <cstring>
 #include <memory>
@@ -74,6 +75,7 @@ class TapRegionsKernel final : public PreparedKernel {
   size_t workspace_bytes() const override { return ws_.total; }
   size_t output_storage_bytes(size_t i) const override { return i == 0 ? y_stored_.get_size() : 0; }
   std::string implementation() const override {
+    if (c_.whole_window) return "im2col channels-last, sgemm";
     return absl::StrCat("tap regions (", c_.regions.size(), " taps, sgemm)");
   }
 
@@ -111,8 +113,13 @@ class TapRegionsKernel final : public PreparedKernel {
                     }
                   });
       const float* wt = static_cast<const float*>(weights_->get_data_handle());
-      for (const TapRegion& r : c_.regions) {
-        RETURN_IF_ERROR(AddTap(r, x, wt + r.tap * ch * m, acc, ws));
+      if (c_.whole_window) {
+        for (int64_t image = 0; image < n; ++image)
+          RETURN_IF_ERROR(AddWindow(image, x, wt, acc, ws));
+      } else {
+        for (const TapRegion& r : c_.regions) {
+          RETURN_IF_ERROR(AddTap(r, x, wt + r.tap * ch * m, acc, ws));
+        }
       }
       ApplyConvActivation(c_.activation, acc, n * oh * ow * m, threads_);
       if (y_reorder_) {
@@ -136,12 +143,68 @@ class TapRegionsKernel final : public PreparedKernel {
       most = std::max(most, r.pixels());
       if (r.pixels() < c_.y[2] * c_.y[3]) most_partial = std::max(most_partial, r.pixels());
     }
+    if (c_.whole_window) {  // one image's [OH x OW, taps x C]
+      most = c_.y[2] * c_.y[3] * c_.kernel[0] * c_.kernel[1];
+      most_partial = 0;
+      ws_.x = 0;
+      ws_.y = ws_.x + ConvAlignUp(x_reorder_ ? x_nhwc_.get_size() : 0);
+      ws_.gathered = ws_.y + ConvAlignUp(y_reorder_ ? y_nhwc_.get_size() : 0);
+      ws_.product = ws_.gathered + ConvAlignUp(static_cast<size_t>(most * ch) * sizeof(float));
+      ws_.total = ws_.product;
+      return;
+    }
     auto align = [](size_t bytes) { return ConvAlignUp(bytes); };
     ws_.x = 0;
     ws_.y = ws_.x + align(x_reorder_ ? x_nhwc_.get_size() : 0);
     ws_.gathered = ws_.y + align(y_reorder_ ? y_nhwc_.get_size() : 0);
     ws_.product = ws_.gathered + align(static_cast<size_t>(n * most * ch) * sizeof(float));
     ws_.total = ws_.product + align(static_cast<size_t>(n * most_partial * m) * sizeof(float));
+  }
+
+  // acc's rows of `image` += its whole window gathered, times the [taps x C, M] weights.
+  absl::Status AddWindow(int64_t image, const float* x, const float* wt, float* acc,
+                         uint8_t* ws) const {
+    const int64_t ch = c_.x[1], h = c_.x[2], w = c_.x[3];
+    const int64_t m = c_.y[1], oh = c_.y[2], ow = c_.y[3];
+    const int64_t kh_count = c_.kernel[0], kw_count = c_.kernel[1];
+    const int64_t sh = c_.strides[0], sw = c_.strides[1];
+    const int64_t dh = c_.dilations[0], dw = c_.dilations[1];
+    const int64_t ph = c_.pads_begin[0], pw = c_.pads_begin[1];
+    const int64_t k = kh_count * kw_count * ch;  // a gathered row
+    float* col = reinterpret_cast<float*>(ws + ws_.gathered);
+    const float* xi = x + image * h * w * ch;
+    const size_t pixel_bytes = static_cast<size_t>(ch) * sizeof(float);
+    // Item: one output row.
+    ParallelFor(oh, threads_, static_cast<double>(ow * k) * 0.5, [&](int64_t begin, int64_t end) {
+      for (int64_t row = begin; row < end; ++row) {
+        for (int64_t o = 0; o < ow; ++o) {
+          float* to = col + (row * ow + o) * k;
+          const int64_t iw_first = o * sw - pw;
+          // The taps kw whose column lies inside the input: [kw0, kw1).
+          const auto [kw0, kw1] = InsideRange(w, kw_count, iw_first, dw);
+          for (int64_t kh = 0; kh < kh_count; ++kh) {
+            float* run = to + kh * kw_count * ch;
+            const int64_t ih = row * sh + kh * dh - ph;
+            if (ih < 0 || ih >= h || kw1 <= kw0) {
+              std::memset(run, 0, static_cast<size_t>(kw_count) * pixel_bytes);
+              continue;
+            }
+            std::memset(run, 0, static_cast<size_t>(kw0) * pixel_bytes);
+            const float* from = xi + (ih * w + iw_first + kw0 * dw) * ch;  // tap kw0's pixel
+            if (dw == 1) {
+              std::memcpy(run + kw0 * ch, from, static_cast<size_t>(kw1 - kw0) * pixel_bytes);
+            } else {
+              for (int64_t kw = kw0; kw < kw1; ++kw) {
+                std::memcpy(run + kw * ch, from + (kw - kw0) * dw * ch, pixel_bytes);
+              }
+            }
+            std::memset(run + kw1 * ch, 0, static_cast<size_t>(kw_count - kw1) * pixel_bytes);
+          }
+        }
+      }
+    });
+    return Sgemm(false, false, oh * ow, m, k, 1.0f, col, k, wt, m, 1.0f, acc + image * oh * ow * m,
+                 m);
   }
 
   // acc += X's pixels under tap r.tap times wt [C, M], over r's rectangle.

@@ -143,6 +143,28 @@ BENCHMARK(BM_AtrousConv)
     ->ArgsProduct({{0, 1}, {512}, {7}, {1}, {512}})
     ->Unit(benchmark::kMillisecond);
 
+// AlexNet's first layer: 3 channels to 64, 11x11 stride 4 (pads 2) over 224x224, batch N, one
+// thread, with tap regions off (oneDNN's im2col-and-gemm convolution) or allowed (the window
+// gathered channels-last, one sgemm per image; conv.cc's TapRegionsFor).
+// Args: regions (0/1), N.
+void BM_Conv11x11Stride4(benchmark::State& state) {
+  const int64_t n = state.range(1);
+  runtime::Attributes attrs;
+  attrs.Set("pads", std::vector<int64_t>{2, 2, 2, 2});
+  attrs.Set("strides", std::vector<int64_t>{4, 4});
+  CpuKernelOptions options;
+  options.conv_tap_regions = state.range(0) != 0;
+  RunKernel(
+      state, "Conv",
+      {Floats({n, 3, 224, 224}, false, 1), Floats({64, 3, 11, 11}, true, 2), Floats({64}, true, 3)},
+      attrs, options, 1);
+  state.SetItemsProcessed(state.iterations() * 2 * n * 64 * 3 * 121 * 55 * 55);  // flops
+}
+BENCHMARK(BM_Conv11x11Stride4)
+    ->ArgNames({"regions", "n"})
+    ->ArgsProduct({{0, 1}, {1, 8}})
+    ->Unit(benchmark::kMillisecond);
+
 void BM_MatMul_384x768x768(benchmark::State& state) {
   RunKernel(state, "MatMul", {Floats({1, 384, 768}, false, 4), Floats({768, 768}, true, 5)}, {});
   state.SetItemsProcessed(state.iterations() * 2 * 384 * 768 * 768);

@@ -123,7 +123,13 @@ INSTANTIATE_TEST_SUITE_P(
                       // strided along H, dilated 5x4, 3x2, uneven pads (40%); 3x3 over 2x2 (44%).
                       ConvCase{1, 32, 14, 14, 24, 3, 3, 1, 1, 1, 12, 12, 12, 12, 12, 12},
                       ConvCase{2, 20, 9, 7, 16, 3, 2, 1, 2, 1, 5, 4, 5, 3, 4, 2},
-                      ConvCase{1, 16, 2, 2, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1}),
+                      ConvCase{1, 16, 2, 2, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},
+                      // Where oneDNN's choice is its im2col-and-gemm convolution and tap regions
+                      // do not pay (more of the window inside X, or fewer than 16 channels):
+                      // the window gathered channels-last in one product per image. An 11x11
+                      // stride-4 first layer of 3 channels; batch 2 of 8 channels at dilation 2.
+                      ConvCase{1, 3, 27, 26, 16, 11, 11, 1, 4, 4, 1, 1, 2, 2, 2, 3},
+                      ConvCase{2, 8, 12, 11, 16, 3, 3, 1, 1, 1, 4, 5, 4, 5, 4, 5}),
     [](const ::testing::TestParamInfo<ConvCase>& param_info) {
       const ConvCase& p = param_info.param;
       return absl::StrCat("n", p.n, "c", p.c, "m", p.m, "k", p.kh, "x", p.kw, "g", p.group, "s",
