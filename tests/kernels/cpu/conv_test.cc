@@ -129,7 +129,13 @@ INSTANTIATE_TEST_SUITE_P(
                       // the window gathered channels-last in one product per image. An 11x11
                       // stride-4 first layer of 3 channels; batch 2 of 8 channels at dilation 2.
                       ConvCase{1, 3, 27, 26, 16, 11, 11, 1, 4, 4, 1, 1, 2, 2, 2, 3},
-                      ConvCase{2, 8, 12, 11, 16, 3, 3, 1, 1, 1, 4, 5, 4, 5, 4, 5}),
+                      ConvCase{2, 8, 12, 11, 16, 3, 3, 1, 1, 1, 4, 5, 4, 5, 4, 5},
+                      // Groups narrower than a channel block (4 channels): with known weights,
+                      // pairs of groups merged into one with block-diagonal weights where that
+                      // gives whole blocks of 8 (conv.cc); 8 groups of 4 to 4, and batch 2 of
+                      // 4 groups of 4 to 8, strided along H, dilated along W.
+                      ConvCase{1, 32, 10, 10, 32, 3, 3, 8, 1, 1, 1, 1, 1, 1, 1, 1},
+                      ConvCase{2, 16, 7, 9, 32, 3, 3, 4, 2, 1, 1, 2, 1, 2, 0, 1}),
     [](const ::testing::TestParamInfo<ConvCase>& param_info) {
       const ConvCase& p = param_info.param;
       return absl::StrCat("n", p.n, "c", p.c, "m", p.m, "k", p.kh, "x", p.kw, "g", p.group, "s",
