@@ -235,9 +235,11 @@ TEST(GemmTest, KnownWeightsReadPackedMatchTheReference) {
   };
   // Packed: every transposed B, and up to 256 rows against 2^18 weights or more (the first).
   // Where oneDNN keeps B plain (no AVX-512), 32 rows or more run sgemm on a row-major copy of
-  // B: the second transposed, the last both ways (its rows of 256 floats padded to 272).
-  for (const Size& z :
-       {Size{8, 512, 512}, Size{33, 64, 130}, Size{1, 512, 96}, Size{40, 96, 256}}) {
+  // B: the second transposed, the last both ways (its rows of 256 floats padded to 272); with
+  // AVX2, 2 to 16 rows run our kernel on B in panels of 16 columns: the first, and rows short
+  // of a block of 4 (5, 2) or columns short of a panel (530, 333, 300).
+  for (const Size& z : {Size{8, 512, 512}, Size{33, 64, 130}, Size{1, 512, 96}, Size{40, 96, 256},
+                        Size{5, 130, 530}, Size{2, 400, 333}, Size{16, 64, 300}}) {
     for (int64_t trans_b : {0, 1}) {
       for (int threads : {1, 2}) {
         SCOPED_TRACE(::testing::Message() << "m=" << z.m << " k=" << z.k << " n=" << z.n
