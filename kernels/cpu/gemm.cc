@@ -807,6 +807,11 @@ std::shared_ptr<const PackedProduct> PackedProduct::Make(const PrepareContext& c
   try {
     const dnnl::engine& engine = CpuEngine();
     auto product = std::make_shared<PackedProduct>();
+    product->m_ = m;  // the sizes our kernel and sgemm use (the primitive has its own)
+    product->n_ = n;
+    product->k_ = k;
+    product->lda_ = lda;
+    product->ldy_ = ldy;
     product->src_ = memory::desc({m, k}, memory::data_type::f32, memory::dims{lda, 1});
     product->dst_ = memory::desc({m, n}, memory::data_type::f32, memory::dims{ldy, 1});
     const memory::desc plain({k, n}, memory::data_type::f32,
@@ -823,11 +828,6 @@ std::shared_ptr<const PackedProduct> PackedProduct::Make(const PrepareContext& c
       // B in panels of 16 columns for our AVX2 kernel, packed once (keyed by how it reads b).
       const int64_t count = (n + kPanelWidth - 1) / kPanelWidth;
       product->panels_ = true;
-      product->m_ = m;
-      product->n_ = n;
-      product->k_ = k;
-      product->lda_ = lda;
-      product->ldy_ = ldy;
       product->weights_ =
           PackWeightsVia(context, b, plain, PlainDesc({count, k, kPanelWidth}), [&](memory& to) {
             float* out = static_cast<float*>(to.get_data_handle());
@@ -850,11 +850,6 @@ std::shared_ptr<const PackedProduct> PackedProduct::Make(const PrepareContext& c
       const bool aliasing = ldb % kAliasingStride == 0;
       if (!trans_b && !aliasing) return nullptr;
       product->sgemm_ = true;
-      product->m_ = m;
-      product->n_ = n;
-      product->k_ = k;
-      product->lda_ = lda;
-      product->ldy_ = ldy;
       product->ldb_ = n % kAliasingStride == 0 ? n + kLeadingPad : n;
       product->weights_ = PackWeights(
           context, b, plain, memory::desc({k, n}, memory::data_type::f32, {product->ldb_, 1}));
