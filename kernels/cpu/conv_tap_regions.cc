@@ -114,8 +114,9 @@ class TapRegionsKernel final : public PreparedKernel {
                   });
       const float* wt = static_cast<const float*>(weights_->get_data_handle());
       if (c_.whole_window) {
-        for (int64_t image = 0; image < n; ++image)
+        for (int64_t image = 0; image < n; ++image) {
           RETURN_IF_ERROR(AddWindow(image, x, wt, acc, ws));
+        }
       } else {
         for (const TapRegion& r : c_.regions) {
           RETURN_IF_ERROR(AddTap(r, x, wt + r.tap * ch * m, acc, ws));
@@ -137,28 +138,23 @@ class TapRegionsKernel final : public PreparedKernel {
  private:
   // Lays out the workspace.
   void LayOut() {
-    const int64_t n = c_.x[0], ch = c_.x[1], m = c_.y[1];
-    int64_t most = 0, most_partial = 0;
-    for (const TapRegion& r : c_.regions) {
-      most = std::max(most, r.pixels());
-      if (r.pixels() < c_.y[2] * c_.y[3]) most_partial = std::max(most_partial, r.pixels());
+    const int64_t n = c_.x[0], ch = c_.x[1], m = c_.y[1], pixels = c_.y[2] * c_.y[3];
+    // Rows gathered at once (of C x taps floats for the whole window, of C for one tap), and
+    // rows of a product kept apart from Y (a tap's region short of Y).
+    int64_t gathered = 0, apart = 0;
+    if (c_.whole_window) {
+      gathered = pixels * c_.kernel[0] * c_.kernel[1];  // one image's window
+    } else {
+      for (const TapRegion& r : c_.regions) {
+        gathered = std::max(gathered, n * r.pixels());
+        if (r.pixels() < pixels) apart = std::max(apart, n * r.pixels());
+      }
     }
-    if (c_.whole_window) {  // one image's [OH x OW, taps x C]
-      most = c_.y[2] * c_.y[3] * c_.kernel[0] * c_.kernel[1];
-      most_partial = 0;
-      ws_.x = 0;
-      ws_.y = ws_.x + ConvAlignUp(x_reorder_ ? x_nhwc_.get_size() : 0);
-      ws_.gathered = ws_.y + ConvAlignUp(y_reorder_ ? y_nhwc_.get_size() : 0);
-      ws_.product = ws_.gathered + ConvAlignUp(static_cast<size_t>(most * ch) * sizeof(float));
-      ws_.total = ws_.product;
-      return;
-    }
-    auto align = [](size_t bytes) { return ConvAlignUp(bytes); };
     ws_.x = 0;
-    ws_.y = ws_.x + align(x_reorder_ ? x_nhwc_.get_size() : 0);
-    ws_.gathered = ws_.y + align(y_reorder_ ? y_nhwc_.get_size() : 0);
-    ws_.product = ws_.gathered + align(static_cast<size_t>(n * most * ch) * sizeof(float));
-    ws_.total = ws_.product + align(static_cast<size_t>(n * most_partial * m) * sizeof(float));
+    ws_.y = ws_.x + ConvAlignUp(x_reorder_ ? x_nhwc_.get_size() : 0);
+    ws_.gathered = ws_.y + ConvAlignUp(y_reorder_ ? y_nhwc_.get_size() : 0);
+    ws_.product = ws_.gathered + ConvAlignUp(static_cast<size_t>(gathered * ch) * sizeof(float));
+    ws_.total = ws_.product + ConvAlignUp(static_cast<size_t>(apart * m) * sizeof(float));
   }
 
   // acc's rows of `image` += its whole window gathered, times the [taps x C, M] weights.
