@@ -276,11 +276,9 @@ class ConvKernel final : public PreparedKernel {
       stream.wait();
       if (p_.epilogue.has_value()) BroadcastEpilogue(args);
       if (p_.deferred_activation) {
-        float* y = static_cast<float*>(args.outputs[0]);
-        ParallelFor(static_cast<int64_t>(p_.dst_plain.get_size() / sizeof(float)), p_.threads, 8.0,
-                    [&](int64_t begin, int64_t end) {
-                      DeferredActivation(p_.post.activation, y + begin, end - begin);
-                    });
+        ApplyConvActivation(p_.post.activation, static_cast<float*>(args.outputs[0]),
+                            static_cast<int64_t>(p_.dst_plain.get_size() / sizeof(float)),
+                            p_.threads);
       }
     } catch (const dnnl::error& e) {
       return absl::InternalError(absl::StrCat(label_, ": onednn execution failed: ", e.what()));

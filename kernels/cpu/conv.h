@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -86,6 +87,10 @@ void GatherTaps(const TapGather& g, const float* x, float* col, int threads);
 
 /// W [M, C, KH, KW] (row-major) as the 1x1 weights [M, KH * KW * C] of the gathered input.
 std::vector<float> TapsAsChannelsWeights(const float* w, int64_t m, int64_t c, int64_t taps);
+
+/// The output positions [first, end) along an axis of `out` positions whose input position
+/// o * stride + offset lies in [0, in) (where a tap at offset reads inside X).
+std::pair<int64_t, int64_t> InsideRange(int64_t in, int64_t out, int64_t offset, int64_t stride);
 
 /// One tap (row-major index kh * KW + kw) of a 2-D convolution and the rectangle of output
 /// pixels [oh0, oh1) x [ow0, ow1) for which it reads inside X; elsewhere it reads padding.

@@ -26,16 +26,6 @@ namespace {
 
 using dnnl::memory;
 
-// The output positions [first, end) along one axis of `out` whose input position o * stride +
-// offset lies in [0, in).
-std::pair<int64_t, int64_t> InsideRange(int64_t in, int64_t out, int64_t offset, int64_t stride) {
-  int64_t first = offset >= 0 ? 0 : (-offset + stride - 1) / stride;
-  int64_t end = in - 1 - offset < 0 ? 0 : (in - 1 - offset) / stride + 1;
-  first = std::min(first, out);
-  end = std::max(first, std::min(end, out));
-  return {first, end};
-}
-
 // Where the kernel's buffers lie in its workspace (offsets in bytes, 64-byte aligned).
 struct TapRegionsWorkspace {
   size_t x = 0;         // X channels-last, when not stored so

@@ -64,6 +64,14 @@ std::optional<TapGather> MakeTapGather(const runtime::Shape& x, const runtime::S
   return std::nullopt;
 }
 
+std::pair<int64_t, int64_t> InsideRange(int64_t in, int64_t out, int64_t offset, int64_t stride) {
+  int64_t first = offset >= 0 ? 0 : (-offset + stride - 1) / stride;
+  int64_t end = in - 1 - offset < 0 ? 0 : (in - 1 - offset) / stride + 1;
+  first = std::min(first, out);
+  end = std::max(first, std::min(end, out));
+  return {first, end};
+}
+
 void GatherTaps(const TapGather& g, const float* x, float* col, int threads) {
   const int64_t taps = g.kernel_h * g.kernel_w;
   const int64_t rows = g.batch * taps * g.channel_runs * g.out_h;
@@ -89,10 +97,7 @@ void GatherTaps(const TapGather& g, const float* x, float* col, int threads) {
           const float* in = x + n * g.x_n + cr * g.x_c + ih * g.x_h;
           // Output columns whose tap lies inside the row: [lo, hi).
           const int64_t off = kw * g.dilation_w - g.pad_w;
-          int64_t lo = off >= 0 ? 0 : (-off + g.stride_w - 1) / g.stride_w;
-          int64_t hi = g.in_w - off <= 0 ? 0 : (g.in_w - off - 1) / g.stride_w + 1;
-          lo = std::min(lo, g.out_w);
-          hi = std::max(lo, std::min(hi, g.out_w));
+          const auto [lo, hi] = InsideRange(g.in_w, g.out_w, off, g.stride_w);
           for (int64_t ow = 0; ow < lo; ++ow) std::memset(out + ow * g.col_w, 0, run_bytes);
           if (g.stride_w == 1 && g.col_w == g.run && g.x_w == g.run) {
             std::memcpy(out + lo * g.col_w, in + (lo + off) * g.x_w,
