@@ -5,16 +5,22 @@
 // (oneDNN's max pooling ignores them, as ONNX does). Averages divide as count_include_pad says:
 // oneDNN's include-padding average counts the explicit pads (ceil_mode's extra positions too,
 // so that form is refused), its exclude-padding average counts only the input's elements.
+// Where X or Y is stored with the channels innermost (blocked or channels-last), our own loops
+// run instead, in that storage (InterleavedPool, pool.h; the other side reordered): oneDNN
+// 2.6's AVX2 pooling took 0.58 ms for a 3x3 window over 192 channels of 28x28, ours 0.08.
 #include <algorithm>
 #include <memory>
 #include <optional>
+#include <string>
 #include <unordered_map>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "kernels/cpu/families.h"
 #include "kernels/cpu/fused_ops.h"
 #include "kernels/cpu/kernel_util.h"
 #include "kernels/cpu/onednn_util.h"
+#include "kernels/cpu/pool.h"
 #include "kernels/cpu/window.h"
 #include "runtime/base/status_macros.h"
 
@@ -57,6 +63,8 @@ class OnednnPoolKernel final : public PreparedKernel {
   size_t workspace_bytes() const override { return total_; }
   size_t output_storage_bytes(size_t i) const override { return i == 0 ? y_stored_.get_size() : 0; }
 
+  std::string implementation() const override { return pd_.impl_info_str(); }
+
   absl::Status Run(const KernelArgs& args) const override {
     if (runtime::NumElements(outputs_[0].shape) == 0) return absl::OkStatus();
     UseIntraOpThreads(threads_);
@@ -96,6 +104,98 @@ class OnednnPoolKernel final : public PreparedKernel {
   dnnl::reorder src_reorder_, dst_reorder_;  // stored ↔ the primitive's layout (or empty)
   size_t src_at_ = 0, dst_at_ = 0, total_ = 0;
 };
+
+// The same on our own loops (InterleavedPool) in a storage with the channels innermost: X's,
+// or Y's where X is plain. A side stored otherwise is reordered through the workspace.
+class InterleavedPoolKernel final : public PreparedKernel {
+ public:
+  InterleavedPoolKernel(absl::string_view op, std::string label, std::vector<TensorDesc> outputs,
+                        InterleavedPool pool, int64_t batch, int threads, memory::desc x_stored,
+                        memory::desc x_pooled, memory::desc y_pooled, memory::desc y_stored)
+      : op_(op),
+        label_(std::move(label)),
+        outputs_(std::move(outputs)),
+        pool_(std::move(pool)),
+        batch_(batch),
+        threads_(threads),
+        x_stored_(std::move(x_stored)),
+        x_pooled_(std::move(x_pooled)),
+        y_pooled_(std::move(y_pooled)),
+        y_stored_(std::move(y_stored)) {
+    const dnnl::engine& engine = CpuEngine();
+    if (x_pooled_ != x_stored_) {
+      src_reorder_ =
+          dnnl::reorder(dnnl::reorder::primitive_desc(engine, x_stored_, engine, x_pooled_));
+      dst_at_ = AlignUp(x_pooled_.get_size());
+    }
+    if (y_pooled_ != y_stored_) {
+      dst_reorder_ =
+          dnnl::reorder(dnnl::reorder::primitive_desc(engine, y_pooled_, engine, y_stored_));
+      total_ = dst_at_ + AlignUp(y_pooled_.get_size());
+    } else {
+      total_ = dst_at_;
+    }
+  }
+
+  absl::string_view op() const override { return op_; }
+  const std::vector<TensorDesc>& outputs() const override { return outputs_; }
+  size_t workspace_bytes() const override { return total_; }
+  size_t output_storage_bytes(size_t i) const override { return i == 0 ? y_stored_.get_size() : 0; }
+  std::string implementation() const override {
+    return absl::StrCat("own loops, ", pool_.lanes(), " channels innermost",
+                        src_reorder_ ? ", input reordered" : "",
+                        dst_reorder_ ? ", output reordered" : "");
+  }
+
+  absl::Status Run(const KernelArgs& args) const override {
+    if (runtime::NumElements(outputs_[0].shape) == 0) return absl::OkStatus();
+    uint8_t* ws = static_cast<uint8_t*>(args.workspace);
+    const void* x = args.inputs[0];
+    void* y = dst_reorder_ ? ws + dst_at_ : args.outputs[0];
+    try {
+      const dnnl::engine& engine = CpuEngine();
+      dnnl::stream stream(engine);
+      if (src_reorder_) {
+        UseIntraOpThreads(threads_);
+        memory from(x_stored_, engine, const_cast<void*>(x)), to(x_pooled_, engine, ws);
+        src_reorder_.execute(stream, from, to);
+        stream.wait();
+        x = ws;
+      }
+      pool_.Run(static_cast<const float*>(x), static_cast<float*>(y), batch_, threads_);
+      if (dst_reorder_) {
+        UseIntraOpThreads(threads_);
+        memory from(y_pooled_, engine, y), to(y_stored_, engine, args.outputs[0]);
+        dst_reorder_.execute(stream, from, to);
+        stream.wait();
+      }
+    } catch (const dnnl::error& e) {
+      return absl::InternalError(absl::StrCat(label_, ": onednn reorder failed: ", e.what()));
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  absl::string_view op_;
+  std::string label_;
+  std::vector<TensorDesc> outputs_;
+  InterleavedPool pool_;
+  int64_t batch_;
+  int threads_;
+  memory::desc x_stored_, x_pooled_, y_pooled_, y_stored_;
+  dnnl::reorder src_reorder_, dst_reorder_;  // stored <-> the pooled storage (or empty)
+  size_t dst_at_ = 0, total_ = 0;
+};
+
+// The lanes of InterleavedPool for values stored as `how` in a chain of layout `chain`: the
+// channel block of the blocked layout, all channels for channels-last; none for plain storage.
+std::optional<int64_t> InterleavedLanes(Storage how, memory::format_tag chain, int64_t channels) {
+  if (how == Storage::kPlain) return std::nullopt;
+  if (how == Storage::kNhwc || chain == memory::format_tag::nhwc) return channels;
+  if (chain == memory::format_tag::nChw8c) return 8;
+  if (chain == memory::format_tag::nChw16c) return 16;
+  return std::nullopt;
+}
 
 template <bool kAverage>
 absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareFusedPool(const PrepareContext& context) {
@@ -145,6 +245,20 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareFusedPool(const PrepareCo
     kernel.push_back(win.kernel[i]);
     pad_l.push_back(win.pads_begin[i]);
     pad_r.push_back(std::max(win.pads_end[i], need));
+  }
+  const Storage pooled = x_storage != Storage::kPlain ? x_storage : y_storage;
+  const std::optional<int64_t> lanes = InterleavedLanes(pooled, chain, x[1]);
+  if (lanes.has_value()) {
+    try {
+      return std::make_unique<InterleavedPoolKernel>(
+          kAverage ? kFusedAveragePoolOp : kFusedMaxPoolOp, NodeLabel(context), std::move(outputs),
+          InterleavedPool(win, !kAverage, include_pad != 0, x[1], *lanes), x[0],
+          context.intra_op_threads, x_stored, StoredDesc(x, pooled, chain),
+          StoredDesc(y, pooled, chain), y_stored);
+    } catch (const dnnl::error& e) {
+      return Unimplemented(context, "onednn rejected a reorder of ", runtime::ShapeToString(x),
+                           ": ", e.what());
+    }
   }
   auto make = [&](const memory::desc& src,
                   const memory::desc& dst) -> std::optional<dnnl::pooling_forward::primitive_desc> {

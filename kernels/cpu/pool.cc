@@ -14,19 +14,12 @@
 
 #include "kernels/cpu/families.h"
 #include "kernels/cpu/kernel_util.h"
+#include "kernels/cpu/pool.h"
 #include "kernels/cpu/window.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/core/checked_size.h"
 
 namespace reprise::kernels::cpu {
-namespace {
-
-// Per output position along one axis: where its window starts in the input (`origin`, may be
-// negative), the range of taps [first, last) that fall inside the input, and how many taps fall
-// inside the explicitly padded input (count_include_pad's divisor).
-struct AxisTaps {
-  std::vector<int64_t> origin, first, last, padded;
-};
 
 AxisTaps MakeAxisTaps(const Window& g, int axis) {
   AxisTaps t;
@@ -52,6 +45,8 @@ AxisTaps MakeAxisTaps(const Window& g, int axis) {
   }
   return t;
 }
+
+namespace {
 
 // Reductions of a plane in eight independent lanes (vectorised; one chain of dependent adds
 // would cost an add's latency per element). The sum adds each block of 256 in float and the
@@ -233,6 +228,193 @@ PoolPlaneFn PoolPlane2d() {
            : PickForThisCpu(&AvgPlaneAvx512, &AvgPlaneAvx2, &AvgPlaneBaseline);
   return fn;
 }
+
+// InterleavedPool's work: items [begin, end) of the (image, group) planes x output rows.
+struct InterleavedRows {
+  const AxisTaps* th;
+  const AxisTaps* tw;
+  int64_t channels, lanes, groups, in_h, in_w, out_h, out_w;
+  int64_t stride_w, kernel_w;
+  int64_t interior_begin, interior_end;  // InteriorRange along W
+  bool include_pad;
+};
+
+// Eight floats in one vector (GCC's vector extension: one AVX register, two SSE ones); moved
+// from and to memory of any alignment with memcpy (no function: a vector argument or result
+// would change the baseline copy's ABI).
+typedef float Float8 __attribute__((vector_size(32)));
+
+// The outputs [begin, end) of a row whose windows lie inside it (taps 0 .. taps-1 read), for
+// blocked lanes: named vector registers (GCC leaves a loop over the lanes of the output scalar
+// here, and keeps an array of vectors on the stack), the second for 16 lanes. kTaps: `taps` as
+// a constant (2, 3: unrolled), or 0. The average scales by inverse[ow].
+template <bool kMax, int64_t kLanes, int64_t kTaps>
+__attribute__((always_inline)) inline void BlockedColumns(const float* __restrict row,
+                                                          float* __restrict out, int64_t begin,
+                                                          int64_t end, int64_t origin,
+                                                          int64_t stride, int64_t taps,
+                                                          const float* __restrict inverse) {
+  static_assert(kLanes == 8 || kLanes == 16);
+  const int64_t n = kTaps != 0 ? kTaps : taps;
+  for (int64_t ow = begin; ow < end; ++ow) {
+    const float* __restrict src = row + (origin + (ow - begin) * stride) * kLanes;
+    Float8 a0, a1 = {};
+    __builtin_memcpy(&a0, src, sizeof a0);
+    if constexpr (kLanes == 16) __builtin_memcpy(&a1, src + 8, sizeof a1);
+    for (int64_t kw = 1; kw < n; ++kw) {
+      src += kLanes;
+      Float8 t0, t1;
+      __builtin_memcpy(&t0, src, sizeof t0);
+      a0 = kMax ? (a0 < t0 ? t0 : a0) : a0 + t0;  // std::max's choice, lane by lane
+      if constexpr (kLanes == 16) {
+        __builtin_memcpy(&t1, src + 8, sizeof t1);
+        a1 = kMax ? (a1 < t1 ? t1 : a1) : a1 + t1;
+      }
+    }
+    if constexpr (!kMax) {
+      a0 *= inverse[ow];
+      a1 *= inverse[ow];
+    }
+    __builtin_memcpy(out + ow * kLanes, &a0, sizeof a0);
+    if constexpr (kLanes == 16) __builtin_memcpy(out + ow * kLanes + 8, &a1, sizeof a1);
+  }
+}
+
+// kLanes: p.lanes as a constant (8, 16), or 0 for channels-last's run-time count. `r` holds a
+// row of in_w x lanes floats, then out_w for the average's reciprocal divisors.
+template <bool kMax, int64_t kLanes>
+__attribute__((always_inline)) inline void InterleavedRowsBody(const float* __restrict x,
+                                                               float* __restrict y,
+                                                               const InterleavedRows& p,
+                                                               int64_t begin, int64_t end,
+                                                               float* __restrict r) {
+  const AxisTaps& th = *p.th;
+  const AxisTaps& tw = *p.tw;
+  const int64_t lanes = kLanes != 0 ? kLanes : p.lanes;
+  const int64_t row_floats = p.in_w * lanes;
+  const int64_t plane_floats = p.in_h * row_floats;
+  const float init = kMax ? -std::numeric_limits<float>::infinity() : 0.0f;
+  // The average multiplies by 1 / divisor, a row of them computed again only where the row's
+  // factor (rows inside, or inside the padding) changes: a division per output would cost as
+  // much as the sums.
+  float* __restrict inverse = r + row_floats;
+  int64_t inverse_for = -1;
+  for (int64_t item = begin; item < end; ++item) {
+    const int64_t plane = item / p.out_h, oh = item % p.out_h;
+    // Lanes past the channels (the last group's padding) stay zero.
+    const int64_t valid = std::min(lanes, p.channels - (plane % p.groups) * lanes);
+    const float* __restrict in = x + plane * plane_floats;
+    float* __restrict out = y + item * p.out_w * lanes;
+    auto empty = [&](float* __restrict o) {
+      for (int64_t c = 0; c < lanes; ++c) o[c] = c < valid ? init : 0.0f;
+    };
+    const int64_t r0 = th.origin[oh] + th.first[oh];
+    const int64_t r1 = th.origin[oh] + th.last[oh];
+    if (r0 >= r1) {
+      // Every tap is padding: the general loop's answer (-inf, or 0 with no divisor).
+      for (int64_t ow = 0; ow < p.out_w; ++ow) empty(out + ow * lanes);
+      continue;
+    }
+    // The window's rows reduced into `r` (vectorised over W x lanes; a single row is read in
+    // place), then each output's columns from it.
+    const int64_t rows_in = r1 - r0;
+    if (!kMax) {
+      const int64_t factor = p.include_pad ? th.padded[oh] : rows_in;
+      if (factor != inverse_for) {
+        for (int64_t ow = 0; ow < p.out_w; ++ow) {
+          const int64_t divisor =
+              factor * (p.include_pad ? tw.padded[ow] : tw.last[ow] - tw.first[ow]);
+          inverse[ow] = divisor > 0 ? 1.0f / static_cast<float>(divisor) : 0.0f;
+        }
+        inverse_for = factor;
+      }
+    }
+    const float* __restrict row = in + r0 * row_floats;
+    if (rows_in > 1) {
+      const float* __restrict next = row + row_floats;
+      for (int64_t i = 0; i < row_floats; ++i) {
+        r[i] = kMax ? std::max(row[i], next[i]) : row[i] + next[i];
+      }
+      for (int64_t at = r0 + 2; at < r1; ++at) {
+        const float* __restrict src = in + at * row_floats;
+        for (int64_t i = 0; i < row_floats; ++i)
+          r[i] = kMax ? std::max(r[i], src[i]) : r[i] + src[i];
+      }
+      row = r;
+    }
+    // Outputs whose window is partly outside the row: from their own taps.
+    auto edge = [&](int64_t ow) {
+      float* __restrict o = out + ow * lanes;
+      const int64_t first = tw.first[ow], last = tw.last[ow];
+      if (first >= last) {
+        empty(o);
+        return;
+      }
+      const float* __restrict src = row + (tw.origin[ow] + first) * lanes;
+      for (int64_t c = 0; c < lanes; ++c) o[c] = src[c];
+      for (int64_t kw = first + 1; kw < last; ++kw) {
+        src += lanes;
+        for (int64_t c = 0; c < lanes; ++c) o[c] = kMax ? std::max(o[c], src[c]) : o[c] + src[c];
+      }
+      if (!kMax) {
+        const float scale = inverse[ow];
+        for (int64_t c = 0; c < lanes; ++c) o[c] *= scale;
+      }
+    };
+    const int64_t ib = p.interior_begin, ie = p.interior_end;
+    if constexpr (kLanes != 0) {
+      for (int64_t ow = 0; ow < ib; ++ow) edge(ow);
+      if (ib < ie) {
+        const int64_t origin = tw.origin[ib];
+        if (p.kernel_w == 3) {
+          BlockedColumns<kMax, kLanes, 3>(row, out, ib, ie, origin, p.stride_w, 3, inverse);
+        } else if (p.kernel_w == 2) {
+          BlockedColumns<kMax, kLanes, 2>(row, out, ib, ie, origin, p.stride_w, 2, inverse);
+        } else {
+          BlockedColumns<kMax, kLanes, 0>(row, out, ib, ie, origin, p.stride_w, p.kernel_w,
+                                          inverse);
+        }
+      }
+      for (int64_t ow = std::max(ib, ie); ow < p.out_w; ++ow) edge(ow);
+    } else {
+      // Channels-last: vectorised over the channels.
+      for (int64_t ow = 0; ow < p.out_w; ++ow) edge(ow);
+    }
+  }
+}
+
+template <bool kMax>
+__attribute__((always_inline)) inline void InterleavedRowsAnyLanes(const float* x, float* y,
+                                                                   const InterleavedRows& p,
+                                                                   int64_t begin, int64_t end,
+                                                                   float* r) {
+  if (p.lanes == 8) {
+    InterleavedRowsBody<kMax, 8>(x, y, p, begin, end, r);
+  } else if (p.lanes == 16) {
+    InterleavedRowsBody<kMax, 16>(x, y, p, begin, end, r);
+  } else {
+    InterleavedRowsBody<kMax, 0>(x, y, p, begin, end, r);
+  }
+}
+
+#define REPRISE_ROWS_ARGS \
+  const float *x, float *y, const InterleavedRows &p, int64_t begin, int64_t end, float *r
+using InterleavedRowsFn = void (*)(REPRISE_ROWS_ARGS);
+__attribute__((target("avx512f"))) void MaxRowsAvx512(REPRISE_ROWS_ARGS) {
+  InterleavedRowsAnyLanes<true>(x, y, p, begin, end, r);
+}
+__attribute__((target("avx2,fma"))) void MaxRowsAvx2(REPRISE_ROWS_ARGS) {
+  InterleavedRowsAnyLanes<true>(x, y, p, begin, end, r);
+}
+void MaxRowsBaseline(REPRISE_ROWS_ARGS) { InterleavedRowsAnyLanes<true>(x, y, p, begin, end, r); }
+__attribute__((target("avx512f"))) void AvgRowsAvx512(REPRISE_ROWS_ARGS) {
+  InterleavedRowsAnyLanes<false>(x, y, p, begin, end, r);
+}
+__attribute__((target("avx2,fma"))) void AvgRowsAvx2(REPRISE_ROWS_ARGS) {
+  InterleavedRowsAnyLanes<false>(x, y, p, begin, end, r);
+}
+void AvgRowsBaseline(REPRISE_ROWS_ARGS) { InterleavedRowsAnyLanes<false>(x, y, p, begin, end, r); }
+#undef REPRISE_ROWS_ARGS
 
 absl::StatusOr<Shape> CheckPoolInput(const PrepareContext& context) {
   RETURN_IF_ERROR(ExpectInputCount(context, 1, 1));
@@ -630,6 +812,46 @@ absl::Status RegisterPoolKernels(runtime::KernelRegistry* registry) {
   RETURN_IF_ERROR(registry->Register("RoiAlign", &PrepareRoiAlign));
   RETURN_IF_ERROR(registry->Register("MaxUnpool", &PrepareMaxUnpool));
   return absl::OkStatus();
+}
+
+InterleavedPool::InterleavedPool(const Window& win, bool max, bool include_pad, int64_t channels,
+                                 int64_t lanes)
+    : th_(MakeAxisTaps(win, 0)),
+      tw_(MakeAxisTaps(win, 1)),
+      max_(max),
+      include_pad_(include_pad),
+      channels_(channels),
+      lanes_(lanes),
+      groups_((channels + lanes - 1) / lanes),
+      in_h_(win.input[0]),
+      in_w_(win.input[1]),
+      out_h_(win.output[0]),
+      out_w_(win.output[1]),
+      kernel_h_(win.kernel[0]),
+      kernel_w_(win.kernel[1]),
+      stride_w_(win.strides[1]) {}
+
+void InterleavedPool::Run(const float* x, float* y, int64_t batch, int threads) const {
+  static const InterleavedRowsFn max_fn =
+      PickForThisCpu(&MaxRowsAvx512, &MaxRowsAvx2, &MaxRowsBaseline);
+  static const InterleavedRowsFn avg_fn =
+      PickForThisCpu(&AvgRowsAvx512, &AvgRowsAvx2, &AvgRowsBaseline);
+  const std::pair<int64_t, int64_t> interior = InteriorRange(tw_, kernel_w_);
+  const InterleavedRows p{&th_,      &tw_,           channels_,       lanes_,      groups_,
+                          in_h_,     in_w_,          out_h_,          out_w_,      stride_w_,
+                          kernel_w_, interior.first, interior.second, include_pad_};
+  const InterleavedRowsFn fn = max_ ? max_fn : avg_fn;
+  // Per output row: the window's rows over the input row, then each output's columns; a
+  // vector step covers about eight lanes in a fraction of a nanosecond.
+  const double row_cost = static_cast<double>(in_w_ * kernel_h_ + out_w_ * kernel_w_) *
+                          static_cast<double>(lanes_) * 0.1;
+  ParallelFor(
+      batch * groups_ * out_h_, threads, row_cost,
+      [&](int64_t begin, int64_t end) {
+        std::vector<float> r(static_cast<size_t>(in_w_ * lanes_ + out_w_));
+        fn(x, y, p, begin, end, r.data());
+      },
+      1);
 }
 
 }  // namespace reprise::kernels::cpu

@@ -1,6 +1,7 @@
 // Run-time cost of a few representative CPU kernels (Prepare is outside the timed loop).
 // Not a test: numbers drift on a shared machine. Example:
 //   OMP_NUM_THREADS=1 build/release/kernels/kernels_cpu_benchmark --benchmark_repetitions=5
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
@@ -61,8 +62,10 @@ void RunKernel(benchmark::State& state, const std::string& op, std::vector<Buffe
   state.SetLabel((*kernel)->implementation());
   std::vector<std::vector<uint8_t>> outputs;
   std::vector<void*> out_ptrs;
-  for (const auto& d : (*kernel)->outputs()) {
-    outputs.emplace_back(runtime::NumElements(d.shape) * runtime::DataTypeSize(d.dtype));
+  for (size_t i = 0; i < (*kernel)->outputs().size(); ++i) {
+    const runtime::TensorDesc& d = (*kernel)->outputs()[i];
+    outputs.emplace_back(std::max(runtime::NumElements(d.shape) * runtime::DataTypeSize(d.dtype),
+                                  (*kernel)->output_storage_bytes(i)));
     out_ptrs.push_back(outputs.back().data());
   }
   std::vector<uint8_t> workspace((*kernel)->workspace_bytes());
@@ -211,6 +214,36 @@ void BM_MaxPool3x3s2_64x112x112(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * 64 * 56 * 56);
 }
 BENCHMARK(BM_MaxPool3x3s2_64x112x112)->Unit(benchmark::kMillisecond);
+
+// The pooling of convolution chains (kFusedMaxPoolOp, kFusedAveragePoolOp) over values stored
+// in the chain's blocked layout (C a multiple of 16: no padding channels), batch 1, one thread:
+// GoogLeNet's, ResNet's, Inception-v3's and DenseNet's windows. Args: max (1) or average (0), C,
+// size, kernel, stride, pad, and for averages count_include_pad.
+void BM_ChainPool(benchmark::State& state) {
+  const int64_t c = state.range(1), size = state.range(2), k = state.range(3);
+  const int64_t s = state.range(4), pad = state.range(5);
+  runtime::Attributes attrs;
+  attrs.Set("kernel_shape", std::vector<int64_t>{k, k});
+  attrs.Set("strides", std::vector<int64_t>{s, s});
+  attrs.Set("pads", std::vector<int64_t>{pad, pad, pad, pad});
+  attrs.Set("count_include_pad", int64_t{state.range(6)});
+  attrs.Set("x_layout", std::string("blocked"));
+  attrs.Set("y_layout", std::string("blocked"));
+  RunKernel(state, state.range(0) != 0 ? kFusedMaxPoolOp : kFusedAveragePoolOp,
+            {Floats({1, c, size, size}, false, 9)}, attrs);
+  const int64_t out = (size + 2 * pad - k) / s + 1;
+  state.SetItemsProcessed(state.iterations() * c * out * out);
+}
+BENCHMARK(BM_ChainPool)
+    ->ArgNames({"max", "c", "size", "k", "s", "pad", "incl"})
+    ->Args({1, 64, 112, 3, 2, 1, 0})
+    ->Args({1, 192, 56, 3, 2, 0, 0})
+    ->Args({1, 192, 28, 3, 1, 1, 0})
+    ->Args({1, 512, 14, 3, 1, 1, 0})
+    ->Args({0, 192, 35, 3, 1, 1, 1})
+    ->Args({0, 768, 17, 3, 1, 1, 0})
+    ->Args({0, 256, 56, 2, 2, 0, 0})
+    ->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace reprise::kernels::cpu

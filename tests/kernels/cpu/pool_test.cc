@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -190,6 +191,127 @@ TEST(PoolTest, FusedAveragePoolMatchesReference) {
                               {"ceil_mode", int64_t{1}},
                               {"count_include_pad", int64_t{1}}}));
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnimplemented) << refused.status();
+}
+
+// The pooling of conv chains over values stored with the channels innermost, channels-last and
+// blocked (InterleavedPool: our own loops, blocks of 8 or 16 lanes as the CPU's chain layout
+// has them, or all 20 channels where that layout is channels-last), batch 2 of 20 channels (the
+// last block part padding, which must stay zero), 9x9 and 40x40 (two threads split its rows), one
+// and two threads, against the reference:
+// windows inside and across the edges, ceil_mode's extra window, strides 1 to 3, kernels 2 and
+// 3 (unrolled) and 4 (not), and a first window wholly in the padding (max: -inf; the average
+// counting the padding: 0).
+TEST(PoolTest, FusedPoolsOverChannelsInnermostStorage) {
+  KernelHarness h;
+  const int64_t n = 2, c = 20;
+  // This CPU's blocked layout: 20 channels stored as 20 (channels-last), 24 (blocks of 8) or 32
+  // (of 16) floats per pixel.
+  auto probe =
+      h.Prepare(kFusedMaxPoolOp, {Tensor::Of<float>({1, c, 2, 2}, RandomFloats(4 * c, 27))},
+                Attrs({{"kernel_shape", std::vector<int64_t>{1, 1}},
+                       {"x_layout", std::string("blocked")},
+                       {"y_layout", std::string("blocked")}}));
+  ASSERT_TRUE(probe.ok()) << probe.status();
+  const int64_t per_pixel = static_cast<int64_t>((*probe)->output_storage_bytes(0)) / (4 * 4);
+  const int64_t block = per_pixel == c ? c : per_pixel == 32 ? 16 : 8;
+  ASSERT_EQ(per_pixel, (c + block - 1) / block * block);
+  for (const int64_t size : {int64_t{9}, int64_t{40}}) {
+    const int64_t plane = size * size;
+    const auto x = RandomFloats(n * c * plane, 26);
+    // [N][groups][H][W][lanes] from NCHW, padding lanes zero (lanes 0: NCHW as it is).
+    auto store = [&](const std::vector<float>& v, int64_t lanes, int64_t pixels) {
+      if (lanes == 0) return v;
+      const int64_t groups = (c + lanes - 1) / lanes;
+      std::vector<float> out(n * groups * lanes * pixels, 0.0f);
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t k = 0; k < c; ++k)
+          for (int64_t q = 0; q < pixels; ++q)
+            out[((i * groups + k / lanes) * pixels + q) * lanes + k % lanes] =
+                v[(i * c + k) * pixels + q];
+      return out;
+    };
+    struct Case {
+      int64_t k, s, pad;
+      bool ceil, include_pad;
+    };
+    for (const bool max : {true, false}) {
+      for (const Case& w :
+           {Case{3, 2, 1, true, false}, Case{3, 1, 1, false, true}, Case{3, 1, 1, false, false},
+            Case{2, 2, 0, true, false}, Case{4, 3, 2, true, false}, Case{4, 3, 2, false, true},
+            Case{2, 3, 2, false, true}}) {
+        if (w.include_pad && w.ceil) continue;
+        int64_t o = 0;
+        std::vector<float> want;
+        for (int64_t p = 0; p < n * c; ++p) {
+          const std::vector<float> one(x.begin() + p * plane, x.begin() + (p + 1) * plane);
+          const auto y =
+              ReferencePool(max, one, size, size, w.k, w.s, w.pad, 1, w.ceil, w.include_pad, &o);
+          want.insert(want.end(), y.begin(), y.end());
+        }
+        // Alike at both ends, or one end plain (reordered through the workspace).
+        for (const auto& [x_layout, y_layout] :
+             std::vector<std::pair<std::string, std::string>>{{"nhwc", "nhwc"},
+                                                              {"blocked", "blocked"},
+                                                              {"blocked", "nchw"},
+                                                              {"nchw", "blocked"},
+                                                              {"nchw", "nhwc"}}) {
+          auto lanes_of = [&](const std::string& layout) -> int64_t {
+            return layout == "nchw" ? 0 : layout == "nhwc" ? c : block;
+          };
+          const int64_t x_lanes = lanes_of(x_layout), lanes = lanes_of(y_layout);
+          for (const int threads : {1, 2}) {
+            SCOPED_TRACE(::testing::Message()
+                         << (max ? "max" : "average") << " size=" << size << " k=" << w.k
+                         << " s=" << w.s << " pad=" << w.pad << " ceil=" << w.ceil
+                         << " include_pad=" << w.include_pad << " " << x_layout << " to "
+                         << y_layout << " threads=" << threads);
+            auto kernel = h.Prepare(max ? kFusedMaxPoolOp : kFusedAveragePoolOp,
+                                    {Tensor::Of<float>({n, c, size, size}, x)},
+                                    Attrs({{"kernel_shape", std::vector<int64_t>{w.k, w.k}},
+                                           {"strides", std::vector<int64_t>{w.s, w.s}},
+                                           {"pads", std::vector<int64_t>(4, w.pad)},
+                                           {"ceil_mode", int64_t{w.ceil}},
+                                           {"count_include_pad", int64_t{w.include_pad}},
+                                           {"x_layout", x_layout},
+                                           {"y_layout", y_layout}}),
+                                    17, 1, threads);
+            ASSERT_TRUE(kernel.ok()) << kernel.status();
+            EXPECT_NE((*kernel)->implementation().find("own loops"), std::string::npos)
+                << (*kernel)->implementation();
+            ASSERT_EQ((*kernel)->outputs()[0].shape, (Shape{n, c, o, o}));
+            const size_t floats =
+                std::max((*kernel)->output_storage_bytes(0) / sizeof(float), want.size());
+            ASSERT_EQ(static_cast<int64_t>(floats),
+                      n * (lanes == 0 ? c : (c + lanes - 1) / lanes * lanes) * o * o);
+            const std::vector<float> in = store(x, x_lanes, plane);
+            std::vector<float> stored(floats, 7.0f);
+            const void* ins[] = {in.data()};
+            void* outs[] = {stored.data()};
+            std::vector<uint8_t> ws((*kernel)->workspace_bytes() + 64);
+            runtime::KernelArgs args;
+            args.inputs = ins;
+            args.outputs = outs;
+            args.workspace = ws.data();
+            ASSERT_TRUE((*kernel)->Run(args).ok());
+            // Every stored float: the reference's value, or zero in a padding lane.
+            const std::vector<float> expected = store(want, lanes, o * o);
+            std::vector<float> padding_lanes =
+                store(std::vector<float>(want.size(), 1.0f), lanes, o * o);
+            for (size_t i = 0; i < floats; ++i) {
+              if (padding_lanes[i] == 0.0f) {
+                ASSERT_EQ(stored[i], 0.0f) << "padding lane at " << i;
+              } else if (std::isinf(expected[i])) {
+                ASSERT_EQ(stored[i], expected[i]) << "stored float " << i;
+              } else {
+                ASSERT_NEAR(stored[i], expected[i], 1e-4 + 1e-4 * std::fabs(expected[i]))
+                    << "stored float " << i;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
 }
 
 // The squeeze-and-excitation ops of conv chains (chain_ops.cc) over plain and channels-last
