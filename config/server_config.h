@@ -73,7 +73,7 @@ struct ServerConfig {
   // (runtime::engine::StreamSessionOptions::choose_threads).
   bool choose_threads = true;
   // kernels: the choices of the CPU device's kernels (kernels::cpu::CpuKernelOptions)
-  bool kernels_conv_winograd = true;               // try oneDNN's Winograd for 3x3 convolutions
+  bool kernels_conv_winograd = true;               // Winograd for 3x3 convolutions
   bool kernels_conv_taps_as_channels = true;       // KxK as 1x1 over gathered taps (AVX2)
   bool kernels_conv_tap_regions = true;            // per-tap products over the taps' regions
   std::string kernels_conv_chain_layout = "auto";  // conv chains: auto (blocked) or nhwc

@@ -127,6 +127,12 @@ struct TapRegionsConv {
   // [OH x OW, taps x C], zeros in the padding): the same im2col and gemm as oneDNN's gemm
   // convolution, gathered in runs of KW x C floats where the taps of a row are adjacent.
   bool whole_window = false;
+  // A 3x3 stride-1 convolution as Winograd's F(2x2, 3x3) instead: X in tiles of 4x4 pixels
+  // (overlapping by 2) transformed to 16 rows of C each (B^T d B), one [tiles, C] x [C, M]
+  // product per tile position with the weights transformed once (G g G^T, 16 x [C, M]), each
+  // tile's 16 rows of M transformed back to its 2x2 outputs (A^T m A) and added into Y: 16
+  // multiplications per 2x2 outputs and channel pair where the direct kernel does 36.
+  bool winograd = false;
 };
 
 /// The kernel of `conv` (inputs X, W, B as the context's); the weights are rearranged once per

@@ -4,7 +4,8 @@
 // its 1764 tap-pixel pairs read the input); the direct kernels multiply that padding all the
 // same. Here X is read channels-last, each tap's pixels gathered into rows of C, multiplied by
 // the tap's [C, M] weights (sgemm) and added into Y channels-last. In place of oneDNN's gemm
-// convolution the same kernel also runs the whole window, gathered per image (whole_window).
+// convolution the same kernel also runs the whole window, gathered per image (whole_window),
+// and in place of oneDNN's direct 3x3 kernel, Winograd's F(2x2, 3x3) (winograd).
 #include <algorithm>
 #include <cstring>
 #include <memory>
@@ -26,12 +27,112 @@ namespace {
 
 using dnnl::memory;
 
+// Winograd F(2x2, 3x3), eight channels at a time in vector registers (Float8), the rest one
+// by one. Input: the 16 pixels d (row-major 4x4, each C floats) to v[k * stride + c], k = 4 i +
+// j of B^T d B with B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1].
+template <typename T>
+__attribute__((always_inline)) inline void WinogradInputLanes(const T* a, T* v) {
+  T b[16];
+  for (int j = 0; j < 4; ++j) {  // B^T d, column j
+    b[0 + j] = a[0 + j] - a[8 + j];
+    b[4 + j] = a[4 + j] + a[8 + j];
+    b[8 + j] = a[8 + j] - a[4 + j];
+    b[12 + j] = a[4 + j] - a[12 + j];
+  }
+  for (int i = 0; i < 4; ++i) {  // (B^T d) B, row i
+    const T* r = b + 4 * i;
+    v[4 * i + 0] = r[0] - r[2];
+    v[4 * i + 1] = r[1] + r[2];
+    v[4 * i + 2] = r[2] - r[1];
+    v[4 * i + 3] = r[1] - r[3];
+  }
+}
+
+__attribute__((always_inline)) inline void WinogradInputBody(const float* const* d, float* v,
+                                                             int64_t stride, int64_t ch) {
+  int64_t c = 0;
+  for (; c + 8 <= ch; c += 8) {
+    Float8 a[16], t[16];
+    for (int k = 0; k < 16; ++k) __builtin_memcpy(&a[k], d[k] + c, sizeof(Float8));
+    WinogradInputLanes(a, t);
+    for (int k = 0; k < 16; ++k) __builtin_memcpy(v + k * stride + c, &t[k], sizeof(Float8));
+  }
+  for (; c < ch; ++c) {
+    float a[16], t[16];
+    for (int k = 0; k < 16; ++k) a[k] = d[k][c];
+    WinogradInputLanes(a, t);
+    for (int k = 0; k < 16; ++k) v[k * stride + c] = t[k];
+  }
+}
+
+// Output: the 16 products z[k * stride + o] of one tile to its 2x2 outputs A^T z A, A^T =
+// [1 1 1 0; 0 1 -1 -1], added into y[0..3] (row-major; null: outside Y) over M channels.
+template <typename T>
+__attribute__((always_inline)) inline void WinogradOutputLanes(const T* a, T* out) {
+  T s[8];
+  for (int j = 0; j < 4; ++j) {  // A^T z, column j
+    s[j] = a[j] + a[4 + j] + a[8 + j];
+    s[4 + j] = a[4 + j] - a[8 + j] - a[12 + j];
+  }
+  out[0] = s[0] + s[1] + s[2];
+  out[1] = s[1] - s[2] - s[3];
+  out[2] = s[4] + s[5] + s[6];
+  out[3] = s[5] - s[6] - s[7];
+}
+
+__attribute__((always_inline)) inline void WinogradOutputBody(const float* z, int64_t stride,
+                                                              int64_t m, float* const* y) {
+  int64_t o = 0;
+  for (; o + 8 <= m; o += 8) {
+    Float8 a[16], out[4];
+    for (int k = 0; k < 16; ++k) __builtin_memcpy(&a[k], z + k * stride + o, sizeof(Float8));
+    WinogradOutputLanes(a, out);
+    for (int q = 0; q < 4; ++q) {
+      if (y[q] == nullptr) continue;
+      Float8 acc;
+      __builtin_memcpy(&acc, y[q] + o, sizeof acc);
+      acc += out[q];
+      __builtin_memcpy(y[q] + o, &acc, sizeof acc);
+    }
+  }
+  for (; o < m; ++o) {
+    float a[16], out[4];
+    for (int k = 0; k < 16; ++k) a[k] = z[k * stride + o];
+    WinogradOutputLanes(a, out);
+    for (int q = 0; q < 4; ++q) {
+      if (y[q] != nullptr) y[q][o] += out[q];
+    }
+  }
+}
+
+#define REPRISE_WINO_IN_ARGS const float *const *d, float *v, int64_t stride, int64_t ch
+#define REPRISE_WINO_OUT_ARGS const float *z, int64_t stride, int64_t m, float *const *y
+using WinogradInputFn = void (*)(REPRISE_WINO_IN_ARGS);
+using WinogradOutputFn = void (*)(REPRISE_WINO_OUT_ARGS);
+__attribute__((target("avx512f"))) void WinogradInputAvx512(REPRISE_WINO_IN_ARGS) {
+  WinogradInputBody(d, v, stride, ch);
+}
+__attribute__((target("avx2,fma"))) void WinogradInputAvx2(REPRISE_WINO_IN_ARGS) {
+  WinogradInputBody(d, v, stride, ch);
+}
+void WinogradInputBaseline(REPRISE_WINO_IN_ARGS) { WinogradInputBody(d, v, stride, ch); }
+__attribute__((target("avx512f"))) void WinogradOutputAvx512(REPRISE_WINO_OUT_ARGS) {
+  WinogradOutputBody(z, stride, m, y);
+}
+__attribute__((target("avx2,fma"))) void WinogradOutputAvx2(REPRISE_WINO_OUT_ARGS) {
+  WinogradOutputBody(z, stride, m, y);
+}
+void WinogradOutputBaseline(REPRISE_WINO_OUT_ARGS) { WinogradOutputBody(z, stride, m, y); }
+#undef REPRISE_WINO_IN_ARGS
+#undef REPRISE_WINO_OUT_ARGS
+
 // Where the kernel's buffers lie in its workspace (offsets in bytes, 64-byte aligned).
 struct TapRegionsWorkspace {
   size_t x = 0;         // X channels-last, when not stored so
   size_t y = 0;         // Y channels-last, when not stored so
-  size_t gathered = 0;  // one tap's input pixels, [N x region, C]
-  size_t product = 0;   // one tap's product, [N x region, M], for a region short of Y
+  size_t gathered = 0;  // one tap's input pixels, [N x region, C]; Winograd: [16][chunk, C]
+  size_t product = 0;   // one tap's product, [N x region, M], for a region short of Y;
+                        // Winograd: [16][chunk, M]
   size_t total = 0;
 };
 
@@ -65,6 +166,7 @@ class TapRegionsKernel final : public PreparedKernel {
   size_t workspace_bytes() const override { return ws_.total; }
   size_t output_storage_bytes(size_t i) const override { return i == 0 ? y_stored_.get_size() : 0; }
   std::string implementation() const override {
+    if (c_.winograd) return "winograd F(2x2,3x3) channels-last, sgemm";
     if (c_.whole_window) return "im2col channels-last, sgemm";
     return absl::StrCat("tap regions (", c_.regions.size(), " taps, sgemm)");
   }
@@ -103,7 +205,9 @@ class TapRegionsKernel final : public PreparedKernel {
                     }
                   });
       const float* wt = static_cast<const float*>(weights_->get_data_handle());
-      if (c_.whole_window) {
+      if (c_.winograd) {
+        RETURN_IF_ERROR(AddWinograd(x, wt, acc, ws));
+      } else if (c_.whole_window) {
         for (int64_t image = 0; image < n; ++image) {
           RETURN_IF_ERROR(AddWindow(image, x, wt, acc, ws));
         }
@@ -132,7 +236,15 @@ class TapRegionsKernel final : public PreparedKernel {
     // Rows gathered at once (of C x taps floats for the whole window, of C for one tap), and
     // rows of a product kept apart from Y (a tap's region short of Y).
     int64_t gathered = 0, apart = 0;
-    if (c_.whole_window) {
+    if (c_.winograd) {
+      // Tiles transformed at once: their 16 x (C + M) floats within about 2 MiB (kept in cache
+      // between the transforms and the products), at least 32 (products of a few rows run
+      // poorly), at most all of them.
+      const int64_t tiles = n * ((c_.y[2] + 1) / 2) * ((c_.y[3] + 1) / 2);
+      chunk_ = std::min(tiles, std::max<int64_t>(32, 32768 / (ch + m)));
+      gathered = 16 * chunk_;
+      apart = 16 * chunk_;
+    } else if (c_.whole_window) {
       gathered = pixels * c_.kernel[0] * c_.kernel[1];  // one image's window
     } else {
       for (const TapRegion& r : c_.regions) {
@@ -145,6 +257,61 @@ class TapRegionsKernel final : public PreparedKernel {
     ws_.gathered = ws_.y + ConvAlignUp(y_reorder_ ? y_nhwc_.get_size() : 0);
     ws_.product = ws_.gathered + ConvAlignUp(static_cast<size_t>(gathered * ch) * sizeof(float));
     ws_.total = ws_.product + ConvAlignUp(static_cast<size_t>(apart * m) * sizeof(float));
+  }
+
+  // acc += the convolution of X (channels-last) by Winograd's F(2x2, 3x3) (TapRegionsConv::
+  // winograd), chunk_ tiles at a time; u: the transformed weights, [16][C, M].
+  absl::Status AddWinograd(const float* x, const float* u, float* acc, uint8_t* ws) const {
+    const int64_t n = c_.x[0], ch = c_.x[1], h = c_.x[2], w = c_.x[3];
+    const int64_t m = c_.y[1], oh = c_.y[2], ow = c_.y[3];
+    const int64_t ph = c_.pads_begin[0], pw = c_.pads_begin[1];
+    const int64_t tiles_h = (oh + 1) / 2, tiles_w = (ow + 1) / 2;
+    const int64_t tiles = n * tiles_h * tiles_w, chunk = chunk_;
+    float* v = reinterpret_cast<float*>(ws + ws_.gathered);         // [16][chunk, C]
+    float* z = reinterpret_cast<float*>(ws + ws_.product);          // [16][chunk, M]
+    const std::vector<float> zeros(static_cast<size_t>(ch), 0.0f);  // a pixel of padding
+    static const WinogradInputFn input =
+        PickForThisCpu(&WinogradInputAvx512, &WinogradInputAvx2, &WinogradInputBaseline);
+    static const WinogradOutputFn output =
+        PickForThisCpu(&WinogradOutputAvx512, &WinogradOutputAvx2, &WinogradOutputBaseline);
+    for (int64_t first = 0; first < tiles; first += chunk) {
+      const int64_t count = std::min(chunk, tiles - first);
+      ParallelFor(count, threads_, static_cast<double>(ch) * 8.0, [&](int64_t begin, int64_t end) {
+        for (int64_t t = begin; t < end; ++t) {
+          const int64_t tile = first + t, image = tile / (tiles_h * tiles_w);
+          const int64_t ti = tile / tiles_w % tiles_h, tj = tile % tiles_w;
+          const float* d[16];  // the tile's 4x4 input pixels (padding: zeros)
+          for (int64_t i = 0; i < 4; ++i) {
+            for (int64_t j = 0; j < 4; ++j) {
+              const int64_t ih = 2 * ti - ph + i, iw = 2 * tj - pw + j;
+              d[i * 4 + j] = ih >= 0 && ih < h && iw >= 0 && iw < w
+                                 ? x + ((image * h + ih) * w + iw) * ch
+                                 : zeros.data();
+            }
+          }
+          input(d, v + t * ch, chunk * ch, ch);
+        }
+      });
+      for (int64_t k = 0; k < 16; ++k) {
+        RETURN_IF_ERROR(Sgemm(false, false, count, m, ch, 1.0f, v + k * chunk * ch, ch,
+                              u + k * ch * m, m, 0.0f, z + k * chunk * m, m));
+      }
+      ParallelFor(count, threads_, static_cast<double>(m) * 8.0, [&](int64_t begin, int64_t end) {
+        for (int64_t t = begin; t < end; ++t) {
+          const int64_t tile = first + t, image = tile / (tiles_h * tiles_w);
+          const int64_t ti = tile / tiles_w % tiles_h, tj = tile % tiles_w;
+          float* y[4];  // the tile's 2x2 outputs (outside Y: none)
+          for (int64_t i = 0; i < 2; ++i) {
+            for (int64_t j = 0; j < 2; ++j) {
+              const int64_t r = 2 * ti + i, col = 2 * tj + j;
+              y[i * 2 + j] = r < oh && col < ow ? acc + ((image * oh + r) * ow + col) * m : nullptr;
+            }
+          }
+          output(z + t * m, chunk * m, m, y);
+        }
+      });
+    }
+    return absl::OkStatus();
   }
 
   // acc's rows of `image` += its whole window gathered, times the [taps x C, M] weights.
@@ -254,6 +421,7 @@ class TapRegionsKernel final : public PreparedKernel {
   memory::desc x_stored_, y_stored_, x_nhwc_, y_nhwc_;
   dnnl::reorder x_reorder_, y_reorder_;
   TapRegionsWorkspace ws_;
+  int64_t chunk_ = 0;  // Winograd: tiles transformed at once
 };
 
 }  // namespace
@@ -279,6 +447,38 @@ std::vector<TapRegion> TapRegions(const runtime::Shape& in, const runtime::Shape
 absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareTapRegionsConv(const PrepareContext& context,
                                                                       TapRegionsConv conv) {
   const int64_t m = conv.y[1], c = conv.x[1], taps = conv.kernel[0] * conv.kernel[1];
+  std::vector<TensorDesc> outputs = {Desc(DataType::kFloat32, conv.y)};
+  if (conv.winograd) {
+    // [16, C, M]: G g G^T of each 3x3 g = W[o, ch], G = [1 0 0; .5 .5 .5; .5 -.5 .5; 0 0 1];
+    // read from W [M, C, 9] as it lies (the cache key: dimensions [M, C, 9] to [16 C, M]).
+    const memory::desc read({m, c, 9}, memory::data_type::f32, memory::dims{c * 9, 9, 1});
+    const float* w = conv.weights;
+    std::shared_ptr<const memory> weights =
+        PackWeightsVia(context, conv.weights, read, PlainDesc({16 * c, m}), [&](memory& to) {
+          float* out = static_cast<float*>(to.get_data_handle());
+          for (int64_t o = 0; o < m; ++o) {
+            for (int64_t ch = 0; ch < c; ++ch) {
+              const float* g = w + (o * c + ch) * 9;
+              float gg[12];  // G g, 4x3
+              for (int b = 0; b < 3; ++b) {
+                gg[b] = g[b];
+                gg[3 + b] = 0.5f * (g[b] + g[3 + b] + g[6 + b]);
+                gg[6 + b] = 0.5f * (g[b] - g[3 + b] + g[6 + b]);
+                gg[9 + b] = g[6 + b];
+              }
+              for (int i = 0; i < 4; ++i) {
+                const float* q = gg + 3 * i;
+                const float row[4] = {q[0], 0.5f * (q[0] + q[1] + q[2]),
+                                      0.5f * (q[0] - q[1] + q[2]), q[2]};
+                for (int j = 0; j < 4; ++j) out[((4 * i + j) * c + ch) * m + o] = row[j];
+              }
+            }
+          }
+        });
+    return std::make_unique<TapRegionsKernel>(context.op, NodeLabel(context), std::move(outputs),
+                                              std::move(conv), std::move(weights),
+                                              context.intra_op_threads, ChainTag(context));
+  }
   // [taps, C, M]: tap t's weights W[:, :, t] transposed, read from W [M, C, taps] with strides
   // (1, taps, C taps): the packed-weight cache's key.
   const memory::desc read({taps, c, m}, memory::data_type::f32, memory::dims{1, taps, c * taps});
@@ -292,7 +492,6 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareTapRegionsConv(const Prep
           }
         }
       });
-  std::vector<TensorDesc> outputs = {Desc(DataType::kFloat32, conv.y)};
   auto kernel = std::make_unique<TapRegionsKernel>(
       context.op, NodeLabel(context), std::move(outputs), std::move(conv), std::move(weights),
       context.intra_op_threads, ChainTag(context));

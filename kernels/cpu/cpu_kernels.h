@@ -26,8 +26,9 @@ absl::StatusOr<ConvChainLayout> ParseConvChainLayout(absl::string_view name);
 /// Choices of a device's CPU kernels (the daemon's `kernels:` config section, reprise-run's
 /// --conv-winograd and --conv-chain-layout). The defaults are the fastest here.
 struct CpuKernelOptions {
-  /// Try oneDNN's Winograd algorithm for 2-D 3x3 stride-1 convolutions with weights known at
-  /// plan time (oneDNN has it with AVX-512 only); false: the direct algorithm always.
+  /// Winograd for 2-D 3x3 stride-1 convolutions with weights known at plan time: oneDNN's
+  /// where it has one (AVX-512), our own F(2x2, 3x3) otherwise (conv.cc's OwnWinogradFor);
+  /// false: the direct algorithm always.
   bool conv_winograd = true;
   /// Run a KxK convolution whose direct kernel here is oneDNN's AVX2 one, and whose reduction (C
   /// x KH x KW) is large, as a 1x1 convolution over its input gathered per tap (conv.h); false:

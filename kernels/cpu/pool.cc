@@ -239,11 +239,6 @@ struct InterleavedRows {
   bool include_pad;
 };
 
-// Eight floats in one vector (GCC's vector extension: one AVX register, two SSE ones); moved
-// from and to memory of any alignment with memcpy (no function: a vector argument or result
-// would change the baseline copy's ABI).
-typedef float Float8 __attribute__((vector_size(32)));
-
 // The outputs [begin, end) of a row whose windows lie inside it (taps 0 .. taps-1 read), for
 // blocked lanes: named vector registers (GCC leaves a loop over the lanes of the output scalar
 // here, and keeps an array of vectors on the stack), the second for 16 lanes. kTaps: `taps` as

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -172,15 +173,96 @@ TEST(CpuKernelStateTest, WinogradIsADeviceOption) {
   TestDevice direct = MakeDevice(WithoutWinograd());
   ASSERT_NE(fast.device, nullptr);
   ASSERT_NE(direct.device, nullptr);
-  const SameConv conv(16, 16, 16, 3);  // 256 output pixels
+  // 256 output pixels of 64 channels: oneDNN's Winograd with AVX-512, our own otherwise.
+  const SameConv conv(64, 16, 16, 3);
   const std::string implementation[2] = {RunSameConv(fast, conv), RunSameConv(direct, conv)};
   EXPECT_FALSE(implementation[1].empty());
   EXPECT_THAT(implementation[1], Not(HasSubstr("wino")));
-  if (!absl::StrContains(implementation[0], "wino")) {
-    GTEST_SKIP() << "oneDNN has no Winograd convolution on this CPU (AVX-512 only); it chose "
-                 << implementation[0];
+  EXPECT_THAT(implementation[0], HasSubstr("wino"));
+}
+
+// Our own Winograd F(2x2, 3x3) (conv.cc's OwnWinogradFor): a FusedConv with Relu of 64 channels
+// to 72, batch 2, from and to plain, channels-last and blocked storage, at one and two threads,
+// over sizes whose output leaves half tiles at the bottom and right (15x13 with pads 1) and with
+// uneven pads (0/1 top/bottom, 1/0 left/right: 14x12), against the reference loop and the
+// direct kernel of a device without Winograd.
+TEST(CpuKernelStateTest, OwnWinogradOverStoragesAndEdges) {
+  TestDevice fast = MakeDevice({});
+  TestDevice direct = MakeDevice(WithoutWinograd());
+  ASSERT_NE(fast.device, nullptr);
+  ASSERT_NE(direct.device, nullptr);
+  const int64_t n = 2, h = 15, w = 13;
+  for (const auto& [c, m] : {std::pair<int64_t, int64_t>{64, 72}, {36, 116}}) {
+    const std::vector<float> x = RandomFloats(n * c * h * w, 7);
+    const std::vector<float> weights = RandomFloats(m * c * 9, 8);
+    const std::vector<float> bias = RandomFloats(m, 9);
+    for (const std::vector<int64_t>& pads :
+         {std::vector<int64_t>{1, 1, 1, 1}, std::vector<int64_t>{0, 1, 1, 0}}) {
+      const int64_t oh = h + pads[0] + pads[2] - 2, ow = w + pads[1] + pads[3] - 2;
+      std::vector<float> want(n * m * oh * ow);  // Relu(conv), NCHW
+      for (int64_t i = 0; i < n; ++i) {
+        for (int64_t o = 0; o < m; ++o) {
+          for (int64_t r = 0; r < oh; ++r) {
+            for (int64_t col = 0; col < ow; ++col) {
+              double acc = bias[o];
+              for (int64_t ci = 0; ci < c; ++ci) {
+                for (int64_t t = 0; t < 9; ++t) {
+                  const int64_t hi = r + t / 3 - pads[0], wj = col + t % 3 - pads[1];
+                  if (hi < 0 || hi >= h || wj < 0 || wj >= w) continue;
+                  acc += x[((i * c + ci) * h + hi) * w + wj] * weights[(o * c + ci) * 9 + t];
+                }
+              }
+              want[((i * m + o) * oh + r) * ow + col] = static_cast<float>(std::max(acc, 0.0));
+            }
+          }
+        }
+      }
+      // NCHW <-> NHWC of a batch of `channels` x `pixels` images.
+      auto to_nhwc = [&](const std::vector<float>& v, int64_t channels, int64_t pixels) {
+        std::vector<float> t;
+        for (int64_t i = 0; i < n; ++i) {
+          const std::vector<float> one(v.begin() + i * channels * pixels,
+                                       v.begin() + (i + 1) * channels * pixels);
+          const std::vector<float> moved = Transposed(one, channels, pixels);
+          t.insert(t.end(), moved.begin(), moved.end());
+        }
+        return t;
+      };
+      for (const std::string layout : {"nchw", "nhwc", "blocked"}) {
+        if (layout == "blocked" && c % 16 != 0) continue;  // X's size would be the blocked one
+        for (const int threads : {1, 2}) {
+          SCOPED_TRACE(::testing::Message()
+                       << c << " to " << m << " " << layout << " pads " << pads[0] << pads[1]
+                       << pads[2] << pads[3] << " threads " << threads);
+          runtime::Attributes attrs = Attrs({{"pads", pads}});
+          attrs.Set("activation", std::string("Relu"));
+          attrs.Set("x_layout", layout);
+          attrs.Set("y_layout", layout);
+          // 64 channels fill whole channel blocks: the blocked X is as many floats as the plain
+          // one (in another order, which both devices read the same way).
+          const std::vector<Tensor> inputs = {
+              Tensor::Of<float>({n, c, h, w}, layout == "nhwc" ? to_nhwc(x, c, h * w) : x),
+              Tensor::Of<float>({m, c, 3, 3}, weights, true), Tensor::Of<float>({m}, bias, true)};
+          std::vector<float> got[2];
+          std::string implementation[2];
+          for (int d = 0; d < 2; ++d) {
+            KernelHarness harness((d == 0 ? fast : direct).kernels());
+            auto kernel = harness.Prepare(kFusedConvOp, inputs, attrs, 17, 1, threads);
+            ASSERT_TRUE(kernel.ok()) << kernel.status();
+            implementation[d] = (*kernel)->implementation();
+            auto out = harness.RunPrepared(**kernel, inputs);
+            ASSERT_TRUE(out.ok()) << out.status();
+            got[d] = (*out)[0].Values<float>();
+          }
+          EXPECT_THAT(implementation[0], HasSubstr("winograd F(2x2,3x3)"));
+          EXPECT_THAT(implementation[1], Not(HasSubstr("wino")));
+          ExpectNear(got[0], got[1]);
+          if (layout == "nchw") ExpectNear(got[0], want);
+          if (layout == "nhwc") ExpectNear(got[0], to_nhwc(want, m, oh * ow));
+        }
+      }
+    }
   }
-  EXPECT_NE(implementation[0], implementation[1]);
 }
 
 // Taps as channels (conv.h): a 3x3 convolution of 192 channels (a reduction of 1728) whose
