@@ -740,6 +740,8 @@ void SetConvOperands(const ConvGeometry& g, const ConvPostOps& post, TapRegionsC
   conv->activation = post.activation;
   conv->x_storage = post.x;
   conv->y_storage = post.y;
+  conv->residual = post.residual;
+  conv->r_storage = post.r;
 }
 
 // The tap-regions form of g in place of the primitive `parts` has chosen, where the device
@@ -782,7 +784,7 @@ std::optional<TapRegionsConv> TapRegionsFor(const PrepareContext& context, const
 // thread, ms direct -> ours: 32 -> 128 channels over 27x27 0.63 -> 0.51, 64 -> 64 over 56x56
 // 2.61 -> 2.07, 128 over 28x28 2.87 -> 1.84, 256 over 14x14 2.84 -> 1.74, 512 over 14x14 11.2
 // -> 9.7; 16 -> 64 over 55x55 0.69 -> 0.90 and, in U-Net, 32 -> 32 over 64x64 1.00 -> 1.34 and
-// 64 -> 32 even stay direct).
+// 64 -> 32 even stay direct). A residual of Y's shape starts Y (a broadcast one is refused).
 constexpr int64_t kOwnWinogradMinChannels = 32;
 constexpr int64_t kOwnWinogradMinProduct = 4096;
 
@@ -790,10 +792,9 @@ std::optional<TapRegionsConv> OwnWinogradFor(const PrepareContext& context, cons
                                              const ConvPostOps& post,
                                              const ConvKernel::Parts& parts) {
   if (!CpuOptionsOf(context).conv_winograd || g.x.size() != 4 || g.group != 1 || !g.known_weights ||
-      post.residual || parts.epilogue.has_value() || post.depthwise.has_value() ||
-      !WinogradShape(g) || g.win.kernel[0] != 3 || g.win.kernel[1] != 3 ||
-      g.x[1] < kOwnWinogradMinChannels || g.w[0] < kOwnWinogradMinChannels ||
-      g.x[1] * g.w[0] < kOwnWinogradMinProduct ||
+      parts.epilogue.has_value() || post.depthwise.has_value() || !WinogradShape(g) ||
+      g.win.kernel[0] != 3 || g.win.kernel[1] != 3 || g.x[1] < kOwnWinogradMinChannels ||
+      g.w[0] < kOwnWinogradMinChannels || g.x[1] * g.w[0] < kOwnWinogradMinProduct ||
       absl::StrContains(parts.pd.impl_info_str(), "wino")) {
     return std::nullopt;
   }

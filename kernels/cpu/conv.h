@@ -123,6 +123,9 @@ struct TapRegionsConv {
   bool has_bias = false;
   ConvActivation activation;
   Storage x_storage = Storage::kPlain, y_storage = Storage::kPlain;
+  // A residual R of Y's shape (input 3, stored as r_storage) added before the activation.
+  bool residual = false;
+  Storage r_storage = Storage::kPlain;
   // One product per image over the whole window instead (its input gathered channels-last as
   // [OH x OW, taps x C], zeros in the padding): the same im2col and gemm as oneDNN's gemm
   // convolution, gathered in runs of KW x C floats where the taps of a row are adjacent.

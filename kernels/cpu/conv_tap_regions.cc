@@ -150,13 +150,17 @@ class TapRegionsKernel final : public PreparedKernel {
         x_stored_(StoredDesc(c_.x, c_.x_storage, chain)),
         y_stored_(StoredDesc(c_.y, c_.y_storage, chain)),
         x_nhwc_(StoredDesc(c_.x, Storage::kNhwc, chain)),
-        y_nhwc_(StoredDesc(c_.y, Storage::kNhwc, chain)) {
+        y_nhwc_(StoredDesc(c_.y, Storage::kNhwc, chain)),
+        r_stored_(StoredDesc(c_.y, c_.r_storage, chain)) {
     const dnnl::engine& engine = CpuEngine();
     if (x_stored_ != x_nhwc_) {
       x_reorder_ = dnnl::reorder(dnnl::reorder::primitive_desc(engine, x_stored_, engine, x_nhwc_));
     }
     if (y_stored_ != y_nhwc_) {
       y_reorder_ = dnnl::reorder(dnnl::reorder::primitive_desc(engine, y_nhwc_, engine, y_stored_));
+    }
+    if (c_.residual && r_stored_ != y_nhwc_) {
+      r_reorder_ = dnnl::reorder(dnnl::reorder::primitive_desc(engine, r_stored_, engine, y_nhwc_));
     }
     LayOut();
   }
@@ -191,16 +195,31 @@ class TapRegionsKernel final : public PreparedKernel {
         stream.wait();
         x = reinterpret_cast<const float*>(ws + ws_.x);
       }
-      // Y = B (or 0), channels-last: one row of M per output pixel.
+      // Y = R (or 0) + B, channels-last: one row of M per output pixel.
       const float* bias = c_.has_bias ? static_cast<const float*>(args.inputs[2]) : nullptr;
       const size_t row_bytes = static_cast<size_t>(m) * sizeof(float);
+      if (c_.residual) {
+        if (r_reorder_) {
+          memory from(r_stored_, engine, const_cast<void*>(args.inputs[3]));
+          memory to(y_nhwc_, engine, acc);
+          r_reorder_.execute(stream, from, to);
+          stream.wait();
+        } else if (args.inputs[3] != acc) {
+          std::memcpy(acc, args.inputs[3], y_nhwc_.get_size());
+        }
+      }
       ParallelFor(n * oh * ow, threads_, static_cast<double>(m) * 0.25,
                   [&](int64_t begin, int64_t end) {
                     for (int64_t p = begin; p < end; ++p) {
-                      if (bias != nullptr) {
-                        std::memcpy(acc + p * m, bias, row_bytes);
+                      float* row = acc + p * m;
+                      if (c_.residual) {
+                        if (bias != nullptr) {
+                          for (int64_t i = 0; i < m; ++i) row[i] += bias[i];
+                        }
+                      } else if (bias != nullptr) {
+                        std::memcpy(row, bias, row_bytes);
                       } else {
-                        std::memset(acc + p * m, 0, row_bytes);
+                        std::memset(row, 0, row_bytes);
                       }
                     }
                   });
@@ -418,8 +437,8 @@ class TapRegionsKernel final : public PreparedKernel {
   TapRegionsConv c_;
   std::shared_ptr<const memory> weights_;  // [taps, C, M]
   int threads_ = 1;
-  memory::desc x_stored_, y_stored_, x_nhwc_, y_nhwc_;
-  dnnl::reorder x_reorder_, y_reorder_;
+  memory::desc x_stored_, y_stored_, x_nhwc_, y_nhwc_, r_stored_;
+  dnnl::reorder x_reorder_, y_reorder_, r_reorder_;
   TapRegionsWorkspace ws_;
   int64_t chunk_ = 0;  // Winograd: tiles transformed at once
 };

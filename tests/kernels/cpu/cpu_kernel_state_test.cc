@@ -138,6 +138,27 @@ std::vector<float> Transposed(const std::vector<float>& v, int64_t rows, int64_t
   return t;
 }
 
+// A FusedConv prepared (with `threads` intra-op threads) and run on each of two devices: the
+// values of its output, and the implementation each chose.
+struct OnTwoDevices {
+  std::vector<float> got[2];
+  std::string implementation[2];
+};
+
+void RunFusedConvOnTwo(const TestDevice& first, const TestDevice& second,
+                       const std::vector<Tensor>& inputs, const runtime::Attributes& attrs,
+                       int threads, OnTwoDevices* runs) {
+  for (int d = 0; d < 2; ++d) {
+    KernelHarness harness((d == 0 ? first : second).kernels());
+    auto kernel = harness.Prepare(kFusedConvOp, inputs, attrs, 17, 1, threads);
+    ASSERT_TRUE(kernel.ok()) << kernel.status();
+    runs->implementation[d] = (*kernel)->implementation();
+    auto out = harness.RunPrepared(**kernel, inputs);
+    ASSERT_TRUE(out.ok()) << out.status();
+    runs->got[d] = (*out)[0].Values<float>();
+  }
+}
+
 // Conv of `conv` prepared on `device`, run, and checked against the reference: its
 // implementation ("" when Prepare failed, which is reported).
 std::string RunSameConv(const TestDevice& device, const SameConv& conv) {
@@ -243,17 +264,9 @@ TEST(CpuKernelStateTest, OwnWinogradOverStoragesAndEdges) {
           const std::vector<Tensor> inputs = {
               Tensor::Of<float>({n, c, h, w}, layout == "nhwc" ? to_nhwc(x, c, h * w) : x),
               Tensor::Of<float>({m, c, 3, 3}, weights, true), Tensor::Of<float>({m}, bias, true)};
-          std::vector<float> got[2];
-          std::string implementation[2];
-          for (int d = 0; d < 2; ++d) {
-            KernelHarness harness((d == 0 ? fast : direct).kernels());
-            auto kernel = harness.Prepare(kFusedConvOp, inputs, attrs, 17, 1, threads);
-            ASSERT_TRUE(kernel.ok()) << kernel.status();
-            implementation[d] = (*kernel)->implementation();
-            auto out = harness.RunPrepared(**kernel, inputs);
-            ASSERT_TRUE(out.ok()) << out.status();
-            got[d] = (*out)[0].Values<float>();
-          }
+          OnTwoDevices runs;
+          ASSERT_NO_FATAL_FAILURE(RunFusedConvOnTwo(fast, direct, inputs, attrs, threads, &runs));
+          const auto& [got, implementation] = runs;
           EXPECT_THAT(implementation[0], HasSubstr("winograd F(2x2,3x3)"));
           EXPECT_THAT(implementation[1], Not(HasSubstr("wino")));
           ExpectNear(got[0], got[1]);
@@ -261,6 +274,68 @@ TEST(CpuKernelStateTest, OwnWinogradOverStoragesAndEdges) {
           if (layout == "nhwc") ExpectNear(got[0], to_nhwc(want, m, oh * ow));
         }
       }
+    }
+  }
+}
+
+// The same with a residual R of Y's shape (a ResNet basic block's second convolution): Relu(conv
+// + B + R), R stored plain or as Y is (channels-last, blocked), 64 channels to 64.
+TEST(CpuKernelStateTest, OwnWinogradAddsTheResidual) {
+  TestDevice fast = MakeDevice({});
+  TestDevice direct = MakeDevice(WithoutWinograd());
+  ASSERT_NE(fast.device, nullptr);
+  ASSERT_NE(direct.device, nullptr);
+  const int64_t n = 2, c = 64, h = 15, w = 13, pixels = h * w;
+  const std::vector<float> x = RandomFloats(n * c * pixels, 10);
+  const std::vector<float> weights = RandomFloats(c * c * 9, 11);
+  const std::vector<float> bias = RandomFloats(c, 12);
+  const std::vector<float> r = RandomFloats(n * c * pixels, 13);
+  std::vector<float> want(n * c * pixels);
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t o = 0; o < c; ++o) {
+      for (int64_t p = 0; p < pixels; ++p) {
+        double acc = bias[o] + r[(i * c + o) * pixels + p];
+        for (int64_t ci = 0; ci < c; ++ci) {
+          for (int64_t t = 0; t < 9; ++t) {
+            const int64_t hi = p / w + t / 3 - 1, wj = p % w + t % 3 - 1;
+            if (hi < 0 || hi >= h || wj < 0 || wj >= w) continue;
+            acc += x[((i * c + ci) * h + hi) * w + wj] * weights[(o * c + ci) * 9 + t];
+          }
+        }
+        want[(i * c + o) * pixels + p] = static_cast<float>(std::max(acc, 0.0));
+      }
+    }
+  }
+  auto to_nhwc = [&](const std::vector<float>& v) {
+    std::vector<float> t;
+    for (int64_t i = 0; i < n; ++i) {
+      const std::vector<float> moved = Transposed(
+          std::vector<float>(v.begin() + i * c * pixels, v.begin() + (i + 1) * c * pixels), c,
+          pixels);
+      t.insert(t.end(), moved.begin(), moved.end());
+    }
+    return t;
+  };
+  for (const std::string layout : {"nchw", "nhwc", "blocked"}) {
+    for (const std::string& r_layout : {std::string("nchw"), layout}) {
+      SCOPED_TRACE(layout + " residual " + r_layout);
+      runtime::Attributes attrs = Attrs({{"pads", std::vector<int64_t>{1, 1, 1, 1}}});
+      attrs.Set("activation", std::string("Relu"));
+      attrs.Set("x_layout", layout);
+      attrs.Set("y_layout", layout);
+      attrs.Set("r_layout", r_layout);
+      const std::vector<Tensor> inputs = {
+          Tensor::Of<float>({n, c, h, w}, layout == "nhwc" ? to_nhwc(x) : x),
+          Tensor::Of<float>({c, c, 3, 3}, weights, true), Tensor::Of<float>({c}, bias, true),
+          Tensor::Of<float>({n, c, h, w}, r_layout == "nhwc" ? to_nhwc(r) : r)};
+      OnTwoDevices runs;
+      ASSERT_NO_FATAL_FAILURE(RunFusedConvOnTwo(fast, direct, inputs, attrs, 1, &runs));
+      const auto& [got, implementation] = runs;
+      EXPECT_THAT(implementation[0], HasSubstr("winograd F(2x2,3x3)"));
+      EXPECT_THAT(implementation[1], Not(HasSubstr("wino")));
+      ExpectNear(got[0], got[1]);
+      if (layout == "nchw") ExpectNear(got[0], want);
+      if (layout == "nhwc") ExpectNear(got[0], to_nhwc(want));
     }
   }
 }
@@ -349,17 +424,9 @@ TEST(CpuKernelStateTest, TapRegionsIsADeviceOption) {
     const std::vector<Tensor> inputs = {
         Tensor::Of<float>({1, c, size, size}, layout == "nhwc" ? Transposed(x, c, pixels) : x),
         Tensor::Of<float>({m, c, 3, 3}, weights, true), Tensor::Of<float>({m}, bias, true)};
-    std::vector<float> got[2];
-    std::string implementation[2];
-    for (int i = 0; i < 2; ++i) {
-      KernelHarness h((i == 0 ? regions : whole).kernels());
-      auto kernel = h.Prepare(kFusedConvOp, inputs, attrs);
-      ASSERT_TRUE(kernel.ok()) << kernel.status();
-      implementation[i] = (*kernel)->implementation();
-      auto out = h.RunPrepared(**kernel, inputs);
-      ASSERT_TRUE(out.ok()) << out.status();
-      got[i] = (*out)[0].Values<float>();
-    }
+    OnTwoDevices runs;
+    ASSERT_NO_FATAL_FAILURE(RunFusedConvOnTwo(regions, whole, inputs, attrs, 1, &runs));
+    const auto& [got, implementation] = runs;
     EXPECT_THAT(implementation[0], HasSubstr("tap regions"));
     EXPECT_THAT(implementation[1], Not(HasSubstr("tap regions")));
     ExpectNear(got[0], got[1]);
