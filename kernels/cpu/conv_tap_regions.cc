@@ -6,6 +6,8 @@
 // the tap's [C, M] weights (sgemm) and added into Y channels-last. In place of oneDNN's gemm
 // convolution the same kernel also runs the whole window, gathered per image (whole_window),
 // and in place of oneDNN's direct 3x3 kernel, Winograd's F(2x2, 3x3) (winograd).
+#include <omp.h>
+
 #include <algorithm>
 #include <cstring>
 #include <memory>
@@ -259,10 +261,15 @@ class TapRegionsKernel final : public PreparedKernel {
       // Tiles transformed at once: their 16 x (C + M) floats within about 2 MiB (kept in cache
       // between the transforms and the products), at least 32 (products of a few rows run
       // poorly), at most all of them.
+      // With more threads, each takes whole chunks (its products on one thread: sgemm splits
+      // products of a few hundred rows poorly), so that there is a chunk for every thread.
       const int64_t tiles = n * ((c_.y[2] + 1) / 2) * ((c_.y[3] + 1) / 2);
       chunk_ = std::min(tiles, std::max<int64_t>(32, 32768 / (ch + m)));
-      gathered = 16 * chunk_;
-      apart = 16 * chunk_;
+      if (threads_ > 1) {
+        chunk_ = std::min(chunk_, std::max<int64_t>(16, (tiles + threads_ - 1) / threads_));
+      }
+      gathered = 16 * chunk_ * threads_;
+      apart = 16 * chunk_ * threads_;
     } else if (c_.whole_window) {
       gathered = pixels * c_.kernel[0] * c_.kernel[1];  // one image's window
     } else {
@@ -279,57 +286,87 @@ class TapRegionsKernel final : public PreparedKernel {
   }
 
   // acc += the convolution of X (channels-last) by Winograd's F(2x2, 3x3) (TapRegionsConv::
-  // winograd), chunk_ tiles at a time; u: the transformed weights, [16][C, M].
+  // winograd), chunk_ tiles at a time; u: the transformed weights, [16][C, M]. One thread: the
+  // chunks in turn, their transforms and products on the kernel's threads. More: chunks split
+  // over the threads, each thread with its own buffers (slot = its OpenMP thread number).
   absl::Status AddWinograd(const float* x, const float* u, float* acc, uint8_t* ws) const {
-    const int64_t n = c_.x[0], ch = c_.x[1], h = c_.x[2], w = c_.x[3];
+    const int64_t ch = c_.x[1], m = c_.y[1];
+    const int64_t tiles = c_.x[0] * ((c_.y[2] + 1) / 2) * ((c_.y[3] + 1) / 2);
+    const int64_t chunks = (tiles + chunk_ - 1) / chunk_;
+    float* v = reinterpret_cast<float*>(ws + ws_.gathered);         // per slot: [16][chunk, C]
+    float* z = reinterpret_cast<float*>(ws + ws_.product);          // per slot: [16][chunk, M]
+    const std::vector<float> zeros(static_cast<size_t>(ch), 0.0f);  // a pixel of padding
+    if (threads_ == 1 || chunks == 1) {
+      for (int64_t first = 0; first < tiles; first += chunk_) {
+        RETURN_IF_ERROR(WinogradChunk(x, u, acc, first, std::min(chunk_, tiles - first), v, z,
+                                      zeros.data(), threads_));
+      }
+      return absl::OkStatus();
+    }
+    const double chunk_cost = static_cast<double>(chunk_) * static_cast<double>(ch * m) * 8.0;
+    return ParallelForStatus(
+        chunks, threads_, chunk_cost,
+        [&](int64_t begin, int64_t end) -> absl::Status {
+          const int64_t slot = omp_get_thread_num();
+          if (slot >= threads_) return absl::InternalError("more threads than buffers");
+          float* sv = v + slot * 16 * chunk_ * ch;
+          float* sz = z + slot * 16 * chunk_ * m;
+          for (int64_t i = begin; i < end; ++i) {
+            const int64_t first = i * chunk_;
+            RETURN_IF_ERROR(WinogradChunk(x, u, acc, first, std::min(chunk_, tiles - first), sv, sz,
+                                          zeros.data(), 1));
+          }
+          return absl::OkStatus();
+        },
+        1);
+  }
+
+  // The tiles [first, first + count) of AddWinograd through the buffers v, z, on `threads`.
+  absl::Status WinogradChunk(const float* x, const float* u, float* acc, int64_t first,
+                             int64_t count, float* v, float* z, const float* zeros,
+                             int threads) const {
+    const int64_t ch = c_.x[1], h = c_.x[2], w = c_.x[3];
     const int64_t m = c_.y[1], oh = c_.y[2], ow = c_.y[3];
     const int64_t ph = c_.pads_begin[0], pw = c_.pads_begin[1];
-    const int64_t tiles_h = (oh + 1) / 2, tiles_w = (ow + 1) / 2;
-    const int64_t tiles = n * tiles_h * tiles_w, chunk = chunk_;
-    float* v = reinterpret_cast<float*>(ws + ws_.gathered);         // [16][chunk, C]
-    float* z = reinterpret_cast<float*>(ws + ws_.product);          // [16][chunk, M]
-    const std::vector<float> zeros(static_cast<size_t>(ch), 0.0f);  // a pixel of padding
+    const int64_t tiles_h = (oh + 1) / 2, tiles_w = (ow + 1) / 2, chunk = chunk_;
     static const WinogradInputFn input =
         PickForThisCpu(&WinogradInputAvx512, &WinogradInputAvx2, &WinogradInputBaseline);
     static const WinogradOutputFn output =
         PickForThisCpu(&WinogradOutputAvx512, &WinogradOutputAvx2, &WinogradOutputBaseline);
-    for (int64_t first = 0; first < tiles; first += chunk) {
-      const int64_t count = std::min(chunk, tiles - first);
-      ParallelFor(count, threads_, static_cast<double>(ch) * 8.0, [&](int64_t begin, int64_t end) {
-        for (int64_t t = begin; t < end; ++t) {
-          const int64_t tile = first + t, image = tile / (tiles_h * tiles_w);
-          const int64_t ti = tile / tiles_w % tiles_h, tj = tile % tiles_w;
-          const float* d[16];  // the tile's 4x4 input pixels (padding: zeros)
-          for (int64_t i = 0; i < 4; ++i) {
-            for (int64_t j = 0; j < 4; ++j) {
-              const int64_t ih = 2 * ti - ph + i, iw = 2 * tj - pw + j;
-              d[i * 4 + j] = ih >= 0 && ih < h && iw >= 0 && iw < w
-                                 ? x + ((image * h + ih) * w + iw) * ch
-                                 : zeros.data();
-            }
+    ParallelFor(count, threads, static_cast<double>(ch) * 8.0, [&](int64_t begin, int64_t end) {
+      for (int64_t t = begin; t < end; ++t) {
+        const int64_t tile = first + t, image = tile / (tiles_h * tiles_w);
+        const int64_t ti = tile / tiles_w % tiles_h, tj = tile % tiles_w;
+        const float* d[16];  // the tile's 4x4 input pixels (padding: zeros)
+        for (int64_t i = 0; i < 4; ++i) {
+          for (int64_t j = 0; j < 4; ++j) {
+            const int64_t ih = 2 * ti - ph + i, iw = 2 * tj - pw + j;
+            d[i * 4 + j] = ih >= 0 && ih < h && iw >= 0 && iw < w
+                               ? x + ((image * h + ih) * w + iw) * ch
+                               : zeros;
           }
-          input(d, v + t * ch, chunk * ch, ch);
         }
-      });
-      for (int64_t k = 0; k < 16; ++k) {
-        RETURN_IF_ERROR(Sgemm(false, false, count, m, ch, 1.0f, v + k * chunk * ch, ch,
-                              u + k * ch * m, m, 0.0f, z + k * chunk * m, m));
+        input(d, v + t * ch, chunk * ch, ch);
       }
-      ParallelFor(count, threads_, static_cast<double>(m) * 8.0, [&](int64_t begin, int64_t end) {
-        for (int64_t t = begin; t < end; ++t) {
-          const int64_t tile = first + t, image = tile / (tiles_h * tiles_w);
-          const int64_t ti = tile / tiles_w % tiles_h, tj = tile % tiles_w;
-          float* y[4];  // the tile's 2x2 outputs (outside Y: none)
-          for (int64_t i = 0; i < 2; ++i) {
-            for (int64_t j = 0; j < 2; ++j) {
-              const int64_t r = 2 * ti + i, col = 2 * tj + j;
-              y[i * 2 + j] = r < oh && col < ow ? acc + ((image * oh + r) * ow + col) * m : nullptr;
-            }
-          }
-          output(z + t * m, chunk * m, m, y);
-        }
-      });
+    });
+    for (int64_t k = 0; k < 16; ++k) {
+      RETURN_IF_ERROR(Sgemm(false, false, count, m, ch, 1.0f, v + k * chunk * ch, ch,
+                            u + k * ch * m, m, 0.0f, z + k * chunk * m, m));
     }
+    ParallelFor(count, threads, static_cast<double>(m) * 8.0, [&](int64_t begin, int64_t end) {
+      for (int64_t t = begin; t < end; ++t) {
+        const int64_t tile = first + t, image = tile / (tiles_h * tiles_w);
+        const int64_t ti = tile / tiles_w % tiles_h, tj = tile % tiles_w;
+        float* y[4];  // the tile's 2x2 outputs (outside Y: none)
+        for (int64_t i = 0; i < 2; ++i) {
+          for (int64_t j = 0; j < 2; ++j) {
+            const int64_t r = 2 * ti + i, col = 2 * tj + j;
+            y[i * 2 + j] = r < oh && col < ow ? acc + ((image * oh + r) * ow + col) * m : nullptr;
+          }
+        }
+        output(z + t * m, chunk * m, m, y);
+      }
+    });
     return absl::OkStatus();
   }
 
