@@ -190,7 +190,7 @@ class InterleavedPoolKernel final : public PreparedKernel {
 // The lanes of InterleavedPool for values stored as `how` in a chain of layout `chain`: the
 // channel block of the blocked layout, all channels for channels-last; none for plain storage.
 std::optional<int64_t> InterleavedLanes(Storage how, memory::format_tag chain, int64_t channels) {
-  if (how == Storage::kPlain) return std::nullopt;
+  if (how == Storage::kPlain || channels <= 0) return std::nullopt;  // no channels: oneDNN
   if (how == Storage::kNhwc || chain == memory::format_tag::nhwc) return channels;
   if (chain == memory::format_tag::nChw8c) return 8;
   if (chain == memory::format_tag::nChw16c) return 16;

@@ -312,6 +312,16 @@ TEST(PoolTest, FusedPoolsOverChannelsInnermostStorage) {
       }
     }
   }
+  // No channels: prepared and run without dividing by zero lanes (an empty output).
+  for (const char* layout : {"nhwc", "blocked"}) {
+    auto none = h.Run(kFusedMaxPoolOp, {Tensor::Of<float>({1, 0, 4, 4}, {})},
+                      Attrs({{"kernel_shape", std::vector<int64_t>{2, 2}},
+                             {"x_layout", std::string(layout)},
+                             {"y_layout", std::string(layout)}}));
+    if (none.ok()) {
+      EXPECT_EQ((*none)[0].shape, (Shape{1, 0, 3, 3})) << layout;
+    }
+  }
 }
 
 // The squeeze-and-excitation ops of conv chains (chain_ops.cc) over plain and channels-last
