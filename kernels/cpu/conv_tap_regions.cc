@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "dnnl.hpp"
 #include "kernels/cpu/conv.h"
+#include "kernels/cpu/float8.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/kernel_util.h"
 #include "kernels/cpu/onednn_util.h"

@@ -338,12 +338,6 @@ double LongRowSum(const float* p, int64_t n, float center, bool squares);
 /// streams x threads stay within the cores. Cheap when already set; other threads unaffected.
 void UseIntraOpThreads(int threads);
 
-/// Eight floats in one vector (GCC's vector extension: one AVX register, two SSE ones), for the
-/// per-instruction-set copies of loops that GCC leaves scalar otherwise. Moved from and to memory
-/// of any alignment with __builtin_memcpy; never a function's argument or result (that would
-/// change the baseline copy's ABI).
-typedef float Float8 __attribute__((vector_size(32)));
-
 /// Which of our own per-instruction-set copies this process runs: 2 AVX-512F, 1 AVX2 with FMA,
 /// 0 the baseline. What the CPU supports, capped by ONEDNN_MAX_CPU_ISA as oneDNN reads it, so
 /// that one variable caps both (SSE41 or AVX: the baseline copies; AVX2*: the AVX2 ones; other

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kernels/cpu/families.h"
+#include "kernels/cpu/float8.h"
 #include "kernels/cpu/kernel_util.h"
 #include "kernels/cpu/pool.h"
 #include "kernels/cpu/window.h"
