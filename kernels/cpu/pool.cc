@@ -147,6 +147,23 @@ __attribute__((always_inline)) inline void ReduceInteriorColumns(const float* __
   }
 }
 
+// The rows [r0, r1) of `in` (rows of n floats) reduced (max or sum) into r, or the one row in
+// place when r1 - r0 == 1: the first pass of the separable pools, vectorised along the row.
+template <bool kMax>
+__attribute__((always_inline)) inline const float* ReduceRows(const float* __restrict in,
+                                                              int64_t r0, int64_t r1, int64_t n,
+                                                              float* __restrict r) {
+  const float* __restrict row = in + r0 * n;
+  if (r1 - r0 == 1) return row;
+  const float* __restrict next = row + n;
+  for (int64_t i = 0; i < n; ++i) r[i] = kMax ? std::max(row[i], next[i]) : row[i] + next[i];
+  for (int64_t at = r0 + 2; at < r1; ++at) {
+    const float* __restrict src = in + at * n;
+    for (int64_t i = 0; i < n; ++i) r[i] = kMax ? std::max(r[i], src[i]) : r[i] + src[i];
+  }
+  return r;
+}
+
 template <bool kMax>
 __attribute__((always_inline)) inline void PoolPlane2dBody(const float* __restrict in,
                                                            float* __restrict out,
@@ -166,15 +183,11 @@ __attribute__((always_inline)) inline void PoolPlane2dBody(const float* __restri
       std::fill(out, out + out_w, kMax ? init : 0.0f);
       continue;
     }
-    std::copy(in + r0 * in_w, in + (r0 + 1) * in_w, r);
-    for (int64_t row = r0 + 1; row < r1; ++row) {
-      const float* __restrict src = in + row * in_w;
-      for (int64_t i = 0; i < in_w; ++i) r[i] = kMax ? std::max(r[i], src[i]) : r[i] + src[i];
-    }
+    const float* __restrict reduced = ReduceRows<kMax>(in, r0, r1, in_w, r);
     auto reduce_one = [&](int64_t ow) {
       float acc = init;
       for (int64_t kw = tw.first[ow]; kw < tw.last[ow]; ++kw) {
-        const float v = r[tw.origin[ow] + kw];
+        const float v = reduced[tw.origin[ow] + kw];
         acc = kMax ? std::max(acc, v) : acc + v;
       }
       return acc;
@@ -184,7 +197,7 @@ __attribute__((always_inline)) inline void PoolPlane2dBody(const float* __restri
     if (p.interior_begin < p.interior_end) {
       float* o = out + p.interior_begin;
       const int64_t n = p.interior_end - p.interior_begin;
-      const float* base = r + tw.origin[p.interior_begin];
+      const float* base = reduced + tw.origin[p.interior_begin];
       if (p.stride == 1) {
         ReduceInteriorColumns<kMax, 1>(base, o, n, p.kernel, 1, phases);
       } else if (p.stride == 2) {
@@ -325,19 +338,7 @@ __attribute__((always_inline)) inline void InterleavedRowsBody(const float* __re
         inverse_for = factor;
       }
     }
-    const float* __restrict row = in + r0 * row_floats;
-    if (rows_in > 1) {
-      const float* __restrict next = row + row_floats;
-      for (int64_t i = 0; i < row_floats; ++i) {
-        r[i] = kMax ? std::max(row[i], next[i]) : row[i] + next[i];
-      }
-      for (int64_t at = r0 + 2; at < r1; ++at) {
-        const float* __restrict src = in + at * row_floats;
-        for (int64_t i = 0; i < row_floats; ++i)
-          r[i] = kMax ? std::max(r[i], src[i]) : r[i] + src[i];
-      }
-      row = r;
-    }
+    const float* __restrict row = ReduceRows<kMax>(in, r0, r1, row_floats, r);
     // Outputs whose window is partly outside the row: from their own taps.
     auto edge = [&](int64_t ow) {
       float* __restrict o = out + ow * lanes;
@@ -825,17 +826,17 @@ InterleavedPool::InterleavedPool(const Window& win, bool max, bool include_pad, 
       out_w_(win.output[1]),
       kernel_h_(win.kernel[0]),
       kernel_w_(win.kernel[1]),
-      stride_w_(win.strides[1]) {}
+      stride_w_(win.strides[1]),
+      interior_(InteriorRange(tw_, kernel_w_)) {}
 
 void InterleavedPool::Run(const float* x, float* y, int64_t batch, int threads) const {
   static const InterleavedRowsFn max_fn =
       PickForThisCpu(&MaxRowsAvx512, &MaxRowsAvx2, &MaxRowsBaseline);
   static const InterleavedRowsFn avg_fn =
       PickForThisCpu(&AvgRowsAvx512, &AvgRowsAvx2, &AvgRowsBaseline);
-  const std::pair<int64_t, int64_t> interior = InteriorRange(tw_, kernel_w_);
-  const InterleavedRows p{&th_,      &tw_,           channels_,       lanes_,      groups_,
-                          in_h_,     in_w_,          out_h_,          out_w_,      stride_w_,
-                          kernel_w_, interior.first, interior.second, include_pad_};
+  const InterleavedRows p{
+      &th_,   &tw_,      channels_, lanes_,          groups_,          in_h_,       in_w_, out_h_,
+      out_w_, stride_w_, kernel_w_, interior_.first, interior_.second, include_pad_};
   const InterleavedRowsFn fn = max_ ? max_fn : avg_fn;
   // Per output row: the window's rows over the input row, then each output's columns; a
   // vector step covers about eight lanes in a fraction of a nanosecond.

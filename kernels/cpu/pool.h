@@ -4,6 +4,7 @@
 #define REPRISE_KERNELS_CPU_POOL_H_
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "kernels/cpu/window.h"
@@ -44,6 +45,7 @@ class InterleavedPool {
   bool max_, include_pad_;
   int64_t channels_, lanes_, groups_;
   int64_t in_h_, in_w_, out_h_, out_w_, kernel_h_, kernel_w_, stride_w_;
+  std::pair<int64_t, int64_t> interior_;  // the outputs along W whose window lies inside
 };
 
 }  // namespace reprise::kernels::cpu
