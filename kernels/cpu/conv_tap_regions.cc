@@ -265,10 +265,15 @@ class TapRegionsKernel final : public PreparedKernel {
       // With more threads, each takes whole chunks (its products on one thread: sgemm splits
       // products of a few hundred rows poorly), so that there is a chunk for every thread.
       const int64_t tiles = n * ((c_.y[2] + 1) / 2) * ((c_.y[3] + 1) / 2);
+      // The chunks are then made equal, and their number a multiple of the threads, so that
+      // no thread waits on another's extra or larger chunk.
       chunk_ = std::min(tiles, std::max<int64_t>(32, 32768 / (ch + m)));
       if (threads_ > 1) {
         chunk_ = std::min(chunk_, std::max<int64_t>(16, (tiles + threads_ - 1) / threads_));
       }
+      int64_t chunks = (tiles + chunk_ - 1) / chunk_;
+      if (threads_ > 1 && chunks > 1) chunks = (chunks + threads_ - 1) / threads_ * threads_;
+      chunk_ = (tiles + chunks - 1) / chunks;
       gathered = 16 * chunk_ * threads_;
       apart = 16 * chunk_ * threads_;
     } else if (c_.whole_window) {
