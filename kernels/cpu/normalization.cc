@@ -18,32 +18,57 @@ namespace reprise::kernels::cpu {
 namespace {
 
 // Softmax of `rows` contiguous rows of `dim` values each; a vector of V (the copy's register
-// width, I its int counterpart) at a time.
+// width, I its int counterpart) at a time, in three passes over the row (in L1): the maximum,
+// e^(x - max) stored and summed, the scale by 1 / sum. Lanes hold partial maxima and sums; NaN
+// is skipped by the maximum as by the scalar comparison, then propagates through e^x.
 template <typename V, typename I>
 __attribute__((always_inline)) inline void SoftmaxRowsBody(const float* x, float* y, int64_t rows,
                                                            int64_t dim) {
+  constexpr int64_t kLanes = sizeof(V) / sizeof(float);
+  const int64_t body = dim / kLanes * kLanes;
   for (int64_t o = 0; o < rows; ++o) {
     const float* __restrict p = x + o * dim;
     float* __restrict q = y + o * dim;
+    V vmax = V{} - INFINITY;
+    for (int64_t k = 0; k < body; k += kLanes) {
+      V v;
+      std::memcpy(&v, p + k, sizeof(v));
+      vmax = v > vmax ? v : vmax;
+    }
     float max = -INFINITY;
-    for (int64_t k = 0; k < dim; ++k) max = p[k] > max ? p[k] : max;
+    for (int64_t j = 0; j < kLanes; ++j) max = vmax[j] > max ? vmax[j] : max;
+    for (int64_t k = body; k < dim; ++k) max = p[k] > max ? p[k] : max;
+    float sum = 0;
     if (std::isinf(max)) {
       // All -inf (or +inf present): the plain formula, NaN where it is NaN.
-      for (int64_t k = 0; k < dim; ++k) q[k] = std::exp(p[k] - max);
+      for (int64_t k = 0; k < dim; ++k) {
+        q[k] = std::exp(p[k] - max);
+        sum += q[k];
+      }
     } else {
-      int64_t k = 0;
-      constexpr int64_t kLanes = sizeof(V) / sizeof(float);
-      for (; k + kLanes <= dim; k += kLanes) {
+      V vsum{};
+      for (int64_t k = 0; k < body; k += kLanes) {
         V v;
         std::memcpy(&v, p + k, sizeof(v));
         const V shifted = v - max;
         ExpNonPositive<V, I>(shifted, &v);
+        vsum += v;
         std::memcpy(q + k, &v, sizeof(v));
       }
-      for (; k < dim; ++k) ExpNonPositive<float, int32_t>(p[k] - max, &q[k]);
+      for (int64_t k = body; k < dim; ++k) {
+        ExpNonPositive<float, int32_t>(p[k] - max, &q[k]);
+        sum += q[k];
+      }
+      for (int64_t j = 0; j < kLanes; ++j) sum += vsum[j];
     }
-    const float scale = 1.0f / RowSum(q, dim, 0.0f, false);
-    for (int64_t k = 0; k < dim; ++k) q[k] *= scale;
+    const float scale = 1.0f / sum;
+    for (int64_t k = 0; k < body; k += kLanes) {
+      V v;
+      std::memcpy(&v, q + k, sizeof(v));
+      v *= scale;
+      std::memcpy(q + k, &v, sizeof(v));
+    }
+    for (int64_t k = body; k < dim; ++k) q[k] *= scale;
   }
 }
 

@@ -206,7 +206,7 @@ TEST(NormalizationTest, SoftmaxAxisSemanticsChangeAtOpset13) {
 
 // The contiguous Softmax path (its own vectorised exp): relative error against double precision
 // over rows of 1, 3, 16 and 37 values spread over [-100, 20] (so some shifted inputs fall below
-// -87, where e^x is 0 in float), and rows holding -inf.
+// -87, where e^x is 0 in float), rows holding -inf, and a row whose maximum is its last value.
 TEST(NormalizationTest, SoftmaxMatchesDoublePrecisionOverWideRanges) {
   KernelHarness h;
   for (int64_t dim : {1, 3, 16, 37}) {
@@ -217,6 +217,7 @@ TEST(NormalizationTest, SoftmaxMatchesDoublePrecisionOverWideRanges) {
       x[dim + 1] = -INFINITY;                                        // one -inf in row 1
       for (int64_t k = 0; k < dim; ++k) x[2 * dim + k] = -INFINITY;  // row 2: all -inf
       x[2 * dim] = 0.5f;
+      x[4 * dim - 1] = 25.0f;  // row 3's maximum is its last value (a vector tail or lane)
     }
     auto out = h.Run("Softmax", {Tensor::Of<float>({rows, dim}, x)}, {}, 13);
     ASSERT_TRUE(out.ok()) << out.status();
