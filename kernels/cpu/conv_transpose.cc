@@ -1,5 +1,8 @@
 // ConvTranspose: a GEMM (oneDNN sgemm) per image and group followed by a col2im scatter, which
-// covers every output_padding / output_shape combination.
+// covers every output_padding / output_shape combination, split over the output channels. When
+// the windows tile the output (strides equal to the kernel, no dilation or padding, no output
+// padding: U-Net's 2x2 / 2 upsampling), every output takes exactly one tap, so it is written once
+// as bias + column instead of filled and added into.
 #include <algorithm>
 #include <memory>
 #include <vector>
@@ -13,6 +16,60 @@
 
 namespace reprise::kernels::cpu {
 namespace {
+
+// out (one output channel's plane) += its taps' columns col [taps, in_size], each input
+// position's value added where its tap lands (skipped outside the output).
+void ScatterAdd(const Window& g, const float* col, int64_t in_size, float* out) {
+  const int64_t taps = g.kernel[0] * g.kernel[1] * g.kernel[2];
+  for (int64_t t = 0; t < taps; ++t) {
+    const int64_t kd = t / (g.kernel[1] * g.kernel[2]);
+    const int64_t kh = (t / g.kernel[2]) % g.kernel[1];
+    const int64_t kw = t % g.kernel[2];
+    const float* tap = col + t * in_size;
+    for (int64_t id = 0; id < g.input[0]; ++id) {
+      const int64_t od = id * g.strides[0] - g.pads_begin[0] + kd * g.dilations[0];
+      if (od < 0 || od >= g.output[0]) continue;
+      for (int64_t ih = 0; ih < g.input[1]; ++ih) {
+        const int64_t oh = ih * g.strides[1] - g.pads_begin[1] + kh * g.dilations[1];
+        if (oh < 0 || oh >= g.output[1]) continue;
+        const float* src = tap + (id * g.input[1] + ih) * g.input[2];
+        float* dst = out + (od * g.output[1] + oh) * g.output[2];
+        for (int64_t iw = 0; iw < g.input[2]; ++iw) {
+          const int64_t ow = iw * g.strides[2] - g.pads_begin[2] + kw * g.dilations[2];
+          if (ow >= 0 && ow < g.output[2]) dst[ow] += src[iw];
+        }
+      }
+    }
+  }
+}
+
+// out = bias + the columns when the windows tile the output (strides == kernel, nothing else):
+// output (od, oh, ow) is input (od / sd, oh / sh, ow / sw)'s tap (od % sd, oh % sh, ow % sw).
+// Row by output row, the row's taps along W interleaved.
+void ScatterTiles(const Window& g, const float* col, int64_t in_size, float bias, float* out) {
+  const int64_t kh_count = g.kernel[1], kw_count = g.kernel[2];
+  for (int64_t od = 0; od < g.output[0]; ++od) {
+    const int64_t id = od / g.kernel[0], kd = od % g.kernel[0];
+    for (int64_t oh = 0; oh < g.output[1]; ++oh) {
+      const int64_t ih = oh / kh_count, kh = oh % kh_count;
+      const float* src =
+          col + ((kd * kh_count + kh) * kw_count) * in_size + (id * g.input[1] + ih) * g.input[2];
+      float* dst = out + (od * g.output[1] + oh) * g.output[2];
+      if (kw_count == 2) {
+        const float* src1 = src + in_size;
+        for (int64_t iw = 0; iw < g.input[2]; ++iw) {
+          dst[2 * iw] = src[iw] + bias;
+          dst[2 * iw + 1] = src1[iw] + bias;
+        }
+        continue;
+      }
+      for (int64_t kw = 0; kw < kw_count; ++kw) {
+        const float* s = src + kw * in_size;
+        for (int64_t iw = 0; iw < g.input[2]; ++iw) dst[iw * kw_count + kw] = s[iw] + bias;
+      }
+    }
+  }
+}
 
 absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareConvTranspose(
     const PrepareContext& context) {
@@ -41,6 +98,13 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareConvTranspose(
   const bool has_bias = HasInput(context, 2);
   const size_t workspace = static_cast<size_t>(rows * in_size) * sizeof(float);
   const int threads = context.intra_op_threads;
+  bool tiles = true;  // each output position is reached by exactly one tap of one input
+  for (int i = 0; i < 3; ++i) {
+    tiles = tiles && g.strides[i] == g.kernel[i] && g.dilations[i] == 1 && g.pads_begin[i] == 0 &&
+            g.output[i] == g.input[i] * g.strides[i];
+  }
+  // Per output channel: its taps' columns scattered into its plane.
+  const double channel_cost = static_cast<double>(taps * in_size) * (tiles ? 1.0 : 2.0);
   return MakeKernel(
       context, {Desc(DataType::kFloat32, y)},
       [=](const KernelArgs& args) -> absl::Status {
@@ -57,31 +121,23 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareConvTranspose(
             const float* xg = xp + (n * group + gi) * in_group * in_size;
             RETURN_IF_ERROR(Sgemm(true, false, rows, in_size, in_group, 1.0f, wg, rows, xg, in_size,
                                   0.0f, cols, in_size));
-            for (int64_t m = 0; m < out_group; ++m) {
-              const int64_t channel = gi * out_group + m;
-              float* out = yp + (n * group * out_group + channel) * out_size;
-              std::fill(out, out + out_size, bias != nullptr ? bias[channel] : 0.0f);
-              for (int64_t t = 0; t < taps; ++t) {
-                const int64_t kd = t / (g.kernel[1] * g.kernel[2]);
-                const int64_t kh = (t / g.kernel[2]) % g.kernel[1];
-                const int64_t kw = t % g.kernel[2];
-                const float* col = cols + (m * taps + t) * in_size;
-                for (int64_t id = 0; id < g.input[0]; ++id) {
-                  const int64_t od = id * g.strides[0] - g.pads_begin[0] + kd * g.dilations[0];
-                  if (od < 0 || od >= g.output[0]) continue;
-                  for (int64_t ih = 0; ih < g.input[1]; ++ih) {
-                    const int64_t oh = ih * g.strides[1] - g.pads_begin[1] + kh * g.dilations[1];
-                    if (oh < 0 || oh >= g.output[1]) continue;
-                    const float* src = col + (id * g.input[1] + ih) * g.input[2];
-                    float* dst = out + (od * g.output[1] + oh) * g.output[2];
-                    for (int64_t iw = 0; iw < g.input[2]; ++iw) {
-                      const int64_t ow = iw * g.strides[2] - g.pads_begin[2] + kw * g.dilations[2];
-                      if (ow >= 0 && ow < g.output[2]) dst[ow] += src[iw];
+            ParallelFor(
+                out_group, threads, channel_cost,
+                [&](int64_t m0, int64_t m1) {
+                  for (int64_t m = m0; m < m1; ++m) {
+                    const int64_t channel = gi * out_group + m;
+                    float* out = yp + (n * group * out_group + channel) * out_size;
+                    const float b = bias != nullptr ? bias[channel] : 0.0f;
+                    const float* col_m = cols + m * taps * in_size;
+                    if (tiles) {
+                      ScatterTiles(g, col_m, in_size, b, out);
+                    } else {
+                      std::fill(out, out + out_size, b);
+                      ScatterAdd(g, col_m, in_size, out);
                     }
                   }
-                }
-              }
-            }
+                },
+                1);
           }
         }
         return absl::OkStatus();

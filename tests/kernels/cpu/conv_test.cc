@@ -416,44 +416,68 @@ TEST(ConvMiscTest, ErrorsNameTheNodeAndShapes) {
   EXPECT_EQ(huge_conv_group.status().code(), absl::StatusCode::kInvalidArgument);
 }
 
-// Reference ConvTranspose 2-D, weights [C, M/group, KH, KW].
+// Reference ConvTranspose 2-D, weights [C, M/group, KH, KW], over windows that overlap (strides
+// under the kernel, padding, output padding), that tile the output (strides equal to the kernel:
+// one tap per output, written once), and that leave gaps (strides over the kernel); batch 2,
+// with and without bias, one and two threads.
 TEST(ConvTransposeTest, MatchesScatterReference) {
   KernelHarness h;
-  const int64_t n = 1, c = 4, ih = 3, iw = 4, group = 2, mg = 3, kh = 3, kw = 2;
-  const int64_t sh = 2, sw = 3, pt = 1, pl = 0, pb = 0, pr = 1, oph = 1, opw = 0;
-  const int64_t oh = sh * (ih - 1) + oph + kh - pt - pb;
-  const int64_t ow = sw * (iw - 1) + opw + kw - pl - pr;
-  const auto x = RandomFloats(n * c * ih * iw, 11);
-  const auto w = RandomFloats(c * mg * kh * kw, 12);
-  const auto b = RandomFloats(group * mg, 13);
-  std::vector<double> want(n * group * mg * oh * ow, 0.0);
-  for (int64_t m = 0; m < group * mg; ++m)
-    for (int64_t i = 0; i < oh * ow; ++i) want[m * oh * ow + i] = b[m];
-  const int64_t cg = c / group;
-  for (int64_t ci = 0; ci < c; ++ci) {
-    const int64_t g = ci / cg;
-    for (int64_t m = 0; m < mg; ++m)
-      for (int64_t y = 0; y < ih; ++y)
-        for (int64_t xx = 0; xx < iw; ++xx)
-          for (int64_t ki = 0; ki < kh; ++ki)
-            for (int64_t kj = 0; kj < kw; ++kj) {
-              const int64_t oy = y * sh - pt + ki, ox = xx * sw - pl + kj;
-              if (oy < 0 || oy >= oh || ox < 0 || ox >= ow) continue;
-              want[((g * mg + m) * oh + oy) * ow + ox] +=
-                  x[(ci * ih + y) * iw + xx] * w[((ci * mg + m) * kh + ki) * kw + kj];
-            }
+  struct Case {
+    int64_t n, c, ih, iw, group, mg, kh, kw, sh, sw, pt, pl, pb, pr, oph, opw;
+    bool bias;
+    int threads;
+  };
+  const Case cases[] = {
+      {1, 4, 3, 4, 2, 3, 3, 2, 2, 3, 1, 0, 0, 1, 1, 0, true, 1},   // overlapping, padded
+      {2, 6, 5, 7, 1, 20, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0, true, 2},  // 2x2 / 2 tiles the output
+      {2, 4, 3, 5, 2, 18, 3, 3, 3, 3, 0, 0, 0, 0, 0, 0, true, 2},  // 3x3 / 3 tiles
+      {1, 3, 4, 3, 1, 17, 2, 2, 2, 2, 0, 0, 0, 0, 1, 1, true, 2},  // output padding: a gap row
+      {1, 2, 3, 3, 1, 5, 2, 2, 3, 3, 0, 0, 0, 0, 0, 0, false, 1},  // gaps, no bias
+      {1, 2, 3, 4, 1, 16, 2, 2, 2, 2, 1, 0, 0, 1, 0, 0, true, 2},  // 2x2 / 2 padded: not tiled
+  };
+  for (const Case& k : cases) {
+    SCOPED_TRACE(::testing::Message()
+                 << "case kernel " << k.kh << "x" << k.kw << " stride " << k.sh << "x" << k.sw
+                 << " group " << k.group << " threads " << k.threads);
+    const int64_t oh = k.sh * (k.ih - 1) + k.oph + k.kh - k.pt - k.pb;
+    const int64_t ow = k.sw * (k.iw - 1) + k.opw + k.kw - k.pl - k.pr;
+    const int64_t m_all = k.group * k.mg, cg = k.c / k.group;
+    const auto x = RandomFloats(k.n * k.c * k.ih * k.iw, 11);
+    const auto w = RandomFloats(k.c * k.mg * k.kh * k.kw, 12);
+    const auto b = RandomFloats(m_all, 13);
+    std::vector<double> want(k.n * m_all * oh * ow, 0.0);
+    for (int64_t i = 0; i < k.n * m_all * oh * ow; ++i)
+      want[i] = k.bias ? b[i / (oh * ow) % m_all] : 0;
+    for (int64_t img = 0; img < k.n; ++img)
+      for (int64_t ci = 0; ci < k.c; ++ci)
+        for (int64_t m = 0; m < k.mg; ++m)
+          for (int64_t y = 0; y < k.ih; ++y)
+            for (int64_t xx = 0; xx < k.iw; ++xx)
+              for (int64_t ki = 0; ki < k.kh; ++ki)
+                for (int64_t kj = 0; kj < k.kw; ++kj) {
+                  const int64_t oy = y * k.sh - k.pt + ki, ox = xx * k.sw - k.pl + kj;
+                  if (oy < 0 || oy >= oh || ox < 0 || ox >= ow) continue;
+                  want[((img * m_all + ci / cg * k.mg + m) * oh + oy) * ow + ox] +=
+                      x[((img * k.c + ci) * k.ih + y) * k.iw + xx] *
+                      w[((ci * k.mg + m) * k.kh + ki) * k.kw + kj];
+                }
+    std::vector<Tensor> inputs = {Tensor::Of<float>({k.n, k.c, k.ih, k.iw}, x),
+                                  Tensor::Of<float>({k.c, k.mg, k.kh, k.kw}, w)};
+    if (k.bias) inputs.push_back(Tensor::Of<float>({m_all}, b));
+    auto kernel = h.Prepare("ConvTranspose", inputs,
+                            Attrs({{"group", k.group},
+                                   {"kernel_shape", std::vector<int64_t>{k.kh, k.kw}},
+                                   {"strides", std::vector<int64_t>{k.sh, k.sw}},
+                                   {"pads", std::vector<int64_t>{k.pt, k.pl, k.pb, k.pr}},
+                                   {"output_padding", std::vector<int64_t>{k.oph, k.opw}}}),
+                            17, 1, k.threads);
+    ASSERT_TRUE(kernel.ok()) << kernel.status();
+    auto out = h.RunPrepared(**kernel, inputs);
+    ASSERT_TRUE(out.ok()) << out.status();
+    ASSERT_EQ((*out)[0].shape, (Shape{k.n, m_all, oh, ow}));
+    std::vector<float> want_f(want.begin(), want.end());
+    ExpectNear((*out)[0].Values<float>(), want_f);
   }
-  auto out = h.Run("ConvTranspose",
-                   {Tensor::Of<float>({n, c, ih, iw}, x), Tensor::Of<float>({c, mg, kh, kw}, w),
-                    Tensor::Of<float>({group * mg}, b)},
-                   Attrs({{"group", group},
-                          {"strides", std::vector<int64_t>{sh, sw}},
-                          {"pads", std::vector<int64_t>{pt, pl, pb, pr}},
-                          {"output_padding", std::vector<int64_t>{oph, opw}}}));
-  ASSERT_TRUE(out.ok()) << out.status();
-  ASSERT_EQ((*out)[0].shape, (Shape{n, group * mg, oh, ow}));
-  std::vector<float> want_f(want.begin(), want.end());
-  ExpectNear((*out)[0].Values<float>(), want_f);
 }
 
 }  // namespace
