@@ -315,15 +315,6 @@ void ForEachRowParallel(const BroadcastPlan& plan, int threads, double cost_per_
               [&](int64_t begin, int64_t end) { ForEachRowIn(plan, begin, end, row); });
 }
 
-/// CopyStrided split over up to `threads` threads by output elements (a gathering copy, whose
-/// rows are strided, costs more per element than a contiguous one).
-template <typename T>
-void CopyStridedParallel(const BroadcastPlan& plan, const T* in, T* out, int threads) {
-  const double cost = plan.strides[0].back() == 1 ? 0.5 : 2.0;
-  ParallelFor(plan.count, threads, cost,
-              [&](int64_t begin, int64_t end) { CopyStridedRange(plan, in, out, begin, end); });
-}
-
 /// Sum of p[k] (or of (p[k] - center)^2 when `squares`) over k < n, in eight float lanes that
 /// the compiler keeps in vector registers, then added pairwise. For rows up to a few thousand
 /// values; LongRowSum for longer ones.

@@ -16,6 +16,93 @@
 namespace reprise::kernels::cpu {
 namespace {
 
+// Rows [r0, r1) of one [rows, cols] output matrix of a batched 2-D transpose whose source
+// column c starts at src + c * sc (contiguous along the rows): 8 x 8 tiles of 4-byte elements
+// transposed in vector registers (unpack, shuffle, then swap of 128-bit halves), the tiles at
+// the matrix's right edge element by element. r1 - r0 is at most 8.
+#define REPRISE_TILE_ARGS \
+  const float *src, int64_t sc, float *dst, int64_t cols, int64_t r0, int64_t r1
+__attribute__((always_inline)) inline void TransposeRowsBody(REPRISE_TILE_ARGS) {
+  typedef float V __attribute__((vector_size(32)));
+  typedef int32_t M __attribute__((vector_size(32)));
+  int64_t c0 = 0;
+  if (r1 - r0 == 8) {
+    for (; c0 + 8 <= cols; c0 += 8) {
+      V v[8], t[8], s[8];
+      for (int c = 0; c < 8; ++c) std::memcpy(&v[c], src + r0 + (c0 + c) * sc, sizeof(V));
+      for (int c = 0; c < 8; c += 2) {
+        t[c] = __builtin_shuffle(v[c], v[c + 1], M{0, 8, 1, 9, 4, 12, 5, 13});
+        t[c + 1] = __builtin_shuffle(v[c], v[c + 1], M{2, 10, 3, 11, 6, 14, 7, 15});
+      }
+      for (int c = 0; c < 8; c += 4) {
+        s[c] = __builtin_shuffle(t[c], t[c + 2], M{0, 1, 8, 9, 4, 5, 12, 13});
+        s[c + 1] = __builtin_shuffle(t[c], t[c + 2], M{2, 3, 10, 11, 6, 7, 14, 15});
+        s[c + 2] = __builtin_shuffle(t[c + 1], t[c + 3], M{0, 1, 8, 9, 4, 5, 12, 13});
+        s[c + 3] = __builtin_shuffle(t[c + 1], t[c + 3], M{2, 3, 10, 11, 6, 7, 14, 15});
+      }
+      for (int r = 0; r < 4; ++r) {
+        const V lo = __builtin_shuffle(s[r], s[r + 4], M{0, 1, 2, 3, 8, 9, 10, 11});
+        const V hi = __builtin_shuffle(s[r], s[r + 4], M{4, 5, 6, 7, 12, 13, 14, 15});
+        std::memcpy(dst + (r0 + r) * cols + c0, &lo, sizeof(V));
+        std::memcpy(dst + (r0 + r + 4) * cols + c0, &hi, sizeof(V));
+      }
+    }
+  }
+  for (; c0 < cols; c0 += 8) {
+    const int64_t c1 = std::min(cols, c0 + 8);
+    for (int64_t r = r0; r < r1; ++r) {
+      for (int64_t c = c0; c < c1; ++c) dst[r * cols + c] = src[r + c * sc];
+    }
+  }
+}
+__attribute__((target("avx2"))) void TransposeRowsAvx2(REPRISE_TILE_ARGS) {
+  TransposeRowsBody(src, sc, dst, cols, r0, r1);
+}
+#undef REPRISE_TILE_ARGS
+
+// CopyStrided of a plan of 4-byte elements whose last two dims [R, C] read the source with
+// strides [1, s] (the source runs along the output's columns: a batched 2-D transpose, such as
+// NCHW <-> NHWC) in 8 x 8 tiles transposed in AVX2 registers, split over up to `threads`
+// threads by (outer index, block of 8 rows). False, copying nothing, for any other plan, other
+// element sizes or a CPU without AVX2 (the element-wise copy then).
+template <typename T>
+bool CopyTransposedTiles(const BroadcastPlan& plan, const T* in, T* out, int threads) {
+  const int64_t rank = static_cast<int64_t>(plan.dims.size());
+  if (sizeof(T) != sizeof(float) || OwnCopyLevel() < 1 || rank < 2) return false;
+  const std::vector<int64_t>& stride = plan.strides[0];
+  const int64_t rows = plan.dims[rank - 2], cols = plan.dims[rank - 1], sc = stride[rank - 1];
+  if (stride[rank - 2] != 1 || sc == 0 || sc == 1 || rows < 8 || cols < 8) return false;
+  const int64_t outer = plan.count / (rows * cols), blocks = (rows + 7) / 8;
+  ParallelFor(
+      outer * blocks, threads, 8.0 * static_cast<double>(cols),
+      [&](int64_t begin, int64_t end) {
+        for (int64_t item = begin; item < end; ++item) {
+          const int64_t o = item / blocks, r0 = item % blocks * 8;
+          int64_t at = 0;  // the source offset of outer index o
+          for (int64_t i = rank - 3, rest = o; i >= 0; --i) {
+            at += rest % plan.dims[i] * stride[i];
+            rest /= plan.dims[i];
+          }
+          TransposeRowsAvx2(reinterpret_cast<const float*>(in + at), sc,
+                            reinterpret_cast<float*>(out + o * rows * cols), cols, r0,
+                            std::min(rows, r0 + 8));
+        }
+      },
+      1);
+  return true;
+}
+
+// CopyStrided split over up to `threads` threads by output elements (a gathering copy, whose
+// rows are strided, costs more per element than a contiguous one); batched 2-D transposes in
+// tiles (CopyTransposedTiles).
+template <typename T>
+void CopyStridedParallel(const BroadcastPlan& plan, const T* in, T* out, int threads) {
+  if (CopyTransposedTiles(plan, in, out, threads)) return;
+  const double cost = plan.strides[0].back() == 1 ? 0.5 : 2.0;
+  ParallelFor(plan.count, threads, cost,
+              [&](int64_t begin, int64_t end) { CopyStridedRange(plan, in, out, begin, end); });
+}
+
 // A kernel copying input 0, read from `offset` with `in_strides` over the index space `view`,
 // into output 0 of shape `out` (the same elements as `view`).
 absl::StatusOr<std::unique_ptr<PreparedKernel>> StridedCopy(const PrepareContext& context,
