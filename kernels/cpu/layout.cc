@@ -475,10 +475,21 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PreparePad(const PrepareContext&
   }
   const std::vector<int64_t> strides = ContiguousStrides(in.shape);
   const bool value_input = context.opset >= 11 && HasInput(context, 2);
+  // Constant mode: each output row of the last axis is `lead` values, then `run` input values
+  // from `first` on, then values to its end (copied as such, not looked up one by one).
+  int64_t lead = 0, first = 0, run_length = 0;
+  if (rank > 0) {
+    const int64_t width = out[rank - 1], pad = pads[rank - 1];
+    lead = std::clamp<int64_t>(pad, 0, width);
+    first = lead - pad;
+    run_length = std::max<int64_t>(0, std::min(width - lead, in.shape[rank - 1] - first));
+  }
+  const bool rows_in_runs = mode == PadMode::kConstant;
   FunctionKernel::RunFn run;
   const bool ok = DispatchAnyType(in.dtype, [&]<typename T>() {
     const T fixed = static_cast<T>(value_attr);
-    run = [sources, strides, out, count, fixed, value_input](const KernelArgs& args) {
+    run = [sources, strides, out, count, fixed, value_input, rows_in_runs, lead, first,
+           run_length](const KernelArgs& args) {
       const T* x = static_cast<const T*>(args.inputs[0]);
       T* y = static_cast<T*>(args.outputs[0]);
       const T value = value_input ? *static_cast<const T*>(args.inputs[2]) : fixed;
@@ -496,9 +507,20 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PreparePad(const PrepareContext&
           const int64_t s = sources(a, index[a]);
           base = s < 0 ? -1 : base + s * strides[a];
         }
-        for (int64_t j = 0; j < out[r - 1]; ++j) {
-          const int64_t last = base < 0 ? -1 : sources(r - 1, j);
-          y[at + j] = last < 0 ? value : x[base + last];
+        if (rows_in_runs) {
+          T* row = y + at;
+          if (base < 0) {
+            std::fill(row, row + out[r - 1], value);
+          } else {
+            std::fill(row, row + lead, value);
+            std::copy(x + base + first, x + base + first + run_length, row + lead);
+            std::fill(row + lead + run_length, row + out[r - 1], value);
+          }
+        } else {
+          for (int64_t j = 0; j < out[r - 1]; ++j) {
+            const int64_t last = base < 0 ? -1 : sources(r - 1, j);
+            y[at + j] = last < 0 ? value : x[base + last];
+          }
         }
         for (size_t a = r - 1; a-- > 0;) {
           if (++index[a] < out[a]) break;

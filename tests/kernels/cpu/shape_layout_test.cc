@@ -284,6 +284,41 @@ TEST(LayoutTest, ConcatSplitPadTrilu) {
   EXPECT_EQ((*out)[0].Values<float>(), (std::vector<float>{1, 0, 0, 4, 5, 0, 7, 8, 9}));
 }
 
+// Constant Pad against the index formula over [2, 3, 5]: pads and crops on every axis, the last
+// axis's rows copied as runs (lead values, the input's run, trailing values), including a crop
+// past the row's end (no run at all), pads wider than the row, and a pad longer than the row
+// it makes (7 then a crop of 8: only values).
+TEST(LayoutTest, ConstantPadMatchesTheIndexFormula) {
+  KernelHarness h;
+  const Shape in = {2, 3, 5};
+  const std::vector<float> x = Iota(30);
+  const std::vector<std::vector<int64_t>> cases = {
+      {0, 1, 2, 1, 0, 3},  {0, 0, -2, 0, 1, -1}, {1, 0, -4, 0, 0, 2}, {0, 0, 7, 0, 0, 0},
+      {0, 0, -6, 0, 0, 3}, {0, -1, 0, -1, 0, 0}, {0, 0, 7, 0, 0, -8},
+  };
+  for (const std::vector<int64_t>& pads : cases) {
+    SCOPED_TRACE(runtime::ShapeToString(pads));
+    Shape out(3);
+    for (int a = 0; a < 3; ++a) out[a] = in[a] + pads[a] + pads[a + 3];
+    auto got = h.Run("Pad", {Tensor::Of<float>(in, x), Tensor::Of<int64_t>({6}, pads, true),
+                             Tensor::Of<float>({}, {-1.5f})});
+    ASSERT_TRUE(got.ok()) << got.status();
+    ASSERT_EQ((*got)[0].shape, out);
+    std::vector<float> want;
+    for (int64_t i = 0; i < out[0]; ++i) {
+      for (int64_t j = 0; j < out[1]; ++j) {
+        for (int64_t k = 0; k < out[2]; ++k) {
+          const int64_t si = i - pads[0], sj = j - pads[1], sk = k - pads[2];
+          const bool inside =
+              si >= 0 && si < in[0] && sj >= 0 && sj < in[1] && sk >= 0 && sk < in[2];
+          want.push_back(inside ? x[(si * in[1] + sj) * in[2] + sk] : -1.5f);
+        }
+      }
+    }
+    EXPECT_EQ((*got)[0].Values<float>(), want);
+  }
+}
+
 TEST(GatherTest, GatherAndGatherElementsWithNegativeAndBadIndices) {
   KernelHarness h;
   const Tensor x = Tensor::Of<float>({2, 3}, {1, 2, 3, 4, 5, 6});
