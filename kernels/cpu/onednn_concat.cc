@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "kernels/cpu/families.h"
 #include "kernels/cpu/fused_ops.h"
@@ -70,8 +71,9 @@ class ConcatKernel final : public PreparedKernel {
       float* y = p_.y_reorder.has_value() ? reinterpret_cast<float*>(ws + p_.y_at)
                                           : static_cast<float*>(args.outputs[0]);
       // Each input (reordered first when stored otherwise) is, per image, a run of
-      // channels * H * W floats at its channel offset in the output's image.
-      int64_t offset = 0;
+      // channels * H * W floats at its channel offset in the output's image: the runs of all
+      // inputs copied as one range of floats split over the threads.
+      absl::InlinedVector<const float*, 8> sources;
       for (const Piece& piece : p_.pieces) {
         const void* x = args.inputs[piece.input];
         if (piece.reorder.has_value()) {
@@ -81,14 +83,28 @@ class ConcatKernel final : public PreparedKernel {
           stream.wait();
           x = ws + piece.at;
         }
-        const float* src = static_cast<const float*>(x);
-        const int64_t run = piece.channels * p_.plane;
-        for (int64_t n = 0; n < p_.images; ++n) {
-          std::memcpy(y + n * p_.channels * p_.plane + offset, src + n * run,
-                      static_cast<size_t>(run) * sizeof(float));
-        }
-        offset += run;
+        sources.push_back(static_cast<const float*>(x));
       }
+      // Output image n is the inputs' images n in turn: float f of the whole output is float
+      // f % image of image f / image, which lies in the input whose channels cover it.
+      const int64_t image = p_.channels * p_.plane;
+      ParallelFor(p_.images * image, p_.threads, 1.0, [&](int64_t begin, int64_t end) {
+        int64_t f = begin;
+        while (f < end) {
+          const int64_t n = f / image;
+          int64_t within = f % image, offset = 0;
+          size_t k = 0;
+          while (within >= offset + p_.pieces[k].channels * p_.plane) {
+            offset += p_.pieces[k].channels * p_.plane;
+            ++k;
+          }
+          const int64_t run = p_.pieces[k].channels * p_.plane;
+          const int64_t count = std::min(end - f, offset + run - within);
+          std::memcpy(y + f, sources[k] + n * run + (within - offset),
+                      static_cast<size_t>(count) * sizeof(float));
+          f += count;
+        }
+      });
       if (p_.y_reorder.has_value()) {
         memory from(p_.y_assembled, engine, y);
         memory to(p_.y_stored, engine, args.outputs[0]);

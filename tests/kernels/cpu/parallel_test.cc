@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "kernels/cpu/fused_ops.h"
 #include "kernels/cpu/kernel_util.h"
 #include "tests/kernels/cpu/kernel_test_util.h"
 
@@ -167,6 +168,37 @@ TEST(ParallelKernelsTest, TransposeSliceAndExpandGiveTheSerialBits) {
     ExpectSameBits("Slice", {x, ints({1, 32}), ints({7, 256}), ints({0, 2})}, {}, threads);
     ExpectSameBits("Slice", {x, ints({127}), ints({0}), ints({1}), ints({-3})}, {}, threads);
     ExpectSameBits("Expand", {Random({1, 128, 1}, 22), ints({8, 128, 256})}, {}, threads);
+  }
+}
+
+// The fused concatenation copies all its inputs' runs as one range of floats split over the
+// threads: three images of 8 + 24 + 5 channels of 40x40 (two and three threads split inside an
+// image and inside an input's run), against the concatenation by index.
+TEST(ParallelKernelsTest, FusedConcatenationSplitsItsCopyAnywhere) {
+  KernelHarness h;
+  const int64_t images = 3, plane = 40 * 40;
+  const std::vector<int64_t> channels = {8, 24, 5};
+  std::vector<Tensor> inputs;
+  for (size_t k = 0; k < channels.size(); ++k) {
+    inputs.push_back(Tensor::Of<float>({images, channels[k], 40, 40},
+                                       RandomFloats(images * channels[k] * plane, 31 + k)));
+  }
+  std::vector<float> want;
+  for (int64_t n = 0; n < images; ++n) {
+    for (size_t k = 0; k < channels.size(); ++k) {
+      const std::vector<float> x = inputs[k].Values<float>();
+      const int64_t run = channels[k] * plane;
+      want.insert(want.end(), x.begin() + n * run, x.begin() + (n + 1) * run);
+    }
+  }
+  for (int threads : {1, 2, 3}) {
+    SCOPED_TRACE(threads);
+    auto kernel = h.Prepare(kFusedConcatOp, inputs, Attrs({{"axis", int64_t{1}}}), 17, 1, threads);
+    ASSERT_TRUE(kernel.ok()) << kernel.status();
+    auto out = h.RunPrepared(**kernel, inputs);
+    ASSERT_TRUE(out.ok()) << out.status();
+    EXPECT_EQ((*out)[0].shape, (Shape{images, 37, 40, 40}));
+    EXPECT_EQ((*out)[0].Values<float>(), want);
   }
 }
 
