@@ -479,10 +479,11 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PreparePad(const PrepareContext&
   // from `first` on, then values to its end (copied as such, not looked up one by one).
   int64_t lead = 0, first = 0, run_length = 0;
   if (rank > 0) {
-    const int64_t width = out[rank - 1], pad = pads[rank - 1];
+    // No subtraction can overflow: pads come from the model (a crop of INT64_MIN included).
+    const int64_t width = out[rank - 1], pad = pads[rank - 1], dim = in.shape[rank - 1];
     lead = std::clamp<int64_t>(pad, 0, width);
-    first = lead - pad;
-    run_length = std::max<int64_t>(0, std::min(width - lead, in.shape[rank - 1] - first));
+    first = pad >= 0 ? 0 : pad > -dim ? -pad : dim;  // a crop of the whole row: no run
+    run_length = std::max<int64_t>(0, std::min(width - lead, dim - first));
   }
   const bool rows_in_runs = mode == PadMode::kConstant;
   FunctionKernel::RunFn run;

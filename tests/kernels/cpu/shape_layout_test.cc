@@ -1,5 +1,6 @@
 // Shape ops (shape_ops.cc) and data-movement ops (layout.cc, gather.cc): shape inference,
 // plan-time values, hand-computed results and error cases. All results are exact.
+#include <limits>
 #include <numeric>
 #include <vector>
 
@@ -317,6 +318,17 @@ TEST(LayoutTest, ConstantPadMatchesTheIndexFormula) {
     }
     EXPECT_EQ((*got)[0].Values<float>(), want);
   }
+  // A model's extreme pads: a crop of INT64_MIN then a pad of INT64_MAX leave 4 of the last
+  // axis, all padding (no overflow on the way: UBSan in the sanitizer build).
+  auto got = h.Run("Pad", {Tensor::Of<float>(in, x),
+                           Tensor::Of<int64_t>({6},
+                                               {0, 0, std::numeric_limits<int64_t>::min(), 0, 0,
+                                                std::numeric_limits<int64_t>::max()},
+                                               true),
+                           Tensor::Of<float>({}, {-1.5f})});
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_EQ((*got)[0].shape, (Shape{2, 3, 4}));
+  EXPECT_EQ((*got)[0].Values<float>(), std::vector<float>(24, -1.5f));
 }
 
 TEST(GatherTest, GatherAndGatherElementsWithNegativeAndBadIndices) {
