@@ -381,12 +381,16 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareSplit(const PrepareContex
 enum class PadMode { kConstant, kReflect, kEdge };
 
 // Source index along one axis for output position `o` (-1: use the constant).
+// o >= 0; `begin` is the model's pad, any int64 (o - begin overflows only upwards, for a pad
+// near INT64_MIN: past the axis's end, reflected by residues taken first).
 int64_t PadSource(PadMode mode, int64_t o, int64_t begin, int64_t dim) {
-  int64_t i = o - begin;
-  if (i >= 0 && i < dim) return i;
+  int64_t i = 0;
+  const bool beyond = __builtin_sub_overflow(o, begin, &i);
+  if (!beyond && i >= 0 && i < dim) return i;
   if (mode == PadMode::kConstant || dim == 0) return -1;
-  if (mode == PadMode::kEdge || dim == 1) return i < 0 ? 0 : dim - 1;
+  if (mode == PadMode::kEdge || dim == 1) return !beyond && i < 0 ? 0 : dim - 1;
   const int64_t period = 2 * (dim - 1);
+  if (beyond) i = o % period - begin % period;  // in (-period, 2 period)
   i %= period;
   if (i < 0) i += period;
   return i < dim ? i : period - i;

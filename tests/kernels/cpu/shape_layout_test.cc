@@ -2,6 +2,7 @@
 // plan-time values, hand-computed results and error cases. All results are exact.
 #include <limits>
 #include <numeric>
+#include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -329,6 +330,21 @@ TEST(LayoutTest, ConstantPadMatchesTheIndexFormula) {
   ASSERT_TRUE(got.ok()) << got.status();
   ASSERT_EQ((*got)[0].shape, (Shape{2, 3, 4}));
   EXPECT_EQ((*got)[0].Values<float>(), std::vector<float>(24, -1.5f));
+  // The same pads in edge mode (every position past the end: the last value) and reflect mode
+  // (o + 2^63 is o modulo the period 8 of a 5-value axis: values 0..3).
+  const Tensor extreme = Tensor::Of<int64_t>(
+      {6}, {0, 0, std::numeric_limits<int64_t>::min(), 0, 0, std::numeric_limits<int64_t>::max()},
+      true);
+  for (const std::string mode : {"edge", "reflect"}) {
+    SCOPED_TRACE(mode);
+    got = h.Run("Pad", {Tensor::Of<float>(in, x), extreme}, Attrs({{"mode", mode}}));
+    ASSERT_TRUE(got.ok()) << got.status();
+    std::vector<float> want;
+    for (int64_t row = 0; row < 6; ++row) {
+      for (int64_t k = 0; k < 4; ++k) want.push_back(x[row * 5 + (mode == "edge" ? 4 : k)]);
+    }
+    EXPECT_EQ((*got)[0].Values<float>(), want);
+  }
 }
 
 TEST(GatherTest, GatherAndGatherElementsWithNegativeAndBadIndices) {
