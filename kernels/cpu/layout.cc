@@ -24,25 +24,24 @@ namespace {
   const float *src, int64_t sc, float *dst, int64_t cols, int64_t r0, int64_t r1
 __attribute__((always_inline)) inline void TransposeRowsBody(REPRISE_TILE_ARGS) {
   typedef float V __attribute__((vector_size(32)));
-  typedef int32_t M __attribute__((vector_size(32)));
   int64_t c0 = 0;
   if (r1 - r0 == 8) {
     for (; c0 + 8 <= cols; c0 += 8) {
       V v[8], t[8], s[8];
       for (int c = 0; c < 8; ++c) std::memcpy(&v[c], src + r0 + (c0 + c) * sc, sizeof(V));
       for (int c = 0; c < 8; c += 2) {
-        t[c] = __builtin_shuffle(v[c], v[c + 1], M{0, 8, 1, 9, 4, 12, 5, 13});
-        t[c + 1] = __builtin_shuffle(v[c], v[c + 1], M{2, 10, 3, 11, 6, 14, 7, 15});
+        t[c] = __builtin_shufflevector(v[c], v[c + 1], 0, 8, 1, 9, 4, 12, 5, 13);
+        t[c + 1] = __builtin_shufflevector(v[c], v[c + 1], 2, 10, 3, 11, 6, 14, 7, 15);
       }
       for (int c = 0; c < 8; c += 4) {
-        s[c] = __builtin_shuffle(t[c], t[c + 2], M{0, 1, 8, 9, 4, 5, 12, 13});
-        s[c + 1] = __builtin_shuffle(t[c], t[c + 2], M{2, 3, 10, 11, 6, 7, 14, 15});
-        s[c + 2] = __builtin_shuffle(t[c + 1], t[c + 3], M{0, 1, 8, 9, 4, 5, 12, 13});
-        s[c + 3] = __builtin_shuffle(t[c + 1], t[c + 3], M{2, 3, 10, 11, 6, 7, 14, 15});
+        s[c] = __builtin_shufflevector(t[c], t[c + 2], 0, 1, 8, 9, 4, 5, 12, 13);
+        s[c + 1] = __builtin_shufflevector(t[c], t[c + 2], 2, 3, 10, 11, 6, 7, 14, 15);
+        s[c + 2] = __builtin_shufflevector(t[c + 1], t[c + 3], 0, 1, 8, 9, 4, 5, 12, 13);
+        s[c + 3] = __builtin_shufflevector(t[c + 1], t[c + 3], 2, 3, 10, 11, 6, 7, 14, 15);
       }
       for (int r = 0; r < 4; ++r) {
-        const V lo = __builtin_shuffle(s[r], s[r + 4], M{0, 1, 2, 3, 8, 9, 10, 11});
-        const V hi = __builtin_shuffle(s[r], s[r + 4], M{4, 5, 6, 7, 12, 13, 14, 15});
+        const V lo = __builtin_shufflevector(s[r], s[r + 4], 0, 1, 2, 3, 8, 9, 10, 11);
+        const V hi = __builtin_shufflevector(s[r], s[r + 4], 4, 5, 6, 7, 12, 13, 14, 15);
         std::memcpy(dst + (r0 + r) * cols + c0, &lo, sizeof(V));
         std::memcpy(dst + (r0 + r + 4) * cols + c0, &hi, sizeof(V));
       }
