@@ -138,6 +138,20 @@ std::vector<float> Transposed(const std::vector<float>& v, int64_t rows, int64_t
   return t;
 }
 
+// NCHW -> NHWC of `images` images of `channels` x `pixels` floats each.
+std::vector<float> ToChannelsLast(const std::vector<float>& v, int64_t images, int64_t channels,
+                                  int64_t pixels) {
+  std::vector<float> t;
+  for (int64_t i = 0; i < images; ++i) {
+    const std::vector<float> moved =
+        Transposed(std::vector<float>(v.begin() + i * channels * pixels,
+                                      v.begin() + (i + 1) * channels * pixels),
+                   channels, pixels);
+    t.insert(t.end(), moved.begin(), moved.end());
+  }
+  return t;
+}
+
 // A FusedConv prepared (with `threads` intra-op threads) and run on each of two devices: the
 // values of its output, and the implementation each chose.
 struct OnTwoDevices {
@@ -238,16 +252,8 @@ TEST(CpuKernelStateTest, OwnWinogradOverStoragesAndEdges) {
           }
         }
       }
-      // NCHW <-> NHWC of a batch of `channels` x `pixels` images.
       auto to_nhwc = [&](const std::vector<float>& v, int64_t channels, int64_t pixels) {
-        std::vector<float> t;
-        for (int64_t i = 0; i < n; ++i) {
-          const std::vector<float> one(v.begin() + i * channels * pixels,
-                                       v.begin() + (i + 1) * channels * pixels);
-          const std::vector<float> moved = Transposed(one, channels, pixels);
-          t.insert(t.end(), moved.begin(), moved.end());
-        }
-        return t;
+        return ToChannelsLast(v, n, channels, pixels);
       };
       for (const std::string layout : {"nchw", "nhwc", "blocked"}) {
         if (layout == "blocked" && c % 16 != 0) continue;  // X's size would be the blocked one
@@ -306,16 +312,7 @@ TEST(CpuKernelStateTest, OwnWinogradAddsTheResidual) {
       }
     }
   }
-  auto to_nhwc = [&](const std::vector<float>& v) {
-    std::vector<float> t;
-    for (int64_t i = 0; i < n; ++i) {
-      const std::vector<float> moved = Transposed(
-          std::vector<float>(v.begin() + i * c * pixels, v.begin() + (i + 1) * c * pixels), c,
-          pixels);
-      t.insert(t.end(), moved.begin(), moved.end());
-    }
-    return t;
-  };
+  auto to_nhwc = [&](const std::vector<float>& v) { return ToChannelsLast(v, n, c, pixels); };
   for (const std::string layout : {"nchw", "nhwc", "blocked"}) {
     for (const std::string& r_layout : {std::string("nchw"), layout}) {
       SCOPED_TRACE(layout + " residual " + r_layout);
