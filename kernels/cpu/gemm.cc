@@ -34,84 +34,148 @@ namespace {
 constexpr int64_t kSmallGemmMacs = 64 * 64 * 64;
 constexpr int64_t kSmallGemmRows = 16;
 
-// Rows [i0, i1) and columns [j0, n) of y[m,n] += a[m,k] * b[k,n] (row-major, leading
-// dimensions lda, ldb, ldy), the inner loop along y's and b's rows.
-__attribute__((always_inline)) inline void SmallGemmRows(int64_t i0, int64_t i1, int64_t j0,
-                                                         int64_t n, int64_t k,
-                                                         const float* __restrict a, int64_t lda,
-                                                         const float* __restrict b, int64_t ldb,
-                                                         float* __restrict y, int64_t ldy) {
-  for (int64_t i = i0; i < i1; ++i) {
-    float* __restrict row = y + i * ldy;
-    for (int64_t kk = 0; kk < k; ++kk) {
-      const float av = a[i * lda + kk];
-      const float* __restrict brow = b + kk * ldb;
-      for (int64_t j = j0; j < n; ++j) row[j] += av * brow[j];
+// What the small kernel does around its sums: each starts from y's value (`accumulate`), from
+// the bias row's value for its column (`bias`, n floats) or from zero; then takes Relu or the
+// clamp to [lo, hi] (`act`: NaN stays NaN in the clamp, becomes 0 in Relu, as Activate does)
+// and adds the residual's element (rows `ldr` apart), before it is stored once.
+struct SmallTail {
+  enum class Act { kNone, kRelu, kClip };
+  bool accumulate = false;
+  const float* bias = nullptr;
+  Act act = Act::kNone;
+  float lo = -INFINITY, hi = INFINITY;
+  const float* residual = nullptr;
+  int64_t ldr = 0;
+};
+
+// `t`'s activation and residual applied to v, the sum at row i and column j (float or a vector
+// of consecutive columns).
+template <typename T>
+__attribute__((always_inline)) inline void FinishSums(const SmallTail& t, int64_t i, int64_t j,
+                                                      T* v) {
+  if (t.act == SmallTail::Act::kRelu) {
+    *v = *v > 0.0f ? *v : T{} + 0.0f;
+  } else if (t.act == SmallTail::Act::kClip) {
+    *v = *v < t.lo ? T{} + t.lo : *v;
+    *v = *v > t.hi ? T{} + t.hi : *v;
+  }
+  if (t.residual != nullptr) {
+    if constexpr (std::is_same_v<T, float>) {
+      *v += t.residual[i * t.ldr + j];
+    } else {
+      T r;
+      LoadFloats(t.residual + i * t.ldr + j, &r);
+      *v += r;
     }
   }
 }
 
-// y += a * b as above. Blocks of 4 rows x 16 columns of y stay in registers for the whole k
-// loop (one broadcast multiply-add per row and row of b), as 16 / lanes vectors of V (the
-// copy's register width, vector_math.h) per row; the edges take SmallGemmRows. Inlined into
-// one copy per instruction set below.
+// y[i, i + R) x [j, j + C * lanes) = tail(a * b) with the R x C vectors of sums in registers
+// for the whole k loop: one broadcast multiply-add per row and vector for each row of b.
+template <typename V, int R, int C>
+__attribute__((always_inline)) inline void SmallGemmBlock(int64_t i, int64_t j, int64_t k,
+                                                          const float* __restrict a, int64_t lda,
+                                                          const float* __restrict b, int64_t ldb,
+                                                          float* __restrict y, int64_t ldy,
+                                                          const SmallTail& t) {
+  constexpr int kLanes = sizeof(V) / sizeof(float);
+  V acc[R][C];
+  for (int r = 0; r < R; ++r) {
+    for (int c = 0; c < C; ++c) {
+      if (t.accumulate) {
+        LoadFloats(y + (i + r) * ldy + j + c * kLanes, &acc[r][c]);
+      } else if (t.bias != nullptr) {
+        LoadFloats(t.bias + j + c * kLanes, &acc[r][c]);
+      } else {
+        acc[r][c] = V{};
+      }
+    }
+  }
+  for (int64_t kk = 0; kk < k; ++kk) {
+    V bv[C];
+    for (int c = 0; c < C; ++c) LoadFloats(b + kk * ldb + j + c * kLanes, &bv[c]);
+    for (int r = 0; r < R; ++r) {
+      const float av = a[(i + r) * lda + kk];
+      for (int c = 0; c < C; ++c) acc[r][c] += av * bv[c];
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    for (int c = 0; c < C; ++c) {
+      FinishSums(t, i + r, j + c * kLanes, &acc[r][c]);
+      StoreFloats(y + (i + r) * ldy + j + c * kLanes, acc[r][c]);
+    }
+  }
+}
+
+// Rows [i, i + R) of the product, all n columns: blocks of 16 columns (8 of them for one or two
+// rows, whose sums alone would wait on the multiply-add's latency), then one vector, then the
+// last columns one by one.
+template <typename V, int R>
+__attribute__((always_inline)) inline void SmallGemmRowBlock(int64_t i, int64_t n, int64_t k,
+                                                             const float* __restrict a, int64_t lda,
+                                                             const float* __restrict b, int64_t ldb,
+                                                             float* __restrict y, int64_t ldy,
+                                                             const SmallTail& t) {
+  constexpr int kLanes = sizeof(V) / sizeof(float);
+  constexpr int kVecs = (R <= 2 ? 32 : 16) / kLanes;
+  int64_t j = 0;
+  for (; j + kVecs * kLanes <= n; j += kVecs * kLanes) {
+    SmallGemmBlock<V, R, kVecs>(i, j, k, a, lda, b, ldb, y, ldy, t);
+  }
+  for (; j + kLanes <= n; j += kLanes) SmallGemmBlock<V, R, 1>(i, j, k, a, lda, b, ldb, y, ldy, t);
+  for (; j < n; ++j) {
+    for (int r = 0; r < R; ++r) {
+      float sum = t.accumulate ? y[(i + r) * ldy + j] : t.bias != nullptr ? t.bias[j] : 0.0f;
+      for (int64_t kk = 0; kk < k; ++kk) sum += a[(i + r) * lda + kk] * b[kk * ldb + j];
+      FinishSums(t, i + r, j, &sum);
+      y[(i + r) * ldy + j] = sum;
+    }
+  }
+}
+
+// y[m,n] = tail(a[m,k] * b[k,n]) (row-major, leading dimensions lda, ldb, ldy) in blocks of 4
+// rows, the last 1 to 3 rows as one block. Inlined into one copy per instruction set below,
+// with V that set's register width (vector_math.h).
 template <typename V>
 __attribute__((always_inline)) inline void SmallGemmBody(int64_t m, int64_t n, int64_t k,
                                                          const float* __restrict a, int64_t lda,
                                                          const float* __restrict b, int64_t ldb,
-                                                         float* __restrict y, int64_t ldy) {
-  constexpr int kLanes = sizeof(V) / sizeof(float);
-  constexpr int kVecs = 16 / kLanes;
+                                                         float* __restrict y, int64_t ldy,
+                                                         const SmallTail& t) {
   int64_t i = 0;
-  if (n >= 16) {
-    for (; i + 4 <= m; i += 4) {
-      int64_t j = 0;
-      for (; j + 16 <= n; j += 16) {
-        V acc[4][kVecs];
-        for (int r = 0; r < 4; ++r) {
-          for (int v = 0; v < kVecs; ++v) {
-            std::memcpy(&acc[r][v], y + (i + r) * ldy + j + v * kLanes, sizeof(V));
-          }
-        }
-        for (int64_t kk = 0; kk < k; ++kk) {
-          V bv[kVecs];
-          for (int v = 0; v < kVecs; ++v) {
-            std::memcpy(&bv[v], b + kk * ldb + j + v * kLanes, sizeof(V));
-          }
-          for (int r = 0; r < 4; ++r) {
-            const float av = a[(i + r) * lda + kk];
-            for (int v = 0; v < kVecs; ++v) acc[r][v] += av * bv[v];
-          }
-        }
-        for (int r = 0; r < 4; ++r) {
-          for (int v = 0; v < kVecs; ++v) {
-            std::memcpy(y + (i + r) * ldy + j + v * kLanes, &acc[r][v], sizeof(V));
-          }
-        }
-      }
-      if (j < n) SmallGemmRows(i, i + 4, j, n, k, a, lda, b, ldb, y, ldy);
-    }
+  for (; i + 4 <= m; i += 4) SmallGemmRowBlock<V, 4>(i, n, k, a, lda, b, ldb, y, ldy, t);
+  switch (m - i) {
+    case 3:
+      SmallGemmRowBlock<V, 3>(i, n, k, a, lda, b, ldb, y, ldy, t);
+      break;
+    case 2:
+      SmallGemmRowBlock<V, 2>(i, n, k, a, lda, b, ldb, y, ldy, t);
+      break;
+    case 1:
+      SmallGemmRowBlock<V, 1>(i, n, k, a, lda, b, ldb, y, ldy, t);
+      break;
+    default:
+      break;
   }
-  SmallGemmRows(i, m, 0, n, k, a, lda, b, ldb, y, ldy);
 }
 
 #define REPRISE_SMALL_GEMM_ARGS                                                              \
   int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const float *b, int64_t ldb, \
-      float *y, int64_t ldy
+      float *y, int64_t ldy, const SmallTail &t
 __attribute__((target("avx512f"))) void SmallGemmAvx512(REPRISE_SMALL_GEMM_ARGS) {
-  SmallGemmBody<Floats16>(m, n, k, a, lda, b, ldb, y, ldy);
+  SmallGemmBody<Floats16>(m, n, k, a, lda, b, ldb, y, ldy, t);
 }
 __attribute__((target("avx2,fma"))) void SmallGemmAvx2(REPRISE_SMALL_GEMM_ARGS) {
-  SmallGemmBody<Floats8>(m, n, k, a, lda, b, ldb, y, ldy);
+  SmallGemmBody<Floats8>(m, n, k, a, lda, b, ldb, y, ldy, t);
 }
 void SmallGemmBaseline(REPRISE_SMALL_GEMM_ARGS) {
-  SmallGemmBody<Floats4>(m, n, k, a, lda, b, ldb, y, ldy);
+  SmallGemmBody<Floats4>(m, n, k, a, lda, b, ldb, y, ldy, t);
 }
 
 // The copy for this CPU, picked on first use.
-void SmallGemmAccumulate(REPRISE_SMALL_GEMM_ARGS) {
+void SmallGemm(REPRISE_SMALL_GEMM_ARGS) {
   static const auto fn = PickForThisCpu(&SmallGemmAvx512, &SmallGemmAvx2, &SmallGemmBaseline);
-  fn(m, n, k, a, lda, b, ldb, y, ldy);
+  fn(m, n, k, a, lda, b, ldb, y, ldy, t);
 }
 #undef REPRISE_SMALL_GEMM_ARGS
 
@@ -121,7 +185,17 @@ bool UseSmallGemm(int64_t m, int64_t n, int64_t k) {
   return m > 0 && m <= kSmallGemmRows && n * k > 0 && m * n * k <= kSmallGemmMacs;
 }
 
-absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareGemm(const PrepareContext& context) {
+// A Gemm node's operands and attributes, checked: Y[m,n] = alpha * op(A) op(B) + beta * C.
+struct GemmSpec {
+  bool trans_a = false, trans_b = false;
+  float alpha = 1.0f, beta = 1.0f;
+  int64_t m = 0, n = 0, k = 0;
+  bool has_c = false;    // C present and beta not 0
+  BroadcastPlan c_plan;  // C over Y, when has_c
+  Shape out;
+};
+
+absl::StatusOr<GemmSpec> ParseGemm(const PrepareContext& context) {
   RETURN_IF_ERROR(ExpectInputCount(context, 2, 3));
   for (size_t i = 0; i < context.inputs.size(); ++i) {
     if (HasInput(context, i)) RETURN_IF_ERROR(ExpectType(context, i, {DataType::kFloat32}));
@@ -131,51 +205,129 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareGemm(const PrepareContext
   const Attributes& attrs = AttrsOf(context);
   ASSIGN_OR_RETURN(int64_t trans_a, attrs.GetInt("transA", 0));
   ASSIGN_OR_RETURN(int64_t trans_b, attrs.GetInt("transB", 0));
-  ASSIGN_OR_RETURN(float alpha, attrs.GetFloat("alpha", 1.0f));
-  ASSIGN_OR_RETURN(float beta, attrs.GetFloat("beta", 1.0f));
+  GemmSpec g;
+  g.trans_a = trans_a != 0;
+  g.trans_b = trans_b != 0;
+  ASSIGN_OR_RETURN(g.alpha, attrs.GetFloat("alpha", 1.0f));
+  ASSIGN_OR_RETURN(g.beta, attrs.GetFloat("beta", 1.0f));
   const Shape& a = context.inputs[0].shape;
   const Shape& b = context.inputs[1].shape;
-  const int64_t m = trans_a ? a[1] : a[0];
-  const int64_t k = trans_a ? a[0] : a[1];
-  const int64_t kb = trans_b ? b[1] : b[0];
-  const int64_t n = trans_b ? b[0] : b[1];
-  if (k != kb) {
+  g.m = g.trans_a ? a[1] : a[0];
+  g.k = g.trans_a ? a[0] : a[1];
+  const int64_t kb = g.trans_b ? b[1] : b[0];
+  g.n = g.trans_b ? b[0] : b[1];
+  if (g.k != kb) {
     return InvalidArgument(context, "A ", runtime::ShapeToString(a), " (transA=", trans_a,
                            ") and B ", runtime::ShapeToString(b), " (transB=", trans_b,
                            ") do not multiply");
   }
-  const Shape out = {m, n};
-  const bool has_c = HasInput(context, 2) && beta != 0.0f;
-  BroadcastPlan c_plan;
-  if (has_c) {
-    auto shape = BroadcastShapes(context.inputs[2].shape, out);
-    if (!shape.ok() || *shape != out) {
+  g.out = {g.m, g.n};
+  g.has_c = HasInput(context, 2) && g.beta != 0.0f;
+  if (g.has_c) {
+    auto shape = BroadcastShapes(context.inputs[2].shape, g.out);
+    if (!shape.ok() || *shape != g.out) {
       return InvalidArgument(context, "C ", runtime::ShapeToString(context.inputs[2].shape),
-                             " does not broadcast to ", runtime::ShapeToString(out));
+                             " does not broadcast to ", runtime::ShapeToString(g.out));
     }
-    c_plan = MakeBroadcastPlan(out, {context.inputs[2].shape});
+    g.c_plan = MakeBroadcastPlan(g.out, {context.inputs[2].shape});
   }
-  // Small products with constant B: B packed once as alpha * op(B) [K,N] for the small kernel.
-  std::shared_ptr<std::vector<float>> packed;
+  return g;
+}
+
+// How a tensor of `shape` lies over Y[m,n] for the small kernel's stores: 0 when it is one row
+// of n values repeated over Y's rows, n when it has Y's elements, -1 otherwise (leading 1s
+// aside).
+int64_t RowStrideOver(const Shape& shape, int64_t m, int64_t n) {
+  const int64_t count = runtime::NumElements(shape);
+  if (shape.empty() || shape.back() != n) return -1;
+  if (count == n) return 0;
+  if (count == m * n && shape.size() >= 2 && shape[shape.size() - 2] == m) return n;
+  return -1;
+}
+
+// The small kernel's Gemm when B is known at Prepare and the product is small (B packed once
+// as alpha * op(B) [K,N]); its stores take `act` (with lo, hi) and, with `residual` (input 3's
+// shape), add the residual. Null where it does not apply: A transposed, B not known, a product
+// past the small kernel, or a residual neither Y's shape nor one row.
+absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareSmallGemm(const PrepareContext& context,
+                                                                 const GemmSpec& g,
+                                                                 SmallTail::Act act, float lo,
+                                                                 float hi, const Shape* residual) {
   const float* b_data = static_cast<const float*>(context.inputs[1].data);
-  if (b_data != nullptr && !trans_a && UseSmallGemm(m, n, k)) {
-    packed = std::make_shared<std::vector<float>>(static_cast<size_t>(k * n));
-    for (int64_t kk = 0; kk < k; ++kk) {
-      for (int64_t j = 0; j < n; ++j) {
-        (*packed)[kk * n + j] = alpha * (trans_b ? b_data[j * b[1] + kk] : b_data[kk * b[1] + j]);
-      }
+  if (b_data == nullptr || g.trans_a || !UseSmallGemm(g.m, g.n, g.k)) return nullptr;
+  const int64_t ldr = residual != nullptr ? RowStrideOver(*residual, g.m, g.n) : 0;
+  if (ldr < 0) return nullptr;
+  const int64_t m = g.m, n = g.n, k = g.k;
+  const int64_t ldb = context.inputs[1].shape[1];
+  auto packed = std::make_shared<std::vector<float>>(static_cast<size_t>(k * n));
+  for (int64_t kk = 0; kk < k; ++kk) {
+    for (int64_t j = 0; j < n; ++j) {
+      (*packed)[kk * n + j] = g.alpha * (g.trans_b ? b_data[j * ldb + kk] : b_data[kk * ldb + j]);
     }
   }
+  // C as the sums' start: one row (scaled by beta at Prepare when known, read in place when
+  // beta is 1), or else Y filled with beta * C before the product adds to it.
+  const bool c_row = g.has_c && RowStrideOver(context.inputs[2].shape, m, n) == 0;
+  const float* c_known = g.has_c ? static_cast<const float*>(context.inputs[2].data) : nullptr;
+  std::shared_ptr<std::vector<float>> bias;
+  if (c_row && c_known != nullptr) {
+    bias = std::make_shared<std::vector<float>>(static_cast<size_t>(n));
+    for (int64_t j = 0; j < n; ++j) (*bias)[j] = g.beta * c_known[j];
+  }
+  const bool c_in_place = c_row && bias == nullptr && g.beta == 1.0f;
+  const bool c_fill = g.has_c && bias == nullptr && !c_in_place;
+  const int64_t lda = context.inputs[0].shape[1];
+  const GemmSpec spec = g;
+  const bool has_residual = residual != nullptr;
+  return MakeKernel(context, {Desc(DataType::kFloat32, g.out)}, [=](const KernelArgs& args) {
+    float* y = static_cast<float*>(args.outputs[0]);
+    SmallTail t;
+    t.act = act;
+    t.lo = lo;
+    t.hi = hi;
+    if (bias != nullptr) t.bias = bias->data();
+    if (c_in_place) t.bias = static_cast<const float*>(args.inputs[2]);
+    if (c_fill) {
+      const float* c = static_cast<const float*>(args.inputs[2]);
+      const int64_t s = spec.c_plan.strides[0].back();
+      const float beta = spec.beta;
+      ForEachRowIn(spec.c_plan, 0, m * n, [&](int64_t at, const int64_t* offs, int64_t len) {
+        for (int64_t i = 0; i < len; ++i) y[at + i] = beta * c[offs[0] + i * s];
+      });
+      t.accumulate = true;
+    }
+    if (has_residual) {
+      t.residual = static_cast<const float*>(args.inputs[3]);
+      t.ldr = ldr;
+    }
+    SmallGemm(m, n, k, static_cast<const float*>(args.inputs[0]), lda, packed->data(), n, y, n, t);
+    return absl::OkStatus();
+  });
+}
+
+absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareGemm(const PrepareContext& context) {
+  ASSIGN_OR_RETURN(const GemmSpec g, ParseGemm(context));
+  ASSIGN_OR_RETURN(std::unique_ptr<PreparedKernel> small,
+                   PrepareSmallGemm(context, g, SmallTail::Act::kNone, -INFINITY, INFINITY,
+                                    /*residual=*/nullptr));
+  if (small != nullptr) return small;
+  const Shape& a = context.inputs[0].shape;
+  const Shape& b = context.inputs[1].shape;
+  const float* b_data = static_cast<const float*>(context.inputs[1].data);
+  const int64_t m = g.m, n = g.n, k = g.k;
+  const bool has_c = g.has_c;
+  const float beta = g.beta;
+  const BroadcastPlan c_plan = g.c_plan;
   const int threads = context.intra_op_threads;
-  // A constant B (a layer's weights) read packed, unless the small kernel takes the product.
+  // A constant B (a layer's weights) read packed.
   std::shared_ptr<const PackedProduct> packed_b;
-  if (packed == nullptr && !trans_a && alpha == 1.0f) {
-    packed_b = PackedProduct::Make(context, m, n, k, a[1], trans_b != 0, b_data, b[1]);
+  if (!g.trans_a && g.alpha == 1.0f) {
+    packed_b = PackedProduct::Make(context, m, n, k, a[1], g.trans_b, b_data, b[1]);
   }
   if (packed_b != nullptr) {
     const size_t scratch = packed_b->scratch_bytes();
     return MakeKernel(
-        context, {Desc(DataType::kFloat32, out)},
+        context, {Desc(DataType::kFloat32, g.out)},
         [=](const KernelArgs& args) {
           UseIntraOpThreads(threads);
           float* y = static_cast<float*>(args.outputs[0]);
@@ -195,7 +347,9 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareGemm(const PrepareContext
         },
         scratch);
   }
-  return MakeKernel(context, {Desc(DataType::kFloat32, out)}, [=](const KernelArgs& args) {
+  const bool trans_a = g.trans_a, trans_b = g.trans_b;
+  const float alpha = g.alpha;
+  return MakeKernel(context, {Desc(DataType::kFloat32, g.out)}, [=](const KernelArgs& args) {
     UseIntraOpThreads(threads);
     float* y = static_cast<float*>(args.outputs[0]);
     if (has_c) {
@@ -205,18 +359,7 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareGemm(const PrepareContext
         for (int64_t i = 0; i < len; ++i) y[at + i] = c[offs[0] + i * s];
       });
     }
-    if (packed != nullptr) {
-      if (!has_c) {
-        std::fill(y, y + m * n, 0.0f);
-      } else if (beta != 1.0f) {
-        for (int64_t i = 0; i < m * n; ++i) y[i] *= beta;
-      }
-      SmallGemmAccumulate(m, n, k, static_cast<const float*>(args.inputs[0]), a[1], packed->data(),
-                          n, y, n);
-      return absl::OkStatus();
-    }
-    return Sgemm(trans_a != 0, trans_b != 0, m, n, k, alpha,
-                 static_cast<const float*>(args.inputs[0]), a[1],
+    return Sgemm(trans_a, trans_b, m, n, k, alpha, static_cast<const float*>(args.inputs[0]), a[1],
                  static_cast<const float*>(args.inputs[1]), b[1], has_c ? beta : 0.0f, y, n);
   });
 }
@@ -264,10 +407,9 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareMatMul(const PrepareConte
     return MakeKernel(context, {Desc(DataType::kFloat32, out)}, [=](const KernelArgs& args) {
       UseIntraOpThreads(threads);
       if (small) {
-        float* y = static_cast<float*>(args.outputs[0]);
-        std::fill(y, y + rows * n, 0.0f);
-        SmallGemmAccumulate(rows, n, k, static_cast<const float*>(args.inputs[0]), k,
-                            static_cast<const float*>(args.inputs[1]), n, y, n);
+        SmallGemm(rows, n, k, static_cast<const float*>(args.inputs[0]), k,
+                  static_cast<const float*>(args.inputs[1]), n,
+                  static_cast<float*>(args.outputs[0]), n, SmallTail{});
         return absl::OkStatus();
       }
       return Sgemm(false, false, rows, n, k, 1.0f, static_cast<const float*>(args.inputs[0]), k,
@@ -289,10 +431,8 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareMatMul(const PrepareConte
       ForEachRowIn(plan, first, end, [&](int64_t at, const int64_t* offs, int64_t len) {
         for (int64_t i = 0; i < len && status.ok(); ++i) {
           if (small) {
-            float* yi = y + (at + i) * m * n;
-            std::fill(yi, yi + m * n, 0.0f);
-            SmallGemmAccumulate(m, n, k, pa + (offs[0] + i * sa) * m * k, k,
-                                pb + (offs[1] + i * sb) * k * n, n, yi, n);
+            SmallGemm(m, n, k, pa + (offs[0] + i * sa) * m * k, k, pb + (offs[1] + i * sb) * k * n,
+                      n, y + (at + i) * m * n, n, SmallTail{});
             continue;
           }
           status = Sgemm(false, false, m, n, k, 1.0f, pa + (offs[0] + i * sa) * m * k, k,
@@ -431,20 +571,30 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareFusedGemm(const PrepareCo
   const bool residual = context.inputs.size() == 4;
   PrepareContext gemm = context;
   gemm.inputs = context.inputs.subspan(0, std::min<size_t>(context.inputs.size(), 3));
-  ASSIGN_OR_RETURN(std::unique_ptr<PreparedKernel> kernel, PrepareGemm(gemm));
+  ASSIGN_OR_RETURN(const GemmSpec g, ParseGemm(gemm));
   std::optional<BroadcastPlan> plan;
   if (residual) {
     if (!HasInput(context, 3)) return InvalidArgument(context, "the residual input is absent");
     RETURN_IF_ERROR(ExpectType(context, 3, {DataType::kFloat32}));
-    const Shape& y = kernel->outputs()[0].shape;
-    auto shape = BroadcastShapes(context.inputs[3].shape, y);
-    if (!shape.ok() || *shape != y) {
+    auto shape = BroadcastShapes(context.inputs[3].shape, g.out);
+    if (!shape.ok() || *shape != g.out) {
       return InvalidArgument(context, "residual ", runtime::ShapeToString(context.inputs[3].shape),
                              " does not broadcast to the output's shape ",
-                             runtime::ShapeToString(y));
+                             runtime::ShapeToString(g.out));
     }
-    plan = MakeBroadcastPlan(y, {context.inputs[3].shape});
+    plan = MakeBroadcastPlan(g.out, {context.inputs[3].shape});
   }
+  // A small product with a Relu or Clip (or none) does the whole step in its stores.
+  if (act == Activation::kNone || act == Activation::kRelu || act == Activation::kClip) {
+    const SmallTail::Act tail = act == Activation::kRelu   ? SmallTail::Act::kRelu
+                                : act == Activation::kClip ? SmallTail::Act::kClip
+                                                           : SmallTail::Act::kNone;
+    ASSIGN_OR_RETURN(
+        std::unique_ptr<PreparedKernel> small,
+        PrepareSmallGemm(gemm, g, tail, lo, hi, residual ? &context.inputs[3].shape : nullptr));
+    if (small != nullptr) return small;
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<PreparedKernel> kernel, PrepareGemm(gemm));
   return std::make_unique<FusedGemmKernel>(std::move(kernel), act, lo, hi, std::move(plan),
                                            context.intra_op_threads);
 }
@@ -520,8 +670,7 @@ class FusedMatMulKernel final : public PreparedKernel {
   // One product of `rows` rows into py (beta 0).
   absl::Status Product(int64_t rows, const float* pa, const float* pb, float* py) const {
     if (!p_.trans_a && !p_.trans_b && p_.alpha == 1.0f && UseSmallGemm(rows, p_.n, p_.k)) {
-      std::fill(py, py + rows * p_.n, 0.0f);
-      SmallGemmAccumulate(rows, p_.n, p_.k, pa, p_.lda, pb, p_.ldb, py, p_.n);
+      SmallGemm(rows, p_.n, p_.k, pa, p_.lda, pb, p_.ldb, py, p_.n, SmallTail{});
       return absl::OkStatus();
     }
     return Sgemm(p_.trans_a, p_.trans_b, rows, p_.n, p_.k, p_.alpha, pa, p_.lda, pb, p_.ldb, 0.0f,

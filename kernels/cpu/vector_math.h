@@ -24,6 +24,23 @@ typedef int32_t Ints8 __attribute__((vector_size(32)));
 typedef float Floats4 __attribute__((vector_size(16)));
 typedef int32_t Ints4 __attribute__((vector_size(16)));
 
+/// The vector V of floats at p loaded into *v, and V stored at p, at any float alignment: one
+/// unaligned move each (by pointer and reference: a vector passed by value would change the ABI
+/// between the copies). (A loop of std::memcpy's over consecutive vectors can become one memcpy
+/// into a stack array, which GCC 12 then keeps in memory instead of registers.)
+template <typename V>
+struct __attribute__((packed, may_alias)) UnalignedFloats {
+  V v;
+};
+template <typename V>
+__attribute__((always_inline)) inline void LoadFloats(const float* p, V* v) {
+  *v = reinterpret_cast<const UnalignedFloats<V>*>(p)->v;
+}
+template <typename V>
+__attribute__((always_inline)) inline void StoreFloats(float* p, const V& v) {
+  reinterpret_cast<UnalignedFloats<V>*>(p)->v = v;
+}
+
 /// e^x for x <= 0 in arithmetic only, for float or a vector type T with its int counterpart I:
 /// x = n ln2 + r with |r| <= ln2/2 (n rounded by adding 1.5 * 2^23, whose low mantissa bits
 /// then hold n), e^r by its degree-6 Taylor polynomial (relative error < 2e-7 there), 2^n built

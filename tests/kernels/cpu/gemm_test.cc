@@ -337,6 +337,84 @@ TEST(GemmTest, FusedGemmAppliesTheActivationThenTheResidual) {
   EXPECT_FALSE(bad.ok());
 }
 
+// FusedGemm with known weights and up to 16 rows: the small kernel takes C, the activation and
+// the residual into its stores. Every row edge (1-3 rows past the blocks of 4), column blocks
+// of 32 (one or two rows), 16 and 8 and single columns; C as a known row (scaled by beta), a
+// row read in place, a column filled first, or absent; the residual as Y's shape, one row, or
+// a column (broadcast another way: the separate epilogue); Relu and Clip in the stores, Tanh
+// after them. NaN sums: Relu gives 0, Clip keeps NaN, as the unfused activations do.
+TEST(GemmTest, SmallFusedGemmTakesTheBiasActivationAndResidualInItsStores) {
+  KernelHarness h;
+  const int64_t k = 11;
+  enum class C { kAbsent, kKnownRow, kRow, kColumn };
+  int cases = 0;
+  for (int64_t m : {1, 2, 3, 4, 6, 9})
+    for (int64_t n : {int64_t{7}, int64_t{21}, int64_t{40}, int64_t{64}})
+      for (const char* act : {"", "Relu", "Clip", "Tanh"})
+        for (C c_form : {C::kAbsent, C::kKnownRow, C::kRow, C::kColumn})
+          for (int r_form = 0; r_form < 4; ++r_form) {  // none, [m,n], [1,n], [m,1]
+            if ((m + n + r_form + static_cast<int>(c_form)) % 3 != 0 && m != 3) continue;
+            SCOPED_TRACE(::testing::Message() << "m=" << m << " n=" << n << " act=" << act << " C="
+                                              << static_cast<int>(c_form) << " R=" << r_form);
+            ++cases;
+            auto a = RandomFloats(m * k, 91 + m);
+            a[(m - 1) * k + 2] = NAN;  // the last row's sums are NaN
+            const auto b = RandomFloats(n * k, 92);
+            const int64_t c_count = c_form == C::kColumn ? m : n;
+            const auto c = RandomFloats(c_count, 93);
+            const Shape r_shape = r_form == 1   ? Shape{m, n}
+                                  : r_form == 2 ? Shape{1, n}
+                                                : Shape{m, 1};
+            const auto r = RandomFloats(runtime::NumElements(r_shape), 94);
+            const float beta = c_form == C::kRow ? 1.0f : 0.5f;
+            const auto ab = ReferenceMatMul(a, b, m, k, n, false, true);
+            std::vector<float> want(m * n);
+            for (int64_t i = 0; i < m; ++i)
+              for (int64_t j = 0; j < n; ++j) {
+                float v = 2.0f * ab[i * n + j];
+                if (c_form == C::kColumn) v += beta * c[i];
+                if (c_form == C::kKnownRow || c_form == C::kRow) v += beta * c[j];
+                const std::string name = act;
+                if (name == "Relu") v = v > 0 ? v : 0;
+                if (name == "Clip") v = v < -0.3f ? -0.3f : v > 0.4f ? 0.4f : v;
+                if (name == "Tanh") v = std::tanh(v);
+                if (r_form == 1) v += r[i * n + j];
+                if (r_form == 2) v += r[j];
+                if (r_form == 3) v += r[i];
+                want[i * n + j] = v;
+              }
+            std::vector<Tensor> inputs = {Tensor::Of<float>({m, k}, a),
+                                          Tensor::Of<float>({n, k}, b, /*known=*/true)};
+            if (c_form == C::kAbsent) {
+              inputs.push_back(Tensor::Absent());
+            } else {
+              inputs.push_back(Tensor::Of<float>(c_form == C::kColumn ? Shape{m, 1} : Shape{n}, c,
+                                                 c_form == C::kKnownRow));
+            }
+            if (r_form != 0) inputs.push_back(Tensor::Of<float>(r_shape, r));
+            auto kernel = h.Prepare("com.reprise.FusedGemm", inputs,
+                                    Attrs({{"transB", int64_t{1}},
+                                           {"alpha", 2.0f},
+                                           {"beta", beta},
+                                           {"activation", std::string(act)},
+                                           {"clip_min", -0.3f},
+                                           {"clip_max", 0.4f}}));
+            ASSERT_TRUE(kernel.ok()) << kernel.status();
+            auto out = h.RunPrepared(**kernel, inputs);
+            ASSERT_TRUE(out.ok()) << out.status();
+            const std::vector<float> got = (*out)[0].Values<float>();
+            ASSERT_EQ(got.size(), want.size());
+            for (size_t i = 0; i < got.size(); ++i) {
+              if (std::isnan(want[i])) {
+                ASSERT_TRUE(std::isnan(got[i])) << "element " << i << ": " << got[i];
+              } else {
+                ASSERT_NEAR(got[i], want[i], 1e-4 + 1e-4 * std::fabs(want[i])) << "element " << i;
+              }
+            }
+          }
+  EXPECT_GT(cases, 300);
+}
+
 TEST(KernelUtilTest, IntraOpThreadsArePerCallingThread) {
   const int before = omp_get_max_threads();
   int seen = 0;
