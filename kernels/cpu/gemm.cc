@@ -234,15 +234,17 @@ absl::StatusOr<GemmSpec> ParseGemm(const PrepareContext& context) {
   return g;
 }
 
-// How a tensor of `shape` lies over Y[m,n] for the small kernel's stores: 0 when it is one row
-// of n values repeated over Y's rows, n when it has Y's elements, -1 otherwise (leading 1s
-// aside).
-int64_t RowStrideOver(const Shape& shape, int64_t m, int64_t n) {
-  const int64_t count = runtime::NumElements(shape);
+// How a tensor of `shape` lies over Y (`out`, rows of n = out.back() values) for the small
+// kernel's stores: 0 when it is one row of n values repeated over Y's rows, n when it has Y's
+// shape, -1 otherwise (leading 1s aside).
+int64_t RowStrideOver(const Shape& shape, const Shape& out) {
+  const int64_t n = out.empty() ? 1 : out.back();
   if (shape.empty() || shape.back() != n) return -1;
-  if (count == n) return 0;
-  if (count == m * n && shape.size() >= 2 && shape[shape.size() - 2] == m) return n;
-  return -1;
+  if (runtime::NumElements(shape) == n) return 0;
+  auto skip_ones = [](const Shape& s) {
+    return std::find_if(s.begin(), s.end(), [](int64_t d) { return d != 1; });
+  };
+  return std::equal(skip_ones(shape), shape.end(), skip_ones(out), out.end()) ? n : -1;
 }
 
 // The small kernel's Gemm when B is known at Prepare and the product is small (B packed once
@@ -255,7 +257,7 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareSmallGemm(const PrepareCo
                                                                  float hi, const Shape* residual) {
   const float* b_data = static_cast<const float*>(context.inputs[1].data);
   if (b_data == nullptr || g.trans_a || !UseSmallGemm(g.m, g.n, g.k)) return nullptr;
-  const int64_t ldr = residual != nullptr ? RowStrideOver(*residual, g.m, g.n) : 0;
+  const int64_t ldr = residual != nullptr ? RowStrideOver(*residual, g.out) : 0;
   if (ldr < 0) return nullptr;
   const int64_t m = g.m, n = g.n, k = g.k;
   const int64_t ldb = context.inputs[1].shape[1];
@@ -267,7 +269,7 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareSmallGemm(const PrepareCo
   }
   // C as the sums' start: one row (scaled by beta at Prepare when known, read in place when
   // beta is 1), or else Y filled with beta * C before the product adds to it.
-  const bool c_row = g.has_c && RowStrideOver(context.inputs[2].shape, m, n) == 0;
+  const bool c_row = g.has_c && RowStrideOver(context.inputs[2].shape, g.out) == 0;
   const float* c_known = g.has_c ? static_cast<const float*>(context.inputs[2].data) : nullptr;
   std::shared_ptr<std::vector<float>> bias;
   if (c_row && c_known != nullptr) {
@@ -495,6 +497,20 @@ void EpilogueRange(float* y, int64_t begin, int64_t end, const BroadcastPlan* bi
   }
 }
 
+// The small kernel's form of `act`: none for the activations its stores do not take.
+std::optional<SmallTail::Act> SmallTailAct(Activation act) {
+  switch (act) {
+    case Activation::kNone:
+      return SmallTail::Act::kNone;
+    case Activation::kRelu:
+      return SmallTail::Act::kRelu;
+    case Activation::kClip:
+      return SmallTail::Act::kClip;
+    default:
+      return std::nullopt;
+  }
+}
+
 // EpilogueRange's cost per element for ParallelFor: an add or two, more with a transcendental.
 double EpilogueCost(Activation act) {
   return act == Activation::kNone || act == Activation::kRelu || act == Activation::kClip ? 1.0
@@ -585,13 +601,10 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareFusedGemm(const PrepareCo
     plan = MakeBroadcastPlan(g.out, {context.inputs[3].shape});
   }
   // A small product with a Relu or Clip (or none) does the whole step in its stores.
-  if (act == Activation::kNone || act == Activation::kRelu || act == Activation::kClip) {
-    const SmallTail::Act tail = act == Activation::kRelu   ? SmallTail::Act::kRelu
-                                : act == Activation::kClip ? SmallTail::Act::kClip
-                                                           : SmallTail::Act::kNone;
+  if (const std::optional<SmallTail::Act> tail = SmallTailAct(act)) {
     ASSIGN_OR_RETURN(
         std::unique_ptr<PreparedKernel> small,
-        PrepareSmallGemm(gemm, g, tail, lo, hi, residual ? &context.inputs[3].shape : nullptr));
+        PrepareSmallGemm(gemm, g, *tail, lo, hi, residual ? &context.inputs[3].shape : nullptr));
     if (small != nullptr) return small;
   }
   ASSIGN_OR_RETURN(std::unique_ptr<PreparedKernel> kernel, PrepareGemm(gemm));
@@ -646,6 +659,12 @@ class FusedMatMulKernel final : public PreparedKernel {
     float lo = -INFINITY, hi = INFINITY;
     int threads = 1;
     std::shared_ptr<const PackedProduct> packed;  // the folded product with a constant B
+    // The folded product on the small kernel with the epilogue in its stores: the bias one row,
+    // the activation Relu, Clip or none, the residual Y's shape or one row (rows residual_ld
+    // apart).
+    bool small_fused = false;
+    SmallTail::Act small_act = SmallTail::Act::kNone;
+    int64_t residual_ld = 0;
   };
 
   FusedMatMulKernel(Params p, Shape out) : p_(std::move(p)) {
@@ -683,6 +702,19 @@ class FusedMatMulKernel final : public PreparedKernel {
     const float* b = static_cast<const float*>(args.inputs[1]);
     float* y = static_cast<float*>(args.outputs[0]);
     const int64_t mn = p_.m * p_.n;
+    if (p_.small_fused) {
+      SmallTail t;
+      t.act = p_.small_act;
+      t.lo = p_.lo;
+      t.hi = p_.hi;
+      if (p_.bias.has_value()) t.bias = static_cast<const float*>(args.inputs[2]);
+      if (p_.residual.has_value()) {
+        t.residual = static_cast<const float*>(args.inputs[3]);
+        t.ldr = p_.residual_ld;
+      }
+      SmallGemm(p_.batch * p_.m, p_.n, p_.k, a, p_.lda, b, p_.ldb, y, p_.n, t);
+      return absl::OkStatus();
+    }
     if (p_.fold_rows) {
       RETURN_IF_ERROR(p_.packed != nullptr ? p_.packed->Run(a, y, args.workspace)
                                            : Product(p_.batch * p_.m, a, b, y));
@@ -815,6 +847,16 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareFusedMatMul(const Prepare
   }
   if (HasInput(context, 3)) {
     ASSIGN_OR_RETURN(p.residual, epilogue(3, "residual"));
+  }
+  const int64_t residual_ld =
+      HasInput(context, 3) ? RowStrideOver(context.inputs[3].shape, out) : 0;
+  if (p.fold_rows && !a_vector && !b_vector && !p.trans_b && p.alpha == 1.0f &&
+      UseSmallGemm(p.batch * p.m, p.n, p.k) && SmallTailAct(p.act).has_value() &&
+      (!HasInput(context, 2) || RowStrideOver(context.inputs[2].shape, out) == 0) &&
+      residual_ld >= 0) {
+    p.small_fused = true;
+    p.small_act = *SmallTailAct(p.act);
+    p.residual_ld = residual_ld;
   }
   return std::make_unique<FusedMatMulKernel>(std::move(p), std::move(out));
 }

@@ -415,6 +415,55 @@ TEST(GemmTest, SmallFusedGemmTakesTheBiasActivationAndResidualInItsStores) {
   EXPECT_GT(cases, 300);
 }
 
+// FusedMatMul with A's batch folded into up to 16 rows: the small kernel takes a bias row,
+// Relu or Clip and a residual of Y's shape or one row into its stores; other activations and
+// residuals broadcast another way (a column, rows repeated over a batch axis) take the
+// separate epilogue.
+TEST(GemmTest, SmallFusedMatMulTakesTheEpilogueInItsStores) {
+  KernelHarness h;
+  const int64_t k = 9, n = 37;
+  const Shape a_shape = {2, 3, k};
+  const int64_t rows = 6;
+  const auto a = RandomFloats(rows * k, 101);
+  const auto b = RandomFloats(k * n, 102);
+  const auto bias = RandomFloats(n, 103);
+  const auto ab = ReferenceMatMul(a, b, rows, k, n);
+  // None, Y's shape, one row, a column, and rows repeated over the first batch axis.
+  const std::vector<Shape> residuals = {{}, {2, 3, n}, {1, n}, {3, 1}, {3, n}};
+  for (const char* act : {"", "Relu", "Clip", "Gelu"})
+    for (bool with_bias : {false, true})
+      for (size_t ri = 0; ri < residuals.size(); ++ri) {
+        SCOPED_TRACE(::testing::Message()
+                     << "act=" << act << " bias=" << with_bias << " residual=" << ri);
+        const Shape& r_shape = residuals[ri];
+        const auto r = RandomFloats(ri == 0 ? 0 : runtime::NumElements(r_shape), 104);
+        std::vector<float> want(rows * n);
+        for (int64_t i = 0; i < rows; ++i)
+          for (int64_t j = 0; j < n; ++j) {
+            double v = ab[i * n + j] + (with_bias ? bias[j] : 0.0f);
+            const std::string name = act;
+            if (name == "Relu") v = v > 0 ? v : 0;
+            if (name == "Clip") v = std::min(std::max(v, -0.2), 0.3);
+            if (name == "Gelu") v = 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0)));
+            if (ri == 1) v += r[i * n + j];
+            if (ri == 2) v += r[j];
+            if (ri == 3) v += r[i % 3];
+            if (ri == 4) v += r[(i % 3) * n + j];
+            want[i * n + j] = static_cast<float>(v);
+          }
+        std::vector<Tensor> inputs = {Tensor::Of<float>(a_shape, a),
+                                      Tensor::Of<float>({k, n}, b, /*known=*/true)};
+        inputs.push_back(with_bias ? Tensor::Of<float>({n}, bias) : Tensor::Absent());
+        if (ri != 0) inputs.push_back(Tensor::Of<float>(r_shape, r));
+        auto out = h.Run(
+            "com.reprise.FusedMatMul", inputs,
+            Attrs({{"activation", std::string(act)}, {"clip_min", -0.2f}, {"clip_max", 0.3f}}));
+        ASSERT_TRUE(out.ok()) << out.status();
+        EXPECT_EQ((*out)[0].shape, (Shape{2, 3, n}));
+        ExpectNear((*out)[0].Values<float>(), want);
+      }
+}
+
 TEST(KernelUtilTest, IntraOpThreadsArePerCallingThread) {
   const int before = omp_get_max_threads();
   int seen = 0;
