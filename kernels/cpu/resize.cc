@@ -6,6 +6,7 @@
 // so n-linear and n-cubic interpolation come out separable as in ONNX's reference.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <memory>
 #include <string>
@@ -95,6 +96,33 @@ void PlanarResize(const float* in, int64_t in_h, int64_t in_w, const AxisTaps& r
       }
       out[ow] = static_cast<float>(sum);
     }
+  }
+}
+
+// One plane [.., in_w] resized where each output row and column takes one input row and column
+// (nearest, or any mode whose taps come out whole): each output row gathers its source row's
+// columns, or copies the output row above when that came from the same source row (upsampling
+// by a whole factor gathers one row in every factor).
+// `twice`: the columns are each input column twice in order (cols[ow] = ow / 2), written as
+// pairs.
+void PlanarGather(const float* in, int64_t in_w, const std::vector<int64_t>& rows,
+                  const std::vector<int64_t>& cols, bool twice, float* out) {
+  const int64_t out_w = static_cast<int64_t>(cols.size());
+  for (size_t oh = 0; oh < rows.size(); ++oh, out += out_w) {
+    if (oh > 0 && rows[oh] == rows[oh - 1]) {
+      std::memcpy(out, out - out_w, static_cast<size_t>(out_w) * sizeof(float));
+      continue;
+    }
+    const float* __restrict row = in + rows[oh] * in_w;
+    float* __restrict dst = out;
+    if (twice) {
+      for (int64_t c = 0; c < in_w; ++c) {
+        dst[2 * c] = row[c];
+        dst[2 * c + 1] = row[c];
+      }
+      continue;
+    }
+    for (int64_t ow = 0; ow < out_w; ++ow) dst[ow] = row[cols[ow]];
   }
 }
 
@@ -323,12 +351,41 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareResize(const PrepareConte
   };
   const bool planar = rank == 4 && x[0] == out[0] && x[1] == out[1] && identity(0) && identity(1) &&
                       inside(2) && inside(3);
+  // Planar with one tap of weight 1 per output row and column: their source indices.
+  auto sources = [&](size_t d) {
+    std::vector<int64_t> index;
+    for (int64_t i = 0; i < out[d]; ++i) {
+      const size_t k = static_cast<size_t>(i * kMaxTaps);
+      if (taps[d].count[i] != 1 || taps[d].weight[k] != 1.0f) return std::vector<int64_t>();
+      index.push_back(taps[d].index[k]);
+    }
+    return index;
+  };
+  std::vector<int64_t> row_sources, col_sources;
+  if (planar) {
+    row_sources = sources(2);
+    col_sources = sources(3);
+  }
+  const bool gather = planar && !row_sources.empty() && !col_sources.empty();
+  bool twice = gather && out[3] == 2 * x[3];
+  for (int64_t i = 0; twice && i < out[3]; ++i) twice = col_sources[i] == i / 2;
   return MakeKernel(context, {Desc(DataType::kFloat32, out)}, [=](const KernelArgs& args) {
     const float* xp = static_cast<const float*>(args.inputs[0]);
     float* yp = static_cast<float*>(args.outputs[0]);
     if (count == 0) return absl::OkStatus();
     if (rank == 0) {
       yp[0] = xp[0];
+      return absl::OkStatus();
+    }
+    if (gather) {
+      const int64_t in_plane = x[2] * x[3], out_plane = out[2] * out[3];
+      ParallelFor(out[0] * out[1], threads, static_cast<double>(out_plane),
+                  [&](int64_t first, int64_t end) {
+                    for (int64_t p = first; p < end; ++p) {
+                      PlanarGather(xp + p * in_plane, x[3], row_sources, col_sources, twice,
+                                   yp + p * out_plane);
+                    }
+                  });
       return absl::OkStatus();
     }
     if (planar) {

@@ -352,7 +352,10 @@ TEST(ResizeTest, NearestAndLinearModes) {
 
 // NCHW images resized in H and W only go plane by plane; the same resize of a rank-3 tensor
 // (C, H, W) takes the general loop. Both must give the same bits, for each mode, for
-// coordinate modes that clamp at the edges and for a downscale.
+// coordinate modes that clamp at the edges and for a downscale. Planes whose rows and columns
+// each take one source (nearest, or a size kept) are gathered: twice the columns as pairs (the
+// first nearest case), other whole-tap columns one by one (twice the width but not in pairs,
+// an odd factor, a downscale, an unchanged width).
 TEST(ResizeTest, PlanarPathMatchesTheGeneralLoop) {
   KernelHarness h;
   const std::vector<float> values = RandomFloats(2 * 5 * 7, 61);
@@ -360,13 +363,21 @@ TEST(ResizeTest, PlanarPathMatchesTheGeneralLoop) {
     const char* mode;
     const char* coords;
     int64_t oh, ow;
+    const char* rounding = "round_prefer_floor";
   };
-  for (const Case& c : {Case{"linear", "half_pixel", 9, 13}, Case{"linear", "align_corners", 11, 4},
-                        Case{"cubic", "half_pixel", 9, 13}, Case{"nearest", "asymmetric", 10, 14},
-                        Case{"linear", "pytorch_half_pixel", 3, 3}}) {
-    SCOPED_TRACE(::testing::Message() << c.mode << " " << c.coords << " " << c.oh << "x" << c.ow);
-    const runtime::Attributes attrs = Attrs(
-        {{"mode", std::string(c.mode)}, {"coordinate_transformation_mode", std::string(c.coords)}});
+  for (const Case& c :
+       {Case{"linear", "half_pixel", 9, 13}, Case{"linear", "align_corners", 11, 4},
+        Case{"cubic", "half_pixel", 9, 13}, Case{"nearest", "asymmetric", 10, 14},
+        Case{"linear", "pytorch_half_pixel", 3, 3}, Case{"nearest", "half_pixel", 10, 14, "ceil"},
+        Case{"nearest", "half_pixel", 15, 21}, Case{"nearest", "asymmetric", 3, 4},
+        Case{"linear", "half_pixel", 9, 7},
+        Case{"nearest", "align_corners", 6, 9, "round_prefer_ceil"}}) {
+    SCOPED_TRACE(::testing::Message()
+                 << c.mode << " " << c.coords << " " << c.oh << "x" << c.ow << " " << c.rounding);
+    const runtime::Attributes attrs =
+        Attrs({{"mode", std::string(c.mode)},
+               {"coordinate_transformation_mode", std::string(c.coords)},
+               {"nearest_mode", std::string(c.rounding)}});
     auto planar = h.Run("Resize",
                         {Tensor::Of<float>({1, 2, 5, 7}, values), Tensor::Absent(),
                          Tensor::Absent(), Tensor::Of<int64_t>({4}, {1, 2, c.oh, c.ow}, true)},
