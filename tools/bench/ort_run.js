@@ -8,7 +8,8 @@
 // DIR is the npm prefix that onnxruntime-node was installed into. Session options: intra-op
 // threads N, inter-op threads 1, sequential execution, graph optimisations "all". Prints one
 // JSON line: load_us (session creation), first_run_us, then per-run median / min / p90 / max /
-// mean over `iterations` runs after `warmup` unmeasured ones. Float32 .npy inputs only.
+// mean over `iterations` runs after `warmup` unmeasured ones. Inputs: C-order .npy
+// files of float32 / float64, int64 / int32 / int8, uint8 or bool (NPY_TYPES).
 'use strict';
 const fs = require('fs');
 const path = require('path');
@@ -35,23 +36,41 @@ function parseArgs(argv) {
   return o;
 }
 
-// A little-endian float32, C-order .npy file (format 1.0 to 3.0).
-function readNpyFloat32(file) {
+// .npy element types onnxruntime-node takes, by their little-endian descr: the ONNX type name
+// and the typed array that holds it.
+const NPY_TYPES = {
+  '<f4': ['float32', Float32Array],
+  '<f8': ['float64', Float64Array],
+  '<i8': ['int64', BigInt64Array],
+  '<i4': ['int32', Int32Array],
+  '|u1': ['uint8', Uint8Array],
+  '|i1': ['int8', Int8Array],
+  '|b1': ['bool', Uint8Array],
+};
+
+// A C-order .npy file (format 1.0 to 3.0) of one of NPY_TYPES.
+function readNpy(file) {
   const buf = fs.readFileSync(file);
   if (buf.toString('latin1', 1, 6) !== 'NUMPY') throw new Error(`${file}: not a .npy file`);
   const major = buf[6];
   const headerLen = major === 1 ? buf.readUInt16LE(8) : buf.readUInt32LE(8);
   const start = major === 1 ? 10 : 12;
   const header = buf.toString('latin1', start, start + headerLen);
-  if (!/'descr':\s*'<f4'/.test(header) || /'fortran_order':\s*True/.test(header)) {
-    throw new Error(`${file}: want a little-endian float32 C-order array, got ${header}`);
+  const descr = /'descr':\s*'([^']*)'/.exec(header);
+  const type = descr && NPY_TYPES[descr[1]];
+  if (!type || /'fortran_order':\s*True/.test(header)) {
+    throw new Error(`${file}: want a C-order array of ${Object.keys(NPY_TYPES).join(', ')}, ` +
+                    `got ${header}`);
   }
   const m = /'shape':\s*\(([^)]*)\)/.exec(header);
   const shape = m[1].split(',').map((s) => s.trim()).filter((s) => s.length).map(Number);
   const offset = start + headerLen;
-  const data = new Float32Array(buf.buffer.slice(buf.byteOffset + offset,
-                                                 buf.byteOffset + buf.length));
-  return {shape, data};
+  const bytes = buf.buffer.slice(buf.byteOffset + offset, buf.byteOffset + buf.length);
+  const count = shape.reduce((a, b) => a * b, 1);
+  if (bytes.byteLength < count * type[1].BYTES_PER_ELEMENT) {
+    throw new Error(`${file}: ${bytes.byteLength} bytes of data for shape (${shape})`);
+  }
+  return {type: type[0], shape, data: new type[1](bytes, 0, count)};
 }
 
 async function main() {
@@ -60,8 +79,8 @@ async function main() {
   const feeds = {};
   for (const spec of o.inputs) {
     const at = spec.indexOf('=');
-    const {shape, data} = readNpyFloat32(spec.slice(at + 1));
-    feeds[spec.slice(0, at)] = new ort.Tensor('float32', data, shape);
+    const {type, shape, data} = readNpy(spec.slice(at + 1));
+    feeds[spec.slice(0, at)] = new ort.Tensor(type, data, shape);
   }
   const now = () => Number(process.hrtime.bigint()) / 1e3;  // microseconds
   const loadStart = now();
