@@ -149,6 +149,35 @@ __attribute__((always_inline)) inline void MapArray(const float* x, float* y, in
   }
 }
 
+/// e^x - 1 for x <= 0 (NaN stays NaN): by its Taylor polynomial to x^7 above -0.25 (so that
+/// small results keep their relative accuracy), else ExpNonPositive(x) - 1. float or a vector T.
+template <typename T>
+__attribute__((always_inline)) inline void Expm1NonPositive(const T& x, T* out) {
+  T e;
+  ExpNonPositive<T, IntsFor<T>>(x, &e);
+  T p = x * (1.0f / 5040.0f) + 1.0f / 720.0f;
+  p = p * x + 1.0f / 120.0f;
+  p = p * x + 1.0f / 24.0f;
+  p = p * x + 1.0f / 6.0f;
+  p = p * x + 0.5f;
+  p = p * x + 1.0f;
+  p = p * x;
+  *out = x > -0.25f ? p : e - 1.0f;
+}
+
+/// e^x for any x: ExpNonPositive for x <= 0; above, the square of 1 / e^(-x/2), which stays
+/// finite up to float's largest value (x ~ 88.72) and is +inf past it; NaN stays NaN. float or
+/// a vector T.
+template <typename T>
+__attribute__((always_inline)) inline void ExpOf(const T& x, T* out) {
+  using I = IntsFor<T>;
+  T below, half;
+  ExpNonPositive<T, I>(x > 0.0f ? T{} + 0.0f : x, &below);
+  ExpNonPositive<T, I>(x > 0.0f ? x * -0.5f : T{} + 0.0f, &half);
+  const T r = 1.0f / half;
+  *out = x > 0.0f ? r * r : below;
+}
+
 /// TanhOf for one float.
 __attribute__((always_inline)) inline float TanhApprox(float x) {
   float y;

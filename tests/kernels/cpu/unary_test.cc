@@ -64,6 +64,95 @@ TEST(UnaryTest, FloatOpsMatchReference) {
   }
 }
 
+// The ops mapped in vector arithmetic (Erf, Exp, LeakyRelu, Elu, Selu, Celu) over their whole
+// range, against double-precision libm: every whole vector and a tail of 5, values near 0 (e^x
+// - 1's relative accuracy), at the -0.25 switch of e^x - 1, the ends of float's e^x (underflow
+// below -87.3, overflow past 88.72), large, infinite and NaN inputs. Within 2e-6 relative +
+// 1e-37 absolute; a NaN input gives NaN.
+TEST(UnaryTest, VectorMapsMatchLibmOverTheWholeRange) {
+  KernelHarness h;
+  std::vector<float> x = RandomFloats(203, 63, -12.0f, 12.0f);
+  const float inf = std::numeric_limits<float>::infinity();
+  for (float v : {0.0f,
+                  -0.0f,
+                  1e-30f,
+                  -1e-30f,
+                  1e-8f,
+                  -1e-8f,
+                  1e-3f,
+                  -1e-3f,
+                  -0.2499f,
+                  -0.25f,
+                  -0.2501f,
+                  0.25f,
+                  -1.0f,
+                  -20.0f,
+                  -80.0f,
+                  -87.0f,
+                  -87.3f,
+                  -88.0f,
+                  -103.0f,
+                  -200.0f,
+                  80.0f,
+                  88.0f,
+                  88.7f,
+                  88.75f,
+                  89.0f,
+                  200.0f,
+                  1e30f,
+                  -1e30f,
+                  inf,
+                  -inf,
+                  std::numeric_limits<float>::quiet_NaN()}) {
+    x.push_back(v);
+  }
+  for (int i = 0; i < 64; ++i) x.push_back(-0.3f + 0.01f * static_cast<float>(i));
+  const int64_t n = static_cast<int64_t>(x.size());
+  struct Case {
+    std::string op;
+    runtime::Attributes attrs;
+    std::function<double(double)> ref;
+    bool nan_kept = true;  // Celu with a negative alpha: the scalar loop's max / min drop NaN
+  };
+  const double kSeluAlpha = 1.67326319217681884765625, kSeluGamma = 1.05070102214813232421875;
+  const std::vector<Case> cases = {
+      {"Erf", Attrs({}), [](double v) { return std::erf(v); }},
+      {"Exp", Attrs({}), [](double v) { return std::exp(v); }},
+      {"LeakyRelu", Attrs({{"alpha", 0.1f}}), [](double v) { return v >= 0 ? v : 0.1 * v; }},
+      {"Elu", Attrs({{"alpha", 0.7f}}),
+       [](double v) { return v >= 0 ? v : double{0.7f} * std::expm1(v); }},
+      {"Selu", Attrs({}),
+       [&](double v) { return kSeluGamma * (v > 0 ? v : kSeluAlpha * std::expm1(v)); }},
+      {"Celu", Attrs({{"alpha", 2.0f}}),
+       [](double v) { return std::max(0.0, v) + std::min(0.0, 2.0 * std::expm1(v / 2.0)); }},
+      {"Celu", Attrs({{"alpha", -2.0f}}),
+       [](double v) { return std::max(0.0, v) + std::min(0.0, -2.0 * std::expm1(v / -2.0)); },
+       false},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.op);
+    auto out = h.Run(c.op, {Tensor::Of<float>({n}, x)}, c.attrs);
+    ASSERT_TRUE(out.ok()) << out.status();
+    const auto got = (*out)[0].Values<float>();
+    ASSERT_EQ(got.size(), x.size());
+    for (size_t i = 0; i < x.size(); ++i) {
+      if (std::isnan(x[i])) {
+        if (c.nan_kept) {
+          EXPECT_TRUE(std::isnan(got[i])) << "x=NaN gave " << got[i];
+        }
+        continue;
+      }
+      const double want = c.ref(x[i]);
+      const double limit = std::numeric_limits<float>::max();
+      if (std::fabs(want) > limit) {  // past float: the same infinity
+        EXPECT_EQ(got[i], want > 0 ? inf : -inf) << "x=" << x[i];
+        continue;
+      }
+      EXPECT_NEAR(got[i], want, 1e-37 + 2e-6 * std::fabs(want)) << "x=" << x[i];
+    }
+  }
+}
+
 TEST(UnaryTest, AttributesAndIntegerTypes) {
   KernelHarness h;
   auto out = h.Run("LeakyRelu", {Tensor::Of<float>({2}, {-2, 3})}, Attrs({{"alpha", 0.5f}}));
