@@ -96,15 +96,24 @@ float ApplyActivation(const ConvActivation& act, float v) {
 
 // Activations that map 0 to 0 and that oneDNN 2.6's Winograd convolution takes no post-op for:
 // the convolution then runs Winograd without them and DeferredActivation applies them after.
+// Tanh too, which every oneDNN 2.6 convolution takes slowly (SlowPostOp).
 bool DeferrableActivation(const ConvActivation& act) {
   return act.name == "Swish" || act.name == "HardSwish" || act.name == "Gelu" ||
-         act.name == "GeluTanh";
+         act.name == "GeluTanh" || act.name == "Tanh";
 }
+
+// oneDNN 2.6's tanh post-op costs 3-5 ns per output on this AVX2 VM (a 1 -> 64-channel 5x5
+// convolution over 120x160, one thread: 1.6 ms bare, 7-8 ms with it), our TanhArray pass
+// about 1 ms for the same 1.2M outputs: the primitive is made without it and DeferredActivation
+// applies it (over the stored output: tanh keeps a blocked layout's zero padding zero).
+bool SlowPostOp(const ConvActivation& act) { return act.name == "Tanh"; }
 
 // y[0, n) = act(y) for a DeferrableActivation, vectorised where it has a transcendental.
 void DeferredActivation(const ConvActivation& act, float* y, int64_t n) {
   if (act.name == "Gelu" || act.name == "GeluTanh") {
     Gelu(y, y, n, act.name == "GeluTanh");
+  } else if (act.name == "Tanh") {
+    TanhArray(y, y, n);
   } else if (act.name == "Swish") {
     constexpr int64_t kChunk = 256;
     float sigmoid[kChunk];
@@ -164,8 +173,9 @@ class ConvKernel final : public PreparedKernel {
     ConvWorkspace workspace;
     // Set when R only broadcasts to Y: Y += R, then post.activation, after the primitive.
     std::optional<BroadcastPlan> epilogue;
-    // Set when the primitive is Winograd without post.activation (DeferrableActivation): Y =
-    // act(Y) after it, over the stored output (a blocked layout's zero padding stays zero).
+    // Set when the primitive is Winograd without post.activation (DeferrableActivation), or
+    // any primitive without a SlowPostOp: Y = act(Y) after it, over the stored output (a
+    // blocked layout's zero padding stays zero).
     bool deferred_activation = false;
     ConvPostOps post;
     // The depthwise post-op's weights (packed) and bias (borrowed constant, or zeros).
@@ -926,6 +936,21 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareConvWith(const PrepareCon
                        ChooseConvPrimitive(context, g, descs, bare, parts, bare_attr));
       if (absl::StrContains(winograd.impl_info_str(), "wino")) {
         parts.pd = std::move(winograd);
+        parts.post = post;
+        parts.deferred_activation = true;
+      }
+    }
+    if (SlowPostOp(post.activation) && !post.residual && !post.depthwise.has_value() &&
+        !parts.epilogue.has_value() && !parts.deferred_activation) {
+      ConvPostOps bare = post;
+      bare.activation = ConvActivation{};
+      dnnl::primitive_attr bare_attr;
+      bare_attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+      ASSIGN_OR_RETURN(auto without,
+                       ChooseConvPrimitive(context, g, descs, bare, parts, bare_attr));
+      if (without.impl_info_str() == parts.pd.impl_info_str() &&
+          without.dst_desc() == parts.pd.dst_desc()) {
+        parts.pd = std::move(without);
         parts.post = post;
         parts.deferred_activation = true;
       }

@@ -291,9 +291,9 @@ TEST(ConvMiscTest, PointwiseThenDepthwiseMatchesReference) {
   EXPECT_NE(bad.status().message().find("[4,4,3,3]"), std::string::npos) << bad.status();
 }
 
-// A 3x3 stride-1 convolution with SiLU, hard-swish or GELU fused, at one and two threads: where
-// oneDNN's Winograd takes no such post-op the kernel runs Winograd and the activation after it
-// (the implementation then names Winograd; the values must match either way), into a plain
+// A 3x3 stride-1 convolution with SiLU, hard-swish, GELU or tanh fused, at one and two threads:
+// where oneDNN's Winograd takes no such post-op the kernel runs Winograd and the activation after
+// it (the implementation then names Winograd; the values must match either way), into a plain
 // output and into a blocked one whose padding channels (20 of 32) must stay zero.
 TEST(ConvMiscTest, ActivationsWinogradCannotFuseMatchReference) {
   KernelHarness h;
@@ -302,9 +302,10 @@ TEST(ConvMiscTest, ActivationsWinogradCannotFuseMatchReference) {
   const auto w = RandomFloats(20 * 16 * 9, 82);
   const auto b = RandomFloats(20, 83);
   const std::vector<float> conv = ReferenceConv(p, x, w, b);
-  for (const std::string act : {"Swish", "HardSwish", "Gelu"}) {
+  for (const std::string act : {"Swish", "HardSwish", "Gelu", "Tanh"}) {
     std::vector<float> want = conv;
     for (float& v : want) {
+      if (act == "Tanh") v = std::tanh(v);
       if (act == "Swish") v = v / (1.0f + std::exp(-v));
       if (act == "HardSwish") v = v * std::max(0.0f, std::min(1.0f, v / 6.0f + 0.5f));
       if (act == "Gelu") v = 0.5f * v * (1.0f + std::erf(v / std::sqrt(2.0f)));
@@ -356,6 +357,38 @@ TEST(ConvMiscTest, ActivationsWinogradCannotFuseMatchReference) {
           }
         }
       }
+    }
+  }
+}
+
+// Tanh, which oneDNN's direct convolutions take slowly as a post-op, runs after the primitive
+// (a 5x5 convolution, no Winograd) over the plain output, with a residual (then it stays a
+// post-op: the residual is added before it), at one and two threads.
+TEST(ConvMiscTest, TanhAfterThePrimitiveMatchesReference) {
+  KernelHarness h;
+  const ConvCase p{2, 3, 13, 11, 12, 5, 5, 1, 1, 1, 1, 1, 2, 2, 2, 2};
+  const auto x = RandomFloats(2 * 3 * 13 * 11, 91);
+  const auto w = RandomFloats(12 * 3 * 25, 92);
+  const auto b = RandomFloats(12, 93);
+  const auto r = RandomFloats(2 * 12 * 13 * 11, 94);
+  const std::vector<float> conv = ReferenceConv(p, x, w, b);
+  for (bool residual : {false, true}) {
+    std::vector<float> want = conv;
+    for (size_t i = 0; i < want.size(); ++i) want[i] = std::tanh(want[i] + (residual ? r[i] : 0));
+    std::vector<Tensor> in = {Tensor::Of<float>({2, 3, 13, 11}, x),
+                              Tensor::Of<float>({12, 3, 5, 5}, w, true),
+                              Tensor::Of<float>({12}, b, true)};
+    if (residual) in.push_back(Tensor::Of<float>({2, 12, 13, 11}, r));
+    for (int threads : {1, 2}) {
+      SCOPED_TRACE(::testing::Message() << "residual " << residual << " threads " << threads);
+      auto kernel = h.Prepare(
+          kFusedConvOp, in,
+          Attrs({{"activation", std::string("Tanh")}, {"pads", std::vector<int64_t>{2, 2, 2, 2}}}),
+          17, 1, threads);
+      ASSERT_TRUE(kernel.ok()) << kernel.status();
+      auto out = h.RunPrepared(**kernel, in);
+      ASSERT_TRUE(out.ok()) << out.status();
+      ExpectNear((*out)[0].Values<float>(), want);
     }
   }
 }
