@@ -82,8 +82,8 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> VectorMap(const PrepareContext& 
       cost);
 }
 
-// The maps VectorMap runs (vector_math.h's approximations: erf within 5e-7, e^x and e^x - 1
-// within about 1e-6 relative).
+// The maps VectorMap runs (vector_math.h's approximations: erf within 5e-7, e^x, e^x - 1 and
+// softplus within about 1e-6 relative).
 struct ErfMap {
   template <typename T>
   __attribute__((always_inline)) void Of(const T& in, T* out) const {
@@ -94,6 +94,12 @@ struct ExpMap {
   template <typename T>
   __attribute__((always_inline)) void Of(const T& in, T* out) const {
     ExpOf(in, out);
+  }
+};
+struct SoftplusMap {
+  template <typename T>
+  __attribute__((always_inline)) void Of(const T& in, T* out) const {
+    SoftplusOf(in, out);
   }
 };
 // x >= 0 ? x : alpha x.
@@ -176,6 +182,8 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareSimple(const PrepareConte
     return VectorMap(context, ErfMap{});
   } else if constexpr (kOp == Simple::kExp) {
     return VectorMap(context, ExpMap{});
+  } else if constexpr (kOp == Simple::kSoftplus) {
+    return VectorMap(context, SoftplusMap{});
   } else {
     return FloatMap(
         context,
@@ -187,9 +195,6 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareSimple(const PrepareConte
           if constexpr (kOp == Simple::kFloor) return std::floor(x);
           if constexpr (kOp == Simple::kCeil) return std::ceil(x);
           if constexpr (kOp == Simple::kRound) return std::nearbyint(x);  // half to even
-          if constexpr (kOp == Simple::kSoftplus) {
-            return x > 0 ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x));
-          }
           if constexpr (kOp == Simple::kSoftsign) return x / (1.0f + std::fabs(x));
           if constexpr (kOp == Simple::kHardSwish) {
             return x * std::max(0.0f, std::min(1.0f, x / 6.0f + 0.5f));

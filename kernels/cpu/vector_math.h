@@ -178,6 +178,34 @@ __attribute__((always_inline)) inline void ExpOf(const T& x, T* out) {
   *out = x > 0.0f ? r * r : below;
 }
 
+/// ln(1 + u) for u in [0, 1] as 2 atanh(s), s = u / (2 + u) in [0, 1/3], by atanh's series to
+/// s^15 (relative error under 1e-8 there). float or a vector T.
+template <typename T>
+__attribute__((always_inline)) inline void Log1pUnit(const T& u, T* out) {
+  const T s = u / (u + 2.0f);
+  const T s2 = s * s;
+  T p = s2 * (1.0f / 15.0f) + 1.0f / 13.0f;
+  p = p * s2 + 1.0f / 11.0f;
+  p = p * s2 + 1.0f / 9.0f;
+  p = p * s2 + 1.0f / 7.0f;
+  p = p * s2 + 1.0f / 5.0f;
+  p = p * s2 + 1.0f / 3.0f;
+  p = p * s2 + 1.0f;
+  *out = 2.0f * s * p;
+}
+
+/// ln(1 + e^x) as max(x, 0) + ln(1 + e^-|x|) (no overflow for large x; NaN stays NaN). float or
+/// a vector T.
+template <typename T>
+__attribute__((always_inline)) inline void SoftplusOf(const T& x, T* out) {
+  const T negative_abs = x < 0.0f ? x : -x;
+  T e;
+  ExpNonPositive<T, IntsFor<T>>(negative_abs, &e);
+  T l;
+  Log1pUnit(e, &l);
+  *out = (x > 0.0f ? x : T{} + 0.0f) + l;
+}
+
 /// TanhOf for one float.
 __attribute__((always_inline)) inline float TanhApprox(float x) {
   float y;

@@ -64,8 +64,9 @@ TEST(UnaryTest, FloatOpsMatchReference) {
   }
 }
 
-// The ops mapped in vector arithmetic (Erf, Exp, LeakyRelu, Elu, Selu, Celu) over their whole
-// range, against double-precision libm: every whole vector and a tail of 5, values near 0 (e^x
+// The ops mapped in vector arithmetic (Erf, Exp, Softplus, LeakyRelu, Elu, Selu, Celu) over their
+// whole range, against double-precision libm: every whole vector and a tail of 5, values near 0
+// (e^x
 // - 1's relative accuracy), at the -0.25 switch of e^x - 1, the ends of float's e^x (underflow
 // below -87.3, overflow past 88.72), large, infinite and NaN inputs. Within 2e-6 relative +
 // 1e-37 absolute; a NaN input gives NaN.
@@ -118,6 +119,8 @@ TEST(UnaryTest, VectorMapsMatchLibmOverTheWholeRange) {
   const std::vector<Case> cases = {
       {"Erf", Attrs({}), [](double v) { return std::erf(v); }},
       {"Exp", Attrs({}), [](double v) { return std::exp(v); }},
+      {"Softplus", Attrs({}),
+       [](double v) { return std::max(v, 0.0) + std::log1p(std::exp(-std::fabs(v))); }},
       {"LeakyRelu", Attrs({{"alpha", 0.1f}}), [](double v) { return v >= 0 ? v : 0.1 * v; }},
       {"Elu", Attrs({{"alpha", 0.7f}}),
        [](double v) { return v >= 0 ? v : double{0.7f} * std::expm1(v); }},
