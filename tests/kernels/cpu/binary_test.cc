@@ -1,5 +1,7 @@
 #include "kernels/cpu/binary.h"
 
+#include <cmath>
+#include <limits>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -179,6 +181,53 @@ TEST(BinaryBroadcastTest, IntegerTypesVariadicWhereAndPRelu) {
                                    Tensor::Of<float>({2}, {})})
                    .ok());
   EXPECT_FALSE(h.Prepare("And", {Tensor::Of<float>({2}, {}), Tensor::Of<float>({2}, {})}).ok());
+}
+
+// Pow by one known power of 1, 2, 3 or -1 takes products (float32 base, any numeric exponent
+// type), split over the threads; other powers (0.5), unknown exponents and a scalar base that
+// the exponent's shape broadcasts keep powf. All match std::pow within a float's rounding.
+TEST(PowTest, ByKnownSmallPowersMatchesPow) {
+  KernelHarness h;
+  std::vector<float> x = RandomFloats(1001, 71, -3.0f, 3.0f);
+  x.insert(x.end(), {0.0f, -0.0f, std::numeric_limits<float>::infinity(), -1e-20f, 1e20f});
+  const int64_t n = static_cast<int64_t>(x.size());
+  struct Case {
+    Tensor exponent;
+    double power;
+  };
+  const std::vector<Case> cases = {
+      {Tensor::Of<float>({}, {2.0f}, true), 2},   {Tensor::Of<int64_t>({1}, {3}, true), 3},
+      {Tensor::Of<double>({}, {-1.0}, true), -1}, {Tensor::Of<int32_t>({}, {1}, true), 1},
+      {Tensor::Of<float>({}, {0.5f}, true), 0.5}, {Tensor::Of<float>({}, {2.0f}), 2},
+  };
+  for (const Case& c : cases) {
+    for (int threads : {1, 2}) {
+      SCOPED_TRACE(::testing::Message() << "power " << c.power << " known " << c.exponent.known
+                                        << " threads " << threads);
+      const std::vector<Tensor> in = {Tensor::Of<float>({n}, x), c.exponent};
+      auto kernel = h.Prepare("Pow", in, Attrs({}), 17, 1, threads);
+      ASSERT_TRUE(kernel.ok()) << kernel.status();
+      auto out = h.RunPrepared(**kernel, in);
+      ASSERT_TRUE(out.ok()) << out.status();
+      const auto got = (*out)[0].Values<float>();
+      ASSERT_EQ(got.size(), x.size());
+      for (size_t i = 0; i < x.size(); ++i) {
+        const double want = std::pow(static_cast<double>(x[i]), c.power);
+        if (std::isnan(want)) {
+          EXPECT_TRUE(std::isnan(got[i])) << "x=" << x[i];
+        } else if (std::isinf(want) || std::fabs(want) > 3e38) {
+          EXPECT_TRUE(std::isinf(got[i]) && (got[i] > 0) == (want > 0)) << "x=" << x[i];
+        } else {
+          EXPECT_NEAR(got[i], want, 1e-37 + 3e-7 * std::fabs(want)) << "x=" << x[i];
+        }
+      }
+    }
+  }
+  // A scalar base by a one-element exponent of shape [1]: the output is [1].
+  auto out = h.Run("Pow", {Tensor::Of<float>({}, {3.0f}), Tensor::Of<float>({1}, {2.0f}, true)});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ((*out)[0].shape, Shape{1});
+  EXPECT_EQ((*out)[0].Values<float>(), std::vector<float>{9.0f});
 }
 
 }  // namespace
