@@ -17,11 +17,12 @@
 namespace reprise::kernels::cpu {
 namespace {
 
-// Softmax of `rows` contiguous rows of `dim` values each; a vector of V (the copy's register
-// width, I its int counterpart) at a time, in three passes over the row (in L1): the maximum,
-// e^(x - max) stored and summed, the scale by 1 / sum. Lanes hold partial maxima and sums; NaN
-// is skipped by the maximum as by the scalar comparison, then propagates through e^x.
-template <typename V, typename I>
+// Softmax (kLog: LogSoftmax) of `rows` contiguous rows of `dim` values each; a vector of V (the
+// copy's register width, I its int counterpart) at a time, in three passes over the row (in
+// L1): the maximum, e^(x - max) summed (and stored, for Softmax), then the scale by 1 / sum
+// (LogSoftmax: x - max - ln(sum)). Lanes hold partial maxima and sums; NaN is skipped by the
+// maximum as by the scalar comparison, then propagates through e^x.
+template <typename V, typename I, bool kLog>
 __attribute__((always_inline)) inline void SoftmaxRowsBody(const float* x, float* y, int64_t rows,
                                                            int64_t dim) {
   constexpr int64_t kLanes = sizeof(V) / sizeof(float);
@@ -42,8 +43,9 @@ __attribute__((always_inline)) inline void SoftmaxRowsBody(const float* x, float
     if (std::isinf(max)) {
       // All -inf (or +inf present): the plain formula, NaN where it is NaN.
       for (int64_t k = 0; k < dim; ++k) {
-        q[k] = std::exp(p[k] - max);
-        sum += q[k];
+        const float e = std::exp(p[k] - max);
+        if (!kLog) q[k] = e;
+        sum += e;
       }
     } else {
       V vsum{};
@@ -53,13 +55,26 @@ __attribute__((always_inline)) inline void SoftmaxRowsBody(const float* x, float
         const V shifted = v - max;
         ExpNonPositive<V, I>(shifted, &v);
         vsum += v;
-        std::memcpy(q + k, &v, sizeof(v));
+        if (!kLog) std::memcpy(q + k, &v, sizeof(v));
       }
       for (int64_t k = body; k < dim; ++k) {
-        ExpNonPositive<float, int32_t>(p[k] - max, &q[k]);
-        sum += q[k];
+        float e;
+        ExpNonPositive<float, int32_t>(p[k] - max, &e);
+        if (!kLog) q[k] = e;
+        sum += e;
       }
       for (int64_t j = 0; j < kLanes; ++j) sum += vsum[j];
+    }
+    if (kLog) {
+      const float log_sum = std::log(sum);
+      for (int64_t k = 0; k < body; k += kLanes) {
+        V v;
+        std::memcpy(&v, p + k, sizeof(v));
+        v = (v - max) - log_sum;
+        std::memcpy(q + k, &v, sizeof(v));
+      }
+      for (int64_t k = body; k < dim; ++k) q[k] = (p[k] - max) - log_sum;
+      continue;
     }
     const float scale = 1.0f / sum;
     for (int64_t k = 0; k < body; k += kLanes) {
@@ -73,17 +88,24 @@ __attribute__((always_inline)) inline void SoftmaxRowsBody(const float* x, float
 }
 
 #define REPRISE_SOFTMAX_ARGS const float *x, float *y, int64_t rows, int64_t dim
+template <bool kLog>
 __attribute__((target("avx512f"))) void SoftmaxRowsAvx512(REPRISE_SOFTMAX_ARGS) {
-  SoftmaxRowsBody<Floats16, Ints16>(x, y, rows, dim);
+  SoftmaxRowsBody<Floats16, Ints16, kLog>(x, y, rows, dim);
 }
+template <bool kLog>
 __attribute__((target("avx2,fma"))) void SoftmaxRowsAvx2(REPRISE_SOFTMAX_ARGS) {
-  SoftmaxRowsBody<Floats8, Ints8>(x, y, rows, dim);
+  SoftmaxRowsBody<Floats8, Ints8, kLog>(x, y, rows, dim);
 }
-void SoftmaxRowsBaseline(REPRISE_SOFTMAX_ARGS) { SoftmaxRowsBody<Floats4, Ints4>(x, y, rows, dim); }
+template <bool kLog>
+void SoftmaxRowsBaseline(REPRISE_SOFTMAX_ARGS) {
+  SoftmaxRowsBody<Floats4, Ints4, kLog>(x, y, rows, dim);
+}
 
 // The copy for this CPU, picked on first use.
+template <bool kLog>
 void SoftmaxRows(REPRISE_SOFTMAX_ARGS) {
-  static const auto fn = PickForThisCpu(&SoftmaxRowsAvx512, &SoftmaxRowsAvx2, &SoftmaxRowsBaseline);
+  static const auto fn =
+      PickForThisCpu(&SoftmaxRowsAvx512<kLog>, &SoftmaxRowsAvx2<kLog>, &SoftmaxRowsBaseline<kLog>);
   fn(x, y, rows, dim);
 }
 #undef REPRISE_SOFTMAX_ARGS
@@ -157,12 +179,12 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareSoftmax(const PrepareCont
     float* y = static_cast<float*>(args.outputs[0]);
     // Rows split over the intra-op threads; each row is computed as serially.
     const double row_cost = 4.0 * static_cast<double>(dim * inner);
-    if (inner == 1 && !kLog) {
+    if (inner == 1) {
       // The usual case: rows are contiguous.
       ParallelFor(
           outer, threads, row_cost,
           [&](int64_t first, int64_t end) {
-            SoftmaxRows(x + first * dim, y + first * dim, end - first, dim);
+            SoftmaxRows<kLog>(x + first * dim, y + first * dim, end - first, dim);
           },
           1);
       return absl::OkStatus();

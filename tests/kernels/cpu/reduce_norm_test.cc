@@ -209,37 +209,49 @@ TEST(NormalizationTest, SoftmaxAxisSemanticsChangeAtOpset13) {
 // -87, where e^x is 0 in float), rows holding -inf, and a row whose maximum is its last value.
 TEST(NormalizationTest, SoftmaxMatchesDoublePrecisionOverWideRanges) {
   KernelHarness h;
-  for (int64_t dim : {1, 3, 16, 37}) {
-    SCOPED_TRACE(dim);
-    const int64_t rows = 5;
-    std::vector<float> x = RandomFloats(rows * dim, 97, -100.0f, 20.0f);
-    if (dim > 1) {
-      x[dim + 1] = -INFINITY;                                        // one -inf in row 1
-      for (int64_t k = 0; k < dim; ++k) x[2 * dim + k] = -INFINITY;  // row 2: all -inf
-      x[2 * dim] = 0.5f;
-      x[4 * dim - 1] = 25.0f;  // row 3's maximum is its last value (a vector tail or lane)
-    }
-    auto out = h.Run("Softmax", {Tensor::Of<float>({rows, dim}, x)}, {}, 13);
-    ASSERT_TRUE(out.ok()) << out.status();
-    const std::vector<float> got = (*out)[0].Values<float>();
-    for (int64_t r = 0; r < rows; ++r) {
-      double max = -INFINITY, sum = 0;
-      for (int64_t k = 0; k < dim; ++k) max = std::max<double>(max, x[r * dim + k]);
-      for (int64_t k = 0; k < dim; ++k) sum += std::exp(x[r * dim + k] - max);
-      for (int64_t k = 0; k < dim; ++k) {
-        const double shift = x[r * dim + k] - max;
-        const double want = std::exp(shift) / sum;
-        // float's rounding of x - max alone moves e^(x - max) by |x - max| * 2^-24 relatively;
-        // below float's normal range (1.2e-38) the result may be 0.
-        if (std::isinf(shift)) {
-          EXPECT_EQ(got[r * dim + k], 0.0f) << "row " << r << " at " << k;
-          continue;
+  for (const std::string op : {"Softmax", "LogSoftmax"})
+    for (int64_t dim : {1, 3, 16, 37}) {
+      SCOPED_TRACE(op + " " + std::to_string(dim));
+      const int64_t rows = 5;
+      std::vector<float> x = RandomFloats(rows * dim, 97, -100.0f, 20.0f);
+      if (dim > 1) {
+        x[dim + 1] = -INFINITY;                                        // one -inf in row 1
+        for (int64_t k = 0; k < dim; ++k) x[2 * dim + k] = -INFINITY;  // row 2: all -inf
+        x[2 * dim] = 0.5f;
+        x[4 * dim - 1] = 25.0f;  // row 3's maximum is its last value (a vector tail or lane)
+      }
+      auto out = h.Run(op, {Tensor::Of<float>({rows, dim}, x)}, {}, 13);
+      ASSERT_TRUE(out.ok()) << out.status();
+      const std::vector<float> got = (*out)[0].Values<float>();
+      for (int64_t r = 0; r < rows; ++r) {
+        double max = -INFINITY, sum = 0;
+        for (int64_t k = 0; k < dim; ++k) max = std::max<double>(max, x[r * dim + k]);
+        for (int64_t k = 0; k < dim; ++k) sum += std::exp(x[r * dim + k] - max);
+        for (int64_t k = 0; k < dim; ++k) {
+          const double shift = x[r * dim + k] - max;
+          if (op == "LogSoftmax") {  // shift - ln(sum), each rounded to float once or twice
+            const double log_want = shift - std::log(sum);
+            if (std::isinf(shift)) {
+              EXPECT_EQ(got[r * dim + k], -INFINITY) << "row " << r << " at " << k;
+            } else {
+              EXPECT_NEAR(got[r * dim + k], log_want, 1e-6 * (std::fabs(shift) + 1.0))
+                  << "row " << r << " at " << k;
+            }
+            continue;
+          }
+          const double want = std::exp(shift) / sum;
+          // float's rounding of x - max alone moves e^(x - max) by |x - max| * 2^-24 relatively;
+          // below float's normal range (1.2e-38) the result may be 0.
+          if (std::isinf(shift)) {
+            EXPECT_EQ(got[r * dim + k], 0.0f) << "row " << r << " at " << k;
+            continue;
+          }
+          const double relative = 1e-6 + std::fabs(shift) * 1.2e-7;
+          EXPECT_NEAR(got[r * dim + k], want, relative * want + 2e-38)
+              << "row " << r << " at " << k;
         }
-        const double relative = 1e-6 + std::fabs(shift) * 1.2e-7;
-        EXPECT_NEAR(got[r * dim + k], want, relative * want + 2e-38) << "row " << r << " at " << k;
       }
     }
-  }
 }
 
 TEST(NormalizationTest, LayerAndBatchNormalization) {
