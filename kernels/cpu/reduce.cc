@@ -10,6 +10,7 @@
 
 #include "kernels/cpu/families.h"
 #include "kernels/cpu/kernel_util.h"
+#include "kernels/cpu/vector_math.h"
 #include "runtime/base/status_macros.h"
 
 namespace reprise::kernels::cpu {
@@ -54,6 +55,66 @@ Acc Finish(Acc acc, int64_t n) {
     return static_cast<Acc>(std::log(static_cast<double>(acc)));
   }
   return acc;
+}
+
+// *acc = the larger (kMax) or smaller of *acc and v, lane by lane, keeping *acc where v is NaN
+// (float or a vector type; by pointer and reference, as vector_math.h's helpers).
+template <bool kMax, typename T>
+__attribute__((always_inline)) inline void TakeExtreme(const T& v, T* acc) {
+  if constexpr (kMax) {
+    *acc = v > *acc ? v : *acc;
+  } else {
+    *acc = v < *acc ? v : *acc;
+  }
+}
+
+// The maximum (kMax) or minimum of p[0, n), n > 0, with Step's comparisons (NaN skipped; a row
+// of infinities gives that infinity), four vectors of V (the copy's register width) in flight.
+template <typename V, bool kMax>
+__attribute__((always_inline)) inline float RowExtremeBody(const float* p, int64_t n) {
+  constexpr int64_t kLanes = sizeof(V) / sizeof(float);
+  constexpr float kInit = kMax ? -INFINITY : INFINITY;
+  V a[4];
+  for (V& v : a) v = V{} + kInit;
+  int64_t k = 0;
+  for (; k + 4 * kLanes <= n; k += 4 * kLanes) {
+    for (int j = 0; j < 4; ++j) {
+      V v;
+      LoadFloats(p + k + j * kLanes, &v);
+      TakeExtreme<kMax>(v, &a[j]);
+    }
+  }
+  for (; k + kLanes <= n; k += kLanes) {
+    V v;
+    LoadFloats(p + k, &v);
+    TakeExtreme<kMax>(v, &a[0]);
+  }
+  TakeExtreme<kMax>(a[1], &a[0]);
+  TakeExtreme<kMax>(a[3], &a[2]);
+  TakeExtreme<kMax>(a[2], &a[0]);
+  float acc = kInit;
+  for (int64_t j = 0; j < kLanes; ++j) TakeExtreme<kMax>(a[0][j], &acc);
+  for (; k < n; ++k) TakeExtreme<kMax>(p[k], &acc);
+  return acc;
+}
+template <bool kMax>
+__attribute__((target("avx512f"))) float RowExtremeAvx512(const float* p, int64_t n) {
+  return RowExtremeBody<Floats16, kMax>(p, n);
+}
+template <bool kMax>
+__attribute__((target("avx2,fma"))) float RowExtremeAvx2(const float* p, int64_t n) {
+  return RowExtremeBody<Floats8, kMax>(p, n);
+}
+template <bool kMax>
+float RowExtremeBaseline(const float* p, int64_t n) {
+  return RowExtremeBody<Floats4, kMax>(p, n);
+}
+// The copy for this CPU, picked on first use.
+template <bool kMax>
+float RowExtreme(const float* p, int64_t n) {
+  static const auto fn =
+      PickForThisCpu(&RowExtremeAvx512<kMax>, &RowExtremeAvx2<kMax>, &RowExtremeBaseline<kMax>);
+  return fn(p, n);
 }
 
 // The input as [outer, reduced, inner] when the reduced axes (size-1 axes aside) are one run of
@@ -108,16 +169,8 @@ FunctionKernel::RunFn FastFloatReduce(const ReducedBlock& b, int threads) {
               y[o] = static_cast<float>(
                   Finish<kOp, double>(LongRowSum(p, b.reduced, 0.0f, kSquares), b.reduced));
             } else {
-              float lanes[8];
-              std::fill(lanes, lanes + 8, Init<kOp, float>());
-              int64_t k = 0;
-              for (; k + 8 <= b.reduced; k += 8) {
-                for (int j = 0; j < 8; ++j) lanes[j] = Step<kOp, float>(lanes[j], p[k + j]);
-              }
-              float acc = Init<kOp, float>();
-              for (; k < b.reduced; ++k) acc = Step<kOp, float>(acc, p[k]);
-              for (int j = 0; j < 8; ++j) acc = Step<kOp, float>(acc, lanes[j]);
-              y[o] = acc;
+              y[o] = b.reduced > 0 ? RowExtreme<kOp == Reduce::kMax>(p, b.reduced)
+                                   : Init<kOp, float>();
             }
           }
           return;

@@ -133,6 +133,40 @@ TEST(ReduceTest, FloatReductionsOverRunsOfAxesMatchADoubleReference) {
   }
 }
 
+// ReduceMax / ReduceMin over the last axis (vector lanes, four vectors in flight, then a tail):
+// rows of 1 to 70 values, the extreme in the last place, a row of infinities gives that
+// infinity, NaN is skipped as the comparisons skip it.
+TEST(ReduceTest, RowExtremesOverShortAndInfiniteRows) {
+  KernelHarness h;
+  for (int64_t dim : {1, 5, 8, 33, 70}) {
+    SCOPED_TRACE(dim);
+    std::vector<float> x = RandomFloats(4 * dim, 88, -5.0f, 5.0f);
+    x[dim - 1] = 9.0f;                                             // row 0: the maximum last
+    x[dim] = -9.0f;                                                // row 1: the minimum first
+    for (int64_t k = 0; k < dim; ++k) x[2 * dim + k] = -INFINITY;  // row 2
+    x[3 * dim] = NAN;                                              // row 3 starts with NaN
+    for (const std::string op : {"ReduceMax", "ReduceMin"}) {
+      auto out = h.Run(op, {Tensor::Of<float>({4, dim}, x)},
+                       Attrs({{"axes", std::vector<int64_t>{1}}, {"keepdims", int64_t{0}}}), 13);
+      ASSERT_TRUE(out.ok()) << out.status();
+      const std::vector<float> got = (*out)[0].Values<float>();
+      ASSERT_EQ(got.size(), 4u);
+      for (int64_t r = 0; r < 4; ++r) {
+        float want = op == "ReduceMax" ? -INFINITY : INFINITY;
+        bool any = false;
+        for (int64_t k = 0; k < dim; ++k) {
+          const float v = x[r * dim + k];
+          if (std::isnan(v)) continue;
+          any = true;
+          want = op == "ReduceMax" ? std::max(want, v) : std::min(want, v);
+        }
+        if (!any) continue;  // a row of NaN only (dim 1)
+        EXPECT_EQ(got[r], want) << op << " row " << r;
+      }
+    }
+  }
+}
+
 TEST(ReduceTest, ArgMaxCumSumTopK) {
   KernelHarness h;
   const Tensor t = Tensor::Of<float>({2, 3}, {1, 5, 5, 7, 2, 7});
