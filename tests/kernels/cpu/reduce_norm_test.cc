@@ -135,7 +135,7 @@ TEST(ReduceTest, FloatReductionsOverRunsOfAxesMatchADoubleReference) {
 
 // ReduceMax / ReduceMin over the last axis (vector lanes, four vectors in flight, then a tail):
 // rows of 1 to 70 values, the extreme in the last place, a row of infinities gives that
-// infinity, NaN is skipped as the comparisons skip it.
+// infinity, NaN (first and last in a row) is skipped as the comparisons skip it.
 TEST(ReduceTest, RowExtremesOverShortAndInfiniteRows) {
   KernelHarness h;
   for (int64_t dim : {1, 5, 8, 33, 70}) {
@@ -145,6 +145,7 @@ TEST(ReduceTest, RowExtremesOverShortAndInfiniteRows) {
     x[dim] = -9.0f;                                                // row 1: the minimum first
     for (int64_t k = 0; k < dim; ++k) x[2 * dim + k] = -INFINITY;  // row 2
     x[3 * dim] = NAN;                                              // row 3 starts with NaN
+    x[4 * dim - 1] = NAN;                                          // and ends with it
     for (const std::string op : {"ReduceMax", "ReduceMin"}) {
       auto out = h.Run(op, {Tensor::Of<float>({4, dim}, x)},
                        Attrs({{"axes", std::vector<int64_t>{1}}, {"keepdims", int64_t{0}}}), 13);
