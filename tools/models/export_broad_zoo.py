@@ -222,6 +222,82 @@ def conv1d_groupnorm(torch):
     return nn.Sequential(*layers)
 
 
+def yolo_style(torch):
+    nn = torch.nn
+
+    def conv(cin, cout, k=1, stride=1):
+        return nn.Sequential(nn.Conv2d(cin, cout, k, stride, k // 2, bias=False),
+                             nn.BatchNorm2d(cout), nn.SiLU())
+
+    class Split(nn.Module):
+        """Cross-stage block: a 1x1 convolution split in two, `n` residual pairs of 3x3
+        convolutions on the second half, every part concatenated into a 1x1 convolution."""
+
+        def __init__(self, cin, cout, n=1):
+            super().__init__()
+            self.c = cout // 2
+            self.cv1, self.cv2 = conv(cin, 2 * self.c), conv((2 + n) * self.c, cout)
+            self.m = nn.ModuleList(nn.Sequential(conv(self.c, self.c, 3), conv(self.c, self.c, 3))
+                                   for _ in range(n))
+
+        def forward(self, x):
+            y = list(self.cv1(x).chunk(2, 1))
+            for m in self.m:
+                y.append(y[-1] + m(y[-1]))
+            return self.cv2(torch.cat(y, 1))
+
+    class Pyramid(nn.Module):
+        """Spatial pyramid of three chained 5x5 stride-1 max pools, concatenated."""
+
+        def __init__(self, cin, cout):
+            super().__init__()
+            self.cv1, self.cv2 = conv(cin, cin // 2), conv(cin * 2, cout)
+            self.pool = nn.MaxPool2d(5, 1, 2)
+
+        def forward(self, x):
+            x = self.cv1(x)
+            a = self.pool(x)
+            b = self.pool(a)
+            return self.cv2(torch.cat([x, a, b, self.pool(b)], 1))
+
+    class Detector(nn.Module):
+        """A small one-stage detector: strided SiLU backbone, nearest 2x upsampling and
+        concatenation up the neck, 1x1 heads of 85 outputs per cell at two scales."""
+
+        def __init__(self):
+            super().__init__()
+            self.backbone = nn.ModuleList([
+                conv(3, 16, 3, 2), conv(16, 32, 3, 2), Split(32, 32), conv(32, 64, 3, 2),
+                Split(64, 64, 2), conv(64, 128, 3, 2), Split(128, 128, 2), conv(128, 256, 3, 2),
+                Split(256, 256), Pyramid(256, 256)])
+            self.up = nn.Upsample(scale_factor=2, mode="nearest")
+            self.n1, self.n2 = Split(384, 128), Split(192, 64)
+            self.down, self.n3 = conv(64, 64, 3, 2), Split(192, 128)
+            self.heads = nn.ModuleList([nn.Conv2d(64, 85, 1), nn.Conv2d(128, 85, 1)])
+
+        def forward(self, x):
+            features = []
+            for m in self.backbone:
+                x = m(x)
+                features.append(x)
+            p4 = self.n1(torch.cat([self.up(x), features[6]], 1))
+            p3 = self.n2(torch.cat([self.up(p4), features[4]], 1))
+            n4 = self.n3(torch.cat([self.down(p3), p4], 1))
+            return torch.cat([self.heads[0](p3).flatten(2), self.heads[1](n4).flatten(2)],
+                             2).sigmoid()
+
+    return Detector()
+
+
+def super_resolution(torch):
+    nn = torch.nn
+    # ESPCN-style: tanh convolutions on the low-resolution image, a sub-pixel convolution of 9
+    # channels rearranged by PixelShuffle (DepthToSpace) to 3x the size.
+    return nn.Sequential(nn.Conv2d(1, 64, 5, padding=2), nn.Tanh(),
+                         nn.Conv2d(64, 32, 3, padding=1), nn.Tanh(),
+                         nn.Conv2d(32, 9, 3, padding=1), nn.PixelShuffle(3))
+
+
 # name: (builder, input shape without batch, what it is)
 MODELS = {
     # torchvision classification, one or two per family, at 224x224 unless said.
@@ -305,6 +381,11 @@ MODELS = {
                    "3-level U-Net, ConvTranspose up, Concat skips, 128x128"),
     "conv1d_groupnorm": (conv1d_groupnorm, (1, 16000),
                          "strided Conv1d x7, GroupNorm, GELU (wav2vec-style), 1 s at 16 kHz"),
+    "yolo_style": (yolo_style, (3, 320, 320),
+                   "one-stage detector: SiLU, split/concat blocks, 5x5 max-pool pyramid, nearest "
+                   "2x upsampling, two heads, 320x320"),
+    "espcn_x3": (super_resolution, (1, 120, 160),
+                 "ESPCN-style 3x super-resolution: Tanh convolutions, PixelShuffle, 120x160"),
 }
 
 
