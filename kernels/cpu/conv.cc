@@ -922,18 +922,21 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareConvWith(const PrepareCon
         parts.pd = *std::move(pd);
       }
     }
+    // The primitive for `post` without its activation (DeferredActivation applies it after).
+    auto without_activation = [&]() {
+      ConvPostOps bare = post;
+      bare.activation = ConvActivation{};
+      dnnl::primitive_attr bare_attr;
+      bare_attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+      return ChooseConvPrimitive(context, g, descs, bare, parts, bare_attr);
+    };
     if (DeferrableActivation(post.activation) && !post.residual && !post.depthwise.has_value() &&
         !parts.epilogue.has_value() && WinogradShape(g) && CpuOptionsOf(context).conv_winograd &&
         !absl::StrContains(parts.pd.impl_info_str(), "wino")) {
       // oneDNN's Winograd refused the activation: Winograd without it, the activation after
       // (EfficientNetV2-S's 48 -> 192 3x3 convolution at 56x56 with SiLU: 2.7 ms direct, 1.0 ms
       // Winograd plus the SiLU pass; one thread).
-      ConvPostOps bare = post;
-      bare.activation = ConvActivation{};
-      dnnl::primitive_attr bare_attr;
-      bare_attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-      ASSIGN_OR_RETURN(auto winograd,
-                       ChooseConvPrimitive(context, g, descs, bare, parts, bare_attr));
+      ASSIGN_OR_RETURN(auto winograd, without_activation());
       if (absl::StrContains(winograd.impl_info_str(), "wino")) {
         parts.pd = std::move(winograd);
         parts.post = post;
@@ -942,12 +945,7 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareConvWith(const PrepareCon
     }
     if (SlowPostOp(post.activation) && !post.residual && !post.depthwise.has_value() &&
         !parts.epilogue.has_value() && !parts.deferred_activation) {
-      ConvPostOps bare = post;
-      bare.activation = ConvActivation{};
-      dnnl::primitive_attr bare_attr;
-      bare_attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-      ASSIGN_OR_RETURN(auto without,
-                       ChooseConvPrimitive(context, g, descs, bare, parts, bare_attr));
+      ASSIGN_OR_RETURN(auto without, without_activation());
       if (without.impl_info_str() == parts.pd.impl_info_str() &&
           without.dst_desc() == parts.pd.dst_desc()) {
         parts.pd = std::move(without);

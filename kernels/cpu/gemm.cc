@@ -107,9 +107,9 @@ __attribute__((always_inline)) inline void SmallGemmBlock(int64_t i, int64_t j, 
   }
 }
 
-// Rows [i, i + R) of the product, all n columns: blocks of 16 columns (8 of them for one or two
-// rows, whose sums alone would wait on the multiply-add's latency), then one vector, then the
-// last columns one by one.
+// Rows [i, i + R) of the product, all n columns: blocks of 16 columns (32 for one or two rows,
+// whose fewer sums would otherwise wait on the multiply-add's latency), then one vector, then
+// the last columns one by one.
 template <typename V, int R>
 __attribute__((always_inline)) inline void SmallGemmRowBlock(int64_t i, int64_t n, int64_t k,
                                                              const float* __restrict a, int64_t lda,

@@ -20,8 +20,10 @@ namespace {
 // Softmax (kLog: LogSoftmax) of `rows` contiguous rows of `dim` values each; a vector of V (the
 // copy's register width, I its int counterpart) at a time, in three passes over the row (in
 // L1): the maximum, e^(x - max) summed (and stored, for Softmax), then the scale by 1 / sum
-// (LogSoftmax: x - max - ln(sum)). Lanes hold partial maxima and sums; NaN is skipped by the
-// maximum as by the scalar comparison, then propagates through e^x.
+// (LogSoftmax: x - max - ln(sum)). Lanes hold partial maxima and sums (the sums added into a
+// double every 1024 values, so that long rows such as a language model's vocabulary keep
+// float's accuracy); NaN is skipped by the maximum as by the scalar comparison, then
+// propagates through e^x.
 template <typename V, typename I, bool kLog>
 __attribute__((always_inline)) inline void SoftmaxRowsBody(const float* x, float* y, int64_t rows,
                                                            int64_t dim) {
@@ -39,7 +41,7 @@ __attribute__((always_inline)) inline void SoftmaxRowsBody(const float* x, float
     float max = -INFINITY;
     for (int64_t j = 0; j < kLanes; ++j) max = vmax[j] > max ? vmax[j] : max;
     for (int64_t k = body; k < dim; ++k) max = p[k] > max ? p[k] : max;
-    float sum = 0;
+    double sum = 0;  // the lanes' float sums added here every kSumBlock values
     if (std::isinf(max)) {
       // All -inf (or +inf present): the plain formula, NaN where it is NaN.
       for (int64_t k = 0; k < dim; ++k) {
@@ -48,14 +50,18 @@ __attribute__((always_inline)) inline void SoftmaxRowsBody(const float* x, float
         sum += e;
       }
     } else {
-      V vsum{};
-      for (int64_t k = 0; k < body; k += kLanes) {
-        V v;
-        std::memcpy(&v, p + k, sizeof(v));
-        const V shifted = v - max;
-        ExpNonPositive<V, I>(shifted, &v);
-        vsum += v;
-        if (!kLog) std::memcpy(q + k, &v, sizeof(v));
+      constexpr int64_t kSumBlock = 1024;
+      for (int64_t block = 0; block < body; block += kSumBlock) {
+        V vsum{};
+        for (int64_t k = block; k < std::min(body, block + kSumBlock); k += kLanes) {
+          V v;
+          std::memcpy(&v, p + k, sizeof(v));
+          const V shifted = v - max;
+          ExpNonPositive<V, I>(shifted, &v);
+          vsum += v;
+          if (!kLog) std::memcpy(q + k, &v, sizeof(v));
+        }
+        for (int64_t j = 0; j < kLanes; ++j) sum += vsum[j];
       }
       for (int64_t k = body; k < dim; ++k) {
         float e;
@@ -63,10 +69,9 @@ __attribute__((always_inline)) inline void SoftmaxRowsBody(const float* x, float
         if (!kLog) q[k] = e;
         sum += e;
       }
-      for (int64_t j = 0; j < kLanes; ++j) sum += vsum[j];
     }
     if (kLog) {
-      const float log_sum = std::log(sum);
+      const float log_sum = static_cast<float>(std::log(sum));
       for (int64_t k = 0; k < body; k += kLanes) {
         V v;
         std::memcpy(&v, p + k, sizeof(v));
@@ -76,7 +81,7 @@ __attribute__((always_inline)) inline void SoftmaxRowsBody(const float* x, float
       for (int64_t k = body; k < dim; ++k) q[k] = (p[k] - max) - log_sum;
       continue;
     }
-    const float scale = 1.0f / sum;
+    const float scale = static_cast<float>(1.0 / sum);
     for (int64_t k = 0; k < body; k += kLanes) {
       V v;
       std::memcpy(&v, q + k, sizeof(v));

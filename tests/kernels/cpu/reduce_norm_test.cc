@@ -241,14 +241,17 @@ TEST(NormalizationTest, SoftmaxAxisSemanticsChangeAtOpset13) {
 
 // The contiguous Softmax path (its own vectorised exp): relative error against double precision
 // over rows of 1, 3, 16 and 37 values spread over [-100, 20] (so some shifted inputs fall below
-// -87, where e^x is 0 in float), rows holding -inf, and a row whose maximum is its last value.
+// -87, where e^x is 0 in float) and of 50000 over [-2, 2], rows holding -inf, and a row whose
+// maximum is its last value.
 TEST(NormalizationTest, SoftmaxMatchesDoublePrecisionOverWideRanges) {
   KernelHarness h;
   for (const std::string op : {"Softmax", "LogSoftmax"})
-    for (int64_t dim : {1, 3, 16, 37}) {
+    for (int64_t dim : {1, 3, 16, 37, 50000}) {
       SCOPED_TRACE(op + " " + std::to_string(dim));
       const int64_t rows = 5;
-      std::vector<float> x = RandomFloats(rows * dim, 97, -100.0f, 20.0f);
+      // A vocabulary-long row over [-2, 2]: its sum of e^x gathers 50000 comparable terms.
+      std::vector<float> x = dim > 1000 ? RandomFloats(rows * dim, 97, -2.0f, 2.0f)
+                                        : RandomFloats(rows * dim, 97, -100.0f, 20.0f);
       if (dim > 1) {
         x[dim + 1] = -INFINITY;                                        // one -inf in row 1
         for (int64_t k = 0; k < dim; ++k) x[2 * dim + k] = -INFINITY;  // row 2: all -inf
