@@ -222,8 +222,8 @@ void BM_AddChannelBias_64x56x56(benchmark::State& state) {
 }
 BENCHMARK(BM_AddChannelBias_64x56x56)->Unit(benchmark::kMicrosecond);
 
-// One op over 12x384x384 floats: Softmax along the last axis and our own vector loops
-// (vector_math.h, gelu.cc).
+// One op over 12x384x384 floats: Softmax and LogSoftmax along the last axis and our own vector
+// loops (vector_math.h, gelu.cc, unary.cc's VectorMap).
 void BM_Array_12x384x384(benchmark::State& state, const char* op, uint32_t seed) {
   RunKernel(state, op, {Floats({12, 384, 384}, false, seed)}, {});
   state.SetItemsProcessed(state.iterations() * 12 * 384 * 384);
@@ -232,6 +232,12 @@ BENCHMARK_CAPTURE(BM_Array_12x384x384, Softmax, "Softmax", 8)->Unit(benchmark::k
 BENCHMARK_CAPTURE(BM_Array_12x384x384, Sigmoid, "Sigmoid", 10)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_Array_12x384x384, Tanh, "Tanh", 11)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_Array_12x384x384, Gelu, "Gelu", 12)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_Array_12x384x384, LogSoftmax, "LogSoftmax", 13)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_Array_12x384x384, Erf, "Erf", 14)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_Array_12x384x384, Exp, "Exp", 15)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_Array_12x384x384, Softplus, "Softplus", 16)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_Array_12x384x384, LeakyRelu, "LeakyRelu", 17)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_Array_12x384x384, Elu, "Elu", 18)->Unit(benchmark::kMillisecond);
 
 void BM_MaxPool3x3s2_64x112x112(benchmark::State& state) {
   runtime::Attributes attrs;
