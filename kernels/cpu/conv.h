@@ -143,8 +143,23 @@ struct TapRegionsConv {
 absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareTapRegionsConv(const PrepareContext& context,
                                                                       TapRegionsConv conv);
 
-/// `act` applied to y[0, n) in place, on up to `threads` threads (conv.cc).
+/// `act` applied to y[0, n) in place, on up to `threads` threads (conv_activation.cc).
 void ApplyConvActivation(const ConvActivation& act, float* y, int64_t n, int threads);
+
+/// Appends `act` (fused_ops.h lists the names; "" is none) to `ops` as oneDNN eltwise post-ops;
+/// false for another name (conv_activation.cc).
+bool AppendActivation(const ConvActivation& act, dnnl::post_ops* ops);
+
+/// `act` on one value (the broadcast-residual epilogue, which runs outside oneDNN).
+float ApplyActivation(const ConvActivation& act, float v);
+
+/// Activations that map 0 to 0 and that oneDNN 2.6's Winograd convolution takes no post-op for:
+/// the convolution then runs Winograd without them and applies them after. Tanh too, which
+/// every oneDNN 2.6 convolution takes slowly (SlowPostOp).
+bool DeferrableActivation(const ConvActivation& act);
+
+/// Activations made after the primitive rather than as its post-op (conv_activation.cc).
+bool SlowPostOp(const ConvActivation& act);
 
 /// `bytes` rounded up to 64 (workspace offsets).
 inline size_t ConvAlignUp(size_t bytes) { return (bytes + 63) / 64 * 64; }

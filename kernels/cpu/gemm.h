@@ -53,9 +53,9 @@ bool PreferPackedProduct(int64_t m, int64_t n, int64_t k, bool trans_b);
 /// weights) and runs sgemm on it, or is null where the stored B is already such. From 2 to 16
 /// rows on a CPU with AVX2 and FMA, B goes into panels of 16 columns ([panel][K][16], zeros past
 /// N; packed once and shared the same way) for our own kernel, which keeps 4 rows x 16 columns
-/// of Y in registers over K and reads each panel once per 4 rows (gemm.cc): an LSTM step's
-/// 8x256x1024 took 0.05 ms against sgemm's 0.215, AlexNet's first fully connected layer at batch
-/// 8 (8x9216x4096) 17.5-20 ms against 42-50 (AVX2 VM, one thread, a prototype of the kernel).
+/// of Y in registers over K and reads each panel once per 4 rows (packed_product.cc): an LSTM
+/// step's 8x256x1024 took 0.05 ms against sgemm's 0.215, AlexNet's first fully connected layer at
+/// batch 8 (8x9216x4096) 17.5-20 ms against 42-50 (AVX2 VM, one thread, a prototype of the kernel).
 class PackedProduct {
  public:
   PackedProduct();
