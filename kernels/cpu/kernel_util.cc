@@ -10,6 +10,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
+#include "kernels/cpu/vector_math.h"
 
 namespace reprise::kernels::cpu {
 
@@ -234,22 +235,66 @@ absl::Status ParallelForStatus(int64_t n, int threads, double cost_per_item,
   return first;
 }
 
-float RowSum(const float* p, int64_t n, float center, bool squares) {
-  float lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+namespace {
+
+// RowSum in four vectors of V (the copy's register width) of independent sums, added pairwise.
+template <typename V, bool kSquares>
+__attribute__((always_inline)) inline float RowSumBody(const float* p, int64_t n, float center) {
+  constexpr int64_t kLanes = sizeof(V) / sizeof(float);
+  V a[4];
+  for (V& v : a) v = V{};
   int64_t k = 0;
-  if (squares) {
-    for (; k + 8 <= n; k += 8) {
-      for (int j = 0; j < 8; ++j) lanes[j] += (p[k + j] - center) * (p[k + j] - center);
-    }
-  } else {
-    for (; k + 8 <= n; k += 8) {
-      for (int j = 0; j < 8; ++j) lanes[j] += p[k + j];
+  for (; k + 4 * kLanes <= n; k += 4 * kLanes) {
+    for (int j = 0; j < 4; ++j) {
+      V v;
+      LoadFloats(p + k + j * kLanes, &v);
+      if constexpr (kSquares) {
+        v -= center;
+        a[j] += v * v;
+      } else {
+        a[j] += v;
+      }
     }
   }
+  for (; k + kLanes <= n; k += kLanes) {
+    V v;
+    LoadFloats(p + k, &v);
+    if constexpr (kSquares) {
+      v -= center;
+      a[0] += v * v;
+    } else {
+      a[0] += v;
+    }
+  }
+  a[0] = (a[0] + a[1]) + (a[2] + a[3]);
   float tail = 0;
-  for (; k < n; ++k) tail += squares ? (p[k] - center) * (p[k] - center) : p[k];
-  return ((lanes[0] + lanes[4]) + (lanes[1] + lanes[5])) +
-         ((lanes[2] + lanes[6]) + (lanes[3] + lanes[7])) + tail;
+  for (; k < n; ++k) tail += kSquares ? (p[k] - center) * (p[k] - center) : p[k];
+  for (int64_t width = kLanes / 2; width >= 1; width /= 2) {
+    for (int64_t j = 0; j < width; ++j) a[0][j] += a[0][j + width];
+  }
+  return a[0][0] + tail;
+}
+template <bool kSquares>
+__attribute__((target("avx512f"))) float RowSumAvx512(const float* p, int64_t n, float center) {
+  return RowSumBody<Floats16, kSquares>(p, n, center);
+}
+template <bool kSquares>
+__attribute__((target("avx2,fma"))) float RowSumAvx2(const float* p, int64_t n, float center) {
+  return RowSumBody<Floats8, kSquares>(p, n, center);
+}
+template <bool kSquares>
+float RowSumBaseline(const float* p, int64_t n, float center) {
+  return RowSumBody<Floats4, kSquares>(p, n, center);
+}
+
+}  // namespace
+
+float RowSum(const float* p, int64_t n, float center, bool squares) {
+  static const auto sums =
+      PickForThisCpu(&RowSumAvx512<false>, &RowSumAvx2<false>, &RowSumBaseline<false>);
+  static const auto squared =
+      PickForThisCpu(&RowSumAvx512<true>, &RowSumAvx2<true>, &RowSumBaseline<true>);
+  return squares ? squared(p, n, center) : sums(p, n, center);
 }
 
 double LongRowSum(const float* p, int64_t n, float center, bool squares) {

@@ -315,9 +315,9 @@ void ForEachRowParallel(const BroadcastPlan& plan, int threads, double cost_per_
               [&](int64_t begin, int64_t end) { ForEachRowIn(plan, begin, end, row); });
 }
 
-/// Sum of p[k] (or of (p[k] - center)^2 when `squares`) over k < n, in eight float lanes that
-/// the compiler keeps in vector registers, then added pairwise. For rows up to a few thousand
-/// values; LongRowSum for longer ones.
+/// Sum of p[k] (or of (p[k] - center)^2 when `squares`) over k < n, in four vector registers
+/// of float lanes (the CPU's width: 16 to 64 independent sums), then added pairwise. For rows up
+/// to a few thousand values; LongRowSum for longer ones.
 float RowSum(const float* p, int64_t n, float center, bool squares);
 
 /// RowSum in double over blocks of 2048 values: as fast as RowSum, and as exact as a double sum
