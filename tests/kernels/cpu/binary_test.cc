@@ -232,3 +232,75 @@ TEST(PowTest, ByKnownSmallPowersMatchesPow) {
 
 }  // namespace
 }  // namespace reprise::kernels::cpu
+
+namespace reprise::kernels::cpu::testing {
+namespace {
+
+// Where's branch-free rows (contiguous condition bytes with contiguous or one-value operands) and
+// its general loop against a plain select, for 1-, 4- and 8-byte elements, condition bytes other
+// than 0 and 1 (true), and a size that splits over two threads.
+TEST(WhereTest, SelectsByMasksLikeABranch) {
+  KernelHarness h;
+  struct Form {
+    Shape cond, x, y, out;
+  };
+  const int64_t rows = 4, cols = 37;
+  const std::vector<Form> forms = {{{rows, cols}, {rows, cols}, {rows, cols}, {rows, cols}},
+                                   {{rows, cols}, {rows, cols}, {}, {rows, cols}},
+                                   {{rows, cols}, {1}, {rows, cols}, {rows, cols}},
+                                   {{rows, 1}, {rows, cols}, {cols}, {rows, cols}},
+                                   {{cols}, {rows, cols}, {rows, 1}, {rows, cols}},
+                                   {{300, 200}, {300, 200}, {}, {300, 200}}};
+  for (size_t f = 0; f < forms.size(); ++f) {
+    const Form& form = forms[f];
+    const Shape& full = form.out;
+    const int64_t count = full[0] * full[1];
+    auto numel = [](const Shape& s) {
+      int64_t n = 1;
+      for (int64_t d : s) n *= d;
+      return n;
+    };
+    std::vector<uint8_t> cond(numel(form.cond));
+    for (size_t i = 0; i < cond.size(); ++i) cond[i] = static_cast<uint8_t>((i * 7919) % 5 * 63);
+    Tensor ct = Tensor::Of<uint8_t>(form.cond, cond);
+    ct.dtype = DataType::kBool;
+    const auto xs = RandomFloats(numel(form.x), 11 + static_cast<uint32_t>(f));
+    const auto ys = RandomFloats(numel(form.y), 21 + static_cast<uint32_t>(f));
+    // Element (r, c) of a tensor of shape s broadcast to [rows', cols'].
+    auto pick = [&](const Shape& s, int64_t r, int64_t c, int64_t width) {
+      if (s.empty()) return int64_t{0};
+      if (s.size() == 1) return s[0] == 1 ? 0 : c;
+      return (s[0] == 1 ? 0 : r) * (s[1] == 1 ? 1 : width) + (s[1] == 1 ? 0 : c);
+    };
+    for (int threads : {1, 2}) {
+      SCOPED_TRACE(::testing::Message() << "form " << f << " threads " << threads);
+      auto check = [&]<typename T>(auto convert) {
+        std::vector<T> xv, yv;
+        for (float v : xs) xv.push_back(convert(v));
+        for (float v : ys) yv.push_back(convert(v));
+        const std::vector<Tensor> in = {ct, Tensor::Of<T>(form.x, xv), Tensor::Of<T>(form.y, yv)};
+        auto kernel = h.Prepare("Where", in, {}, 17, 1, threads);
+        ASSERT_TRUE(kernel.ok()) << kernel.status();
+        auto out = h.RunPrepared(**kernel, in);
+        ASSERT_TRUE(out.ok()) << out.status();
+        const auto got = (*out)[0].Values<T>();
+        ASSERT_EQ(static_cast<int64_t>(got.size()), count);
+        const int64_t width = full[1];
+        for (int64_t r = 0; r < full[0]; ++r) {
+          for (int64_t c = 0; c < width; ++c) {
+            const bool take_x = cond[pick(form.cond, r, c, width)] != 0;
+            const T want = take_x ? xv[pick(form.x, r, c, width)] : yv[pick(form.y, r, c, width)];
+            ASSERT_EQ(got[r * width + c], want) << "at " << r << "," << c;
+          }
+        }
+      };
+      check.template operator()<float>([](float v) { return v; });
+      check.template operator()<int64_t>([](float v) { return static_cast<int64_t>(v * 1e6f); });
+      check.template operator()<uint8_t>(
+          [](float v) { return static_cast<uint8_t>(v * 100 + 100); });
+    }
+  }
+}
+
+}  // namespace
+}  // namespace reprise::kernels::cpu::testing
