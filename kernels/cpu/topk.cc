@@ -1,15 +1,127 @@
 // TopK: the k largest (or smallest) values along an axis and their int64 indices, always sorted;
-// equal values keep the lower index first. k must be known at plan time.
+// equal values keep the lower index first; NaN counts as larger than every number (first among
+// the largest, last among the smallest). k must be known at plan time.
 #include <algorithm>
+#include <cmath>
 #include <memory>
-#include <numeric>
+#include <type_traits>
 
 #include "kernels/cpu/families.h"
 #include "kernels/cpu/kernel_util.h"
+#include "kernels/cpu/vector_math.h"
 #include "runtime/base/status_macros.h"
 
 namespace reprise::kernels::cpu {
 namespace {
+
+// Up to this k, each row keeps its best k in a sorted array that a value enters only when it
+// beats the last of them (one comparison for most values: rows in parallel, no workspace);
+// above it, a heap of k candidates per row (rows in turn, one workspace).
+constexpr int64_t kInsertionK = 32;
+
+// Whether a comes strictly before b in TopK's order (a total order: NaN above every number, NaNs
+// equal to each other).
+template <typename T>
+inline bool Before(T a, T b, bool largest) {
+  if constexpr (std::is_floating_point_v<T>) {
+    const bool a_nan = std::isnan(a);
+    const bool b_nan = std::isnan(b);
+    if (a_nan || b_nan) return largest ? a_nan && !b_nan : b_nan && !a_nan;
+  }
+  return largest ? a > b : a < b;
+}
+
+// The first index from j on of a contiguous row whose value may come before `last` (dim when
+// none): float rows are screened sixteen values at a time by vector comparisons (most values of a
+// long row lose to the k-th best so far); a flagged block is then offered value by value.
+template <typename T>
+inline int64_t SkipWorse(const T* p, int64_t j, int64_t dim, T last, bool largest) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (std::isnan(last) && !largest) return j;  // every number beats NaN among the smallest
+    for (; j + 16 <= dim; j += 16) {
+      Floats4 v[4];
+      for (int b = 0; b < 4; ++b) LoadFloats(p + j + 4 * b, &v[b]);
+      Ints4 hit = Ints4{};
+      for (int b = 0; b < 4; ++b) hit |= largest ? (v[b] > last) | (v[b] != v[b]) : v[b] < last;
+      if ((hit[0] | hit[1] | hit[2] | hit[3]) != 0) return j;
+    }
+  }
+  return j;
+}
+
+// The k best of the `dim` values p[j * stride] (k <= kInsertionK, k <= dim) into values[j * out]
+// and, unless null, indices[j * out]. Values enter in index order and stop at an equal one:
+// ties keep the lower index first.
+template <typename T>
+void TopByInsertion(const T* p, int64_t dim, int64_t stride, int64_t k, bool largest, T* values,
+                    int64_t* indices, int64_t out) {
+  if (k <= 0) return;
+  T best[kInsertionK];
+  int64_t at[kInsertionK];
+  int64_t filled = 0;
+  auto offer = [&](T v, int64_t j) {
+    if (filled == k && !Before(v, best[k - 1], largest)) return;
+    int64_t slot = filled < k ? filled++ : k - 1;
+    while (slot > 0 && Before(v, best[slot - 1], largest)) {
+      best[slot] = best[slot - 1];
+      at[slot] = at[slot - 1];
+      --slot;
+    }
+    best[slot] = v;
+    at[slot] = j;
+  };
+  for (int64_t j = 0; j < dim; ++j) {
+    if (stride == 1 && filled == k) j = SkipWorse(p, j, dim, best[k - 1], largest);
+    if (j < dim) offer(p[j * stride], j);
+  }
+  for (int64_t r = 0; r < k; ++r) {
+    values[r * out] = best[r];
+    if (indices != nullptr) indices[r * out] = at[r];
+  }
+}
+
+// One of a row's candidates for TopK's larger k: its value and its index.
+template <typename T>
+struct Candidate {
+  T value;
+  int64_t index;
+};
+
+// TopByInsertion for any k (0 < k <= dim) with `heap` room for k candidates: a heap whose top is
+// the worst of the best k so far; a value enters only when it beats that top (most do not: a
+// row of n values costs about n comparisons plus k log(k) log(n / k)). Sorted at the end.
+template <typename T>
+void TopByHeap(const T* p, int64_t dim, int64_t stride, int64_t k, bool largest, T* values,
+               int64_t* indices, int64_t out, Candidate<T>* heap) {
+  auto better = [largest](const Candidate<T>& a, const Candidate<T>& b) {
+    if (Before(a.value, b.value, largest)) return true;
+    if (Before(b.value, a.value, largest)) return false;
+    return a.index < b.index;
+  };
+  if (k <= 0) return;
+  int64_t filled = 0;
+  for (int64_t j = 0; j < dim; ++j) {
+    if (stride == 1 && filled == k) {
+      j = SkipWorse(p, j, dim, heap[0].value, largest);
+      if (j == dim) break;
+    }
+    const T v = p[j * stride];
+    if (filled < k) {
+      heap[filled++] = {v, j};
+      std::push_heap(heap, heap + filled, better);
+    } else if (Before(v, heap[0].value, largest)) {
+      // Later indices lose ties, so only a strictly better value enters.
+      std::pop_heap(heap, heap + k, better);
+      heap[k - 1] = {v, j};
+      std::push_heap(heap, heap + k, better);
+    }
+  }
+  std::sort_heap(heap, heap + filled, better);
+  for (int64_t r = 0; r < filled; ++r) {
+    values[r * out] = heap[r].value;
+    if (indices != nullptr) indices[r * out] = heap[r].index;
+  }
+}
 
 absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareTopK(const PrepareContext& context) {
   // Before opset 10, k is an attribute; since, an input.
@@ -42,30 +154,37 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareTopK(const PrepareContext
   Shape out = in.shape;
   out[axis] = k;
   const bool with_indices = context.num_outputs > 1;
+  const bool by_insertion = k <= kInsertionK;
+  size_t workspace = 0;
+  const int threads = context.intra_op_threads;
   FunctionKernel::RunFn run;
   const bool ok = DispatchArithmetic(in.dtype, [&]<typename T>() {
+    if (!by_insertion) workspace = static_cast<size_t>(k) * sizeof(Candidate<T>);
     run = [=](const KernelArgs& args) {
       const T* x = static_cast<const T*>(args.inputs[0]);
       T* values = static_cast<T*>(args.outputs[0]);
       int64_t* indices = with_indices ? static_cast<int64_t*>(args.outputs[1]) : nullptr;
-      int64_t* order = static_cast<int64_t*>(args.workspace);
-      for (int64_t o = 0; o < outer; ++o) {
-        for (int64_t i = 0; i < inner; ++i) {
-          const T* p = x + o * dim * inner + i;
-          std::iota(order, order + dim, 0);
-          auto before = [&](int64_t a, int64_t b) {
-            const T va = p[a * inner];
-            const T vb = p[b * inner];
-            if (va != vb) return largest != 0 ? va > vb : va < vb;
-            return a < b;
-          };
-          std::partial_sort(order, order + k, order + dim, before);
-          const int64_t at = o * k * inner + i;
-          for (int64_t j = 0; j < k; ++j) {
-            values[at + j * inner] = p[order[j] * inner];
-            if (indices != nullptr) indices[at + j * inner] = order[j];
-          }
-        }
+      const bool big = largest != 0;
+      if (by_insertion) {
+        ParallelFor(outer * inner, threads, static_cast<double>(dim),
+                    [&](int64_t first, int64_t end) {
+                      for (int64_t row = first; row < end; ++row) {
+                        const int64_t o = row / inner;
+                        const int64_t i = row % inner;
+                        const int64_t at = o * k * inner + i;
+                        TopByInsertion(x + o * dim * inner + i, dim, inner, k, big, values + at,
+                                       indices != nullptr ? indices + at : nullptr, inner);
+                      }
+                    });
+        return absl::OkStatus();
+      }
+      auto* heap = static_cast<Candidate<T>*>(args.workspace);
+      for (int64_t row = 0; row < outer * inner; ++row) {
+        const int64_t o = row / inner;
+        const int64_t i = row % inner;
+        const int64_t at = o * k * inner + i;
+        TopByHeap(x + o * dim * inner + i, dim, inner, k, big, values + at,
+                  indices != nullptr ? indices + at : nullptr, inner, heap);
       }
       return absl::OkStatus();
     };
@@ -75,7 +194,7 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareTopK(const PrepareContext
                       {DataType::kFloat32, DataType::kFloat64, DataType::kInt32, DataType::kInt64});
   }
   return MakeKernel(context, {Desc(in.dtype, out), Desc(DataType::kInt64, out)}, std::move(run),
-                    static_cast<size_t>(dim) * sizeof(int64_t));
+                    workspace);
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 // against reference loops, exact for hand-computed cases.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -206,6 +207,94 @@ TEST(ReduceTest, ArgMaxCumSumTopK) {
   EXPECT_EQ((*out)[0].Values<float>(), (std::vector<float>{1, 2, 5}));
   EXPECT_EQ((*out)[1].Values<int64_t>(), (std::vector<int64_t>{0, 1, 0}));
   EXPECT_FALSE(h.Prepare("TopK", {t, Tensor::Of<int64_t>({1}, {4}, true)}, {}, 11, 2).ok());
+}
+
+// TopK's two paths (k up to 32: a sorted array per row, contiguous float rows screened sixteen
+// values at a time, rows over the threads; larger k: a heap per row) against a stable sort in
+// TopK's order (NaN above every number, ties by index), over rows with duplicates, NaNs and
+// infinities, along the last axis and a middle one.
+TEST(ReduceTest, TopKMatchesAStableSort) {
+  KernelHarness h;
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  for (int64_t dim : {1, 7, 16, 33, 200}) {
+    for (bool last : {true, false}) {
+      const int64_t outer = last ? 3 : 2, inner = last ? 1 : 3;
+      const Shape shape = last ? Shape{outer, dim} : Shape{outer, dim, inner};
+      std::vector<float> x =
+          RandomFloats(outer * dim * inner, 77 + static_cast<uint32_t>(dim), -20.0f, 20.0f);
+      for (size_t i = 0; i < x.size(); ++i) {
+        x[i] = i % 13 == 5 ? nan : i % 17 == 3 ? -inf : i % 19 == 8 ? inf : std::round(x[i]);
+      }
+      for (int64_t k :
+           {int64_t{0}, int64_t{1}, int64_t{5}, int64_t{16}, int64_t{32}, int64_t{33}, dim}) {
+        if (k > dim) continue;
+        for (int64_t largest : {0, 1}) {
+          for (int threads : {1, 2}) {
+            SCOPED_TRACE(::testing::Message() << "dim " << dim << " last " << last << " k " << k
+                                              << " largest " << largest << " threads " << threads);
+            const Tensor kt = Tensor::Of<int64_t>({1}, {k}, true);
+            const Tensor xt = Tensor::Of<float>(shape, x);
+            auto kernel =
+                h.Prepare("TopK", {xt, kt}, Attrs({{"axis", int64_t{1}}, {"largest", largest}}), 11,
+                          2, threads);
+            ASSERT_TRUE(kernel.ok()) << kernel.status();
+            auto out = h.RunPrepared(**kernel, {xt, kt});
+            ASSERT_TRUE(out.ok()) << out.status();
+            const auto values = (*out)[0].Values<float>();
+            const auto indices = (*out)[1].Values<int64_t>();
+            ASSERT_EQ(values.size(), static_cast<size_t>(outer * k * inner));
+            for (int64_t o = 0; o < outer; ++o) {
+              for (int64_t i = 0; i < inner; ++i) {
+                auto at = [&](int64_t j) { return x[(o * dim + j) * inner + i]; };
+                std::vector<int64_t> order(dim);
+                std::iota(order.begin(), order.end(), 0);
+                auto before = [&](int64_t a, int64_t b) {  // NaN above every number
+                  const float va = at(a), vb = at(b);
+                  if (std::isnan(va) || std::isnan(vb)) {
+                    return std::isnan(va) != std::isnan(vb) && std::isnan(va) == (largest != 0);
+                  }
+                  return largest != 0 ? va > vb : va < vb;
+                };
+                std::stable_sort(order.begin(), order.end(), before);
+                for (int64_t j = 0; j < k; ++j) {
+                  const size_t got = (o * k + j) * inner + i;
+                  EXPECT_EQ(indices[got], order[j]) << "row " << o << "," << i << " rank " << j;
+                  const float want = at(order[j]);
+                  if (std::isnan(want)) {
+                    EXPECT_TRUE(std::isnan(values[got]));
+                  } else {
+                    EXPECT_EQ(values[got], want);
+                  }
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// A row of one value: both paths keep the k lowest indices, in order.
+TEST(ReduceTest, TopKOfEqualValuesKeepsTheLowestIndices) {
+  KernelHarness h;
+  for (int64_t k : {5, 40}) {
+    for (int64_t axis : {0, 1}) {
+      SCOPED_TRACE(::testing::Message() << "k " << k << " axis " << axis);
+      const Shape shape = axis == 0 ? Shape{100, 2} : Shape{2, 100};
+      auto out = h.Run("TopK",
+                       {Tensor::Of<float>(shape, std::vector<float>(200, 1.5f)),
+                        Tensor::Of<int64_t>({1}, {k}, true)},
+                       Attrs({{"axis", axis}}), 11, 2);
+      ASSERT_TRUE(out.ok()) << out.status();
+      const auto indices = (*out)[1].Values<int64_t>();
+      ASSERT_EQ(indices.size(), static_cast<size_t>(2 * k));
+      for (int64_t j = 0; j < 2 * k; ++j) {
+        EXPECT_EQ(indices[j], axis == 0 ? j / 2 : j % k) << "output " << j;
+      }
+    }
+  }
 }
 
 TEST(NormalizationTest, SoftmaxAxisSemanticsChangeAtOpset13) {
