@@ -102,6 +102,40 @@ struct SoftplusMap {
     SoftplusOf(in, out);
   }
 };
+// Sin (kCos false) and Cos: SinCosReduced, and libm for the lanes past kSinCosLimit (and
+// infinities, NaN), whose reduction needs more than three parts of pi/2.
+template <bool kCos>
+struct SinCosMap {
+  template <typename T>
+  __attribute__((always_inline)) void Of(const T& in, T* out) const {
+    const T x = in;
+    SinCosReduced<T, kCos>(x, out);
+    if constexpr (std::is_same_v<T, float>) {
+      if (!(std::fabs(x) <= kSinCosLimit)) *out = kCos ? std::cos(x) : std::sin(x);
+    } else {
+      const auto inside = (x < 0.0f ? -x : x) <= kSinCosLimit;  // NaN: outside
+      constexpr int kLanes = sizeof(T) / sizeof(float);
+      bool all = true;
+      for (int i = 0; i < kLanes; ++i) all = all && inside[i] != 0;
+      if (all) return;
+      for (int i = 0; i < kLanes; ++i) {
+        if (inside[i] == 0) (*out)[i] = kCos ? std::cos(x[i]) : std::sin(x[i]);
+      }
+    }
+  }
+};
+struct AtanMap {
+  template <typename T>
+  __attribute__((always_inline)) void Of(const T& in, T* out) const {
+    AtanOf(in, out);
+  }
+};
+struct RoundMap {
+  template <typename T>
+  __attribute__((always_inline)) void Of(const T& in, T* out) const {
+    RoundHalfEvenOf(in, out);
+  }
+};
 // x >= 0 ? x : alpha x.
 struct LeakyReluMap {
   float alpha;
@@ -168,9 +202,8 @@ template <Simple kOp>
 absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareSimple(const PrepareContext& context) {
   // Rough ns per element: a compare or a rounding, or a libm function.
   constexpr bool kCheap = kOp == Simple::kRelu || kOp == Simple::kReciprocal ||
-                          kOp == Simple::kFloor || kOp == Simple::kCeil || kOp == Simple::kRound ||
-                          kOp == Simple::kSqrt || kOp == Simple::kSoftsign ||
-                          kOp == Simple::kHardSwish;
+                          kOp == Simple::kFloor || kOp == Simple::kCeil || kOp == Simple::kSqrt ||
+                          kOp == Simple::kSoftsign || kOp == Simple::kHardSwish;
   constexpr double kCost = kCheap ? 1.0 : 8.0;
   // Sigmoid and Tanh in vectorised arithmetic (vector_math.h: within about 3e-7 relative and
   // 5e-7 absolute of libm's exp and tanh).
@@ -184,6 +217,12 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareSimple(const PrepareConte
     return VectorMap(context, ExpMap{});
   } else if constexpr (kOp == Simple::kSoftplus) {
     return VectorMap(context, SoftplusMap{});
+  } else if constexpr (kOp == Simple::kSin || kOp == Simple::kCos) {
+    return VectorMap(context, SinCosMap<kOp == Simple::kCos>{});
+  } else if constexpr (kOp == Simple::kAtan) {
+    return VectorMap(context, AtanMap{});
+  } else if constexpr (kOp == Simple::kRound) {
+    return VectorMap(context, RoundMap{});
   } else {
     return FloatMap(
         context,
@@ -194,17 +233,13 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareSimple(const PrepareConte
           if constexpr (kOp == Simple::kReciprocal) return 1.0f / x;
           if constexpr (kOp == Simple::kFloor) return std::floor(x);
           if constexpr (kOp == Simple::kCeil) return std::ceil(x);
-          if constexpr (kOp == Simple::kRound) return std::nearbyint(x);  // half to even
           if constexpr (kOp == Simple::kSoftsign) return x / (1.0f + std::fabs(x));
           if constexpr (kOp == Simple::kHardSwish) {
             return x * std::max(0.0f, std::min(1.0f, x / 6.0f + 0.5f));
           }
-          if constexpr (kOp == Simple::kSin) return std::sin(x);
-          if constexpr (kOp == Simple::kCos) return std::cos(x);
           if constexpr (kOp == Simple::kTan) return std::tan(x);
           if constexpr (kOp == Simple::kAsin) return std::asin(x);
           if constexpr (kOp == Simple::kAcos) return std::acos(x);
-          if constexpr (kOp == Simple::kAtan) return std::atan(x);
           if constexpr (kOp == Simple::kSinh) return std::sinh(x);
           if constexpr (kOp == Simple::kCosh) return std::cosh(x);
           if constexpr (kOp == Simple::kAsinh) return std::asinh(x);

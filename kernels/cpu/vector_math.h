@@ -206,6 +206,70 @@ __attribute__((always_inline)) inline void SoftplusOf(const T& x, T* out) {
   *out = (x > 0.0f ? x : T{} + 0.0f) + l;
 }
 
+/// x rounded to the nearest integer, halves to even (ONNX Round), for float or a vector T:
+/// (|x| + 2^23) - 2^23 in the default rounding mode for |x| < 2^23 (larger floats are integers),
+/// the sign restored (-0.3 gives -0); zeros, infinities and NaN unchanged.
+template <typename T>
+__attribute__((always_inline)) inline void RoundHalfEvenOf(const T& x, T* out) {
+  constexpr float kBig = 8388608.0f;  // 2^23
+  const T a = x < 0.0f ? -x : x;
+  const T r = (a + kBig) - kBig;
+  const T s = x < 0.0f ? -r : r;
+  *out = (a < kBig) & (x != 0.0f) ? s : x;
+}
+
+/// The largest |x| that SinCosReduced takes (Cody-Waite reduction exact up to it).
+inline constexpr float kSinCosLimit = 8192.0f;
+
+/// sin(x), or cos(x) when kCos, for |x| <= kSinCosLimit, float or a vector T: x = j pi/2 + r
+/// with |r| <= pi/4 (pi/2 in three parts, so that each product and difference is exact), then
+/// sin r or cos r by their minimax polynomials (cephes' sinf / cosf coefficients; a few ulp) and
+/// the quadrant j mod 4 (read from the rounding sum's low mantissa bits) choosing the sign.
+template <typename T, bool kCos>
+__attribute__((always_inline)) inline void SinCosReduced(const T& x, T* out) {
+  using I = IntsFor<T>;
+  constexpr float kRound = 12582912.0f;  // 1.5 * 2^23
+  const T t = x * 0.636619772367581343f + kRound;
+  const T j = t - kRound;
+  T r = x - j * 1.5703125f;
+  r = r - j * 4.837512969970703125e-4f;
+  r = r - j * 7.54978995489188216e-8f;
+  I q;
+  std::memcpy(&q, &t, sizeof(q));
+  if constexpr (kCos) q = q + 1;
+  const T r2 = r * r;
+  const T sin_r =
+      ((r2 * -1.9515295891e-4f + 8.3321608736e-3f) * r2 - 1.6666654611e-1f) * r2 * r + r;
+  const T cos_r =
+      ((r2 * 2.443315711809948e-5f - 1.388731625493765e-3f) * r2 + 4.166664568298827e-2f) * r2 *
+          r2 -
+      r2 * 0.5f + 1.0f;
+  const T v = (q & 1) != 0 ? cos_r : sin_r;
+  const T signed_v = (q & 2) != 0 ? -v : v;
+  *out = kCos || x != 0.0f ? signed_v : x;  // sin(-0) is -0
+}
+
+/// atan(x) for float or a vector T: x reduced by atan(x) = pi/2 + atan(-1/x) above tan(3pi/8)
+/// and pi/4 + atan((x-1)/(x+1)) above tan(pi/8), then cephes' atanf polynomial (a few ulp); the
+/// sign restored (atan(-0) is -0); +-inf give +-pi/2, NaN stays NaN.
+template <typename T>
+__attribute__((always_inline)) inline void AtanOf(const T& x, T* out) {
+  const T a = x < 0.0f ? -x : x;
+  const auto high = a > 2.414213562373095f;
+  const auto middle = a > 0.4142135623730950f;
+  const T num = high ? T{} - 1.0f : middle ? a - 1.0f : a;
+  const T den = high ? a : middle ? a + 1.0f : T{} + 1.0f;
+  const T base = high ? T{} + 1.5707963267948966f : middle ? T{} + 0.7853981633974483f : T{};
+  const T z = num / den;
+  const T z2 = z * z;
+  const T p = (((z2 * 8.05374449538e-2f - 1.38776856032e-1f) * z2 + 1.99777106478e-1f) * z2 -
+               3.33329491539e-1f) *
+                  z2 * z +
+              z;
+  const T y = base + p;
+  *out = x < 0.0f ? -y : x == 0.0f ? x : y;
+}
+
 /// TanhOf for one float.
 __attribute__((always_inline)) inline float TanhApprox(float x) {
   float y;

@@ -108,6 +108,16 @@ TEST(UnaryTest, VectorMapsMatchLibmOverTheWholeRange) {
     x.push_back(v);
   }
   for (int i = 0; i < 64; ++i) x.push_back(-0.3f + 0.01f * static_cast<float>(i));
+  // Sin / Cos: near multiples of pi/2 (zeros of one of them), at and past the reduction's limit
+  // (8192); Round: halves (to even) and the largest floats with a fraction; Atan: the reduction's
+  // switches at tan(pi/8) and tan(3pi/8).
+  for (float v :
+       {1.5707964f, 3.1415927f, -3.1415927f, 4.712389f,  6.2831855f,  100.53096f, 8191.9f,
+        8192.0f,    -8192.0f,   8192.5f,     12345.6f,   -1e5f,       0.5f,       1.5f,
+        2.5f,       -0.5f,      -2.5f,       8388607.5f, -8388607.5f, 8388608.0f, 0.41421f,
+        0.41422f,   2.4142f,    2.41422f,    -2.41422f}) {
+    x.push_back(v);
+  }
   const int64_t n = static_cast<int64_t>(x.size());
   struct Case {
     std::string op;
@@ -128,6 +138,10 @@ TEST(UnaryTest, VectorMapsMatchLibmOverTheWholeRange) {
        [&](double v) { return kSeluGamma * (v > 0 ? v : kSeluAlpha * std::expm1(v)); }},
       {"Celu", Attrs({{"alpha", 2.0f}}),
        [](double v) { return std::max(0.0, v) + std::min(0.0, 2.0 * std::expm1(v / 2.0)); }},
+      {"Sin", Attrs({}), [](double v) { return std::sin(v); }},
+      {"Cos", Attrs({}), [](double v) { return std::cos(v); }},
+      {"Atan", Attrs({}), [](double v) { return std::atan(v); }},
+      {"Round", Attrs({}), [](double v) { return std::nearbyint(v); }},
       {"Celu", Attrs({{"alpha", -2.0f}}),
        [](double v) { return std::max(0.0, v) + std::min(0.0, -2.0 * std::expm1(v / -2.0)); },
        false},
@@ -146,12 +160,31 @@ TEST(UnaryTest, VectorMapsMatchLibmOverTheWholeRange) {
         continue;
       }
       const double want = c.ref(x[i]);
+      if (std::isnan(want)) {  // sin and cos of infinities
+        EXPECT_TRUE(std::isnan(got[i])) << "x=" << x[i] << " gave " << got[i];
+        continue;
+      }
       const double limit = std::numeric_limits<float>::max();
       if (std::fabs(want) > limit) {  // past float: the same infinity
         EXPECT_EQ(got[i], want > 0 ? inf : -inf) << "x=" << x[i];
         continue;
       }
       EXPECT_NEAR(got[i], want, 1e-37 + 2e-6 * std::fabs(want)) << "x=" << x[i];
+    }
+  }
+}
+
+TEST(UnaryTest, VectorMapsKeepTheSignOfZero) {
+  KernelHarness h;
+  // Whole vectors and the one-float tail: -0.3 and -0 round to -0; sin(-0) and atan(-0) are -0.
+  const std::vector<float> x(19, -0.3f), zeros(19, -0.0f);
+  for (const char* op : {"Round", "Sin", "Atan"}) {
+    SCOPED_TRACE(op);
+    auto out = h.Run(op, {Tensor::Of<float>({19}, std::string(op) == "Round" ? x : zeros)});
+    ASSERT_TRUE(out.ok()) << out.status();
+    for (float v : (*out)[0].Values<float>()) {
+      EXPECT_EQ(v, 0.0f);
+      EXPECT_TRUE(std::signbit(v));
     }
   }
 }
