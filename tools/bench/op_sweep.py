@@ -68,7 +68,7 @@ def op_models(shape):
         "LogSoftmax(last)": unary("LogSoftmax", axis=-1),
         "ReduceMean(C)": ([h.make_node("ReduceMean", ["input"], ["output"], axes=[1])], [],
                           [n, 1, hh, ww], 17, signed),
-        "ReduceMax(H,W)": ([h.make_node("ReduceMax", ["input"], ["output"], axes=[2, 3])], [],
+        "ReduceMax(HW)": ([h.make_node("ReduceMax", ["input"], ["output"], axes=[2, 3])], [],
                            [n, c, 1, 1], 17, signed),
         "ArgMax(C)": ([h.make_node("ArgMax", ["input"], ["output"], axis=1)], [],
                       [n, 1, hh, ww], 17, signed),
@@ -102,7 +102,106 @@ def op_models(shape):
         "GlobalAveragePool": ([h.make_node("GlobalAveragePool", ["input"], ["output"])], [],
                               [n, c, 1, 1], 17, signed),
     })
+    models.update(more_models(shape, rng, const, signed))
     return models
+
+
+def more_models(shape, rng, const, signed):
+    """Data movement, reductions, comparisons, pools and convolution forms the zoo lacks."""
+    import numpy as np
+    from onnx import TensorProto
+    from onnx import helper as h
+
+    n, c, hh, ww = shape
+    per_channel = [1, c, 1, 1]
+
+    def node(op, inputs, **attrs):
+        return h.make_node(op, inputs, ["output"], **attrs)
+
+    def conv(name, cin, cout, k, group=1):
+        return const(name, rng.random([cout, cin // group, k, k]) * 0.2 - 0.1)
+
+    half_c = c // 2
+    out_w = (ww - 1) // 2 + 1
+    return {
+        "Clip(-1..1)": ([node("Clip", ["input", "lo", "hi"])], [const("lo", -1.0), const("hi", 1.0)],
+                       shape, 17, signed),
+        "Max[C]": ([node("Max", ["input", "m"])], [const("m", rng.random(per_channel))], shape, 17,
+                   signed),
+        "Mul(x*x)": ([node("Mul", ["input", "input"])], [], shape, 17, signed),
+        "PRelu[C]": ([node("PRelu", ["input", "s"])], [const("s", rng.random([c, 1, 1]))], shape,
+                     17, signed),
+        "Ceil": ([node("Ceil", ["input"])], [], shape, 17, signed),
+        "Mod(fmod)": ([node("Mod", ["input", "m"], fmod=1)], [const("m", 0.7)], shape, 17, signed),
+        "Equal->Cast": ([h.make_node("Greater", ["input", "z"], ["g"]),
+                         node("Cast", ["g"], to=TensorProto.FLOAT)], [const("z", 0.0)], shape, 17,
+                        signed),
+        "Cast(int32)": ([h.make_node("Cast", ["input"], ["i"], to=TensorProto.INT32),
+                         node("Cast", ["i"], to=TensorProto.FLOAT)], [], shape, 17, signed),
+        "Gather(C)": ([node("Gather", ["input", "i"], axis=1)],
+                      [const("i", rng.permutation(c), np.int64)], shape, 17, signed),
+        "Slice(W/2)": ([node("Slice", ["input", "b", "e", "a", "st"])],
+                       [const("b", [0], np.int64), const("e", [ww], np.int64),
+                        const("a", [3], np.int64), const("st", [2], np.int64)],
+                       [n, c, hh, out_w], 17, signed),
+        "Concat(C)": ([h.make_node("Neg", ["input"], ["m"]), node("Concat", ["input", "m"], axis=1)],
+                      [], [n, 2 * c, hh, ww], 17, signed),
+        "Split+Add(C)": ([h.make_node("Split", ["input"], ["a", "b"], axis=1),
+                          node("Add", ["a", "b"])], [], [n, half_c, hh, ww], 17, signed),
+        "Expand(N2)": ([node("Expand", ["input", "s"])], [const("s", [2, c, hh, ww], np.int64)],
+                       [2 * n, c, hh, ww], 17, signed),
+        "Tile(H 2x)": ([node("Tile", ["input", "r"])], [const("r", [1, 1, 2, 1], np.int64)],
+                          [n, c, 2 * hh, ww], 17, signed),
+        "CumSum(W)": ([node("CumSum", ["input", "a"])], [const("a", 3, np.int64)], shape, 17,
+                      signed),
+        "TopK(W k=5)": ([h.make_node("TopK", ["input", "k"], ["output", "idx"], axis=3)],
+                      [const("k", [5], np.int64)], [n, c, hh, 5], 17, signed),
+        "TopK(flat k=300)": ([h.make_node("Reshape", ["input", "s"], ["r"]),
+                              h.make_node("TopK", ["r", "k"], ["output", "idx"])],
+                             [const("s", [n, -1], np.int64), const("k", [300], np.int64)],
+                             [n, 300], 17, signed),
+        "ReduceSum(HW)": ([node("ReduceSum", ["input", "a"], keepdims=1)],
+                           [const("a", [2, 3], np.int64)], [n, c, 1, 1], 17, signed),
+        "ReduceL2(C)": ([node("ReduceL2", ["input"], axes=[1])], [], [n, 1, hh, ww], 17, signed),
+        "ReduceLogSumExp(W)": ([node("ReduceLogSumExp", ["input"], axes=[3])], [], [n, c, hh, 1],
+                               17, signed),
+        "AveragePool(3x3/1)": ([node("AveragePool", ["input"], kernel_shape=[3, 3],
+                                     pads=[1, 1, 1, 1])], [], shape, 17, signed),
+        "AveragePool(2x2/2)": ([node("AveragePool", ["input"], kernel_shape=[2, 2], strides=[2, 2])],
+                               [], [n, c, hh // 2, ww // 2], 17, signed),
+        "LRN(5)": ([node("LRN", ["input"], size=5)], [], shape, 17, signed),
+        "BatchNorm": ([node("BatchNormalization", ["input", "s", "b", "m", "v"])],
+                      [const(k, rng.random(c) + 0.5) for k in ("s", "b", "m", "v")], shape, 17,
+                      signed),
+        "SpaceToDepth(2)": ([node("SpaceToDepth", ["input"], blocksize=2)], [],
+                            [n, c * 4, hh // 2, ww // 2], 17, signed),
+        "MatMul[WxW]": ([node("MatMul", ["input", "w"])], [const("w", rng.random([ww, ww]) - 0.5)],
+                        shape, 17, signed),
+        "Conv3x3 g=C/8": ([node("Conv", ["input", "w"], pads=[1, 1, 1, 1], group=c // 8)],
+                          [conv("w", c, c, 3, c // 8)], shape, 17, signed),
+        "Conv3x3 dil 2": ([node("Conv", ["input", "w"], pads=[2, 2, 2, 2], dilations=[2, 2])],
+                          [conv("w", c, c, 3)], shape, 17, signed),
+        "Conv7x1": ([node("Conv", ["input", "w"], pads=[3, 0, 3, 0])],
+                    [const("w", rng.random([c, c, 7, 1]) * 0.2 - 0.1)], shape, 17, signed),
+        "ConvTranspose2x2/2": ([node("ConvTranspose", ["input", "w"], kernel_shape=[2, 2],
+                                     strides=[2, 2])],
+                               [const("w", rng.random([c, half_c, 2, 2]) * 0.2 - 0.1)],
+                               [n, half_c, 2 * hh, 2 * ww], 17, signed),
+        "ConvTranspose4x4/2": ([node("ConvTranspose", ["input", "w"], kernel_shape=[4, 4],
+                                     strides=[2, 2], pads=[1, 1, 1, 1])],
+                               [const("w", rng.random([c, half_c, 4, 4]) * 0.2 - 0.1)],
+                               [n, half_c, 2 * hh, 2 * ww], 17, signed),
+        "GridSample": ([node("GridSample", ["input", "g"], align_corners=0)],
+                       [const("g", rng.random([n, hh, ww, 2]) * 2 - 1)], shape, 17, signed),
+        "GroupNorm(8)": ([h.make_node("Reshape", ["input", "s1"], ["r"]),
+                          h.make_node("InstanceNormalization", ["r", "one", "zero"], ["i"]),
+                          h.make_node("Reshape", ["i", "s2"], ["j"]),
+                          h.make_node("Mul", ["j", "g"], ["k"]), node("Add", ["k", "b"])],
+                         [const("s1", [n, 8, -1], np.int64), const("one", np.ones(8)),
+                          const("zero", np.zeros(8)), const("s2", shape, np.int64),
+                          const("g", rng.random(per_channel)), const("b", rng.random(per_channel))],
+                         shape, 17, signed),
+    }
 
 
 def write_model(directory, name, spec, shape):
@@ -114,8 +213,11 @@ def write_model(directory, name, spec, shape):
 
     nodes, inits, out_shape, opset, make = spec
     out_type = TensorProto.INT64 if nodes[-1].op_type == "ArgMax" else TensorProto.FLOAT
+    outputs = [h.make_tensor_value_info("output", out_type, out_shape)]
+    if nodes[-1].op_type == "TopK":
+        outputs.append(h.make_tensor_value_info("idx", TensorProto.INT64, out_shape))
     graph = h.make_graph(nodes, "g", [h.make_tensor_value_info("input", TensorProto.FLOAT, shape)],
-                         [h.make_tensor_value_info("output", out_type, out_shape)], inits)
+                         outputs, inits)
     model = h.make_model(graph, opset_imports=[h.make_opsetid("", opset)])
     model.ir_version = 8
     onnx.checker.check_model(model)
@@ -140,8 +242,8 @@ def main():
     parser.add_argument("--list", action="store_true", help="print the op names and exit")
     args = parser.parse_args()
     shape = [int(d) for d in args.shape.split(",")]
-    if len(shape) != 4 or min(shape) < 1 or shape[1] % 4 != 0:
-        parser.error("--shape wants N,C,H,W with C a multiple of 4")
+    if len(shape) != 4 or min(shape) < 1 or shape[1] % 8 != 0:
+        parser.error("--shape wants N,C,H,W with C a multiple of 8")
     if not (1 <= args.threads <= 256 and 1 <= args.iterations <= 10000 and 1 <= args.reps <= 50):
         parser.error("--threads 1-256, --iterations 1-10000, --reps 1-50")
     models = op_models(shape)
