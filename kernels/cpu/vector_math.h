@@ -215,7 +215,7 @@ __attribute__((always_inline)) inline void RoundHalfEvenOf(const T& x, T* out) {
   const T a = x < 0.0f ? -x : x;
   const T r = (a + kBig) - kBig;
   const T s = x < 0.0f ? -r : r;
-  *out = (a < kBig) & (x != 0.0f) ? s : x;
+  *out = ((a < kBig) & (x != 0.0f)) ? s : x;
 }
 
 /// The largest |x| that SinCosReduced takes (Cody-Waite reduction exact up to it).
