@@ -165,26 +165,27 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareTopK(const PrepareContext
       T* values = static_cast<T*>(args.outputs[0]);
       int64_t* indices = with_indices ? static_cast<int64_t*>(args.outputs[1]) : nullptr;
       const bool big = largest != 0;
-      if (by_insertion) {
-        ParallelFor(outer * inner, threads, static_cast<double>(dim),
-                    [&](int64_t first, int64_t end) {
-                      for (int64_t row = first; row < end; ++row) {
-                        const int64_t o = row / inner;
-                        const int64_t i = row % inner;
-                        const int64_t at = o * k * inner + i;
-                        TopByInsertion(x + o * dim * inner + i, dim, inner, k, big, values + at,
-                                       indices != nullptr ? indices + at : nullptr, inner);
-                      }
-                    });
-        return absl::OkStatus();
-      }
-      auto* heap = static_cast<Candidate<T>*>(args.workspace);
-      for (int64_t row = 0; row < outer * inner; ++row) {
+      // Row `row` of the [outer, inner] rows: by insertion, or by `heap` (the workspace).
+      auto one_row = [&](int64_t row, Candidate<T>* heap) {
         const int64_t o = row / inner;
         const int64_t i = row % inner;
         const int64_t at = o * k * inner + i;
-        TopByHeap(x + o * dim * inner + i, dim, inner, k, big, values + at,
-                  indices != nullptr ? indices + at : nullptr, inner, heap);
+        const T* p = x + o * dim * inner + i;
+        int64_t* row_indices = indices != nullptr ? indices + at : nullptr;
+        if (heap == nullptr) {
+          TopByInsertion(p, dim, inner, k, big, values + at, row_indices, inner);
+        } else {
+          TopByHeap(p, dim, inner, k, big, values + at, row_indices, inner, heap);
+        }
+      };
+      if (by_insertion) {
+        ParallelFor(outer * inner, threads, static_cast<double>(dim),
+                    [&](int64_t first, int64_t end) {
+                      for (int64_t row = first; row < end; ++row) one_row(row, nullptr);
+                    });
+      } else {
+        auto* heap = static_cast<Candidate<T>*>(args.workspace);
+        for (int64_t row = 0; row < outer * inner; ++row) one_row(row, heap);
       }
       return absl::OkStatus();
     };
