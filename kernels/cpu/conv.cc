@@ -679,10 +679,11 @@ std::optional<TapRegionsConv> TapRegionsFor(const PrepareContext& context, const
 
 // Our own Winograd F(2x2, 3x3) (TapRegionsConv::winograd) in place of oneDNN's direct 3x3
 // stride-1 kernel, where the device's options allow Winograd and oneDNN has none of its own
-// here (AVX-512 only): with at least kOwnWinogradMinChannels input and output channels, and
-// kOwnWinogradMinProduct of them multiplied, the products keep up (BM_Conv3x3Winograd, one
-// thread, ms direct -> ours: 32 -> 128 channels over 27x27 0.63 -> 0.51, 64 -> 64 over 56x56
-// 2.61 -> 2.07, 128 over 28x28 2.87 -> 1.84, 256 over 14x14 2.84 -> 1.74, 512 over 14x14 11.2
+// here (AVX-512 only; conv_own_winograd_always takes ours there too): with at least
+// kOwnWinogradMinChannels input and output channels, and kOwnWinogradMinProduct of them multiplied,
+// the products keep up (BM_Conv3x3Winograd, one thread, ms direct -> ours: 32 -> 128 channels over
+// 27x27 0.63 -> 0.51, 64 -> 64 over 56x56 2.61 -> 2.07, 128 over 28x28 2.87 -> 1.84, 256 over
+// 14x14 2.84 -> 1.74, 512 over 14x14 11.2
 // -> 9.7; 16 -> 64 over 55x55 0.69 -> 0.90 and, in U-Net, 32 -> 32 over 64x64 1.00 -> 1.34 and
 // 64 -> 32 even stay direct). A residual of Y's shape starts Y (a broadcast one is refused).
 constexpr int64_t kOwnWinogradMinChannels = 32;
@@ -695,7 +696,8 @@ std::optional<TapRegionsConv> OwnWinogradFor(const PrepareContext& context, cons
       parts.epilogue.has_value() || post.depthwise.has_value() || !WinogradShape(g) ||
       g.win.kernel[0] != 3 || g.win.kernel[1] != 3 || g.x[1] < kOwnWinogradMinChannels ||
       g.w[0] < kOwnWinogradMinChannels || g.x[1] * g.w[0] < kOwnWinogradMinProduct ||
-      absl::StrContains(parts.pd.impl_info_str(), "wino")) {
+      (absl::StrContains(parts.pd.impl_info_str(), "wino") &&
+       !CpuOptionsOf(context).conv_own_winograd_always)) {
     return std::nullopt;
   }
   dnnl::post_ops supported;

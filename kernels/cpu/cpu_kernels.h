@@ -30,6 +30,11 @@ struct CpuKernelOptions {
   /// where it has one (AVX-512), our own F(2x2, 3x3) otherwise (conv.cc's OwnWinogradFor);
   /// false: the direct algorithm always.
   bool conv_winograd = true;
+  /// With conv_winograd, our own F(2x2, 3x3) also where oneDNN has its own (AVX-512), so that
+  /// tests and benchmarks reach our kernel on every CPU. oneDNN's is faster there (one thread,
+  /// AVX-512, ms oneDNN -> ours: 64 -> 64 over 56x56 1.21 -> 1.65, 128 over 28x28 0.71 -> 1.32,
+  /// 512 over 14x14 5.0 -> 7.5): not a daemon setting.
+  bool conv_own_winograd_always = false;
   /// Run a KxK convolution whose direct kernel here is oneDNN's AVX2 one, and whose reduction (C
   /// x KH x KW) is large, as a 1x1 convolution over its input gathered per tap (conv.h); false:
   /// oneDNN's direct kernel always.

@@ -169,8 +169,9 @@ BENCHMARK(BM_Conv11x11Stride4)
     ->Unit(benchmark::kMillisecond);
 
 // 3x3 stride-1 convolutions with Relu (pads 1), one thread, Winograd off (oneDNN's direct
-// kernel here without AVX-512) or allowed (conv.cc's OwnWinogradFor): SqueezeNet's, ResNet's,
-// VGG's and U-Net's shapes. Args: winograd (0/1), C, M, size, N.
+// kernel here without AVX-512), allowed (oneDNN's where it has one, else conv.cc's
+// OwnWinogradFor) or ours always (2): SqueezeNet's, ResNet's, VGG's and U-Net's shapes. Args:
+// winograd (0/1/2), C, M, size, N.
 void BM_Conv3x3Winograd(benchmark::State& state) {
   const int64_t c = state.range(1), m = state.range(2), size = state.range(3), n = state.range(4);
   runtime::Attributes attrs;
@@ -178,6 +179,7 @@ void BM_Conv3x3Winograd(benchmark::State& state) {
   attrs.Set("activation", std::string("Relu"));
   CpuKernelOptions options;
   options.conv_winograd = state.range(0) != 0;
+  options.conv_own_winograd_always = state.range(0) == 2;
   RunKernel(
       state, kFusedConvOp,
       {Floats({n, c, size, size}, false, 1), Floats({m, c, 3, 3}, true, 2), Floats({m}, true, 3)},
@@ -186,14 +188,14 @@ void BM_Conv3x3Winograd(benchmark::State& state) {
 }
 BENCHMARK(BM_Conv3x3Winograd)
     ->ArgNames({"wino", "c", "m", "s", "n"})
-    ->ArgsProduct({{0, 1}, {16}, {64}, {55}, {1}})
-    ->ArgsProduct({{0, 1}, {32}, {128}, {27}, {1}})
-    ->ArgsProduct({{0, 1}, {64}, {64}, {56}, {1}})
-    ->ArgsProduct({{0, 1}, {64}, {256}, {13}, {1}})
-    ->ArgsProduct({{0, 1}, {128}, {128}, {28}, {1}})
-    ->ArgsProduct({{0, 1}, {256}, {256}, {14}, {1}})
-    ->ArgsProduct({{0, 1}, {512}, {512}, {14}, {1}})
-    ->ArgsProduct({{0, 1}, {64}, {64}, {56}, {8}})
+    ->ArgsProduct({{0, 1, 2}, {16}, {64}, {55}, {1}})
+    ->ArgsProduct({{0, 1, 2}, {32}, {128}, {27}, {1}})
+    ->ArgsProduct({{0, 1, 2}, {64}, {64}, {56}, {1}})
+    ->ArgsProduct({{0, 1, 2}, {64}, {256}, {13}, {1}})
+    ->ArgsProduct({{0, 1, 2}, {128}, {128}, {28}, {1}})
+    ->ArgsProduct({{0, 1, 2}, {256}, {256}, {14}, {1}})
+    ->ArgsProduct({{0, 1, 2}, {512}, {512}, {14}, {1}})
+    ->ArgsProduct({{0, 1, 2}, {64}, {64}, {56}, {8}})
     ->Unit(benchmark::kMillisecond);
 
 void BM_MatMul_384x768x768(benchmark::State& state) {

@@ -51,6 +51,13 @@ CpuKernelOptions WithoutWinograd() {
   return options;
 }
 
+// Our own Winograd also where oneDNN has one (AVX-512).
+CpuKernelOptions OwnWinograd() {
+  CpuKernelOptions options;
+  options.conv_own_winograd_always = true;
+  return options;
+}
+
 CpuKernelOptions WithoutTapsAsChannels() {
   CpuKernelOptions options;
   options.conv_taps_as_channels = false;
@@ -222,7 +229,7 @@ TEST(CpuKernelStateTest, WinogradIsADeviceOption) {
 // uneven pads (0/1 top/bottom, 1/0 left/right: 14x12), against the reference loop and the
 // direct kernel of a device without Winograd.
 TEST(CpuKernelStateTest, OwnWinogradOverStoragesAndEdges) {
-  TestDevice fast = MakeDevice({});
+  TestDevice fast = MakeDevice(OwnWinograd());
   TestDevice direct = MakeDevice(WithoutWinograd());
   ASSERT_NE(fast.device, nullptr);
   ASSERT_NE(direct.device, nullptr);
@@ -287,7 +294,7 @@ TEST(CpuKernelStateTest, OwnWinogradOverStoragesAndEdges) {
 // The same with a residual R of Y's shape (a ResNet basic block's second convolution): Relu(conv
 // + B + R), R stored plain or as Y is (channels-last, blocked), 64 channels to 64.
 TEST(CpuKernelStateTest, OwnWinogradAddsTheResidual) {
-  TestDevice fast = MakeDevice({});
+  TestDevice fast = MakeDevice(OwnWinograd());
   TestDevice direct = MakeDevice(WithoutWinograd());
   ASSERT_NE(fast.device, nullptr);
   ASSERT_NE(direct.device, nullptr);
