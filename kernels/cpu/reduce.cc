@@ -117,6 +117,72 @@ float RowExtreme(const float* p, int64_t n) {
   return fn(p, n);
 }
 
+// The sum of e^(p[k] - shift) over p[0, n), shift at least every p[k] (each power at most 1;
+// a NaN value makes the sum NaN), in float with four vectors of V (the copy's register width)
+// in flight: for up to a few thousand values (LogSumExpOfRow sums longer rows by blocks).
+template <typename V>
+__attribute__((always_inline)) inline float RowSumExpBody(const float* p, int64_t n, float shift) {
+  using I = IntsFor<V>;
+  constexpr int64_t kLanes = sizeof(V) / sizeof(float);
+  V a[4] = {};
+  int64_t k = 0;
+  for (; k + 4 * kLanes <= n; k += 4 * kLanes) {
+    for (int j = 0; j < 4; ++j) {
+      V v;
+      LoadFloats(p + k + j * kLanes, &v);
+      v -= shift;
+      ExpNonPositive<V, I>(v, &v);
+      a[j] += v;
+    }
+  }
+  for (; k + kLanes <= n; k += kLanes) {
+    V v;
+    LoadFloats(p + k, &v);
+    v -= shift;
+    ExpNonPositive<V, I>(v, &v);
+    a[0] += v;
+  }
+  a[0] = (a[0] + a[1]) + (a[2] + a[3]);
+  float total = 0;
+  for (int64_t j = 0; j < kLanes; ++j) total += a[0][j];
+  for (; k < n; ++k) {
+    float v = p[k] - shift;
+    ExpNonPositive<float, int32_t>(v, &v);
+    total += v;
+  }
+  return total;
+}
+__attribute__((target("avx512f"))) float RowSumExpAvx512(const float* p, int64_t n, float shift) {
+  return RowSumExpBody<Floats16>(p, n, shift);
+}
+__attribute__((target("avx2,fma"))) float RowSumExpAvx2(const float* p, int64_t n, float shift) {
+  return RowSumExpBody<Floats8>(p, n, shift);
+}
+float RowSumExpBaseline(const float* p, int64_t n, float shift) {
+  return RowSumExpBody<Floats4>(p, n, shift);
+}
+
+// log(sum of e^x) over `count` values `stride` apart, in double without a shift: the form for
+// a maximum that is an infinity (every value -inf gives -inf; a +inf gives +inf; NaN stays NaN).
+double PlainLogSumExp(const float* p, int64_t count, int64_t stride) {
+  double sum = 0;
+  for (int64_t k = 0; k < count; ++k) sum += std::exp(static_cast<double>(p[k * stride]));
+  return std::log(sum);
+}
+
+// log(sum of e^p[k]) over p[0, n), n > 0, as m + log(sum of e^(p[k] - m)) with m the row's
+// maximum, so that no power overflows (values far above 88, float's largest exponent, are
+// fine); the sum in double over blocks of 2048.
+float LogSumExpOfRow(const float* p, int64_t n) {
+  static const auto sum_exp = PickForThisCpu(&RowSumExpAvx512, &RowSumExpAvx2, &RowSumExpBaseline);
+  const float m = RowExtreme<true>(p, n);
+  if (!std::isfinite(m)) return static_cast<float>(PlainLogSumExp(p, n, 1));
+  constexpr int64_t kBlock = 2048;
+  double total = 0;
+  for (int64_t at = 0; at < n; at += kBlock) total += sum_exp(p + at, std::min(kBlock, n - at), m);
+  return static_cast<float>(static_cast<double>(m) + std::log(total));
+}
+
 // The input as [outer, reduced, inner] when the reduced axes (size-1 axes aside) are one run of
 // adjacent axes: `outer` and `inner` the products of the kept axes before and after it.
 struct ReducedBlock {
@@ -144,16 +210,18 @@ std::optional<ReducedBlock> AsReducedBlock(const Shape& shape, const std::vector
   return block;
 }
 
-// Float32 sums, means, sums of squares and their square roots, maxima and minima over one run of
-// axes, split over the intra-op threads by output: rows of contiguous values (the run at the
-// end) in vector lanes (sums in double per block of lanes: LongRowSum), else whole rows of
-// `inner` values at a time, in double for the sums. Null for any other reduction.
+// Float32 sums, means, sums of squares and their square roots, maxima, minima and log-sum-exps
+// over one run of axes, split over the intra-op threads by output: rows of contiguous values
+// (the run at the end) in vector lanes (sums in double per block of lanes: LongRowSum,
+// LogSumExpOfRow), else whole rows of `inner` values at a time, in double for the sums. Null
+// for any other reduction.
 template <Reduce kOp>
 FunctionKernel::RunFn FastFloatReduce(const ReducedBlock& b, int threads) {
   constexpr bool kSums = kOp == Reduce::kSum || kOp == Reduce::kMean || kOp == Reduce::kSumSquare ||
                          kOp == Reduce::kL2;
   constexpr bool kExtreme = kOp == Reduce::kMax || kOp == Reduce::kMin;
-  if constexpr (!kSums && !kExtreme) {
+  constexpr bool kLse = kOp == Reduce::kLogSumExp;
+  if constexpr (!kSums && !kExtreme && !kLse) {
     return nullptr;
   } else {
     constexpr bool kSquares = kOp == Reduce::kSumSquare || kOp == Reduce::kL2;
@@ -168,6 +236,8 @@ FunctionKernel::RunFn FastFloatReduce(const ReducedBlock& b, int threads) {
             if constexpr (kSums) {
               y[o] = static_cast<float>(
                   Finish<kOp, double>(LongRowSum(p, b.reduced, 0.0f, kSquares), b.reduced));
+            } else if constexpr (kLse) {
+              y[o] = LogSumExpOfRow(p, b.reduced);
             } else {
               y[o] = b.reduced > 0 ? RowExtreme<kOp == Reduce::kMax>(p, b.reduced)
                                    : Init<kOp, float>();
@@ -179,6 +249,7 @@ FunctionKernel::RunFn FastFloatReduce(const ReducedBlock& b, int threads) {
         // (the sums' accumulators stay on the stack: nothing allocates per run).
         constexpr int64_t kColumns = 256;
         double acc[kColumns];
+        float shift[kColumns];
         for (int64_t at = first; at < end;) {
           const int64_t o = at / b.inner;
           const int64_t i0 = at % b.inner;
@@ -196,6 +267,27 @@ FunctionKernel::RunFn FastFloatReduce(const ReducedBlock& b, int threads) {
             }
             for (int64_t i = 0; i < n; ++i) {
               q[i] = static_cast<float>(Finish<kOp, double>(acc[i], b.reduced));
+            }
+          } else if constexpr (kLse) {
+            // Each column's maximum, then the sum of e^(x - maximum) (LogSumExpOfRow's form).
+            std::fill(shift, shift + n, -INFINITY);
+            for (int64_t r = 0; r < b.reduced; ++r) {
+              const float* row = p + r * b.inner;
+              for (int64_t i = 0; i < n; ++i) TakeExtreme<true>(row[i], &shift[i]);
+            }
+            std::fill(acc, acc + n, 0.0);
+            for (int64_t r = 0; r < b.reduced; ++r) {
+              const float* row = p + r * b.inner;
+              for (int64_t i = 0; i < n; ++i) {
+                float e = row[i] - shift[i];
+                ExpNonPositive<float, int32_t>(e, &e);
+                acc[i] += e;
+              }
+            }
+            for (int64_t i = 0; i < n; ++i) {
+              q[i] = std::isfinite(shift[i])
+                         ? static_cast<float>(static_cast<double>(shift[i]) + std::log(acc[i]))
+                         : static_cast<float>(PlainLogSumExp(p + i, b.reduced, b.inner));
             }
           } else {
             std::copy(p, p + n, q);
@@ -264,12 +356,25 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareReduce(const PrepareConte
       ForEachRow(kept, [&](int64_t out_at, const int64_t* koffs, int64_t kn) {
         for (int64_t j = 0; j < kn; ++j) {
           const T* base = x + koffs[0] + j * sk;
+          // Floating-point log-sum-exps shift by the maximum (LogSumExpOfRow's form) unless it
+          // is an infinity.
+          Acc shift = 0;
+          if constexpr (kOp == Reduce::kLogSumExp && std::is_floating_point_v<T>) {
+            Acc m = -std::numeric_limits<Acc>::infinity();
+            ForEachRow(red, [&](int64_t, const int64_t* roffs, int64_t rn) {
+              const T* p = base + roffs[0];
+              for (int64_t r = 0; r < rn; ++r) m = Step<Reduce::kMax, Acc>(m, p[r * sr]);
+            });
+            if (std::isfinite(m)) shift = m;
+          }
           Acc acc = Init<kOp, Acc>();
           ForEachRow(red, [&](int64_t, const int64_t* roffs, int64_t rn) {
             const T* p = base + roffs[0];
-            for (int64_t r = 0; r < rn; ++r) acc = Step<kOp, Acc>(acc, static_cast<Acc>(p[r * sr]));
+            for (int64_t r = 0; r < rn; ++r) {
+              acc = Step<kOp, Acc>(acc, static_cast<Acc>(p[r * sr]) - shift);
+            }
           });
-          y[out_at + j] = static_cast<T>(Finish<kOp, Acc>(acc, red.count));
+          y[out_at + j] = static_cast<T>(Finish<kOp, Acc>(acc, red.count) + shift);
         }
       });
       return absl::OkStatus();

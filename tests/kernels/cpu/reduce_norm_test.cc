@@ -1,6 +1,6 @@
-// Reductions, ArgMax, CumSum, TopK (reduce.cc, topk.cc), Softmax/LayerNorm/BatchNorm
-// (normalization.cc) and Resize (resize.cc). Float tolerance 1e-5 absolute + 1e-5 relative
-// against reference loops, exact for hand-computed cases.
+// Reductions (log-sum-exp included), ArgMax, CumSum, TopK (reduce.cc, topk.cc),
+// Softmax/LayerNorm/BatchNorm (normalization.cc) and Resize (resize.cc). Float tolerance 1e-5
+// absolute + 1e-5 relative against reference loops, exact for hand-computed cases.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -164,6 +164,92 @@ TEST(ReduceTest, RowExtremesOverShortAndInfiniteRows) {
         }
         if (!any) continue;  // a row of NaN only (dim 1)
         EXPECT_EQ(got[r], want) << op << " row " << r;
+      }
+    }
+  }
+}
+
+// log(sum e^v) of `values` in double: the maximum m plus log(sum e^(v - m)); NaN when any value
+// is NaN, the infinity when the maximum is one.
+double LogSumExpReference(const std::vector<double>& values) {
+  double m = -INFINITY;
+  for (double v : values) {
+    if (std::isnan(v)) return NAN;
+    m = std::max(m, v);
+  }
+  if (std::isinf(m)) return m;
+  double sum = 0;
+  for (double v : values) sum += std::exp(v - m);
+  return m + std::log(sum);
+}
+
+// ReduceLogSumExp over the vector-lane rows (the last axis, longer than one block of 2048),
+// over columns (a middle axis), over axes that are not one run (the general loop), in float32
+// and float64, on 1 and 2 threads: values around 1000 (e^1000 overflows even a double, so the
+// sum must be shifted by the maximum), around -1000, rows of -inf, rows holding +inf or NaN.
+TEST(ReduceTest, LogSumExpShiftsByTheMaximum) {
+  KernelHarness h;
+  const Shape shape = {3, 2, 5, 2100};
+  const int64_t count = 3 * 2 * 5 * 2100;
+  std::vector<float> x = RandomFloats(count, 91, -4.0f, 4.0f);
+  for (int64_t i = 0; i < count; ++i) {
+    const int64_t outer = i / (2 * 5 * 2100);
+    x[i] += outer == 0 ? 1000.0f : outer == 1 ? -1000.0f : 0.0f;
+  }
+  // In the last batch item: row (1, 0) all -inf, row (1, 1) one +inf, row (1, 2) one NaN, row
+  // (1, 3) half -inf.
+  float* special = x.data() + (2 * 2 + 1) * 5 * 2100;
+  std::fill(special, special + 2100, -INFINITY);
+  special[2100 + 7] = INFINITY;
+  special[2 * 2100 + 2099] = NAN;
+  std::fill(special + 3 * 2100, special + 3 * 2100 + 1050, -INFINITY);
+  for (const std::vector<int64_t>& axes :
+       std::vector<std::vector<int64_t>>{{3}, {2}, {1, 2}, {1, 3}, {0, 1, 2, 3}}) {
+    std::vector<bool> reduced(shape.size(), false);
+    for (int64_t a : axes) reduced[a] = true;
+    Shape out_shape;
+    for (size_t d = 0; d < shape.size(); ++d) out_shape.push_back(reduced[d] ? 1 : shape[d]);
+    std::vector<std::vector<double>> groups(runtime::NumElements(out_shape));
+    std::vector<int64_t> index(shape.size(), 0);
+    for (int64_t i = 0; i < count; ++i) {
+      int64_t o = 0;
+      for (size_t d = 0; d < shape.size(); ++d) o = o * out_shape[d] + (reduced[d] ? 0 : index[d]);
+      groups[o].push_back(x[i]);
+      for (size_t d = shape.size(); d-- > 0;) {
+        if (++index[d] < shape[d]) break;
+        index[d] = 0;
+      }
+    }
+    for (bool as_double : {false, true}) {
+      for (int threads : {1, 2}) {
+        SCOPED_TRACE(runtime::ShapeToString(axes) + (as_double ? " float64 " : " float32 ") +
+                     std::to_string(threads) + " thread(s)");
+        const Tensor in = as_double
+                              ? Tensor::Of<double>(shape, std::vector<double>(x.begin(), x.end()))
+                              : Tensor::Of<float>(shape, x);
+        auto kernel = h.Prepare("ReduceLogSumExp", {in},
+                                Attrs({{"axes", axes}, {"keepdims", int64_t{1}}}), 13, 1, threads);
+        ASSERT_TRUE(kernel.ok()) << kernel.status();
+        auto out = h.RunPrepared(**kernel, {in});
+        ASSERT_TRUE(out.ok()) << out.status();
+        EXPECT_EQ((*out)[0].shape, out_shape);
+        std::vector<double> got;
+        if (as_double) {
+          got = (*out)[0].Values<double>();
+        } else {
+          for (float v : (*out)[0].Values<float>()) got.push_back(v);
+        }
+        ASSERT_EQ(got.size(), groups.size());
+        for (size_t o = 0; o < groups.size(); ++o) {
+          const double want = LogSumExpReference(groups[o]);
+          if (std::isnan(want)) {
+            EXPECT_TRUE(std::isnan(got[o])) << "output " << o << ": " << got[o];
+          } else if (std::isinf(want)) {
+            EXPECT_EQ(got[o], want) << "output " << o;
+          } else {
+            ASSERT_NEAR(got[o], want, 1e-6 * std::fabs(want) + 1e-5) << "output " << o;
+          }
+        }
       }
     }
   }
