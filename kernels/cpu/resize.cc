@@ -497,12 +497,6 @@ double PadCoordinate(double v, int64_t size, const GridSampleOptions& o) {
   return v;
 }
 
-// Pixel (x, y) of one H x W plane, 0 outside (after padding for the bicubic taps).
-float Pixel(const float* plane, int64_t h, int64_t w, int64_t y, int64_t x) {
-  if (x < 0 || x >= w || y < 0 || y >= h) return 0.0f;
-  return plane[y * w + x];
-}
-
 double CubicWeight(double t, int tap) {
   constexpr double a = -0.75;
   const double d = std::fabs(t - static_cast<double>(tap - 1));  // distance to tap -1..2
@@ -511,36 +505,67 @@ double CubicWeight(double t, int tap) {
   return 0;
 }
 
-float SampleAt(const float* plane, int64_t h, int64_t w, double x, double y,
-               const GridSampleOptions& o) {
+// The taps of one output point: kTaps (1 nearest, 4 bilinear, 16 bicubic) offsets into an
+// H x W plane with their weights; a tap outside the plane (zeros padding) keeps offset -1 and
+// adds nothing (not even an infinity or NaN of the plane times 0).
+struct GridTapsOut {
+  int64_t* at;
+  float* weight;
+  int64_t h, w;
+  void Put(int tap, int64_t y, int64_t x, double wt) const {
+    if (x < 0 || x >= w || y < 0 || y >= h) return;
+    at[tap] = y * w + x;
+    weight[tap] = static_cast<float>(wt);
+  }
+};
+
+// Fills `out` (offsets -1) for the point at pixel coordinates (x, y), both finite and under 1e15
+// in magnitude.
+void GridTapsAt(double x, double y, const GridSampleOptions& o, const GridTapsOut& out) {
   if (o.mode == 2) {
     const double fx = std::floor(x), fy = std::floor(y);
-    double sum = 0;
     for (int j = 0; j < 4; ++j) {
-      double row = 0;
       const double ty = fy - 1 + j;
+      const auto py = static_cast<int64_t>(o.padding == 0 ? ty : PadCoordinate(ty, out.h, o));
+      const double wy = CubicWeight(y - fy, j);
       for (int i = 0; i < 4; ++i) {
         const double tx = fx - 1 + i;
-        const int64_t px = static_cast<int64_t>(o.padding == 0 ? tx : PadCoordinate(tx, w, o));
-        const int64_t py = static_cast<int64_t>(o.padding == 0 ? ty : PadCoordinate(ty, h, o));
-        row += CubicWeight(x - fx, i) * Pixel(plane, h, w, py, px);
+        const auto px = static_cast<int64_t>(o.padding == 0 ? tx : PadCoordinate(tx, out.w, o));
+        out.Put(j * 4 + i, py, px, wy * CubicWeight(x - fx, i));
       }
-      sum += CubicWeight(y - fy, j) * row;
     }
-    return static_cast<float>(sum);
+    return;
   }
-  x = PadCoordinate(x, w, o);
-  y = PadCoordinate(y, h, o);
+  x = PadCoordinate(x, out.w, o);
+  y = PadCoordinate(y, out.h, o);
   if (o.mode == 1) {
-    return Pixel(plane, h, w, static_cast<int64_t>(std::nearbyint(y)),
-                 static_cast<int64_t>(std::nearbyint(x)));
+    out.Put(0, static_cast<int64_t>(std::nearbyint(y)), static_cast<int64_t>(std::nearbyint(x)),
+            1.0);
+    return;
   }
   const double x0 = std::floor(x), y0 = std::floor(y);
   const double dx = x - x0, dy = y - y0;
-  const int64_t ix = static_cast<int64_t>(x0), iy = static_cast<int64_t>(y0);
-  return static_cast<float>(
-      (1 - dy) * ((1 - dx) * Pixel(plane, h, w, iy, ix) + dx * Pixel(plane, h, w, iy, ix + 1)) +
-      dy * ((1 - dx) * Pixel(plane, h, w, iy + 1, ix) + dx * Pixel(plane, h, w, iy + 1, ix + 1)));
+  const auto ix = static_cast<int64_t>(x0), iy = static_cast<int64_t>(y0);
+  out.Put(0, iy, ix, (1 - dy) * (1 - dx));
+  out.Put(1, iy, ix + 1, (1 - dy) * dx);
+  out.Put(2, iy + 1, ix, dy * (1 - dx));
+  out.Put(3, iy + 1, ix + 1, dy * dx);
+}
+
+// out[p] = the sum over kTaps of plane[at] * weight for each of `points` outputs, taps at -1
+// left out (a select: plane[0] is read in their place and dropped).
+template <int kTaps>
+void SampleByTaps(const float* plane, const int64_t* at, const float* weight, int64_t points,
+                  float* out) {
+  for (int64_t p = 0; p < points; ++p) {
+    float sum = 0;
+    for (int t = 0; t < kTaps; ++t) {
+      const int64_t a = at[p * kTaps + t];
+      const float v = plane[a < 0 ? 0 : a] * weight[p * kTaps + t];
+      sum += a < 0 ? 0.0f : v;
+    }
+    out[p] = sum;
+  }
 }
 
 absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareGridSample(const PrepareContext& context) {
@@ -581,31 +606,66 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareGridSample(const PrepareC
                            "\" is not zeros, border or reflection");
   }
   const int64_t n = x[0], c = x[1], h = x[2], w = x[3];
-  const int64_t oh = grid[1], ow = grid[2];
+  const int64_t points = grid[1] * grid[2];
+  // Per batch item, the taps of every output point (computed once, read by every channel).
+  const int taps = o.mode == 0 ? 4 : o.mode == 1 ? 1 : 16;
+  int64_t tap_count = 0;
+  if (!runtime::CheckedMul(points, taps, &tap_count) ||
+      tap_count > std::numeric_limits<int64_t>::max() /
+                      static_cast<int64_t>(sizeof(int64_t) + sizeof(float))) {
+    return InvalidArgument(context, "grid ", runtime::ShapeToString(grid), " is too large");
+  }
+  const size_t workspace = static_cast<size_t>(tap_count) * (sizeof(int64_t) + sizeof(float));
+  const int threads = context.intra_op_threads;
   return MakeKernel(
-      context, {Desc(DataType::kFloat32, {n, c, oh, ow})}, [=](const KernelArgs& args) {
+      context, {Desc(DataType::kFloat32, {n, c, grid[1], grid[2]})},
+      [=](const KernelArgs& args) {
         const float* in = static_cast<const float*>(args.inputs[0]);
         const float* g = static_cast<const float*>(args.inputs[1]);
         float* out = static_cast<float*>(args.outputs[0]);
+        auto* at = static_cast<int64_t*>(args.workspace);
+        auto* weight = reinterpret_cast<float*>(at + tap_count);
+        if (h == 0 || w == 0) {  // nothing to sample: every point is outside
+          std::fill(out, out + n * c * points, 0.0f);
+          return absl::OkStatus();
+        }
         for (int64_t b = 0; b < n; ++b) {
-          for (int64_t p = 0; p < oh * ow; ++p) {
-            const double gx = g[(b * oh * ow + p) * 2];
-            const double gy = g[(b * oh * ow + p) * 2 + 1];
-            // Normalised [-1, 1] to pixel coordinates.
-            const double px = o.align_corners ? (gx + 1) / 2 * static_cast<double>(w - 1)
-                                              : ((gx + 1) * static_cast<double>(w) - 1) / 2;
-            const double py = o.align_corners ? (gy + 1) / 2 * static_cast<double>(h - 1)
-                                              : ((gy + 1) * static_cast<double>(h) - 1) / 2;
-            const bool finite = std::isfinite(px) && std::isfinite(py) && std::fabs(px) < 1e15 &&
-                                std::fabs(py) < 1e15;
-            for (int64_t ch = 0; ch < c; ++ch) {
-              const float* plane = in + (b * c + ch) * h * w;
-              out[((b * c + ch) * oh * ow) + p] = finite ? SampleAt(plane, h, w, px, py, o) : 0.0f;
+          ParallelFor(points, threads, 20.0 * taps, [&](int64_t first, int64_t end) {
+            std::fill(at + first * taps, at + end * taps, -1);
+            std::fill(weight + first * taps, weight + end * taps, 0.0f);
+            for (int64_t p = first; p < end; ++p) {
+              const double gx = g[(b * points + p) * 2];
+              const double gy = g[(b * points + p) * 2 + 1];
+              // Normalised [-1, 1] to pixel coordinates.
+              const double px = o.align_corners ? (gx + 1) / 2 * static_cast<double>(w - 1)
+                                                : ((gx + 1) * static_cast<double>(w) - 1) / 2;
+              const double py = o.align_corners ? (gy + 1) / 2 * static_cast<double>(h - 1)
+                                                : ((gy + 1) * static_cast<double>(h) - 1) / 2;
+              // A point that is not finite, or too far out to convert, samples 0 (no taps).
+              if (std::isfinite(px) && std::isfinite(py) && std::fabs(px) < 1e15 &&
+                  std::fabs(py) < 1e15) {
+                GridTapsAt(px, py, o, {at + p * taps, weight + p * taps, h, w});
+              }
             }
-          }
+          });
+          ParallelFor(c, threads, static_cast<double>(points * taps),
+                      [&](int64_t first, int64_t end) {
+                        for (int64_t ch = first; ch < end; ++ch) {
+                          const float* plane = in + (b * c + ch) * h * w;
+                          float* dst = out + (b * c + ch) * points;
+                          if (taps == 1) {
+                            SampleByTaps<1>(plane, at, weight, points, dst);
+                          } else if (taps == 4) {
+                            SampleByTaps<4>(plane, at, weight, points, dst);
+                          } else {
+                            SampleByTaps<16>(plane, at, weight, points, dst);
+                          }
+                        }
+                      });
         }
         return absl::OkStatus();
-      });
+      },
+      workspace);
 }
 
 }  // namespace

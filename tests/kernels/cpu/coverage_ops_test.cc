@@ -171,6 +171,58 @@ TEST(CoverageOpsTest, GridSampleBilinearAndPadding) {
   EXPECT_FALSE(h.Prepare("GridSample", {x, Tensor::Of<float>({1, 1, 1, 3}, {0, 0, 0})}).ok());
 }
 
+// GridSample's taps are computed once per point and shared by the channels: a tap outside
+// the plane adds nothing (an infinity in the plane does not turn a zero-padded point into NaN),
+// every mode gives the same bits on 1 and 2 threads, and an empty plane samples zeros.
+TEST(CoverageOpsTest, GridSampleTapsSkipOutsideAndSplitOverThreads) {
+  KernelHarness h;
+  std::vector<float> plane = RandomFloats(2 * 3 * 4 * 5, 17, -2.0f, 2.0f);
+  plane[0] = INFINITY;  // pixel (0, 0) of channel 0
+  const Tensor x = Tensor::Of<float>({2, 3, 4, 5}, plane);
+  // (1, 1) is the bottom-right corner; (3, 3) and (-3, 0.2) lie outside the plane.
+  const std::vector<float> points = {1, 1, 3, 3, -3, 0.2f};
+  std::vector<float> g;
+  for (int b = 0; b < 2; ++b) g.insert(g.end(), points.begin(), points.end());
+  for (const std::string mode : {"bilinear", "nearest", "bicubic"}) {
+    SCOPED_TRACE(mode);
+    auto out = h.Run("GridSample", {x, Tensor::Of<float>({2, 1, 3, 2}, g)},
+                     Attrs({{"mode", mode}, {"align_corners", int64_t{1}}}), 16);
+    ASSERT_TRUE(out.ok()) << out.status();
+    const std::vector<float> got = (*out)[0].Values<float>();
+    ASSERT_EQ(got.size(), 2u * 3 * 3);
+    for (int b = 0; b < 2; ++b) {
+      for (int c = 0; c < 3; ++c) {
+        const float* y = got.data() + (b * 3 + c) * 3;
+        // The corner pixel itself (bicubic's other taps there weigh 0).
+        EXPECT_EQ(y[0], plane[((b * 3 + c) * 4 + 3) * 5 + 4]) << b << "," << c;
+        EXPECT_EQ(y[1], 0.0f) << b << "," << c;
+        EXPECT_EQ(y[2], 0.0f) << b << "," << c;
+      }
+    }
+  }
+  const std::vector<float> grid = RandomFloats(2 * 9 * 11 * 2, 19, -1.3f, 1.3f);
+  const Tensor many = Tensor::Of<float>({2, 40, 6, 7}, RandomFloats(2 * 40 * 6 * 7, 23));
+  for (const std::string mode : {"bilinear", "nearest", "bicubic"}) {
+    for (const std::string padding : {"zeros", "border", "reflection"}) {
+      SCOPED_TRACE(mode + " " + padding);
+      std::vector<std::vector<float>> results;
+      for (int threads : {1, 2}) {
+        auto kernel = h.Prepare("GridSample", {many, Tensor::Of<float>({2, 9, 11, 2}, grid)},
+                                Attrs({{"mode", mode}, {"padding_mode", padding}}), 16, 1, threads);
+        ASSERT_TRUE(kernel.ok()) << kernel.status();
+        auto out = h.RunPrepared(**kernel, {many, Tensor::Of<float>({2, 9, 11, 2}, grid)});
+        ASSERT_TRUE(out.ok()) << out.status();
+        results.push_back((*out)[0].Values<float>());
+      }
+      EXPECT_EQ(results[0], results[1]);
+    }
+  }
+  auto empty = h.Run("GridSample", {Tensor::Of<float>({1, 2, 0, 3}, std::vector<float>{}),
+                                    Tensor::Of<float>({1, 1, 2, 2}, {0, 0, 0.5f, 0.5f})});
+  ASSERT_TRUE(empty.ok()) << empty.status();
+  EXPECT_THAT((*empty)[0].Values<float>(), ElementsAre(0.0f, 0.0f, 0.0f, 0.0f));
+}
+
 TEST(CoverageOpsTest, OldOpsetForms) {
   KernelHarness h;
   // TopK before opset 10 takes k from its attribute.
