@@ -372,9 +372,26 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareWhere(const PrepareContex
 
 // Mod: `fmod` 0 takes the sign of the divisor (integers only), 1 that of the dividend (C's
 // fmod; required for floating point). A zero integer divisor yields 0 rather than trapping.
+// C's fmod for float, exactly and without libm's bit-by-bit loop for most operands: in double,
+// r = a - trunc(a / b) * b is exact while the quotient stays under 2^29 (its product with b
+// then fits double's 53 bits, and |r| < |b| keeps a's or b's granularity). The quotient's
+// rounding cannot reach the next integer there: a quotient short of an integer falls short by
+// more than 2^-24 (one unit in the last place of b over b, or of a over b), and double's half
+// unit below 2^29 is 2^-25. A zero r takes a's sign. Larger quotients, a zero or infinite
+// divisor, an infinite dividend and NaN take std::fmod.
+inline float FmodOf(float a, float b) {
+  const double ad = a, bd = b;
+  const double q = std::trunc(ad / bd);
+  if (!(std::fabs(q) < 536870912.0) || std::isinf(bd)) return std::fmod(a, b);
+  const double r = ad - q * bd;
+  return static_cast<float>(r == 0 ? std::copysign(0.0, ad) : r);
+}
+
 template <typename T>
 T ModOf(T a, T b, bool c_fmod) {
-  if constexpr (std::is_floating_point_v<T>) {
+  if constexpr (std::is_same_v<T, float>) {
+    return FmodOf(a, b);
+  } else if constexpr (std::is_floating_point_v<T>) {
     return std::fmod(a, b);
   } else {
     if (b == 0) return 0;

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <limits>
+#include <random>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -186,6 +187,58 @@ TEST(BinaryBroadcastTest, IntegerTypesVariadicWhereAndPRelu) {
 // Pow by one known power of 1, 2, 3 or -1 takes products (float32 base, any numeric exponent
 // type), split over the threads; other powers (0.5), unknown exponents and a scalar base that
 // the exponent's shape broadcasts keep powf. All match std::pow within a float's rounding.
+// Mod with fmod 1 on float32 (binary.cc's FmodOf, exact in double below quotients of 2^29)
+// gives std::fmod's bits: operands of random signs and magnitudes from 2^-40 to 2^40 (quotients
+// on both sides of 2^29), exact multiples (zeros with the dividend's sign), quotients just
+// under an integer, subnormals, zeros, infinities and NaN.
+TEST(ModTest, FmodOfFloatsMatchesLibmBitForBit) {
+  KernelHarness h;
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> mantissa(1.0f, 2.0f);
+  std::uniform_int_distribution<int> exponent(-40, 40), sign(0, 1);
+  auto random_float = [&] {
+    return (sign(rng) != 0 ? -1.0f : 1.0f) * std::ldexp(mantissa(rng), exponent(rng));
+  };
+  std::vector<float> a, b;
+  for (int i = 0; i < 20000; ++i) {
+    a.push_back(random_float());
+    b.push_back(random_float());
+  }
+  for (int i = 0; i < 2000; ++i) {
+    const float d = random_float();
+    const float k = std::round(std::ldexp(mantissa(rng), exponent(rng) / 2 + 20));
+    a.push_back((sign(rng) != 0 ? -k : k) * d);  // a multiple of d (or the float nearest it)
+    b.push_back(d);
+    a.push_back(std::nextafter(k * d, 0.0f));  // a quotient just under k
+    b.push_back(d);
+  }
+  const float inf = std::numeric_limits<float>::infinity();
+  const float tiny = std::numeric_limits<float>::denorm_min();
+  const std::vector<float> specials = {0.0f,      -0.0f,  inf,  -inf,  NAN,   tiny,
+                                       -3 * tiny, 1e-38f, 3.0f, -7.5f, 1e30f, 0.1f};
+  for (float x : specials) {
+    for (float y : specials) {
+      a.push_back(x);
+      b.push_back(y);
+    }
+  }
+  const int64_t n = static_cast<int64_t>(a.size());
+  auto out = h.Run("Mod", {Tensor::Of<float>({n}, a), Tensor::Of<float>({n}, b)},
+                   Attrs({{"fmod", int64_t{1}}}));
+  ASSERT_TRUE(out.ok()) << out.status();
+  const std::vector<float> got = (*out)[0].Values<float>();
+  ASSERT_EQ(static_cast<int64_t>(got.size()), n);
+  for (int64_t i = 0; i < n; ++i) {
+    const float want = std::fmod(a[i], b[i]);
+    if (std::isnan(want)) {
+      EXPECT_TRUE(std::isnan(got[i])) << a[i] << " fmod " << b[i] << ": " << got[i];
+    } else {
+      EXPECT_EQ(std::signbit(got[i]), std::signbit(want)) << a[i] << " fmod " << b[i];
+      ASSERT_EQ(got[i], want) << std::hexfloat << a[i] << " fmod " << b[i];
+    }
+  }
+}
+
 TEST(PowTest, ByKnownSmallPowersMatchesPow) {
   KernelHarness h;
   std::vector<float> x = RandomFloats(1001, 71, -3.0f, 3.0f);
