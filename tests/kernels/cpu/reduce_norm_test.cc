@@ -255,6 +255,62 @@ TEST(ReduceTest, LogSumExpShiftsByTheMaximum) {
   }
 }
 
+// ArgMax / ArgMin over every axis of [3, 5, 7, 300] (up to 10500 outputs a row, more than one
+// block of columns), first or last index of the best, on 1 and 2 threads, float32 and int64:
+// values from a few integers (many ties), NaN in float (never better, and kept when first),
+// against a scan that compares each value with the one at the best index so far.
+TEST(ReduceTest, ArgMaxAndArgMinMatchAScanOverEveryAxis) {
+  KernelHarness h;
+  const Shape shape = {3, 5, 7, 300};
+  const int64_t count = 3 * 5 * 7 * 300;
+  std::vector<float> x = RandomFloats(count, 97, -3.0f, 3.0f);
+  for (float& v : x) v = std::round(v);
+  for (int64_t i = 0; i < count; i += 97) x[i] = NAN;
+  std::vector<int64_t> ints(count);
+  for (int64_t i = 0; i < count; ++i) ints[i] = std::isnan(x[i]) ? 7 : static_cast<int64_t>(x[i]);
+  for (int64_t axis = 0; axis < 4; ++axis) {
+    int64_t outer = 1, inner = 1;
+    for (int64_t d = 0; d < axis; ++d) outer *= shape[d];
+    for (int64_t d = axis + 1; d < 4; ++d) inner *= shape[d];
+    const int64_t dim = shape[axis];
+    for (const std::string op : {"ArgMax", "ArgMin"}) {
+      for (int64_t last : {0, 1}) {
+        for (bool as_int : {false, true}) {
+          for (int threads : {1, 2}) {
+            SCOPED_TRACE(op + " axis " + std::to_string(axis) + " last " + std::to_string(last) +
+                         (as_int ? " int64 " : " float32 ") + std::to_string(threads));
+            const Tensor in =
+                as_int ? Tensor::Of<int64_t>(shape, ints) : Tensor::Of<float>(shape, x);
+            auto kernel = h.Prepare(op, {in}, Attrs({{"axis", axis}, {"select_last_index", last}}),
+                                    13, 1, threads);
+            ASSERT_TRUE(kernel.ok()) << kernel.status();
+            auto out = h.RunPrepared(**kernel, {in});
+            ASSERT_TRUE(out.ok()) << out.status();
+            const std::vector<int64_t> got = (*out)[0].Values<int64_t>();
+            ASSERT_EQ(static_cast<int64_t>(got.size()), outer * inner);
+            for (int64_t o = 0; o < outer; ++o) {
+              for (int64_t i = 0; i < inner; ++i) {
+                auto value = [&](int64_t k) {
+                  const int64_t at = (o * dim + k) * inner + i;
+                  return as_int ? static_cast<double>(ints[at]) : static_cast<double>(x[at]);
+                };
+                int64_t best = 0;
+                for (int64_t k = 1; k < dim; ++k) {
+                  const double v = value(k), b = value(best);
+                  const bool better =
+                      op == "ArgMax" ? (last != 0 ? v >= b : v > b) : (last != 0 ? v <= b : v < b);
+                  if (better) best = k;
+                }
+                ASSERT_EQ(got[o * inner + i], best) << "output " << o * inner + i;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(ReduceTest, ArgMaxCumSumTopK) {
   KernelHarness h;
   const Tensor t = Tensor::Of<float>({2, 3}, {1, 5, 5, 7, 2, 7});
