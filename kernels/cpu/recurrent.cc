@@ -259,6 +259,10 @@ absl::Status RunRecurrent(const RecurrentSpec& s, const KernelArgs& args, const 
   // Direction d with its own workspace on `threads` threads.
   auto run_direction = [&](int64_t d, const Workspace& ws, int threads) -> absl::Status {
     UseIntraOpThreads(threads);
+    // The threads a step is split over: as many as ParallelFor starts for H units of
+    // unit_cost, or one (then the products use the threads).
+    const int step_threads =
+        H >= 32 && static_cast<double>(H) * unit_cost >= 2 * kMinParallelWork ? threads : 1;
     std::fill(ws.tmp, ws.tmp + s.batch * H, 0.0f);
     std::vector<int64_t> t_lo(static_cast<size_t>(s.batch));
     const bool reverse = s.reverse_only || d == 1;
@@ -323,7 +327,10 @@ absl::Status RunRecurrent(const RecurrentSpec& s, const KernelArgs& args, const 
                                 ws.xw + b * s.chunk * GH, GH));
         }
       }
-      UseIntraOpThreads(1);  // the steps' products are split over the units (ParallelForStatus)
+      // A step worth several threads is split over its units (ParallelForStatus), each range's
+      // products on one thread; a smaller one runs here, its products on the stream's threads
+      // (sgemm's or the packed product's own split of the columns).
+      UseIntraOpThreads(step_threads > 1 ? 1 : threads);
       for (int64_t step = s0; step < s1; ++step) {
         auto active = [&](int64_t b) { return step < len_of(b); };
         auto time_of = [&](int64_t b) { return reverse ? len_of(b) - 1 - step : step; };
@@ -443,9 +450,9 @@ absl::Status RunRecurrent(const RecurrentSpec& s, const KernelArgs& args, const 
           }
           return absl::OkStatus();
         };
-        RETURN_IF_ERROR(ParallelForStatus(H, threads, unit_cost, first_phase));
+        RETURN_IF_ERROR(ParallelForStatus(H, step_threads, unit_cost, first_phase));
         if (gru_two_products)
-          RETURN_IF_ERROR(ParallelForStatus(H, threads, unit_cost, second_phase));
+          RETURN_IF_ERROR(ParallelForStatus(H, step_threads, unit_cost, second_phase));
         std::swap(h_prev, h_next);
         if (y != nullptr) {
           for (int64_t b = 0; b < s.batch; ++b) {

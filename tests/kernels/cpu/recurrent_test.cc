@@ -321,5 +321,24 @@ TEST(RecurrentTest, LongSequencesSpanSeveralChunks) {
   Check(c);
 }
 
+// One entry at two threads: a GRU step of 256 units is too small to split over them, so each
+// step's state product runs on sgemm's two threads and its gates on one; an LSTM step of 512
+// units is split over the units. Both against the reference, as at one thread.
+TEST(RecurrentTest, OneEntryStepsUseTheThreads) {
+  Case c;
+  c.batch = 1;
+  c.seq = 12;
+  c.input = 40;
+  c.hidden = 256;
+  c.op = "GRU";
+  Check(c);
+  c.linear_before_reset = true;
+  Check(c);
+  c.op = "LSTM";
+  c.hidden = 512;
+  c.h0 = c.c0 = true;
+  Check(c);
+}
+
 }  // namespace
 }  // namespace reprise::kernels::cpu::testing
