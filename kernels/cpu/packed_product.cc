@@ -1,6 +1,7 @@
 // PackedProduct (gemm.h): products by constant weights on oneDNN's matmul primitive with the
 // weights packed once, or, for 2 to 16 rows by weights oneDNN keeps plain, our AVX2 kernel on
-// the weights packed in panels of 16 columns; sgemm on a padded row-major copy from 32 rows.
+// the weights packed in panels of 16 columns (one row by large weights: our row kernel on the
+// same panels); sgemm on a padded row-major copy from 32 rows.
 #include <immintrin.h>
 #include <omp.h>
 
@@ -18,6 +19,7 @@
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/kernel_util.h"
 #include "kernels/cpu/onednn_util.h"
+#include "kernels/cpu/vector_math.h"
 #include "runtime/base/status_macros.h"
 
 namespace reprise::kernels::cpu {
@@ -37,6 +39,15 @@ constexpr int64_t kSgemmRowsForPlainB = 32;
 constexpr int64_t kPanelMinRows = 2;
 constexpr int64_t kPanelMaxRows = 16;
 constexpr int64_t kPanelWidth = 16;
+
+// One row by at least this many weights runs on our row kernel (RowPanelProduct) on B in the
+// same panels, on every CPU with AVX2: weights this large come from memory, not the caches, and
+// the kernel reads them as one contiguous stream per panel where oneDNN's matmul reads blocks
+// (AVX-512 VM, one thread, oneDNN's brgemm against the row kernel, medians of runs interleaved:
+// 1x9216x4096 11.3 -> 10.3 ms, 1x4096x4096 4.6 -> 3.1, 1x2048x1024 0.45 -> 0.27, 1x768x3072
+// 0.57 -> 0.33). Smaller weights stay in the caches, where oneDNN is faster (1x1024x1024: 84
+// against 110 us; 1x256x768: 11.6 against 20.3).
+constexpr int64_t kRowPanelMinWeights = int64_t{1} << 21;
 
 // y[0, m) x [16 p, 16 p + 16) = a[m, k] b for the panels p in [p0, p1) of `panels` ([panel][k][16],
 // zeros past column n), rows in blocks of 4 kept in registers over k; a block short of 4 rows
@@ -90,6 +101,60 @@ __attribute__((target("avx2,fma"))) void PanelProductAvx2(int64_t m, int64_t n, 
   }
 }
 
+// y[16 p, 16 p + 16) = a[0, k) b for the panels p in [p0, p1) (the layout of PanelProductAvx2),
+// one row: four sums over every fourth k, so that the multiply-adds do not wait on each other,
+// added at the end; a panel past column n stores only its columns.
+template <typename V>
+__attribute__((always_inline)) inline void RowPanelBody(int64_t n, int64_t k, const float* a,
+                                                        const float* panels, int64_t p0, int64_t p1,
+                                                        float* y) {
+  constexpr int64_t kVectors = kPanelWidth * static_cast<int64_t>(sizeof(float)) / sizeof(V);
+  constexpr int64_t kLanes = kPanelWidth / kVectors;
+  for (int64_t p = p0; p < p1; ++p) {
+    const float* b = panels + p * k * kPanelWidth;
+    V sum[4][kVectors];
+    for (auto& row : sum) {
+      for (V& v : row) v = V{};
+    }
+    int64_t kk = 0;
+    for (; kk + 4 <= k; kk += 4) {
+      for (int64_t u = 0; u < 4; ++u) {
+        const float x = a[kk + u];
+        for (int64_t v = 0; v < kVectors; ++v) {
+          V w;
+          LoadFloats(b + (kk + u) * kPanelWidth + v * kLanes, &w);
+          sum[u][v] += x * w;
+        }
+      }
+    }
+    for (; kk < k; ++kk) {
+      for (int64_t v = 0; v < kVectors; ++v) {
+        V w;
+        LoadFloats(b + kk * kPanelWidth + v * kLanes, &w);
+        sum[0][v] += a[kk] * w;
+      }
+    }
+    alignas(64) float row[kPanelWidth];
+    for (int64_t v = 0; v < kVectors; ++v) {
+      StoreFloats(row + v * kLanes, (sum[0][v] + sum[1][v]) + (sum[2][v] + sum[3][v]));
+    }
+    const int64_t j = p * kPanelWidth, cols = std::min(kPanelWidth, n - j);
+    std::memcpy(y + j, row, static_cast<size_t>(cols) * sizeof(float));
+  }
+}
+
+__attribute__((target("avx512f"))) void RowPanelAvx512(int64_t n, int64_t k, const float* a,
+                                                       const float* panels, int64_t p0, int64_t p1,
+                                                       float* y) {
+  RowPanelBody<Floats16>(n, k, a, panels, p0, p1, y);
+}
+
+__attribute__((target("avx2,fma"))) void RowPanelAvx2(int64_t n, int64_t k, const float* a,
+                                                      const float* panels, int64_t p0, int64_t p1,
+                                                      float* y) {
+  RowPanelBody<Floats8>(n, k, a, panels, p0, p1, y);
+}
+
 // A row of B (in floats) whose stride is a multiple of this makes sgemm's reads of B alias in
 // the cache (gemm.h); such rows are kept kLeadingPad floats longer.
 constexpr int64_t kAliasingStride = 128;
@@ -116,16 +181,8 @@ std::shared_ptr<const PackedProduct> PackedProduct::Make(const PrepareContext& c
     product->dst_ = memory::desc({m, n}, memory::data_type::f32, memory::dims{ldy, 1});
     const memory::desc plain({k, n}, memory::data_type::f32,
                              trans_b ? memory::dims{1, ldb} : memory::dims{ldb, 1});
-    const memory::desc any({k, n}, memory::data_type::f32, memory::format_tag::any);
-    dnnl::primitive_attr attr;
-    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(product->src_, any, product->dst_),
-                                          attr, engine);
-    const memory::desc chosen = pd.weights_desc();
-    const bool plain_b = chosen.data.format_kind == dnnl_blocked &&
-                         chosen.data.format_desc.blocking.inner_nblks == 0;
-    if (plain_b && m >= kPanelMinRows && m <= kPanelMaxRows && OwnCopyLevel() >= 1) {
-      // B in panels of 16 columns for our AVX2 kernel, packed once (keyed by how it reads b).
+    // B in panels of 16 columns for our kernels, packed once (keyed by how it reads b).
+    auto pack_panels = [&] {
       const int64_t count = (n + kPanelWidth - 1) / kPanelWidth;
       product->panels_ = true;
       product->weights_ =
@@ -142,6 +199,21 @@ std::shared_ptr<const PackedProduct> PackedProduct::Make(const PrepareContext& c
               }
             }
           });
+    };
+    if (m == 1 && OwnCopyLevel() >= 1 && n * k >= kRowPanelMinWeights) {
+      pack_panels();
+      return product;
+    }
+    const memory::desc any({k, n}, memory::data_type::f32, memory::format_tag::any);
+    dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(product->src_, any, product->dst_),
+                                          attr, engine);
+    const memory::desc chosen = pd.weights_desc();
+    const bool plain_b = chosen.data.format_kind == dnnl_blocked &&
+                         chosen.data.format_desc.blocking.inner_nblks == 0;
+    if (plain_b && m >= kPanelMinRows && m <= kPanelMaxRows && OwnCopyLevel() >= 1) {
+      pack_panels();
       return product;
     }
     if (m >= kSgemmRowsForPlainB && plain_b) {
@@ -193,6 +265,14 @@ absl::Status PackedProduct::Run(const float* a, float* y, void* scratch) const {
   if (panels_) {
     const float* panels = static_cast<const float*>(weights_->get_data_handle());
     const int64_t count = (n_ + kPanelWidth - 1) / kPanelWidth;
+    if (m_ == 1) {
+      static const auto row_kernel = OwnCopyLevel() >= 2 ? &RowPanelAvx512 : &RowPanelAvx2;
+      // A panel is k x 64 bytes from memory, at about 16 bytes per ns.
+      ParallelFor(
+          count, omp_get_max_threads(), static_cast<double>(k_) * 4.0,
+          [&](int64_t begin, int64_t end) { row_kernel(n_, k_, a, panels, begin, end, y); });
+      return absl::OkStatus();
+    }
     // A panel costs m x k x 16 multiply-adds, about m x k / 8 ns here.
     ParallelFor(count, omp_get_max_threads(), static_cast<double>(m_ * k_) / 8.0,
                 [&](int64_t begin, int64_t end) {
