@@ -215,6 +215,11 @@ void AddTwo(const float* __restrict a, const float* __restrict b, float* __restr
   for (int64_t k = 0; k < n; ++k) io[k] += a[k] + b[k];
 }
 
+// The multiply-adds of a step's state products (entries x G*H x H) from which sgemm runs them on
+// two threads faster than on one (AVX-512 VM, one entry, us one thread -> two: 128x512 3.1 ->
+// 5.3, 192x576 4.9 -> 4.8, 256x512 5.5 -> 4.5, 256x768 11.2 -> 7.7, 320x960 19.5 -> 10.8).
+constexpr double kThreadedProductMacs = 131072;
+
 // The cells step by step. Per direction (both at once when bidirectional with two threads), the
 // input products X_t W^T of `chunk` steps of every entry are one sgemm (one per entry when entries
 // have their own time ranges: sequence_lens, or batch-major input) on every intra-op thread. Each
@@ -255,12 +260,13 @@ absl::Status RunRecurrent(const RecurrentSpec& s, const KernelArgs& args, const 
   // Rough ns per unit of a step: its G rows of R times every entry's state, at about four
   // multiply-adds per ns (a product with few entries streams R from the cache).
   const double unit_cost = static_cast<double>(s.batch) * static_cast<double>(GH) / 4.0;
+  const double step_macs = unit_cost * 4.0 * static_cast<double>(H);  // entries x G*H x H
   const size_t acts_per_dir = s.cell == Cell::kRnn ? 1 : s.cell == Cell::kGru ? 2 : 3;
   // Direction d with its own workspace on `threads` threads.
   auto run_direction = [&](int64_t d, const Workspace& ws, int threads) -> absl::Status {
     UseIntraOpThreads(threads);
     // The threads a step is split over: as many as ParallelFor starts for H units of
-    // unit_cost, or one (then the products use the threads).
+    // unit_cost, or one (then its products may use the threads, below).
     const int step_threads =
         H >= 32 && static_cast<double>(H) * unit_cost >= 2 * kMinParallelWork ? threads : 1;
     std::fill(ws.tmp, ws.tmp + s.batch * H, 0.0f);
@@ -329,8 +335,8 @@ absl::Status RunRecurrent(const RecurrentSpec& s, const KernelArgs& args, const 
       }
       // A step worth several threads is split over its units (ParallelForStatus), each range's
       // products on one thread; a smaller one runs here, its products on the stream's threads
-      // (sgemm's or the packed product's own split of the columns).
-      UseIntraOpThreads(step_threads > 1 ? 1 : threads);
+      // (sgemm's or the packed product's own split of the columns) from kThreadedProductMacs.
+      UseIntraOpThreads(step_threads == 1 && step_macs >= kThreadedProductMacs ? threads : 1);
       for (int64_t step = s0; step < s1; ++step) {
         auto active = [&](int64_t b) { return step < len_of(b); };
         auto time_of = [&](int64_t b) { return reverse ? len_of(b) - 1 - step : step; };
