@@ -40,7 +40,7 @@ constexpr int64_t kPanelMinRows = 2;
 constexpr int64_t kPanelMaxRows = 16;
 constexpr int64_t kPanelWidth = 16;
 
-// One row by at least this many weights runs on our row kernel (RowPanelProduct) on B in the
+// One row by at least this many weights runs on our row kernel (RowPanelBody) on B in the
 // same panels, on every CPU with AVX2: weights this large come from memory, not the caches, and
 // the kernel reads them as one contiguous stream per panel where oneDNN's matmul reads blocks
 // (AVX-512 VM, one thread, oneDNN's brgemm against the row kernel, medians of runs interleaved:

@@ -216,8 +216,8 @@ void AddTwo(const float* __restrict a, const float* __restrict b, float* __restr
 }
 
 // The multiply-adds of a step's state products (entries x G*H x H) from which sgemm runs them on
-// two threads faster than on one (AVX-512 VM, one entry, us one thread -> two: 128x512 3.1 ->
-// 5.3, 192x576 4.9 -> 4.8, 256x512 5.5 -> 4.5, 256x768 11.2 -> 7.7, 320x960 19.5 -> 10.8).
+// two threads faster than on one (AVX-512 VM, one entry, medians in us one thread -> two: 128x512
+// 3.6 -> 6.4, 192x576 6.2 -> 5.4, 256x512 5.8 -> 5.2, 256x768 11.6 -> 8.0, 320x960 20.0 -> 11.2).
 constexpr double kThreadedProductMacs = 131072;
 
 // The cells step by step. Per direction (both at once when bidirectional with two threads), the
