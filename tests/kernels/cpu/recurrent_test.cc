@@ -298,12 +298,18 @@ TEST(RecurrentTest, RnnWithLeakyReluAndClip) {
 // with one per entry, and with their steps split over the hidden units or their directions run
 // at once (two threads). With known weights, the whole and the last chunk's input products and
 // the state products (GRU: z and r's, then the candidate's) read them packed.
-TEST(RecurrentTest, LongSequencesSpanSeveralChunks) {
+// A case of these sizes (the rest as Case has them).
+Case Sized(int64_t batch, int64_t seq, int64_t input, int64_t hidden) {
   Case c;
-  c.batch = 8;
-  c.seq = 70;
-  c.input = 24;
-  c.hidden = 256;
+  c.batch = batch;
+  c.seq = seq;
+  c.input = input;
+  c.hidden = hidden;
+  return c;
+}
+
+TEST(RecurrentTest, LongSequencesSpanSeveralChunks) {
+  Case c = Sized(8, 70, 24, 256);
   c.h0 = c.c0 = true;
   Check(c);
   c.direction = "reverse";
@@ -325,11 +331,7 @@ TEST(RecurrentTest, LongSequencesSpanSeveralChunks) {
 // step's state product runs on sgemm's two threads and its gates on one; an LSTM step of 512
 // units is split over the units. Both against the reference, as at one thread.
 TEST(RecurrentTest, OneEntryStepsUseTheThreads) {
-  Case c;
-  c.batch = 1;
-  c.seq = 12;
-  c.input = 40;
-  c.hidden = 256;
+  Case c = Sized(1, 12, 40, 256);
   c.op = "GRU";
   Check(c);
   c.linear_before_reset = true;
