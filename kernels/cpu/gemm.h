@@ -58,8 +58,9 @@ bool PreferPackedProduct(int64_t m, int64_t n, int64_t k, bool trans_b);
 /// batch 8 (8x9216x4096) 17.5-20 ms against 42-50 (AVX2 VM, one thread, a prototype of the kernel).
 /// One row by 2^21 weights or more (8 MiB: they come from memory, not the caches) takes the same
 /// panels on every CPU with AVX2, for our row kernel, which reads each panel as one stream
-/// (AlexNet's first fully connected layer at batch 1: 11.3 ms with oneDNN's AVX-512 matmul, 10.3
-/// ours, in a microbenchmark; packed_product.cc, kRowPanelMinWeights).
+/// (AlexNet's first fully connected layer at batch 1, BM_OneRowProduct/9216/4096, one thread:
+/// 10.5-10.9 ms with oneDNN's AVX-512 matmul, 6.2-7.4 ours; packed_product.cc,
+/// kRowPanelMinWeights).
 class PackedProduct {
  public:
   PackedProduct();
