@@ -188,13 +188,21 @@ std::shared_ptr<const PackedProduct> PackedProduct::Make(const PrepareContext& c
       product->weights_ =
           PackWeightsVia(context, b, plain, PlainDesc({count, k, kPanelWidth}), [&](memory& to) {
             float* out = static_cast<float*>(to.get_data_handle());
+            // Each column of a panel is a row of a transposed B (read along it); a plain B gives
+            // a panel's 16 columns of each row at once.
             for (int64_t p = 0; p < count; ++p) {
-              for (int64_t kk = 0; kk < k; ++kk) {
-                for (int64_t c = 0; c < kPanelWidth; ++c) {
-                  const int64_t j = p * kPanelWidth + c;
-                  out[(p * k + kk) * kPanelWidth + c] = j >= n    ? 0.0f
-                                                        : trans_b ? b[j * ldb + kk]
-                                                                  : b[kk * ldb + j];
+              float* panel = out + p * k * kPanelWidth;
+              const int64_t j0 = p * kPanelWidth, cols = std::min(kPanelWidth, n - j0);
+              if (cols < kPanelWidth) std::fill(panel, panel + k * kPanelWidth, 0.0f);
+              if (trans_b) {
+                for (int64_t c = 0; c < cols; ++c) {
+                  const float* row = b + (j0 + c) * ldb;
+                  for (int64_t kk = 0; kk < k; ++kk) panel[kk * kPanelWidth + c] = row[kk];
+                }
+              } else {
+                const size_t bytes = static_cast<size_t>(cols) * sizeof(float);
+                for (int64_t kk = 0; kk < k; ++kk) {
+                  std::memcpy(panel + kk * kPanelWidth, b + kk * ldb + j0, bytes);
                 }
               }
             }
