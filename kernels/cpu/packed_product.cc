@@ -40,14 +40,18 @@ constexpr int64_t kPanelMinRows = 2;
 constexpr int64_t kPanelMaxRows = 16;
 constexpr int64_t kPanelWidth = 16;
 
-// One row by at least this many weights runs on our row kernel (RowPanelBody) on B in the
-// same panels, on every CPU with AVX2: weights this large come from memory, not the caches, and
-// the kernel reads them as one contiguous stream per panel where oneDNN's matmul reads blocks
-// (AVX-512 VM, one thread, oneDNN's brgemm against the row kernel, medians of runs interleaved:
-// 1x9216x4096 11.3 -> 10.3 ms, 1x4096x4096 4.6 -> 3.1, 1x2048x1024 0.45 -> 0.27, 1x768x3072
-// 0.57 -> 0.33). Smaller weights stay in the caches, where oneDNN is faster (1x1024x1024: 84
-// against 110 us; 1x256x768: 11.6 against 20.3).
+// One or two rows by at least kRowPanelMinWeights weights run on our row kernel (RowsPanelBody)
+// on B in the same panels, on every CPU with AVX2: weights this large come from memory, not the
+// caches, and the kernel reads them as one contiguous stream per panel where oneDNN's matmul
+// reads blocks (AVX-512 VM, one thread, oneDNN's brgemm against the row kernel, medians of runs
+// interleaved: 1x9216x4096 11.3 -> 10.3 ms, 1x4096x4096 4.6 -> 3.1, 1x2048x1024 0.45 -> 0.27,
+// 1x768x3072 0.57 -> 0.33; BM_FewRowsProduct, three runs each: 2x9216x4096 11.5-16.9 -> 8.6-9.2
+// ms, and on AVX2 against PanelProductAvx2 11.8-12.5 -> 8.4-9.4). Three or four rows gained
+// nothing (3x9216x4096 9.5-11.0 -> 9.9-11.5 ms, 4x 8.9-10.3 -> 10.7-11.8). Smaller weights stay
+// in the caches, where oneDNN is faster (1x1024x1024: 84 against 110 us; 1x256x768: 11.6 against
+// 20.3).
 constexpr int64_t kRowPanelMinWeights = int64_t{1} << 21;
+constexpr int64_t kMaxPanelRows = 2;
 
 // y[0, m) x [16 p, 16 p + 16) = a[m, k] b for the panels p in [p0, p1) of `panels` ([panel][k][16],
 // zeros past column n), rows in blocks of 4 kept in registers over k; a block short of 4 rows
@@ -101,58 +105,76 @@ __attribute__((target("avx2,fma"))) void PanelProductAvx2(int64_t m, int64_t n, 
   }
 }
 
-// y[16 p, 16 p + 16) = a[0, k) b for the panels p in [p0, p1) (the layout of PanelProductAvx2),
-// one row: four sums over every fourth k, so that the multiply-adds do not wait on each other,
-// added at the end; a panel past column n stores only its columns.
-template <typename V>
-__attribute__((always_inline)) inline void RowPanelBody(int64_t n, int64_t k, const float* a,
-                                                        const float* panels, int64_t p0, int64_t p1,
-                                                        float* y) {
+// y[0, kRows) x [16 p, 16 p + 16) = a[kRows, k] b for the panels p in [p0, p1) (the layout of
+// PanelProductAvx2), a few rows: per row kUnroll sums over every kUnroll-th k, so that the
+// multiply-adds do not wait on each other, added at the end; each panel row loaded once for all
+// rows; a panel past column n stores only its columns.
+template <typename V, int kRows, int kUnroll>
+__attribute__((always_inline)) inline void RowsPanelBody(int64_t n, int64_t k, const float* a,
+                                                         int64_t lda, const float* panels,
+                                                         int64_t p0, int64_t p1, float* y,
+                                                         int64_t ldy) {
   constexpr int64_t kVectors = kPanelWidth * static_cast<int64_t>(sizeof(float)) / sizeof(V);
   constexpr int64_t kLanes = kPanelWidth / kVectors;
   for (int64_t p = p0; p < p1; ++p) {
     const float* b = panels + p * k * kPanelWidth;
-    V sum[4][kVectors];
+    V sum[kRows][kUnroll][kVectors];
     for (auto& row : sum) {
-      for (V& v : row) v = V{};
+      for (auto& part : row) {
+        for (V& v : part) v = V{};
+      }
     }
+    auto step = [&](int64_t kk, int u) __attribute__((always_inline)) {
+      V w[kVectors];
+      for (int64_t v = 0; v < kVectors; ++v) LoadFloats(b + kk * kPanelWidth + v * kLanes, &w[v]);
+      for (int r = 0; r < kRows; ++r) {
+        const float x = a[r * lda + kk];
+        for (int64_t v = 0; v < kVectors; ++v) sum[r][u][v] += x * w[v];
+      }
+    };
     int64_t kk = 0;
-    for (; kk + 4 <= k; kk += 4) {
-      for (int64_t u = 0; u < 4; ++u) {
-        const float x = a[kk + u];
-        for (int64_t v = 0; v < kVectors; ++v) {
-          V w;
-          LoadFloats(b + (kk + u) * kPanelWidth + v * kLanes, &w);
-          sum[u][v] += x * w;
-        }
-      }
+    for (; kk + kUnroll <= k; kk += kUnroll) {
+      for (int u = 0; u < kUnroll; ++u) step(kk + u, u);
     }
-    for (; kk < k; ++kk) {
-      for (int64_t v = 0; v < kVectors; ++v) {
-        V w;
-        LoadFloats(b + kk * kPanelWidth + v * kLanes, &w);
-        sum[0][v] += a[kk] * w;
-      }
-    }
-    alignas(64) float row[kPanelWidth];
-    for (int64_t v = 0; v < kVectors; ++v) {
-      StoreFloats(row + v * kLanes, (sum[0][v] + sum[1][v]) + (sum[2][v] + sum[3][v]));
-    }
+    for (; kk < k; ++kk) step(kk, 0);
     const int64_t j = p * kPanelWidth, cols = std::min(kPanelWidth, n - j);
-    std::memcpy(y + j, row, static_cast<size_t>(cols) * sizeof(float));
+    for (int r = 0; r < kRows; ++r) {
+      alignas(64) float row[kPanelWidth];
+      for (int64_t v = 0; v < kVectors; ++v) {
+        V total = sum[r][0][v];
+        for (int u = 1; u < kUnroll; ++u) total += sum[r][u][v];
+        StoreFloats(row + v * kLanes, total);
+      }
+      std::memcpy(y + r * ldy + j, row, static_cast<size_t>(cols) * sizeof(float));
+    }
   }
 }
 
-__attribute__((target("avx512f"))) void RowPanelAvx512(int64_t n, int64_t k, const float* a,
-                                                       const float* panels, int64_t p0, int64_t p1,
-                                                       float* y) {
-  RowPanelBody<Floats16>(n, k, a, panels, p0, p1, y);
+// RowsPanelBody for one row (four sums in flight) or two (two each).
+template <typename V>
+__attribute__((always_inline)) inline void RowsPanel(int64_t m, int64_t n, int64_t k,
+                                                     const float* a, int64_t lda,
+                                                     const float* panels, int64_t p0, int64_t p1,
+                                                     float* y, int64_t ldy) {
+  if (m == 1) {
+    RowsPanelBody<V, 1, 4>(n, k, a, lda, panels, p0, p1, y, ldy);
+  } else {
+    RowsPanelBody<V, 2, 2>(n, k, a, lda, panels, p0, p1, y, ldy);
+  }
 }
 
-__attribute__((target("avx2,fma"))) void RowPanelAvx2(int64_t n, int64_t k, const float* a,
-                                                      const float* panels, int64_t p0, int64_t p1,
-                                                      float* y) {
-  RowPanelBody<Floats8>(n, k, a, panels, p0, p1, y);
+__attribute__((target("avx512f"))) void RowsPanelAvx512(int64_t m, int64_t n, int64_t k,
+                                                        const float* a, int64_t lda,
+                                                        const float* panels, int64_t p0, int64_t p1,
+                                                        float* y, int64_t ldy) {
+  RowsPanel<Floats16>(m, n, k, a, lda, panels, p0, p1, y, ldy);
+}
+
+__attribute__((target("avx2,fma"))) void RowsPanelAvx2(int64_t m, int64_t n, int64_t k,
+                                                       const float* a, int64_t lda,
+                                                       const float* panels, int64_t p0, int64_t p1,
+                                                       float* y, int64_t ldy) {
+  RowsPanel<Floats8>(m, n, k, a, lda, panels, p0, p1, y, ldy);
 }
 
 // A row of B (in floats) whose stride is a multiple of this makes sgemm's reads of B alias in
@@ -208,7 +230,7 @@ std::shared_ptr<const PackedProduct> PackedProduct::Make(const PrepareContext& c
             }
           });
     };
-    if (m == 1 && OwnCopyLevel() >= 1 && n * k >= kRowPanelMinWeights) {
+    if (m <= kMaxPanelRows && OwnCopyLevel() >= 1 && n * k >= kRowPanelMinWeights) {
       pack_panels();
       return product;
     }
@@ -273,12 +295,13 @@ absl::Status PackedProduct::Run(const float* a, float* y, void* scratch) const {
   if (panels_) {
     const float* panels = static_cast<const float*>(weights_->get_data_handle());
     const int64_t count = (n_ + kPanelWidth - 1) / kPanelWidth;
-    if (m_ == 1) {
-      static const auto row_kernel = OwnCopyLevel() >= 2 ? &RowPanelAvx512 : &RowPanelAvx2;
+    if (m_ <= kMaxPanelRows && n_ * k_ >= kRowPanelMinWeights) {
+      static const auto rows_kernel = OwnCopyLevel() >= 2 ? &RowsPanelAvx512 : &RowsPanelAvx2;
       // A panel is k x 64 bytes from memory, at about 16 bytes per ns.
-      ParallelFor(
-          count, omp_get_max_threads(), static_cast<double>(k_) * 4.0,
-          [&](int64_t begin, int64_t end) { row_kernel(n_, k_, a, panels, begin, end, y); });
+      ParallelFor(count, omp_get_max_threads(), static_cast<double>(k_) * 4.0,
+                  [&](int64_t begin, int64_t end) {
+                    rows_kernel(m_, n_, k_, a, lda_, panels, begin, end, y, ldy_);
+                  });
       return absl::OkStatus();
     }
     // A panel costs m x k x 16 multiply-adds, about m x k / 8 ns here.

@@ -218,23 +218,27 @@ BENCHMARK(BM_LinearProduct_128)
     ->Args({2048, 512})
     ->Unit(benchmark::kMillisecond);
 
-// One row by constant weights [n, k] read transposed (Gemm transB, a fully connected layer at
-// batch 1): AlexNet's first two layers, a transformer's 768x3072, and weights from 2^21 floats
-// (our row kernel, packed_product.cc) down to 2^20 (oneDNN's matmul). Weights of 32 MiB or less
-// stay in this VM's L3 cache from one iteration to the next, unlike in a model.
-void BM_OneRowProduct(benchmark::State& state) {
-  const int64_t k = state.range(0), n = state.range(1);
+// m rows by constant weights [n, k] read transposed (Gemm transB, a fully connected layer at
+// batch m): AlexNet's first two layers, a transformer's 768x3072, and weights from 2^21 floats
+// (one row: our row kernel, packed_product.cc) down to 2^20 (oneDNN's matmul). Weights of 32 MiB
+// or less stay in this VM's L3 cache from one iteration to the next, unlike in a model.
+void BM_FewRowsProduct(benchmark::State& state) {
+  const int64_t m = state.range(0), k = state.range(1), n = state.range(2);
   runtime::Attributes attrs;
   attrs.Set("transB", int64_t{1});
-  RunKernel(state, "Gemm", {Floats({1, k}, false, 10), Floats({n, k}, true, 11)}, attrs);
-  state.SetItemsProcessed(state.iterations() * k * n);
+  RunKernel(state, "Gemm", {Floats({m, k}, false, 10), Floats({n, k}, true, 11)}, attrs);
+  state.SetItemsProcessed(state.iterations() * m * k * n);
 }
-BENCHMARK(BM_OneRowProduct)
-    ->Args({9216, 4096})
-    ->Args({4096, 4096})
-    ->Args({768, 3072})
-    ->Args({2048, 1024})
-    ->Args({1024, 1024})
+BENCHMARK(BM_FewRowsProduct)
+    ->Args({1, 9216, 4096})
+    ->Args({1, 4096, 4096})
+    ->Args({1, 768, 3072})
+    ->Args({1, 2048, 1024})
+    ->Args({1, 1024, 1024})
+    ->Args({2, 9216, 4096})
+    ->Args({3, 9216, 4096})
+    ->Args({4, 9216, 4096})
+    ->Args({8, 9216, 4096})
     ->Unit(benchmark::kMicrosecond);
 
 void BM_AddChannelBias_64x56x56(benchmark::State& state) {

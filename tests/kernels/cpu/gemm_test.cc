@@ -284,34 +284,37 @@ TEST(GemmTest, KnownWeightsReadPackedMatchTheReference) {
   }
 }
 
-// One row by 2^21 weights or more runs our row kernel on B in panels of 16 columns (with AVX2;
-// oneDNN's matmul without): k short of a block of 4 (2051) and n short of a panel (1031), and
-// k a multiple of 4 with n whole panels at the bound; B both ways, one and two threads.
-TEST(GemmTest, OneRowByLargeWeightsMatchesTheReference) {
+// One or two rows by 2^21 weights or more run our row kernel on B in panels of 16 columns (with
+// AVX2; oneDNN's matmul without), three rows oneDNN's matmul (or, on AVX2, the 4-row panel
+// kernel): k short of a block of 4 (2051) and n short of a panel (1031), and k a multiple of 4
+// with n whole panels at the bound; B both ways, one and two threads.
+TEST(GemmTest, FewRowsByLargeWeightsMatchTheReference) {
   KernelHarness h;
   struct Size {
     int64_t k, n;
   };
   for (const Size& z : {Size{2051, 1031}, Size{4096, 512}}) {
-    const auto a = RandomFloats(z.k, 91);
     const auto b = RandomFloats(z.k * z.n, 92);
     const auto c = RandomFloats(z.n, 93);
-    for (int64_t trans_b : {0, 1}) {
-      const auto ab = ReferenceMatMul(a, b, 1, z.k, z.n, false, trans_b != 0);
-      std::vector<float> want(z.n);
-      for (int64_t i = 0; i < z.n; ++i) want[i] = ab[i] + c[i];
-      const Shape b_shape = trans_b != 0 ? Shape{z.n, z.k} : Shape{z.k, z.n};
-      const std::vector<Tensor> inputs = {Tensor::Of<float>({1, z.k}, a),
-                                          Tensor::Of<float>(b_shape, b, /*known=*/true),
-                                          Tensor::Of<float>({z.n}, c)};
-      for (int threads : {1, 2}) {
-        SCOPED_TRACE(::testing::Message() << "k=" << z.k << " n=" << z.n << " transB=" << trans_b
-                                          << " threads=" << threads);
-        auto kernel = h.Prepare("Gemm", inputs, Attrs({{"transB", trans_b}}), 17, 1, threads);
-        ASSERT_TRUE(kernel.ok()) << kernel.status();
-        auto out = h.RunPrepared(**kernel, inputs);
-        ASSERT_TRUE(out.ok()) << out.status();
-        ExpectNear((*out)[0].Values<float>(), want);
+    for (int64_t m : {1, 2, 3}) {
+      const auto a = RandomFloats(m * z.k, 91);
+      for (int64_t trans_b : {0, 1}) {
+        const auto ab = ReferenceMatMul(a, b, m, z.k, z.n, false, trans_b != 0);
+        std::vector<float> want(m * z.n);
+        for (int64_t i = 0; i < m * z.n; ++i) want[i] = ab[i] + c[i % z.n];
+        const Shape b_shape = trans_b != 0 ? Shape{z.n, z.k} : Shape{z.k, z.n};
+        const std::vector<Tensor> inputs = {Tensor::Of<float>({m, z.k}, a),
+                                            Tensor::Of<float>(b_shape, b, /*known=*/true),
+                                            Tensor::Of<float>({z.n}, c)};
+        for (int threads : {1, 2}) {
+          SCOPED_TRACE(::testing::Message() << "m=" << m << " k=" << z.k << " n=" << z.n
+                                            << " transB=" << trans_b << " threads=" << threads);
+          auto kernel = h.Prepare("Gemm", inputs, Attrs({{"transB", trans_b}}), 17, 1, threads);
+          ASSERT_TRUE(kernel.ok()) << kernel.status();
+          auto out = h.RunPrepared(**kernel, inputs);
+          ASSERT_TRUE(out.ok()) << out.status();
+          ExpectNear((*out)[0].Values<float>(), want);
+        }
       }
     }
   }
