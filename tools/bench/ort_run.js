@@ -3,13 +3,17 @@
 // engine, for the side-by-side table of docs/benchmarks.md.
 //
 //   node ort_run.js --ort-dir DIR --model M.onnx --input NAME=FILE.npy [--threads N]
-//                   [--iterations N] [--warmup N]
+//                   [--iterations N] [--warmup N] [--profile PREFIX]
 //
 // DIR is the npm prefix that onnxruntime-node was installed into. Session options: intra-op
 // threads N, inter-op threads 1, sequential execution, graph optimisations "all". Prints one
 // JSON line: load_us (session creation), first_run_us, then per-run median / min / p90 / max /
 // mean over `iterations` runs after `warmup` unmeasured ones. Inputs: C-order .npy
-// files of float32 / float64, int64 / int32 / int8, uint8 or bool (NPY_TYPES).
+// files of float32 / float64, int64 / int32 / int8, uint8 or bool (NPY_TYPES). --profile: ONNX
+// Runtime's own profile of every run (a JSON array of events, one "Node" event per node and
+// run, in microseconds) into PREFIX_<date>.json, named in the JSON line as "profile" (null if
+// none was written); profiling adds its own cost to the times, so compare them only with
+// profiled runs (reprise-run --profile).
 'use strict';
 const fs = require('fs');
 const path = require('path');
@@ -25,6 +29,7 @@ function parseArgs(argv) {
     else if (flag === '--threads') o.threads = parseInt(value, 10);
     else if (flag === '--iterations') o.iterations = parseInt(value, 10);
     else if (flag === '--warmup') o.warmup = parseInt(value, 10);
+    else if (flag === '--profile') o.profile = value;
     else throw new Error(`unknown flag ${flag}`);
   }
   if (!o.ortDir || !o.model || o.inputs.length === 0) {
@@ -90,6 +95,7 @@ async function main() {
     interOpNumThreads: 1,
     executionMode: 'sequential',
     graphOptimizationLevel: 'all',
+    ...(o.profile ? {enableProfiling: true, profileFilePrefix: o.profile} : {}),
   });
   const loadUs = now() - loadStart;
   let t = now();
@@ -102,6 +108,17 @@ async function main() {
     await session.run(feeds);
     us.push(now() - t);
   }
+  let profile;
+  if (o.profile) {
+    // The binding returns no name: the newest PREFIX_*.json is this session's profile.
+    if (session.endProfiling) session.endProfiling();
+    const dir = path.dirname(path.resolve(o.profile)), base = path.basename(o.profile) + '_';
+    const written = fs.readdirSync(dir)
+                        .filter((f) => f.startsWith(base) && f.endsWith('.json'))
+                        .map((f) => path.join(dir, f))
+                        .sort((x, y) => fs.statSync(y).mtimeMs - fs.statSync(x).mtimeMs);
+    profile = written.length > 0 ? written[0] : null;
+  }
   us.sort((a, b) => a - b);
   const pick = (p) => us[Math.min(us.length - 1, Math.max(0, Math.ceil(p * us.length) - 1))];
   const mean = us.reduce((a, b) => a + b, 0) / us.length;
@@ -111,7 +128,7 @@ async function main() {
     runtime: 'onnxruntime-node', version, model: o.model, threads: o.threads,
     iterations: o.iterations, warmup: o.warmup, load_us: loadUs, first_run_us: firstRunUs,
     median_us: pick(0.5), min_us: us[0], p90_us: pick(0.9), max_us: us[us.length - 1],
-    mean_us: mean,
+    mean_us: mean, ...(profile !== undefined ? {profile} : {}),
   }));
 }
 
