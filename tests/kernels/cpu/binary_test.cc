@@ -184,9 +184,6 @@ TEST(BinaryBroadcastTest, IntegerTypesVariadicWhereAndPRelu) {
   EXPECT_FALSE(h.Prepare("And", {Tensor::Of<float>({2}, {}), Tensor::Of<float>({2}, {})}).ok());
 }
 
-// Pow by one known power of 1, 2, 3 or -1 takes products (float32 base, any numeric exponent
-// type), split over the threads; other powers (0.5), unknown exponents and a scalar base that
-// the exponent's shape broadcasts keep powf. All match std::pow within a float's rounding.
 // Mod with fmod 1 on float32 (binary.cc's FmodOf, exact in double below quotients of 2^29)
 // gives std::fmod's bits: operands of random signs and magnitudes from 2^-40 to 2^40 (quotients
 // on both sides of 2^29), exact multiples (zeros with the dividend's sign), quotients just
@@ -239,6 +236,9 @@ TEST(ModTest, FmodOfFloatsMatchesLibmBitForBit) {
   }
 }
 
+// Pow by one known power of 1, 2, 3 or -1 takes products (float32 base, any numeric exponent
+// type), split over the threads; other powers (0.5), unknown exponents and a scalar base that
+// the exponent's shape broadcasts keep powf. All match std::pow within a float's rounding.
 TEST(PowTest, ByKnownSmallPowersMatchesPow) {
   KernelHarness h;
   std::vector<float> x = RandomFloats(1001, 71, -3.0f, 3.0f);
