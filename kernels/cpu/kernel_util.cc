@@ -194,20 +194,35 @@ BroadcastPlan MakeStridedPlan(const Shape& out, std::vector<std::vector<int64_t>
   return plan;
 }
 
-void ParallelFor(int64_t n, int threads, double cost_per_item,
-                 absl::FunctionRef<void(int64_t, int64_t)> fn, int64_t grain) {
-  if (n <= 0) return;
-  grain = cost_per_item >= kCoarseItemCost ? 1 : std::max<int64_t>(grain, 1);
+namespace {
+
+// ParallelFor's grain: 1 for items of kCoarseItemCost or more.
+int64_t EffectiveGrain(double cost_per_item, int64_t grain) {
+  return cost_per_item >= kCoarseItemCost ? 1 : std::max<int64_t>(grain, 1);
+}
+
+}  // namespace
+
+int ParallelTeam(int64_t n, int threads, double cost_per_item, int64_t grain) {
+  if (n <= 0) return 1;
+  grain = EffectiveGrain(cost_per_item, grain);
   const double work = static_cast<double>(n) * std::max(cost_per_item, 0.0);
   // One thread per kMinParallelWork of work, at most `threads` and one per grain.
   const int64_t by_work = static_cast<int64_t>(work / kMinParallelWork);
   const int64_t by_grain = (n + grain - 1) / grain;
-  const int team = static_cast<int>(std::min<int64_t>({threads, by_work, by_grain}));
+  return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>({threads, by_work, by_grain})));
+}
+
+void ParallelFor(int64_t n, int threads, double cost_per_item,
+                 absl::FunctionRef<void(int64_t, int64_t)> fn, int64_t grain) {
+  if (n <= 0) return;
+  const int team = ParallelTeam(n, threads, cost_per_item, grain);
   if (team <= 1) {
     fn(0, n);
     return;
   }
-  const int64_t grains = by_grain;
+  grain = EffectiveGrain(cost_per_item, grain);
+  const int64_t grains = (n + grain - 1) / grain;
 #pragma omp parallel num_threads(team)
   {
     const int64_t id = omp_get_thread_num();

@@ -270,6 +270,10 @@ inline constexpr double kMinParallelWork = 32768;
 /// cache lines would only leave threads idle (16 planes of a batch on one thread).
 inline constexpr double kCoarseItemCost = 1024;
 
+/// The number of threads ParallelFor(n, threads, cost_per_item, fn, grain) runs `fn` on (1: the
+/// calling thread alone), for kernels that choose other work by it.
+int ParallelTeam(int64_t n, int threads, double cost_per_item, int64_t grain = 16);
+
 /// Calls `fn(begin, end)` over disjoint ranges that cover [0, n), on up to `threads` OpenMP
 /// threads of the calling thread (never more; fewer when n * cost_per_item is small, one below
 /// kMinParallelWork: then just fn(0, n) here). Range bounds are multiples of `grain` except n

@@ -260,15 +260,15 @@ absl::Status RunRecurrent(const RecurrentSpec& s, const KernelArgs& args, const 
   // Rough ns per unit of a step: its G rows of R times every entry's state, at about four
   // multiply-adds per ns (a product with few entries streams R from the cache).
   const double unit_cost = static_cast<double>(s.batch) * static_cast<double>(GH) / 4.0;
-  const double step_macs = unit_cost * 4.0 * static_cast<double>(H);  // entries x G*H x H
+  const double step_macs =
+      static_cast<double>(s.batch) * static_cast<double>(GH) * static_cast<double>(H);
   const size_t acts_per_dir = s.cell == Cell::kRnn ? 1 : s.cell == Cell::kGru ? 2 : 3;
   // Direction d with its own workspace on `threads` threads.
   auto run_direction = [&](int64_t d, const Workspace& ws, int threads) -> absl::Status {
     UseIntraOpThreads(threads);
     // The threads a step is split over: as many as ParallelFor starts for H units of
     // unit_cost, or one (then its products may use the threads, below).
-    const int step_threads =
-        H >= 32 && static_cast<double>(H) * unit_cost >= 2 * kMinParallelWork ? threads : 1;
+    const int step_threads = ParallelTeam(H, threads, unit_cost);
     std::fill(ws.tmp, ws.tmp + s.batch * H, 0.0f);
     std::vector<int64_t> t_lo(static_cast<size_t>(s.batch));
     const bool reverse = s.reverse_only || d == 1;
