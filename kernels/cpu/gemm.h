@@ -82,6 +82,8 @@ class PackedProduct {
   bool sgemm_ = false;
   // Our AVX2 kernel on weights_ in panels of 16 columns ([panel][K][16]) instead.
   bool panels_ = false;
+  // With panels_: one or two rows by large weights, on the row kernel (packed_product.cc).
+  bool row_kernel_ = false;
   int64_t m_ = 0, n_ = 0, k_ = 0, lda_ = 0, ldb_ = 0, ldy_ = 0;
   dnnl::memory::desc src_, dst_, scratch_;
   std::shared_ptr<const dnnl::memory> weights_;

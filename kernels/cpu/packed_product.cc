@@ -1,7 +1,7 @@
 // PackedProduct (gemm.h): products by constant weights on oneDNN's matmul primitive with the
 // weights packed once, or, for 2 to 16 rows by weights oneDNN keeps plain, our AVX2 kernel on
-// the weights packed in panels of 16 columns (one row by large weights: our row kernel on the
-// same panels); sgemm on a padded row-major copy from 32 rows.
+// the weights packed in panels of 16 columns (one or two rows by large weights: our row kernel
+// on the same panels); sgemm on a padded row-major copy from 32 rows.
 #include <immintrin.h>
 #include <omp.h>
 
@@ -232,6 +232,7 @@ std::shared_ptr<const PackedProduct> PackedProduct::Make(const PrepareContext& c
     };
     if (m <= kMaxPanelRows && OwnCopyLevel() >= 1 && n * k >= kRowPanelMinWeights) {
       pack_panels();
+      product->row_kernel_ = true;
       return product;
     }
     const memory::desc any({k, n}, memory::data_type::f32, memory::format_tag::any);
@@ -295,7 +296,7 @@ absl::Status PackedProduct::Run(const float* a, float* y, void* scratch) const {
   if (panels_) {
     const float* panels = static_cast<const float*>(weights_->get_data_handle());
     const int64_t count = (n_ + kPanelWidth - 1) / kPanelWidth;
-    if (m_ <= kMaxPanelRows && n_ * k_ >= kRowPanelMinWeights) {
+    if (row_kernel_) {
       static const auto rows_kernel = OwnCopyLevel() >= 2 ? &RowsPanelAvx512 : &RowsPanelAvx2;
       // A panel is k x 64 bytes from memory, at about 16 bytes per ns.
       ParallelFor(count, omp_get_max_threads(), static_cast<double>(k_) * 4.0,
