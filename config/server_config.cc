@@ -78,13 +78,15 @@ absl::Status ParseInto(const YamlReader& r, const YAML::Node& root, ServerConfig
   RETURN_IF_ERROR(r.ReadBool(runtime, "runtime", "choose_threads", &c->choose_threads));
 
   const YAML::Node kernels = YamlReader::Child(root, "kernels");
-  RETURN_IF_ERROR(r.CheckMap(
-      kernels, "kernels",
-      {"conv_winograd", "conv_taps_as_channels", "conv_tap_regions", "conv_chain_layout"}));
+  RETURN_IF_ERROR(r.CheckMap(kernels, "kernels",
+                             {"conv_winograd", "conv_taps_as_channels", "conv_tap_regions",
+                              "conv_own_depthwise", "conv_chain_layout"}));
   RETURN_IF_ERROR(r.ReadBool(kernels, "kernels", "conv_winograd", &c->kernels_conv_winograd));
   RETURN_IF_ERROR(
       r.ReadBool(kernels, "kernels", "conv_taps_as_channels", &c->kernels_conv_taps_as_channels));
   RETURN_IF_ERROR(r.ReadBool(kernels, "kernels", "conv_tap_regions", &c->kernels_conv_tap_regions));
+  RETURN_IF_ERROR(
+      r.ReadBool(kernels, "kernels", "conv_own_depthwise", &c->kernels_conv_own_depthwise));
   RETURN_IF_ERROR(r.ReadEnum(kernels, "kernels", "conv_chain_layout", {"auto", "nhwc"},
                              &c->kernels_conv_chain_layout));
 

@@ -78,6 +78,7 @@ std::string DescribeConfig(const config::ServerConfig& c) {
       " kernels.conv_winograd=", c.kernels_conv_winograd ? "true" : "false",
       " kernels.conv_taps_as_channels=", c.kernels_conv_taps_as_channels ? "true" : "false",
       " kernels.conv_tap_regions=", c.kernels_conv_tap_regions ? "true" : "false",
+      " kernels.conv_own_depthwise=", c.kernels_conv_own_depthwise ? "true" : "false",
       " kernels.conv_chain_layout=", c.kernels_conv_chain_layout,
       " limits.max_message_bytes=", config::EffectiveMaxMessageBytes(c),
       " limits.max_tensor_rank=", c.max_tensor_rank,

@@ -72,6 +72,7 @@ int main(int argc, char** argv) {
   engine_options.cpu_kernels.conv_winograd = config.kernels_conv_winograd;
   engine_options.cpu_kernels.conv_taps_as_channels = config.kernels_conv_taps_as_channels;
   engine_options.cpu_kernels.conv_tap_regions = config.kernels_conv_tap_regions;
+  engine_options.cpu_kernels.conv_own_depthwise = config.kernels_conv_own_depthwise;
   // Checked by the config parser (auto or nhwc).
   engine_options.cpu_kernels.conv_chain_layout =
       reprise::kernels::cpu::ParseConvChainLayout(config.kernels_conv_chain_layout)

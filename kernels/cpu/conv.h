@@ -143,6 +143,23 @@ struct TapRegionsConv {
 absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareTapRegionsConv(const PrepareContext& context,
                                                                       TapRegionsConv conv);
 
+/// A depthwise 2-D convolution (one input and one output channel per group, weights known at
+/// plan time) with X and Y in the chain's channel-blocked layout of `lanes` channels (16:
+/// nChw16c, AVX-512; 8: nChw8c, AVX2), for our own kernel (conv_depthwise.cc).
+struct OwnDepthwise {
+  runtime::Shape x, y;  // [N, C, H, W] and [N, C, OH, OW]
+  std::vector<int64_t> kernel, strides, dilations, pads_begin;
+  const float* weights = nullptr;  // [C, 1, KH, KW]
+  const float* bias = nullptr;     // [C], or null for none
+  ConvActivation activation;
+  int64_t lanes = 0;
+};
+
+/// Our depthwise kernel for `dw`; null where it does not apply (another activation than those
+/// it applies in registers, or lanes other than 16 and 8).
+std::unique_ptr<PreparedKernel> MaybeOwnDepthwise(const PrepareContext& context,
+                                                  const OwnDepthwise& dw);
+
 /// `act` applied to y[0, n) in place, on up to `threads` threads (conv_activation.cc).
 void ApplyConvActivation(const ConvActivation& act, float* y, int64_t n, int threads);
 

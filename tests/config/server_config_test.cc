@@ -63,18 +63,20 @@ TEST(ServerConfigTest, ShippedFileParsesToTheDefaults) {
   EXPECT_EQ(c->kernels_conv_winograd, d.kernels_conv_winograd);
   EXPECT_EQ(c->kernels_conv_taps_as_channels, d.kernels_conv_taps_as_channels);
   EXPECT_EQ(c->kernels_conv_tap_regions, d.kernels_conv_tap_regions);
+  EXPECT_EQ(c->kernels_conv_own_depthwise, d.kernels_conv_own_depthwise);
   EXPECT_EQ(c->kernels_conv_chain_layout, d.kernels_conv_chain_layout);
 }
 
 TEST(ServerConfigTest, ReadsKernelOptions) {
   absl::StatusOr<ServerConfig> c = ParseServerConfig(
       "kernels: {conv_winograd: false, conv_taps_as_channels: false, conv_tap_regions: false,\n"
-      "          conv_chain_layout: nhwc}\n",
+      "          conv_own_depthwise: false, conv_chain_layout: nhwc}\n",
       "f.yaml");
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_FALSE(c->kernels_conv_winograd);
   EXPECT_FALSE(c->kernels_conv_taps_as_channels);
   EXPECT_FALSE(c->kernels_conv_tap_regions);
+  EXPECT_FALSE(c->kernels_conv_own_depthwise);
   EXPECT_EQ(c->kernels_conv_chain_layout, "nhwc");
   absl::Status bad =
       ParseServerConfig("kernels: {conv_chain_layout: nchw16c}\n", "f.yaml").status();

@@ -114,6 +114,7 @@ TEST(DescribeConfigTest, NamesTheEffectiveValues) {
   EXPECT_THAT(line, HasSubstr("kernels.conv_winograd=false"));
   EXPECT_THAT(line, HasSubstr("kernels.conv_taps_as_channels=true"));
   EXPECT_THAT(line, HasSubstr("kernels.conv_tap_regions=true"));
+  EXPECT_THAT(line, HasSubstr("kernels.conv_own_depthwise=true"));
   EXPECT_THAT(line, HasSubstr("kernels.conv_chain_layout=auto"));
 }
 

@@ -7,7 +7,7 @@
 //               [--choose-threads on|off] [--dump-ri FILE.json] [--json] [--profile FILE.json]
 //               [--profile-top N]
 //               [--conv-winograd on|off] [--conv-taps on|off] [--conv-tap-regions on|off]
-//               [--conv-chain-layout auto|nhwc]
+//               [--conv-depthwise on|off] [--conv-chain-layout auto|nhwc]
 //   reprise-run --list-ops
 //
 // --list-ops prints every op a backend has a kernel for (docs/operators.md adds the conformance
@@ -28,10 +28,11 @@
 // the instance's replay timed task by task, or the eager step loop with --mode eager), writes a
 // Chrome-trace JSON (Perfetto, chrome://tracing) and prints a table of the --profile-top steps
 // (default 15), the time per op type and the share outside kernels (to stderr with --json).
-// --conv-winograd, --conv-taps, --conv-tap-regions and --conv-chain-layout are the CPU device's
-// kernel options (the daemon's `kernels:` config section): off keeps convolutions off oneDNN's
-// Winograd algorithm, off the 1x1 convolution over the input gathered per tap, or off the
-// per-tap products over the taps' regions; nhwc keeps conv chains channels-last (the layout of a
+// --conv-winograd, --conv-taps, --conv-tap-regions, --conv-depthwise and --conv-chain-layout are
+// the CPU device's kernel options (the daemon's `kernels:` config section): off keeps
+// convolutions off oneDNN's Winograd algorithm, off the 1x1 convolution over the input gathered
+// per tap, off the per-tap products over the taps' regions, or depthwise ones on oneDNN's kernel
+// instead of ours; nhwc keeps conv chains channels-last (the layout of a
 // CPU without AVX2), for comparisons.
 // Exit status: 0 on success, 1 on a run-time error, 2 on a usage
 // error.
@@ -107,7 +108,7 @@ constexpr char kUsage[] =
     "                   [--choose-threads on|off] [--dump-ri FILE.json] [--json]\n"
     "                   [--profile FILE.json] [--profile-top N] [--conv-winograd on|off]\n"
     "                   [--conv-taps on|off] [--conv-tap-regions on|off]\n"
-    "                   [--conv-chain-layout auto|nhwc]\n"
+    "                   [--conv-depthwise on|off] [--conv-chain-layout auto|nhwc]\n"
     "       reprise-run --list-ops   (the ops each backend has a kernel for)\n";
 
 absl::StatusOr<Shape> ParseShape(absl::string_view text) {
@@ -132,6 +133,15 @@ absl::StatusOr<Options> ParseArgs(int argc, char** argv) {
       return absl::InvalidArgumentError(
           absl::StrCat("--", name, " wants an integer >= ", min, ", got \"", value, "\""));
     }
+    return absl::OkStatus();
+  };
+  auto on_off_flag = [](absl::string_view name, absl::string_view value,
+                        bool* out) -> absl::Status {
+    if (value != "on" && value != "off") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", name, " is on or off, got \"", value, "\""));
+    }
+    *out = value == "on";
     return absl::OkStatus();
   };
   for (int i = 1; i < argc; ++i) {
@@ -195,29 +205,18 @@ absl::StatusOr<Options> ParseArgs(int argc, char** argv) {
     } else if (arg == "--profile-top") {
       RETURN_IF_ERROR(int_flag("profile-top", value, 0, &options.profile_top));
     } else if (arg == "--choose-threads") {
-      if (value != "on" && value != "off") {
-        return absl::InvalidArgumentError(
-            absl::StrCat("--choose-threads is on or off, got \"", value, "\""));
-      }
-      options.choose_threads = value == "on";
+      RETURN_IF_ERROR(on_off_flag("choose-threads", value, &options.choose_threads));
     } else if (arg == "--conv-winograd") {
-      if (value != "on" && value != "off") {
-        return absl::InvalidArgumentError(
-            absl::StrCat("--conv-winograd is on or off, got \"", value, "\""));
-      }
-      options.kernel_options.conv_winograd = value == "on";
+      RETURN_IF_ERROR(on_off_flag("conv-winograd", value, &options.kernel_options.conv_winograd));
     } else if (arg == "--conv-taps") {
-      if (value != "on" && value != "off") {
-        return absl::InvalidArgumentError(
-            absl::StrCat("--conv-taps is on or off, got \"", value, "\""));
-      }
-      options.kernel_options.conv_taps_as_channels = value == "on";
+      RETURN_IF_ERROR(
+          on_off_flag("conv-taps", value, &options.kernel_options.conv_taps_as_channels));
     } else if (arg == "--conv-tap-regions") {
-      if (value != "on" && value != "off") {
-        return absl::InvalidArgumentError(
-            absl::StrCat("--conv-tap-regions is on or off, got \"", value, "\""));
-      }
-      options.kernel_options.conv_tap_regions = value == "on";
+      RETURN_IF_ERROR(
+          on_off_flag("conv-tap-regions", value, &options.kernel_options.conv_tap_regions));
+    } else if (arg == "--conv-depthwise") {
+      RETURN_IF_ERROR(
+          on_off_flag("conv-depthwise", value, &options.kernel_options.conv_own_depthwise));
     } else if (arg == "--conv-chain-layout") {
       absl::StatusOr<kernels::cpu::ConvChainLayout> layout =
           kernels::cpu::ParseConvChainLayout(value);

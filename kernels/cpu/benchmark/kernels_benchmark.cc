@@ -274,6 +274,39 @@ void BM_MaxPool3x3s2_64x112x112(benchmark::State& state) {
 }
 BENCHMARK(BM_MaxPool3x3s2_64x112x112)->Unit(benchmark::kMillisecond);
 
+// A depthwise KxK convolution (pads K/2) of C channels over S x S at stride 1 or 2, batch 1, in
+// the chain's blocked layout, with an activation (0 none, 1 Relu, 2 Swish), on oneDNN's kernel
+// or ours (conv.cc's OwnDepthwiseFor), `t` threads: the depthwise layers of MobileNetV2,
+// MnasNet and EfficientNet. Args: own (0/1), C, S, K, stride, activation, t.
+void BM_DepthwiseConv(benchmark::State& state) {
+  const int64_t c = state.range(1), size = state.range(2), k = state.range(3);
+  const int64_t stride = state.range(4), out = (size - 1) / stride + 1;
+  runtime::Attributes attrs;
+  attrs.Set("group", c);
+  attrs.Set("pads", std::vector<int64_t>{k / 2, k / 2, k / 2, k / 2});
+  attrs.Set("strides", std::vector<int64_t>{stride, stride});
+  attrs.Set("x_layout", std::string("blocked"));
+  attrs.Set("y_layout", std::string("blocked"));
+  static const char* const kActivations[] = {"", "Relu", "Swish"};
+  attrs.Set("activation", std::string(kActivations[state.range(5)]));
+  CpuKernelOptions options;
+  options.conv_own_depthwise = state.range(0) != 0;
+  RunKernel(
+      state, kFusedConvOp,
+      {Floats({1, c, size, size}, false, 1), Floats({c, 1, k, k}, true, 2), Floats({c}, true, 3)},
+      attrs, options, static_cast<int>(state.range(6)));
+  state.SetItemsProcessed(state.iterations() * c * out * out);
+}
+BENCHMARK(BM_DepthwiseConv)
+    ->ArgNames({"own", "c", "s", "k", "stride", "act", "t"})
+    ->ArgsProduct({{0, 1}, {32}, {112}, {3}, {1}, {2}, {1}})
+    ->ArgsProduct({{0, 1}, {144}, {56}, {3}, {1}, {1, 2}, {1}})
+    ->ArgsProduct({{0, 1}, {96}, {112}, {3}, {2}, {2}, {1}})
+    ->ArgsProduct({{0, 1}, {240}, {28}, {5}, {1}, {2}, {1}})
+    ->ArgsProduct({{0, 1}, {672}, {14}, {5}, {1}, {2}, {1}})
+    ->ArgsProduct({{0, 1}, {960}, {7}, {3}, {1}, {1}, {1, 2}})
+    ->Unit(benchmark::kMicrosecond);
+
 // The pooling of convolution chains (kFusedMaxPoolOp, kFusedAveragePoolOp) over values stored
 // in the chain's blocked layout (C a multiple of 16: no padding channels), batch 1, one thread:
 // GoogLeNet's, ResNet's, Inception-v3's and DenseNet's windows. Args: max (1) or average (0), C,

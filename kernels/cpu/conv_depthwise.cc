@@ -1,0 +1,445 @@
+// Depthwise 2-D convolutions (one input and one output channel per group) on the channel-blocked
+// layout of a convolution chain (nChw16c with AVX-512, nChw8c with AVX2), our own kernel: each
+// output vector (one pixel of a channel block) sums its KH x KW taps in a register, several
+// pixels of a row at a time with each tap's weights loaded once for them, and the bias and the
+// activation are applied in the register before the one store.
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "kernels/cpu/conv.h"
+#include "kernels/cpu/kernel_util.h"
+#include "kernels/cpu/vector_math.h"
+#include "runtime/core/checked_size.h"
+
+namespace reprise::kernels::cpu {
+namespace {
+
+enum class DwActivation {
+  kNone,
+  kRelu,
+  kLeakyRelu,
+  kClip,
+  kSigmoid,
+  kHardSigmoid,
+  kHardSwish,
+  kSwish,
+  kTanh
+};
+
+// The activations the kernel applies in registers; nullopt for the others (Gelu).
+std::optional<DwActivation> DwActivationOf(const ConvActivation& act) {
+  const std::string& n = act.name;
+  if (n.empty()) return DwActivation::kNone;
+  if (n == "Relu") return DwActivation::kRelu;
+  if (n == "LeakyRelu") return DwActivation::kLeakyRelu;
+  if (n == "Clip") return DwActivation::kClip;
+  if (n == "Sigmoid") return DwActivation::kSigmoid;
+  if (n == "HardSigmoid") return DwActivation::kHardSigmoid;
+  if (n == "HardSwish") return DwActivation::kHardSwish;
+  if (n == "Swish") return DwActivation::kSwish;
+  if (n == "Tanh") return DwActivation::kTanh;
+  return std::nullopt;
+}
+
+// The geometry of one depthwise convolution over blocked X [N, CB, H, W, lanes] into blocked
+// Y [N, CB, OH, OW, lanes], with its activation's kind and parameters.
+struct DwShape {
+  int64_t n = 0, blocks = 0, h = 0, w = 0, oh = 0, ow = 0;
+  int64_t kh = 0, kw = 0, sh = 1, sw = 1, dh = 1, dw = 1, ph = 0, pw = 0;
+  int64_t channels = 0;  // C: the last block holds C - (CB - 1) x lanes of them
+  DwActivation act = DwActivation::kNone;
+  float p0 = 0.0f, p1 = 0.0f;  // Clip's min and max; LeakyRelu's alpha; HardSigmoid's alpha, beta
+  // Output columns [ow_lo, ow_hi) read inside X for every tap of the row.
+  int64_t ow_lo = 0, ow_hi = 0;
+};
+
+// The bias and the activation applied to one output vector; lanes past C zeroed where `keep`
+// (ones for real channels, zeros past C) is given.
+template <typename V>
+__attribute__((always_inline)) inline void Finish(const DwShape& s, V* out, const V* keep) {
+  using I = IntsFor<V>;
+  V v = *out;
+  const V zero{};
+  switch (s.act) {
+    case DwActivation::kNone:
+      break;
+    case DwActivation::kRelu:
+      v = v > 0.0f ? v : zero;
+      break;
+    case DwActivation::kLeakyRelu:
+      v = v >= 0.0f ? v : v * s.p0;
+      break;
+    case DwActivation::kClip:
+      v = v < s.p0 ? zero + s.p0 : v;
+      v = v > s.p1 ? zero + s.p1 : v;
+      break;
+    case DwActivation::kHardSigmoid: {
+      V t = v * s.p0 + s.p1;
+      t = t < 0.0f ? zero : t;
+      v = t > 1.0f ? zero + 1.0f : t;
+      break;
+    }
+    case DwActivation::kHardSwish: {
+      V t = v * (1.0f / 6.0f) + 0.5f;
+      t = t < 0.0f ? zero : t;
+      t = t > 1.0f ? zero + 1.0f : t;
+      v = v * t;
+      break;
+    }
+    case DwActivation::kSigmoid:
+    case DwActivation::kSwish: {
+      // 1 / (1 + e^-x) through e^-|x|, as SigmoidArray.
+      V e;
+      ExpNonPositive<V, I>(v < 0.0f ? v : -v, &e);
+      const V sigmoid = (v >= 0.0f ? zero + 1.0f : e) / (e + 1.0f);
+      v = s.act == DwActivation::kSwish ? v * sigmoid : sigmoid;
+      break;
+    }
+    case DwActivation::kTanh:
+      TanhOf(v, &v);
+      break;
+  }
+  if (keep != nullptr) v *= *keep;
+  *out = v;
+}
+
+// Output column `ox` of row `oy` (input rows from iy0, taps' rows [ky0, ky1) inside X), checking
+// each tap's column: any window (the generic kernel's edge columns).
+template <typename V>
+__attribute__((always_inline)) inline void DwPixelChecked(const DwShape& s, const float* x,
+                                                          const float* w, const V& b, float* y,
+                                                          int64_t iy0, int64_t ky0, int64_t ky1,
+                                                          int64_t ox, const V* keep) {
+  constexpr int64_t kLanes = sizeof(V) / sizeof(float);
+  V acc = b;
+  const int64_t ix0 = ox * s.sw - s.pw;
+  for (int64_t ky = ky0; ky < ky1; ++ky) {
+    const float* row = x + (iy0 + ky * s.dh) * s.w * kLanes;
+    for (int64_t kx = 0; kx < s.kw; ++kx) {
+      const int64_t ix = ix0 + kx * s.dw;
+      if (ix < 0 || ix >= s.w) continue;
+      V xv, wv;
+      LoadFloats(row + ix * kLanes, &xv);
+      LoadFloats(w + (ky * s.kw + kx) * kLanes, &wv);
+      acc += xv * wv;
+    }
+  }
+  Finish(s, &acc, keep);
+  StoreFloats(y + ox * kLanes, acc);
+}
+
+// The first and one-past-last tap rows of output row `oy` that read inside X.
+inline void TapRows(const DwShape& s, int64_t oy, int64_t* iy0, int64_t* ky0, int64_t* ky1) {
+  *iy0 = oy * s.sh - s.ph;
+  *ky0 = 0;
+  *ky1 = s.kh;
+  while (*ky0 < *ky1 && *iy0 + *ky0 * s.dh < 0) ++*ky0;
+  while (*ky1 > *ky0 && *iy0 + (*ky1 - 1) * s.dh >= s.h) --*ky1;
+}
+
+// Any window: one output row `oy` of one channel block (x the block's input plane [H, W, lanes],
+// w its weights [KH x KW, lanes], bias its [lanes], y the row [OW, lanes]). Columns inside
+// [ow_lo, ow_hi) go kPixels at a time without bounds checks, each tap's weights loaded once for
+// them; the others check each tap.
+template <typename V, int kPixels>
+__attribute__((always_inline)) inline void DwRowGeneric(const DwShape& s, const float* x,
+                                                        const float* w, const float* bias, float* y,
+                                                        int64_t oy, const V* keep) {
+  constexpr int64_t kLanes = sizeof(V) / sizeof(float);
+  int64_t iy0, ky0, ky1;
+  TapRows(s, oy, &iy0, &ky0, &ky1);
+  V b;
+  LoadFloats(bias, &b);
+  const int64_t lo = std::min(s.ow_lo, s.ow), hi = std::max(lo, s.ow_hi);
+  for (int64_t ox = 0; ox < lo; ++ox) DwPixelChecked(s, x, w, b, y, iy0, ky0, ky1, ox, keep);
+  int64_t ox = lo;
+  const int64_t step = s.sw * kLanes;
+  for (; ox + kPixels <= hi; ox += kPixels) {
+    V acc[kPixels];
+#pragma GCC unroll 16
+    for (int p = 0; p < kPixels; ++p) acc[p] = b;
+    const float* first = x + (ox * s.sw - s.pw) * kLanes;
+    for (int64_t ky = ky0; ky < ky1; ++ky) {
+      const float* row = first + (iy0 + ky * s.dh) * s.w * kLanes;
+      for (int64_t kx = 0; kx < s.kw; ++kx) {
+        V wv;
+        LoadFloats(w + (ky * s.kw + kx) * kLanes, &wv);
+        const float* at = row + kx * s.dw * kLanes;
+#pragma GCC unroll 16
+        for (int p = 0; p < kPixels; ++p) {
+          V xv;
+          LoadFloats(at + p * step, &xv);
+          acc[p] += xv * wv;
+        }
+      }
+    }
+#pragma GCC unroll 16
+    for (int p = 0; p < kPixels; ++p) {
+      Finish(s, &acc[p], keep);
+      StoreFloats(y + (ox + p) * kLanes, acc[p]);
+    }
+  }
+  for (; ox < s.ow; ++ox) DwPixelChecked(s, x, w, b, y, iy0, ky0, ky1, ox, keep);
+}
+
+// A window of kKw columns at column stride kStride, no column dilation: kPixels adjacent outputs
+// `ox`.. of a row at a time, each input column of the row loaded once for all the outputs that
+// read it and the row's kKw weights held in registers (a stride-1 3x3 block of 12 outputs: 14
+// loads of X for 36 multiply-adds per tap row, where one load per multiply-add would be 36). With
+// kChecked, the columns outside X are skipped and only the first `count` outputs stored (the
+// edges of the row and its last block).
+template <typename V, int kKw, int kStride, int kPixels, bool kChecked>
+__attribute__((always_inline)) inline void DwBlockFixed(const DwShape& s, const float* x,
+                                                        const float* w, const V& b, float* y,
+                                                        int64_t iy0, int64_t ky0, int64_t ky1,
+                                                        int64_t ox, int64_t count, const V* keep) {
+  constexpr int64_t kLanes = sizeof(V) / sizeof(float);
+  constexpr int kColumns = (kPixels - 1) * kStride + kKw;
+  V acc[kPixels];
+#pragma GCC unroll 16
+  for (int p = 0; p < kPixels; ++p) acc[p] = b;
+  const int64_t ix0 = ox * kStride - s.pw;
+  for (int64_t ky = ky0; ky < ky1; ++ky) {
+    const float* row = x + ((iy0 + ky * s.dh) * s.w + ix0) * kLanes;
+    V wv[kKw];
+#pragma GCC unroll 8
+    for (int kx = 0; kx < kKw; ++kx) LoadFloats(w + (ky * kKw + kx) * kLanes, &wv[kx]);
+#pragma GCC unroll 64
+    for (int j = 0; j < kColumns; ++j) {
+      if (kChecked && (ix0 + j < 0 || ix0 + j >= s.w)) continue;
+      V xv;
+      LoadFloats(row + j * kLanes, &xv);
+#pragma GCC unroll 8
+      for (int kx = 0; kx < kKw; ++kx) {
+        const int d = j - kx;  // = p * kStride for the output p that reads column j at tap kx
+        if (d >= 0 && d % kStride == 0 && d / kStride < kPixels) acc[d / kStride] += xv * wv[kx];
+      }
+    }
+  }
+#pragma GCC unroll 16
+  for (int p = 0; p < kPixels; ++p) {
+    if (kChecked && p >= count) break;
+    Finish(s, &acc[p], keep);
+    StoreFloats(y + (ox + p) * kLanes, acc[p]);
+  }
+}
+
+// Outputs per block of DwBlockFixed: within the registers (32 with AVX-512, 16 with AVX2) with
+// the kKw weights and the loaded column.
+template <typename V, int kKw>
+constexpr int kFixedPixels = sizeof(V) == 64 ? (kKw <= 3 ? 12 : 8) : (kKw <= 3 ? 6 : 4);
+
+// One output row by DwBlockFixed: blocks wholly inside X unchecked, the others checked.
+template <typename V, int kKw, int kStride>
+__attribute__((always_inline)) inline void DwRowFixed(const DwShape& s, const float* x,
+                                                      const float* w, const float* bias, float* y,
+                                                      int64_t oy, const V* keep) {
+  constexpr int kPixels = kFixedPixels<V, kKw>;
+  int64_t iy0, ky0, ky1;
+  TapRows(s, oy, &iy0, &ky0, &ky1);
+  V b;
+  LoadFloats(bias, &b);
+  for (int64_t ox = 0; ox < s.ow; ox += kPixels) {
+    const int64_t ix0 = ox * kStride - s.pw;
+    if (ox + kPixels <= s.ow && ix0 >= 0 && ix0 + (kPixels - 1) * kStride + kKw <= s.w) {
+      DwBlockFixed<V, kKw, kStride, kPixels, false>(s, x, w, b, y, iy0, ky0, ky1, ox, kPixels,
+                                                    keep);
+    } else {
+      DwBlockFixed<V, kKw, kStride, kPixels, true>(s, x, w, b, y, iy0, ky0, ky1, ox,
+                                                   std::min<int64_t>(kPixels, s.ow - ox), keep);
+    }
+  }
+}
+
+struct GenericRow {
+  template <typename V>
+  __attribute__((always_inline)) static void Run(const DwShape& s, const float* x, const float* w,
+                                                 const float* bias, float* y, int64_t oy,
+                                                 const V* keep) {
+    DwRowGeneric<V, sizeof(V) == 64 ? 8 : 4>(s, x, w, bias, y, oy, keep);
+  }
+};
+
+template <int kKw, int kStride>
+struct FixedRow {
+  template <typename V>
+  __attribute__((always_inline)) static void Run(const DwShape& s, const float* x, const float* w,
+                                                 const float* bias, float* y, int64_t oy,
+                                                 const V* keep) {
+    DwRowFixed<V, kKw, kStride>(s, x, w, bias, y, oy, keep);
+  }
+};
+
+// Rows [begin, end) of the N x CB x OH output rows, each by Row.
+template <typename V, typename Row>
+__attribute__((always_inline)) inline void DwRows(const DwShape& s, const float* x, const float* w,
+                                                  const float* bias, float* y, int64_t begin,
+                                                  int64_t end) {
+  constexpr int64_t kLanes = sizeof(V) / sizeof(float);
+  const int64_t real = s.channels - (s.blocks - 1) * kLanes;  // channels of the last block
+  V keep{};
+  for (int64_t i = 0; i < real; ++i) keep[i] = 1.0f;
+  for (int64_t r = begin; r < end; ++r) {
+    const int64_t plane = r / s.oh, oy = r % s.oh, block = plane % s.blocks;
+    Row::template Run<V>(s, x + plane * s.h * s.w * kLanes, w + block * s.kh * s.kw * kLanes,
+                         bias + block * kLanes, y + (plane * s.oh + oy) * s.ow * kLanes, oy,
+                         block == s.blocks - 1 && real < kLanes ? &keep : nullptr);
+  }
+}
+
+using DwRowsFn = void (*)(const DwShape&, const float*, const float*, const float*, float*, int64_t,
+                          int64_t);
+
+#define REPRISE_DW_ARGS                                                                         \
+  const DwShape &s, const float *x, const float *w, const float *bias, float *y, int64_t begin, \
+      int64_t end
+#define REPRISE_DW_COPIES(name, ...)                                      \
+  __attribute__((target("avx512f"))) void name##Avx512(REPRISE_DW_ARGS) { \
+    DwRows<Floats16, __VA_ARGS__>(s, x, w, bias, y, begin, end);          \
+  }                                                                       \
+  __attribute__((target("avx2,fma"))) void name##Avx2(REPRISE_DW_ARGS) {  \
+    DwRows<Floats8, __VA_ARGS__>(s, x, w, bias, y, begin, end);           \
+  }
+REPRISE_DW_COPIES(DwGeneric, GenericRow)
+REPRISE_DW_COPIES(Dw3Stride1, FixedRow<3, 1>)
+REPRISE_DW_COPIES(Dw3Stride2, FixedRow<3, 2>)
+REPRISE_DW_COPIES(Dw5Stride1, FixedRow<5, 1>)
+REPRISE_DW_COPIES(Dw5Stride2, FixedRow<5, 2>)
+REPRISE_DW_COPIES(Dw7Stride1, FixedRow<7, 1>)
+REPRISE_DW_COPIES(Dw7Stride2, FixedRow<7, 2>)
+#undef REPRISE_DW_COPIES
+#undef REPRISE_DW_ARGS
+
+// The rows function for `s` on `lanes` (16: AVX-512, 8: AVX2).
+DwRowsFn PickRows(const DwShape& s, int64_t lanes) {
+  const bool wide = lanes == 16;
+  DwRowsFn fn = wide ? &DwGenericAvx512 : &DwGenericAvx2;
+  if (s.dw != 1 || s.sw < 1 || s.sw > 2) return fn;
+  const bool one = s.sw == 1;
+  if (s.kw == 3)
+    fn = wide ? (one ? &Dw3Stride1Avx512 : &Dw3Stride2Avx512)
+              : (one ? &Dw3Stride1Avx2 : &Dw3Stride2Avx2);
+  if (s.kw == 5)
+    fn = wide ? (one ? &Dw5Stride1Avx512 : &Dw5Stride2Avx512)
+              : (one ? &Dw5Stride1Avx2 : &Dw5Stride2Avx2);
+  if (s.kw == 7)
+    fn = wide ? (one ? &Dw7Stride1Avx512 : &Dw7Stride2Avx512)
+              : (one ? &Dw7Stride1Avx2 : &Dw7Stride2Avx2);
+  return fn;
+}
+
+class DepthwiseKernel final : public PreparedKernel {
+ public:
+  DepthwiseKernel(std::string op, std::vector<TensorDesc> outputs, DwShape shape, int64_t lanes,
+                  std::vector<float> weights, std::vector<float> bias, int threads)
+      : op_(std::move(op)),
+        outputs_(std::move(outputs)),
+        s_(shape),
+        lanes_(lanes),
+        weights_(std::move(weights)),
+        bias_(std::move(bias)),
+        threads_(threads),
+        rows_(PickRows(s_, lanes)) {}
+
+  absl::string_view op() const override { return op_; }
+  const std::vector<TensorDesc>& outputs() const override { return outputs_; }
+  size_t output_storage_bytes(size_t i) const override {
+    return i == 0 ? static_cast<size_t>(s_.n * s_.blocks * s_.oh * s_.ow * lanes_) * sizeof(float)
+                  : 0;
+  }
+  std::string implementation() const override {
+    return absl::StrCat("reprise_dw:", lanes_ == 16 ? "avx512" : "avx2");
+  }
+
+  absl::Status Run(const KernelArgs& args) const override {
+    const float* x = static_cast<const float*>(args.inputs[0]);
+    float* y = static_cast<float*>(args.outputs[0]);
+    // A row's cost in nanoseconds: about 0.6 per tap and output vector (MobileNetV2's 144
+    // channels at 56x56, 3x3: 160 us for 28224 vectors on one AVX-512 thread) and 2 for the
+    // activation.
+    const double cost = static_cast<double>(s_.ow) * (0.6 * static_cast<double>(s_.kh * s_.kw) + 2);
+    ParallelFor(s_.n * s_.blocks * s_.oh, threads_, cost, [&](int64_t begin, int64_t end) {
+      rows_(s_, x, weights_.data(), bias_.data(), y, begin, end);
+    });
+    return absl::OkStatus();
+  }
+
+ private:
+  std::string op_;
+  std::vector<TensorDesc> outputs_;
+  DwShape s_;
+  int64_t lanes_;
+  std::vector<float> weights_;  // [CB, KH x KW, lanes], zeros past C
+  std::vector<float> bias_;     // [CB, lanes], zeros past C
+  int threads_;
+  DwRowsFn rows_;
+};
+
+}  // namespace
+
+std::unique_ptr<PreparedKernel> MaybeOwnDepthwise(const PrepareContext& context,
+                                                  const OwnDepthwise& dw) {
+  const std::optional<DwActivation> act = DwActivationOf(dw.activation);
+  const int64_t lanes = dw.lanes;
+  if (!act.has_value() || (lanes != 16 && lanes != 8) || dw.x.size() != 4 || dw.y.size() != 4 ||
+      dw.weights == nullptr) {
+    return nullptr;
+  }
+  DwShape s;
+  s.n = dw.x[0];
+  s.channels = dw.x[1];
+  s.blocks = (s.channels + lanes - 1) / lanes;
+  s.h = dw.x[2];
+  s.w = dw.x[3];
+  s.oh = dw.y[2];
+  s.ow = dw.y[3];
+  s.kh = dw.kernel[0];
+  s.kw = dw.kernel[1];
+  s.sh = dw.strides[0];
+  s.sw = dw.strides[1];
+  s.dh = dw.dilations[0];
+  s.dw = dw.dilations[1];
+  s.ph = dw.pads_begin[0];
+  s.pw = dw.pads_begin[1];
+  s.act = *act;
+  if (s.act == DwActivation::kClip) {
+    s.p0 = dw.activation.clip_min;
+    s.p1 = dw.activation.clip_max;
+  } else if (s.act == DwActivation::kLeakyRelu || s.act == DwActivation::kHardSigmoid) {
+    s.p0 = dw.activation.alpha;
+    s.p1 = dw.activation.beta;
+  }
+  // Columns whose every tap reads inside X: ox sw - pw >= 0 and ox sw - pw + (KW - 1) dw < W.
+  s.ow_lo = std::min(s.ow, (s.pw + s.sw - 1) / s.sw);
+  const int64_t last = s.w - 1 - (s.kw - 1) * s.dw + s.pw;  // the largest ox sw that fits
+  s.ow_hi = last < 0 ? s.ow_lo : std::clamp(last / s.sw + 1, s.ow_lo, s.ow);
+  // The blocked output's floats (C rounded up to whole blocks), counted with checks.
+  if (!runtime::CheckedElementCount(
+           {s.n, s.blocks * lanes, s.oh, s.ow},
+           static_cast<int64_t>(std::numeric_limits<int64_t>::max() / sizeof(float)))
+           .has_value()) {
+    return nullptr;
+  }
+  const int64_t taps = s.kh * s.kw;
+  std::vector<float> weights(static_cast<size_t>(s.blocks * taps * lanes), 0.0f);
+  std::vector<float> bias(static_cast<size_t>(s.blocks * lanes), 0.0f);
+  for (int64_t c = 0; c < s.channels; ++c) {
+    const int64_t block = c / lanes, lane = c % lanes;
+    for (int64_t t = 0; t < taps; ++t) {
+      weights[(block * taps + t) * lanes + lane] = dw.weights[c * taps + t];
+    }
+    if (dw.bias != nullptr) bias[block * lanes + lane] = dw.bias[c];
+  }
+  return std::make_unique<DepthwiseKernel>(
+      std::string(context.op), std::vector<TensorDesc>{Desc(DataType::kFloat32, dw.y)}, s, lanes,
+      std::move(weights), std::move(bias), context.intra_op_threads);
+}
+
+}  // namespace reprise::kernels::cpu

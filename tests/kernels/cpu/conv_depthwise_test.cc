@@ -1,0 +1,237 @@
+// Depthwise convolutions on the channel-blocked layout of convolution chains (our own kernel,
+// kernels/cpu/conv_depthwise.cc, where the chain is nChw16c or nChw8c; oneDNN's elsewhere and
+// with CpuKernelOptions::conv_own_depthwise off) against a reference loop: windows of the
+// kernel's fixed forms (3, 5 and 7 columns, strides 1 and 2) and of its generic one (dilations,
+// other widths and strides, asymmetric pads), maps narrower than a block of outputs and than the
+// window, channels that leave padding lanes in the last block (which must stay zero), every
+// activation the kernel applies, with and without bias, batch 2, one and two threads.
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/fused_ops.h"
+#include "tests/kernels/cpu/kernel_test_util.h"
+
+namespace reprise::kernels::cpu::testing {
+namespace {
+
+struct DwCase {
+  int64_t n, c, h, w, kh, kw, stride_h, stride_w, dil_h, dil_w;
+  int64_t pad_t, pad_l, pad_b, pad_r;
+};
+
+struct DwActivation {
+  std::string name;
+  float p0 = 0.0f, p1 = 0.0f;  // Clip's min and max; LeakyRelu's alpha; HardSigmoid's alpha, beta
+};
+
+float Activate(const DwActivation& a, double v) {
+  const std::string& n = a.name;
+  if (n == "Relu") return static_cast<float>(std::max(v, 0.0));
+  if (n == "LeakyRelu") return static_cast<float>(v >= 0 ? v : v * a.p0);
+  if (n == "Clip") return static_cast<float>(std::min<double>(std::max<double>(v, a.p0), a.p1));
+  if (n == "Sigmoid") return static_cast<float>(1.0 / (1.0 + std::exp(-v)));
+  if (n == "HardSigmoid") return static_cast<float>(std::clamp(a.p0 * v + a.p1, 0.0, 1.0));
+  if (n == "HardSwish") return static_cast<float>(v * std::clamp(v / 6.0 + 0.5, 0.0, 1.0));
+  if (n == "Swish") return static_cast<float>(v / (1.0 + std::exp(-v)));
+  if (n == "Tanh") return static_cast<float>(std::tanh(v));
+  if (n == "Gelu") return static_cast<float>(0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0))));
+  return static_cast<float>(v);
+}
+
+int64_t OutSize(int64_t in, int64_t k, int64_t stride, int64_t dil, int64_t pb, int64_t pe) {
+  return (in + pb + pe - ((k - 1) * dil + 1)) / stride + 1;
+}
+
+// NCHW reference; w [C, 1, KH, KW]; b empty for none.
+std::vector<float> Reference(const DwCase& p, const DwActivation& act, const std::vector<float>& x,
+                             const std::vector<float>& w, const std::vector<float>& b) {
+  const int64_t oh = OutSize(p.h, p.kh, p.stride_h, p.dil_h, p.pad_t, p.pad_b);
+  const int64_t ow = OutSize(p.w, p.kw, p.stride_w, p.dil_w, p.pad_l, p.pad_r);
+  std::vector<float> y(p.n * p.c * oh * ow);
+  for (int64_t n = 0; n < p.n; ++n)
+    for (int64_t c = 0; c < p.c; ++c)
+      for (int64_t i = 0; i < oh; ++i)
+        for (int64_t j = 0; j < ow; ++j) {
+          double acc = b.empty() ? 0.0 : b[c];
+          for (int64_t ki = 0; ki < p.kh; ++ki)
+            for (int64_t kj = 0; kj < p.kw; ++kj) {
+              const int64_t hi = i * p.stride_h - p.pad_t + ki * p.dil_h;
+              const int64_t wj = j * p.stride_w - p.pad_l + kj * p.dil_w;
+              if (hi < 0 || hi >= p.h || wj < 0 || wj >= p.w) continue;
+              acc += static_cast<double>(x[((n * p.c + c) * p.h + hi) * p.w + wj]) *
+                     w[(c * p.kh + ki) * p.kw + kj];
+            }
+          y[((n * p.c + c) * oh + i) * ow + j] = Activate(act, acc);
+        }
+  return y;
+}
+
+// [N, C, H, W] in channel blocks of `block` ([N, C/block, H, W, block], zeros past C), and back.
+std::vector<float> ToBlocked(const std::vector<float>& x, int64_t n, int64_t c, int64_t pixels,
+                             int64_t block) {
+  const int64_t blocks = (c + block - 1) / block;
+  std::vector<float> out(n * blocks * block * pixels, 0.0f);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t ch = 0; ch < c; ++ch)
+      for (int64_t p = 0; p < pixels; ++p) {
+        out[((i * blocks + ch / block) * pixels + p) * block + ch % block] =
+            x[(i * c + ch) * pixels + p];
+      }
+  return out;
+}
+
+// The chain's channel block here (16, 8, or 0 for channels-last): the padded size of a blocked
+// 20-channel output (32, 24, or 20 floats per pixel).
+int64_t ChainBlock(const KernelHarness& h) {
+  const std::vector<Tensor> in = {Tensor::Of<float>({1, 20, 4, 4}, {}),
+                                  Tensor::Of<float>({20, 1, 3, 3}, RandomFloats(180, 1), true)};
+  auto kernel = h.Prepare(kFusedConvOp, in,
+                          Attrs({{"group", int64_t{20}},
+                                 {"pads", std::vector<int64_t>{1, 1, 1, 1}},
+                                 {"y_layout", std::string("blocked")}}));
+  if (!kernel.ok()) return -1;
+  const int64_t per_pixel =
+      static_cast<int64_t>((*kernel)->output_storage_bytes(0) / sizeof(float)) / 16;
+  return per_pixel == 32 ? 16 : per_pixel == 24 ? 8 : 0;
+}
+
+// Runs the case from and to the blocked layout and compares every element, the padding lanes
+// with zero. `own`: whether our kernel is expected (by its implementation's name).
+void CheckCase(const KernelHarness& h, const DwCase& p, const DwActivation& act, bool bias,
+               int threads, int64_t block, bool own) {
+  SCOPED_TRACE(::testing::Message()
+               << "n" << p.n << " c" << p.c << " " << p.h << "x" << p.w << " k" << p.kh << "x"
+               << p.kw << " s" << p.stride_h << "," << p.stride_w << " d" << p.dil_h << ","
+               << p.dil_w << " pads " << p.pad_t << "," << p.pad_l << "," << p.pad_b << ","
+               << p.pad_r << " act '" << act.name << "' bias " << bias << " threads " << threads);
+  const auto x = RandomFloats(p.n * p.c * p.h * p.w, 11, -2.0f, 2.0f);
+  const auto w = RandomFloats(p.c * p.kh * p.kw, 12);
+  const std::vector<float> b = bias ? RandomFloats(p.c, 13) : std::vector<float>{};
+  const std::vector<float> want = Reference(p, act, x, w, b);
+  const int64_t oh = OutSize(p.h, p.kh, p.stride_h, p.dil_h, p.pad_t, p.pad_b);
+  const int64_t ow = OutSize(p.w, p.kw, p.stride_w, p.dil_w, p.pad_l, p.pad_r);
+  std::vector<Tensor> in = {Tensor::Of<float>({p.n, p.c, p.h, p.w}, x),
+                            Tensor::Of<float>({p.c, 1, p.kh, p.kw}, w, true)};
+  if (bias) in.push_back(Tensor::Of<float>({p.c}, b, true));
+  runtime::Attributes attrs =
+      Attrs({{"group", p.c},
+             {"strides", std::vector<int64_t>{p.stride_h, p.stride_w}},
+             {"dilations", std::vector<int64_t>{p.dil_h, p.dil_w}},
+             {"pads", std::vector<int64_t>{p.pad_t, p.pad_l, p.pad_b, p.pad_r}},
+             {"x_layout", std::string("blocked")},
+             {"y_layout", std::string("blocked")},
+             {"activation", act.name}});
+  if (act.name == "Clip") {
+    attrs.Set("clip_min", act.p0);
+    attrs.Set("clip_max", act.p1);
+  } else if (!act.name.empty()) {
+    attrs.Set("activation_alpha", act.p0);
+    attrs.Set("activation_beta", act.p1);
+  }
+  auto kernel = h.Prepare(kFusedConvOp, in, attrs, 17, 1, threads);
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  const std::string impl = (*kernel)->implementation();
+  EXPECT_EQ(impl.rfind("reprise_dw", 0) == 0, own) << impl;
+  const std::vector<float> x_stored = ToBlocked(x, p.n, p.c, p.h * p.w, block);
+  const int64_t blocks = (p.c + block - 1) / block, padded = blocks * block;
+  ASSERT_EQ((*kernel)->output_storage_bytes(0),
+            static_cast<size_t>(p.n * padded * oh * ow) * sizeof(float));
+  std::vector<float> y(p.n * padded * oh * ow, 7.0f);  // every lane must be written
+  std::vector<const void*> ins = {x_stored.data(), in[1].bytes.data()};
+  if (bias) ins.push_back(in[2].bytes.data());
+  void* outs[] = {y.data()};
+  std::vector<uint8_t> ws((*kernel)->workspace_bytes() + 64);
+  runtime::KernelArgs args;
+  args.inputs = ins.data();
+  args.outputs = outs;
+  args.workspace = ws.data();
+  ASSERT_TRUE((*kernel)->Run(args).ok());
+  const int64_t pixels = oh * ow;
+  for (int64_t i = 0; i < p.n; ++i)
+    for (int64_t ch = 0; ch < padded; ++ch)
+      for (int64_t q = 0; q < pixels; ++q) {
+        const float got = y[((i * blocks + ch / block) * pixels + q) * block + ch % block];
+        if (ch >= p.c) {
+          ASSERT_EQ(got, 0.0f) << "image " << i << " padding channel " << ch << " pixel " << q;
+          continue;
+        }
+        const float v = want[(i * p.c + ch) * pixels + q];
+        ASSERT_NEAR(got, v, 1e-5 + 1e-5 * std::fabs(v))
+            << "image " << i << " channel " << ch << " pixel " << q << " (" << q / ow << ", "
+            << q % ow << ")";
+      }
+}
+
+const DwCase kCases[] = {
+    // n, c, h, w, kh, kw, sh, sw, dh, dw, pads t l b r
+    {1, 20, 9, 11, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},   // 3x3: padding lanes, one block of pixels
+    {2, 40, 14, 30, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2},  // 5x5, batch 2, interior blocks
+    {1, 16, 13, 29, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1},  // stride 2, odd sizes
+    {1, 24, 15, 37, 5, 5, 2, 2, 1, 1, 2, 2, 2, 2},  // 5x5 stride 2
+    {1, 8, 12, 40, 7, 7, 1, 1, 1, 1, 3, 3, 3, 3},   // 7x7
+    {1, 12, 10, 41, 7, 7, 2, 2, 1, 1, 3, 3, 3, 3},  // 7x7 stride 2
+    {1, 16, 6, 30, 3, 3, 1, 1, 1, 1, 0, 0, 0, 0},   // no padding
+    {1, 16, 7, 7, 3, 3, 1, 1, 1, 1, 0, 2, 1, 0},    // asymmetric pads
+    {1, 16, 5, 5, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2},    // the window as wide as the map
+    {1, 16, 3, 4, 7, 7, 1, 1, 1, 1, 3, 3, 3, 3},    // wider than the map
+    {1, 20, 9, 26, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2},   // dilated: the generic kernel
+    {1, 16, 11, 31, 4, 4, 1, 1, 1, 1, 1, 2, 2, 1},  // four columns: generic
+    {1, 32, 20, 50, 3, 3, 3, 3, 1, 1, 1, 1, 1, 1},  // stride 3: generic
+    {1, 16, 8, 27, 3, 1, 1, 2, 1, 1, 1, 0, 1, 0},   // one column, stride 2 across
+    {1, 40, 16, 33, 1, 5, 2, 1, 1, 1, 0, 2, 0, 2},  // one row
+};
+
+TEST(DepthwiseConvTest, BlockedMatchesReferenceForEveryWindow) {
+  KernelHarness h;
+  const int64_t block = ChainBlock(h);
+  ASSERT_GE(block, 0);
+  if (block == 0) GTEST_SKIP() << "the chain layout here is channels-last";
+  const DwActivation swish{"Swish"};
+  for (const DwCase& p : kCases) {
+    for (int threads : {1, 2}) CheckCase(h, p, swish, /*bias=*/true, threads, block, true);
+    CheckCase(h, p, DwActivation{}, /*bias=*/false, 1, block, true);
+  }
+}
+
+TEST(DepthwiseConvTest, BlockedAppliesEveryActivation) {
+  KernelHarness h;
+  const int64_t block = ChainBlock(h);
+  ASSERT_GE(block, 0);
+  if (block == 0) GTEST_SKIP() << "the chain layout here is channels-last";
+  // Clip from 0.5 and HardSigmoid and Sigmoid map 0 to a value other than 0: the padding lanes
+  // must still be zero.
+  const DwActivation acts[] = {
+      {"Relu"},    {"LeakyRelu", 0.1f},         {"Clip", 0.0f, 6.0f}, {"Clip", 0.5f, 1.0f},
+      {"Sigmoid"}, {"HardSigmoid", 0.2f, 0.5f}, {"HardSwish"},        {"Tanh"},
+      {"Swish"}};
+  for (const DwActivation& act : acts) {
+    for (const DwCase& p : {kCases[0], kCases[3], kCases[10]}) {
+      CheckCase(h, p, act, /*bias=*/true, 1, block, true);
+    }
+  }
+}
+
+// With conv_own_depthwise off, and for an activation the kernel does not apply (Gelu), oneDNN's
+// kernel runs the same cases.
+TEST(DepthwiseConvTest, OneDnnWhereOursIsOffOrCannot) {
+  CpuKernelOptions options;
+  options.conv_own_depthwise = false;
+  runtime::KernelRegistry registry;
+  ASSERT_TRUE(RegisterCpuKernels(&registry, options).ok());
+  KernelHarness off(&registry);
+  const int64_t block = ChainBlock(off);
+  ASSERT_GE(block, 0);
+  if (block == 0) GTEST_SKIP() << "the chain layout here is channels-last";
+  for (const DwCase& p : {kCases[0], kCases[2], kCases[10]}) {
+    CheckCase(off, p, DwActivation{"Swish"}, /*bias=*/true, 1, block, false);
+  }
+  KernelHarness on;
+  CheckCase(on, kCases[0], DwActivation{"Gelu"}, true, 1, block, false);
+}
+
+}  // namespace
+}  // namespace reprise::kernels::cpu::testing
