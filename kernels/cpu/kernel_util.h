@@ -261,9 +261,13 @@ void ForEachRow(const BroadcastPlan& plan, Row&& row) {
   ForEachRowIn(plan, 0, plan.count, row);
 }
 
-/// Work (elements x cost per element, roughly in nanoseconds of one core) below which a loop
-/// stays on the calling thread: starting OpenMP threads costs a few microseconds.
-inline constexpr double kMinParallelWork = 32768;
+/// Work (elements x cost per element, roughly in nanoseconds of one core) per thread of a
+/// ParallelFor: below it a loop stays on the calling thread. An OpenMP region of two threads
+/// costs 0.6-1.2 us here (a fork and join after 0-200 us of serial work, medians and 90th
+/// percentiles of 2000), so two threads pay from a few microseconds of work; at 32768 (two
+/// threads from 65 us) MobileNetV3, DenseNet-121, ShuffleNetV2 and a transformer encoder at
+/// batch 1 ran 3-30 % slower on two threads (docs/benchmarks.md, session 24).
+inline constexpr double kMinParallelWork = 8192;
 
 /// Cost of one item (roughly nanoseconds) from which ParallelFor hands out single items: such an
 /// item is a row or a plane, not an element, and the grain that keeps elementwise ranges on whole

@@ -220,6 +220,11 @@ void AddTwo(const float* __restrict a, const float* __restrict b, float* __restr
 // 3.6 -> 6.4, 192x576 6.2 -> 5.4, 256x512 5.8 -> 5.2, 256x768 11.6 -> 8.0, 320x960 20.0 -> 11.2).
 constexpr double kThreadedProductMacs = 131072;
 
+// The work of a step (units x unit_cost, roughly ns) from which it is split over its units: a
+// step is a fork and join of its own, many per run, so it splits later than other loops (the
+// bound ParallelFor had when the step's choices above were measured).
+constexpr double kStepSplitWork = 65536;
+
 // The cells step by step. Per direction (both at once when bidirectional with two threads), the
 // input products X_t W^T of `chunk` steps of every entry are one sgemm (one per entry when entries
 // have their own time ranges: sequence_lens, or batch-major input) on every intra-op thread. Each
@@ -266,9 +271,11 @@ absl::Status RunRecurrent(const RecurrentSpec& s, const KernelArgs& args, const 
   // Direction d with its own workspace on `threads` threads.
   auto run_direction = [&](int64_t d, const Workspace& ws, int threads) -> absl::Status {
     UseIntraOpThreads(threads);
-    // The threads a step is split over: as many as ParallelFor starts for H units of
-    // unit_cost, or one (then its products may use the threads, below).
-    const int step_threads = ParallelTeam(H, threads, unit_cost);
+    // The threads a step is split over: from kStepSplitWork, as many as ParallelFor starts for H
+    // units of unit_cost, or one (then its products may use the threads, below).
+    const int step_threads = static_cast<double>(H) * unit_cost >= kStepSplitWork
+                                 ? ParallelTeam(H, threads, unit_cost)
+                                 : 1;
     std::fill(ws.tmp, ws.tmp + s.batch * H, 0.0f);
     std::vector<int64_t> t_lo(static_cast<size_t>(s.batch));
     const bool reverse = s.reverse_only || d == 1;

@@ -79,7 +79,7 @@ TEST(ParallelForTest, CoarseItemsSplitBelowTheGrain) {
 }
 
 // ParallelTeam names the number of ranges ParallelFor hands out (each range on its own thread):
-// one per kMinParallelWork of work (32768), at most one per grain (one per item from
+// one per kMinParallelWork of work (8192), at most one per grain (one per item from
 // kCoarseItemCost) and never more than the threads asked for.
 TEST(ParallelForTest, TeamIsTheNumberOfRangesRun) {
   struct Case {
@@ -89,14 +89,14 @@ TEST(ParallelForTest, TeamIsTheNumberOfRangesRun) {
     int team;
   };
   for (const Case& c : {Case{1000, 8, 1.0, 1},                // 1000 ns of work
-                        Case{100'000, 2, 1.0, 2},             // 3 by work, 2 threads
-                        Case{100'000, 8, 1.0, 3},             // 3 by work
-                        Case{40, 8, 2000.0, 2},               // coarse: 2 by work
+                        Case{100'000, 2, 1.0, 2},             // 12 by work, 2 threads
+                        Case{30'000, 8, 1.0, 3},              // 3 by work
+                        Case{40, 8, 1100.0, 5},               // coarse: 5 by work
                         Case{3, 8, kCoarseItemCost * 64, 3},  // one per item
-                        Case{20, 8, 4000.0, 2},               // 20 items, but 80000 ns: 2
-                        Case{48, 8, 1000.0, 1},               // 48000 ns of work
-                        Case{40, 8, 1000.0, 1},               // 2 grains of 16, 1 by work
-                        Case{256, 2, 192.0, 1},               // a GRU step of 256 units, one entry
+                        Case{20, 8, 1200.0, 2},               // 20 items, but 24000 ns: 2
+                        Case{48, 8, 1000.0, 3},               // 5 by work, 3 grains of 16
+                        Case{10, 8, 1000.0, 1},               // 10000 ns of work
+                        Case{256, 2, 192.0, 2},               // a GRU step of 256 units, one entry
                         Case{512, 2, 512.0, 2},               // an LSTM step of 512 units
                         Case{0, 4, 1e9, 1}}) {
     SCOPED_TRACE(::testing::Message()
