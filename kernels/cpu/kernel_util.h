@@ -265,8 +265,9 @@ void ForEachRow(const BroadcastPlan& plan, Row&& row) {
 /// ParallelFor: below it a loop stays on the calling thread. An OpenMP region of two threads
 /// costs 0.6-1.2 us here (a fork and join after 0-200 us of serial work, medians and 90th
 /// percentiles of 2000), so two threads pay from a few microseconds of work; at 32768 (two
-/// threads from 65 us) MobileNetV3, DenseNet-121, ShuffleNetV2 and a transformer encoder at
-/// batch 1 ran 3-30 % slower on two threads (docs/benchmarks.md, session 24).
+/// threads from 65 us), at batch 1 on two threads, MobileNetV3, DenseNet-121, ShuffleNetV2 and
+/// a transformer encoder took 0.70-0.97x the time with 8192 (medians of 7 alternated runs;
+/// docs/benchmarks.md, session 24).
 inline constexpr double kMinParallelWork = 8192;
 
 /// Cost of one item (roughly nanoseconds) from which ParallelFor hands out single items: such an
