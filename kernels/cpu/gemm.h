@@ -56,11 +56,11 @@ bool PreferPackedProduct(int64_t m, int64_t n, int64_t k, bool trans_b);
 /// of Y in registers over K and reads each panel once per 4 rows (packed_product.cc): an LSTM
 /// step's 8x256x1024 took 0.05 ms against sgemm's 0.215, AlexNet's first fully connected layer at
 /// batch 8 (8x9216x4096) 17.5-20 ms against 42-50 (AVX2 VM, one thread, a prototype of the kernel).
-/// One or two rows by 2^21 weights or more (8 MiB: they come from memory, not the caches) take
-/// the same panels on every CPU with AVX2, for our row kernel, which reads each panel as one
-/// stream (AlexNet's first fully connected layer, BM_FewRowsProduct/1/9216/4096, one thread:
-/// 10.5-10.9 ms with oneDNN's AVX-512 matmul, 6.2-7.4 ours; two rows 11.5-16.9 against 8.6-9.2;
-/// packed_product.cc, kRowPanelMinWeights).
+/// One or two rows by 2^18 weights or more (1 MiB: inside a model they come from memory or L3,
+/// not the inner caches) take the same panels on every CPU with AVX2, for our row kernel, which
+/// reads each panel as one stream (AlexNet's first fully connected layer,
+/// BM_FewRowsProduct/1/9216/4096, one thread: 10.5-10.9 ms with oneDNN's AVX-512 matmul, 6.2-7.4
+/// ours; two rows 11.5-16.9 against 8.6-9.2; packed_product.cc, kRowPanelMinWeights).
 class PackedProduct {
  public:
   PackedProduct();

@@ -47,10 +47,15 @@ constexpr int64_t kPanelWidth = 16;
 // interleaved: 1x9216x4096 11.3 -> 10.3 ms, 1x4096x4096 4.6 -> 3.1, 1x2048x1024 0.45 -> 0.27,
 // 1x768x3072 0.57 -> 0.33; BM_FewRowsProduct, three runs each: 2x9216x4096 11.5-16.9 -> 8.6-9.2
 // ms, and on AVX2 against PanelProductAvx2 11.8-12.5 -> 8.4-9.4). Three or four rows gained
-// nothing (3x9216x4096 9.5-11.0 -> 9.9-11.5 ms, 4x 8.9-10.3 -> 10.7-11.8). Smaller weights stay
-// in the caches, where oneDNN is faster (1x1024x1024: 84 against 110 us; 1x256x768: 11.6 against
-// 20.3).
-constexpr int64_t kRowPanelMinWeights = int64_t{1} << 21;
+// nothing (3x9216x4096 9.5-11.0 -> 9.9-11.5 ms, 4x 8.9-10.3 -> 10.7-11.8). Weights in the
+// caches favour oneDNN (a benchmark loop's 1x1024x1024: 84 against 110 us; 1x256x768: 11.6
+// against 20.3), but inside a model the layers before a classifier have evicted its weights: from
+// 2^18 weights (1 MiB; 2^21 until session 24) the row kernel also takes the classifiers of
+// 1280 x 1000 (batch 1, one thread, medians of 5 alternated runs: EfficientNet-B0 11.76 -> 11.58
+// ms, MobileNetV2 7.00 -> 6.73, MnasNet 1.0 7.22 -> 7.12, MobileNetV3-Large 5.95 -> 5.76;
+// two threads: EfficientNet-B0 7.36 -> 6.75, MobileNetV2 3.85 -> 3.80). ResNet-18's 512 x 1000
+// and DenseNet-121's 1024 x 1000 measured the same either way.
+constexpr int64_t kRowPanelMinWeights = int64_t{1} << 18;
 constexpr int64_t kMaxPanelRows = 2;
 
 // y[0, m) x [16 p, 16 p + 16) = a[m, k] b for the panels p in [p0, p1) of `panels` ([panel][k][16],

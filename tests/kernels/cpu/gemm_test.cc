@@ -284,16 +284,17 @@ TEST(GemmTest, KnownWeightsReadPackedMatchTheReference) {
   }
 }
 
-// One or two rows by 2^21 weights or more run our row kernel on B in panels of 16 columns (with
+// One or two rows by 2^18 weights or more run our row kernel on B in panels of 16 columns (with
 // AVX2; oneDNN's matmul without), three rows oneDNN's matmul (or, on AVX2, the 4-row panel
-// kernel): k short of a block of 4 (2051) and n short of a panel (1031), and k a multiple of 4
-// with n whole panels at the bound; B both ways, one and two threads.
+// kernel): k short of a block of 4 (2051) and n short of a panel (1031), k a multiple of 4 with
+// n whole panels (4096 x 512), and a classifier's 1280 x 1000 and 512 x 512 at the bound; B both
+// ways, one and two threads.
 TEST(GemmTest, FewRowsByLargeWeightsMatchTheReference) {
   KernelHarness h;
   struct Size {
     int64_t k, n;
   };
-  for (const Size& z : {Size{2051, 1031}, Size{4096, 512}}) {
+  for (const Size& z : {Size{2051, 1031}, Size{4096, 512}, Size{1280, 1000}, Size{512, 512}}) {
     const auto b = RandomFloats(z.k * z.n, 92);
     const auto c = RandomFloats(z.n, 93);
     for (int64_t m : {1, 2, 3}) {
