@@ -262,9 +262,10 @@ void ForEachRow(const BroadcastPlan& plan, Row&& row) {
 }
 
 /// Work (elements x cost per element, roughly in nanoseconds of one core) per thread of a
-/// ParallelFor: below it a loop stays on the calling thread. An OpenMP region of two threads
-/// costs 0.6-1.2 us here (a fork and join after 0-200 us of serial work, medians and 90th
-/// percentiles of 2000), so two threads pay from a few microseconds of work; at 32768 (two
+/// ParallelFor: below it a loop stays on the calling thread. A ParallelFor of two threads costs
+/// 0.8-3.4 us beyond its work here (BM_ParallelForFork, medians: 0.8 us right after the last
+/// region, 2.0 after 20 us of serial work, 3.4 after 200 us, when the workers have gone to
+/// sleep), so two threads pay from a few microseconds of work; at 32768 (two
 /// threads from 65 us), at batch 1 on two threads, MobileNetV3, DenseNet-121, ShuffleNetV2 and
 /// a transformer encoder took 0.70-0.97x the time with 8192 (medians of 7 alternated runs;
 /// docs/benchmarks.md, session 24).

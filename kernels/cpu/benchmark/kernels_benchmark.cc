@@ -2,6 +2,7 @@
 // Not a test: numbers drift on a shared machine. Example:
 //   OMP_NUM_THREADS=1 build/release/kernels/kernels_cpu_benchmark --benchmark_repetitions=5
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
@@ -12,6 +13,7 @@
 #include "benchmark/benchmark.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/fused_ops.h"
+#include "kernels/cpu/kernel_util.h"
 
 namespace reprise::kernels::cpu {
 namespace {
@@ -305,6 +307,32 @@ BENCHMARK(BM_DepthwiseConv)
     ->ArgsProduct({{0, 1}, {240}, {28}, {5}, {1}, {2}, {1}})
     ->ArgsProduct({{0, 1}, {672}, {14}, {5}, {1}, {2}, {1}})
     ->ArgsProduct({{0, 1}, {960}, {7}, {3}, {1}, {1}, {1, 2}})
+    ->Unit(benchmark::kMicrosecond);
+
+// What a ParallelFor that takes two threads costs beyond its work: one OpenMP fork and join
+// around two ranges of nothing, after `gap` microseconds of work on the calling thread alone (a
+// stream runs other kernels between its parallel loops). kMinParallelWork (kernel_util.h) is
+// chosen from this. Args: gap (us).
+void BM_ParallelForFork(benchmark::State& state) {
+  using Clock = std::chrono::steady_clock;
+  const double gap_us = static_cast<double>(state.range(0));
+  volatile int64_t sink = 0;
+  for (auto _ : state) {
+    const auto gap_start = Clock::now();
+    while (std::chrono::duration<double, std::micro>(Clock::now() - gap_start).count() < gap_us) {
+      sink = sink + 1;
+    }
+    const auto start = Clock::now();
+    ParallelFor(2, 2, kMinParallelWork, [&](int64_t begin, int64_t) { sink = sink + begin; });
+    state.SetIterationTime(std::chrono::duration<double>(Clock::now() - start).count());
+  }
+}
+BENCHMARK(BM_ParallelForFork)
+    ->ArgName("gap")
+    ->Arg(0)
+    ->Arg(20)
+    ->Arg(200)
+    ->UseManualTime()
     ->Unit(benchmark::kMicrosecond);
 
 // The pooling of convolution chains (kFusedMaxPoolOp, kFusedAveragePoolOp) over values stored
