@@ -396,18 +396,18 @@ std::unique_ptr<PreparedKernel> MaybeOwnDepthwise(const PrepareContext& context,
   s.n = dw.x[0];
   s.channels = dw.x[1];
   s.blocks = (s.channels + lanes - 1) / lanes;
-  s.h = dw.x[2];
-  s.w = dw.x[3];
-  s.oh = dw.y[2];
-  s.ow = dw.y[3];
-  s.kh = dw.kernel[0];
-  s.kw = dw.kernel[1];
-  s.sh = dw.strides[0];
-  s.sw = dw.strides[1];
-  s.dh = dw.dilations[0];
-  s.dw = dw.dilations[1];
-  s.ph = dw.pads_begin[0];
-  s.pw = dw.pads_begin[1];
+  // (rows, columns) of each 2-D quantity.
+  const auto rows_columns = [](const std::vector<int64_t>& v, size_t at, int64_t* rows,
+                               int64_t* columns) {
+    *rows = v[at];
+    *columns = v[at + 1];
+  };
+  rows_columns(dw.x, 2, &s.h, &s.w);
+  rows_columns(dw.y, 2, &s.oh, &s.ow);
+  rows_columns(dw.kernel, 0, &s.kh, &s.kw);
+  rows_columns(dw.strides, 0, &s.sh, &s.sw);
+  rows_columns(dw.dilations, 0, &s.dh, &s.dw);
+  rows_columns(dw.pads_begin, 0, &s.ph, &s.pw);
   s.act = *act;
   if (s.act == DwActivation::kClip) {
     s.p0 = dw.activation.clip_min;
