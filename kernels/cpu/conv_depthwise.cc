@@ -1,10 +1,10 @@
 // Depthwise 2-D convolutions (one input and one output channel per group) on the channel-blocked
 // layout of a convolution chain (nChw16c with AVX-512, nChw8c with AVX2), our own kernel: each
-// output vector (one pixel of a channel block) sums its KH x KW taps in a register, several
-// pixels of a row at a time with each tap's weights loaded once for them, and the bias and the
-// activation are applied in the register before the one store.
+// output vector (one pixel of a channel block) sums its KH x KW taps in a register from the
+// bias, several pixels of a row at a time with each input column loaded once for all of them and
+// the row's weights in registers, and the activation is applied in the register before the one
+// store.
 #include <algorithm>
-#include <cstring>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -60,8 +60,8 @@ struct DwShape {
   int64_t ow_lo = 0, ow_hi = 0;
 };
 
-// The bias and the activation applied to one output vector; lanes past C zeroed where `keep`
-// (ones for real channels, zeros past C) is given.
+// The activation applied to one output vector (its sum, from the bias); lanes past C zeroed where
+// `keep` (ones for real channels, zeros past C) is given.
 template <typename V>
 __attribute__((always_inline)) inline void Finish(const DwShape& s, V* out, const V* keep) {
   using I = IntsFor<V>;
