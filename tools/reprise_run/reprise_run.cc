@@ -250,7 +250,8 @@ absl::StatusOr<std::vector<NamedTensor>> MakeInputs(const Model& model, const Op
       sources[name] = source;
     }
   }
-  for (const auto& [name, source] : sources) {
+  for (const auto& entry : sources) {
+    const std::string& name = entry.first;  // a plain reference: clang 14 cannot capture bindings
     if (std::none_of(declared.begin(), declared.end(),
                      [&](const Value& v) { return v.name == name; })) {
       return absl::InvalidArgumentError(
