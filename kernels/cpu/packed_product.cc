@@ -41,9 +41,9 @@ constexpr int64_t kPanelMaxRows = 16;
 constexpr int64_t kPanelWidth = 16;
 
 // One or two rows by at least kRowPanelMinWeights weights run on our row kernel (RowsPanelBody)
-// on B in the same panels, on every CPU with AVX2: weights this large come from memory, not the
-// caches, and the kernel reads them as one contiguous stream per panel where oneDNN's matmul
-// reads blocks (AVX-512 VM, one thread, oneDNN's brgemm against the row kernel, medians of runs
+// on B in the same panels, on every CPU with AVX2: inside a model such weights come from memory
+// or L3, not the inner caches, and the kernel reads them as one contiguous stream per panel where
+// oneDNN's matmul reads blocks (AVX-512 VM, one thread, oneDNN's brgemm against the row kernel, medians of runs
 // interleaved: 1x9216x4096 11.3 -> 10.3 ms, 1x4096x4096 4.6 -> 3.1, 1x2048x1024 0.45 -> 0.27,
 // 1x768x3072 0.57 -> 0.33; BM_FewRowsProduct, three runs each: 2x9216x4096 11.5-16.9 -> 8.6-9.2
 // ms, and on AVX2 against PanelProductAvx2 11.8-12.5 -> 8.4-9.4). Three or four rows gained
