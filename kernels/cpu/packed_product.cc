@@ -43,11 +43,11 @@ constexpr int64_t kPanelWidth = 16;
 // One or two rows by at least kRowPanelMinWeights weights run on our row kernel (RowsPanelBody)
 // on B in the same panels, on every CPU with AVX2: inside a model such weights come from memory
 // or L3, not the inner caches, and the kernel reads them as one contiguous stream per panel where
-// oneDNN's matmul reads blocks (AVX-512 VM, one thread, oneDNN's brgemm against the row kernel, medians of runs
-// interleaved: 1x9216x4096 11.3 -> 10.3 ms, 1x4096x4096 4.6 -> 3.1, 1x2048x1024 0.45 -> 0.27,
-// 1x768x3072 0.57 -> 0.33; BM_FewRowsProduct, three runs each: 2x9216x4096 11.5-16.9 -> 8.6-9.2
-// ms, and on AVX2 against PanelProductAvx2 11.8-12.5 -> 8.4-9.4). Three or four rows gained
-// nothing (3x9216x4096 9.5-11.0 -> 9.9-11.5 ms, 4x 8.9-10.3 -> 10.7-11.8). Weights in the
+// oneDNN's matmul reads blocks (AVX-512 VM, one thread, oneDNN's brgemm against the row kernel,
+// medians of runs interleaved: 1x9216x4096 11.3 -> 10.3 ms, 1x4096x4096 4.6 -> 3.1, 1x2048x1024
+// 0.45 -> 0.27, 1x768x3072 0.57 -> 0.33; BM_FewRowsProduct, three runs each: 2x9216x4096 11.5-16.9
+// -> 8.6-9.2 ms, and on AVX2 against PanelProductAvx2 11.8-12.5 -> 8.4-9.4). Three or four rows
+// gained nothing (3x9216x4096 9.5-11.0 -> 9.9-11.5 ms, 4x 8.9-10.3 -> 10.7-11.8). Weights in the
 // caches favour oneDNN (a benchmark loop's 1x1024x1024: 84 against 110 us; 1x256x768: 11.6
 // against 20.3), but inside a model the layers before a classifier have evicted its weights: from
 // 2^18 weights (1 MiB; 2^21 until session 24) the row kernel also takes the classifiers of
