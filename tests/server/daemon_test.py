@@ -262,12 +262,14 @@ class DaemonTest(unittest.TestCase):
 
     def test_full_model_queue_is_resource_exhausted(self):
         # One stream, at most one waiter: of eight requests sent together, the first runs, one
-        # waits, and those arriving meanwhile are refused. Arrival is up to the machine, so a
+        # may wait, and those arriving meanwhile are refused. Arrival is up to the machine, so a
         # burst is repeated (at most five times) until one was refused; every other request
-        # must succeed.
+        # must succeed. When all eight arrive before the stream takes the first, only that one
+        # is admitted (it is the waiter), so a burst may end with a single success.
         x = np.ones((256, 64), np.float32)
-        ok, refused = 0, []
+        ok, refused, sent = 0, [], 0
         for _ in range(5):
+            sent += 8
             futures = [self.stub.ModelInfer.future(tensor_request("slow_q", x=x), timeout=120)
                        for _ in range(8)]
             for f in futures:
@@ -279,7 +281,8 @@ class DaemonTest(unittest.TestCase):
                     refused.append(e.details())
             if refused:
                 break
-        self.assertGreaterEqual(ok, 2)
+        self.assertEqual(ok + len(refused), sent)
+        self.assertGreaterEqual(ok, 1)
         self.assertGreaterEqual(len(refused), 1)
         self.assertIn('model "slow_q" version 1', refused[0])
         self.assertIn("queue limit is 1", refused[0])
