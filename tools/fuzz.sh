@@ -12,8 +12,13 @@
 # tests/fuzz/regressions/<target>/. Exits non-zero when a target crashes, leaks, runs out of
 # memory (-rss_limit_mb=2048) or times out, and prints where the crashing input was written.
 #
-# Environment: FUZZ_WORK (default build/fuzz/fuzz-work) holds the corpus copies and crash
-# files, FUZZ_ARGS adds libFuzzer flags (e.g. FUZZ_ARGS=-jobs=2).
+# Several targets run at once, each one process on its own CPU for SECONDS: FUZZ_PARALLEL of
+# them (default: the CPUs this process may use), so `all` on two CPUs takes three rounds, not
+# five. Each target's output goes to FUZZ_WORK/TARGET.log and is printed when all have ended.
+#
+# Environment: FUZZ_WORK (default build/fuzz/fuzz-work) holds the corpus copies, logs and crash
+# files, FUZZ_ARGS adds libFuzzer flags (e.g. FUZZ_ARGS=-jobs=2), FUZZ_PARALLEL the targets
+# fuzzed at once (1: one after another, the output as it comes).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -38,6 +43,9 @@ else
   [[ $found == 1 ]] || usage
   targets=("$t")
 fi
+
+parallel=${FUZZ_PARALLEL:-$(nproc)}
+[[ $parallel =~ ^[1-9][0-9]*$ ]] || { echo "fuzz: FUZZ_PARALLEL must be a positive number" >&2; exit 2; }
 
 # Longest input per target: big enough for the seeds' structure, small enough to keep
 # executions fast.
@@ -65,27 +73,64 @@ cmake --build --preset fuzz --target "${targets[@]}"
 work=${FUZZ_WORK:-build/fuzz/fuzz-work}
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=0}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
-failed=()
-for t in "${targets[@]}"; do
-  corpus=$work/$t/corpus
-  artifacts=$work/$t/artifacts
+
+# Fuzzes target $1 for `seconds` on a fresh copy of its corpus; its status is libFuzzer's.
+fuzz_one() {
+  local t=$1
+  local corpus=$work/$t/corpus artifacts=$work/$t/artifacts
   rm -rf "${work:?}/$t"
   mkdir -p "$corpus" "$artifacts"
   cp -r tests/fuzz/corpus/"$t"/. "$corpus"/
-  seeds=()
+  local seeds=()
   [[ -d tests/fuzz/regressions/$t ]] && seeds+=(tests/fuzz/regressions/"$t")
   echo "fuzz: $t for ${seconds} s (corpus copy in $corpus)"
   # shellcheck disable=SC2086
-  if build/fuzz/tests/fuzz/"$t" -max_total_time="$seconds" -max_len="$(max_len "$t")" \
-      -rss_limit_mb=2048 -timeout=60 -print_final_stats=1 -artifact_prefix="$artifacts"/ \
-      ${FUZZ_ARGS:-} "$corpus" "${seeds[@]}"; then
-    echo "fuzz: $t passed"
+  build/fuzz/tests/fuzz/"$t" -max_total_time="$seconds" -max_len="$(max_len "$t")" \
+    -rss_limit_mb=2048 -timeout=60 -print_final_stats=1 -artifact_prefix="$artifacts"/ \
+    ${FUZZ_ARGS:-} "$corpus" "${seeds[@]}"
+}
+
+# Records the outcome of target $1 from status $2.
+failed=()
+outcome() {
+  if [[ $2 == 0 ]]; then
+    echo "fuzz: $1 passed"
   else
-    failed+=("$t")
-    echo "fuzz: $t FAILED; crashing inputs:" >&2
-    ls -1 "$artifacts"/* >&2 || true
+    failed+=("$1")
+    echo "fuzz: $1 FAILED (status $2); crashing inputs:" >&2
+    ls -1 "$work/$1/artifacts"/* >&2 || true
   fi
-done
+}
+
+mkdir -p "$work"
+if [[ $parallel == 1 || ${#targets[@]} == 1 ]]; then
+  for t in "${targets[@]}"; do
+    status=0
+    fuzz_one "$t" || status=$?
+    outcome "$t" "$status"
+  done
+else
+  # Up to `parallel` targets at once; each one's status in FUZZ_WORK/TARGET.status.
+  running=0
+  for t in "${targets[@]}"; do
+    if [[ $running -ge $parallel ]]; then
+      wait -n || true
+      running=$((running - 1))
+    fi
+    rm -f "$work/$t.status"
+    (
+      status=0
+      fuzz_one "$t" >"$work/$t.log" 2>&1 || status=$?
+      echo "$status" >"$work/$t.status"
+    ) &
+    running=$((running + 1))
+  done
+  wait
+  for t in "${targets[@]}"; do
+    cat "$work/$t.log"
+    outcome "$t" "$(cat "$work/$t.status" 2>/dev/null || echo "no status")"
+  done
+fi
 
 if [[ ${#failed[@]} -gt 0 ]]; then
   echo "fuzz: failed: ${failed[*]}" >&2
