@@ -17,167 +17,12 @@
 #include "kernels/cpu/gelu.h"
 #include "kernels/cpu/kernel_util.h"
 #include "kernels/cpu/onednn_util.h"
+#include "kernels/cpu/small_gemm.h"
 #include "kernels/cpu/vector_math.h"
 #include "runtime/base/status_macros.h"
 
 namespace reprise::kernels::cpu {
 namespace {
-
-// Products of at most kSmallGemmRows rows and kSmallGemmMacs multiply-adds skip oneDNN's sgemm,
-// whose fixed cost per call (about a microsecond) exceeds the arithmetic.
-constexpr int64_t kSmallGemmMacs = 64 * 64 * 64;
-constexpr int64_t kSmallGemmRows = 16;
-
-// What the small kernel does around its sums: each starts from y's value (`accumulate`), from
-// the bias row's value for its column (`bias`, n floats) or from zero; then takes Relu or the
-// clamp to [lo, hi] (`act`: NaN stays NaN in the clamp, becomes 0 in Relu, as Activate does)
-// and adds the residual's element (rows `ldr` apart), before it is stored once.
-struct SmallTail {
-  enum class Act { kNone, kRelu, kClip };
-  bool accumulate = false;
-  const float* bias = nullptr;
-  Act act = Act::kNone;
-  float lo = -INFINITY, hi = INFINITY;
-  const float* residual = nullptr;
-  int64_t ldr = 0;
-};
-
-// `t`'s activation and residual applied to v, the sum at row i and column j (float or a vector
-// of consecutive columns).
-template <typename T>
-__attribute__((always_inline)) inline void FinishSums(const SmallTail& t, int64_t i, int64_t j,
-                                                      T* v) {
-  if (t.act == SmallTail::Act::kRelu) {
-    *v = *v > 0.0f ? *v : T{} + 0.0f;
-  } else if (t.act == SmallTail::Act::kClip) {
-    *v = *v < t.lo ? T{} + t.lo : *v;
-    *v = *v > t.hi ? T{} + t.hi : *v;
-  }
-  if (t.residual != nullptr) {
-    if constexpr (std::is_same_v<T, float>) {
-      *v += t.residual[i * t.ldr + j];
-    } else {
-      T r;
-      LoadFloats(t.residual + i * t.ldr + j, &r);
-      *v += r;
-    }
-  }
-}
-
-// y[i, i + R) x [j, j + C * lanes) = tail(a * b) with the R x C vectors of sums in registers
-// for the whole k loop: one broadcast multiply-add per row and vector for each row of b.
-template <typename V, int R, int C>
-__attribute__((always_inline)) inline void SmallGemmBlock(int64_t i, int64_t j, int64_t k,
-                                                          const float* __restrict a, int64_t lda,
-                                                          const float* __restrict b, int64_t ldb,
-                                                          float* __restrict y, int64_t ldy,
-                                                          const SmallTail& t) {
-  constexpr int kLanes = sizeof(V) / sizeof(float);
-  V acc[R][C];
-  for (int r = 0; r < R; ++r) {
-    for (int c = 0; c < C; ++c) {
-      if (t.accumulate) {
-        LoadFloats(y + (i + r) * ldy + j + c * kLanes, &acc[r][c]);
-      } else if (t.bias != nullptr) {
-        LoadFloats(t.bias + j + c * kLanes, &acc[r][c]);
-      } else {
-        acc[r][c] = V{};
-      }
-    }
-  }
-  for (int64_t kk = 0; kk < k; ++kk) {
-    V bv[C];
-    for (int c = 0; c < C; ++c) LoadFloats(b + kk * ldb + j + c * kLanes, &bv[c]);
-    for (int r = 0; r < R; ++r) {
-      const float av = a[(i + r) * lda + kk];
-      for (int c = 0; c < C; ++c) acc[r][c] += av * bv[c];
-    }
-  }
-  for (int r = 0; r < R; ++r) {
-    for (int c = 0; c < C; ++c) {
-      FinishSums(t, i + r, j + c * kLanes, &acc[r][c]);
-      StoreFloats(y + (i + r) * ldy + j + c * kLanes, acc[r][c]);
-    }
-  }
-}
-
-// Rows [i, i + R) of the product, all n columns: blocks of 16 columns (32 for one or two rows,
-// whose fewer sums would otherwise wait on the multiply-add's latency), then one vector, then
-// the last columns one by one.
-template <typename V, int R>
-__attribute__((always_inline)) inline void SmallGemmRowBlock(int64_t i, int64_t n, int64_t k,
-                                                             const float* __restrict a, int64_t lda,
-                                                             const float* __restrict b, int64_t ldb,
-                                                             float* __restrict y, int64_t ldy,
-                                                             const SmallTail& t) {
-  constexpr int kLanes = sizeof(V) / sizeof(float);
-  constexpr int kVecs = (R <= 2 ? 32 : 16) / kLanes;
-  int64_t j = 0;
-  for (; j + kVecs * kLanes <= n; j += kVecs * kLanes) {
-    SmallGemmBlock<V, R, kVecs>(i, j, k, a, lda, b, ldb, y, ldy, t);
-  }
-  for (; j + kLanes <= n; j += kLanes) SmallGemmBlock<V, R, 1>(i, j, k, a, lda, b, ldb, y, ldy, t);
-  for (; j < n; ++j) {
-    for (int r = 0; r < R; ++r) {
-      float sum = t.accumulate ? y[(i + r) * ldy + j] : t.bias != nullptr ? t.bias[j] : 0.0f;
-      for (int64_t kk = 0; kk < k; ++kk) sum += a[(i + r) * lda + kk] * b[kk * ldb + j];
-      FinishSums(t, i + r, j, &sum);
-      y[(i + r) * ldy + j] = sum;
-    }
-  }
-}
-
-// y[m,n] = tail(a[m,k] * b[k,n]) (row-major, leading dimensions lda, ldb, ldy) in blocks of 4
-// rows, the last 1 to 3 rows as one block. Inlined into one copy per instruction set below,
-// with V that set's register width (vector_math.h).
-template <typename V>
-__attribute__((always_inline)) inline void SmallGemmBody(int64_t m, int64_t n, int64_t k,
-                                                         const float* __restrict a, int64_t lda,
-                                                         const float* __restrict b, int64_t ldb,
-                                                         float* __restrict y, int64_t ldy,
-                                                         const SmallTail& t) {
-  int64_t i = 0;
-  for (; i + 4 <= m; i += 4) SmallGemmRowBlock<V, 4>(i, n, k, a, lda, b, ldb, y, ldy, t);
-  switch (m - i) {
-    case 3:
-      SmallGemmRowBlock<V, 3>(i, n, k, a, lda, b, ldb, y, ldy, t);
-      break;
-    case 2:
-      SmallGemmRowBlock<V, 2>(i, n, k, a, lda, b, ldb, y, ldy, t);
-      break;
-    case 1:
-      SmallGemmRowBlock<V, 1>(i, n, k, a, lda, b, ldb, y, ldy, t);
-      break;
-    default:
-      break;
-  }
-}
-
-#define REPRISE_SMALL_GEMM_ARGS                                                              \
-  int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const float *b, int64_t ldb, \
-      float *y, int64_t ldy, const SmallTail &t
-__attribute__((target("avx512f"))) void SmallGemmAvx512(REPRISE_SMALL_GEMM_ARGS) {
-  SmallGemmBody<Floats16>(m, n, k, a, lda, b, ldb, y, ldy, t);
-}
-__attribute__((target("avx2,fma"))) void SmallGemmAvx2(REPRISE_SMALL_GEMM_ARGS) {
-  SmallGemmBody<Floats8>(m, n, k, a, lda, b, ldb, y, ldy, t);
-}
-void SmallGemmBaseline(REPRISE_SMALL_GEMM_ARGS) {
-  SmallGemmBody<Floats4>(m, n, k, a, lda, b, ldb, y, ldy, t);
-}
-
-// The copy for this CPU, picked on first use.
-void SmallGemm(REPRISE_SMALL_GEMM_ARGS) {
-  static const auto fn = PickForThisCpu(&SmallGemmAvx512, &SmallGemmAvx2, &SmallGemmBaseline);
-  fn(m, n, k, a, lda, b, ldb, y, ldy, t);
-}
-#undef REPRISE_SMALL_GEMM_ARGS
-
-// True when the small kernel beats sgemm: up to 16 rows (on the bench machine at one thread,
-// the zoo's 48-layer width-32 MLP at batch 8 replays in ~40 us through sgemm).
-bool UseSmallGemm(int64_t m, int64_t n, int64_t k) {
-  return m > 0 && m <= kSmallGemmRows && n * k > 0 && m * n * k <= kSmallGemmMacs;
-}
 
 // A Gemm node's operands and attributes, checked: Y[m,n] = alpha * op(A) op(B) + beta * C.
 struct GemmSpec {
@@ -242,9 +87,9 @@ int64_t RowStrideOver(const Shape& shape, const Shape& out) {
 }
 
 // The small kernel's Gemm when B is known at Prepare and the product is small (B packed once
-// as alpha * op(B) [K,N]); its stores take `act` (with lo, hi) and, with `residual` (input 3's
-// shape), add the residual. Null where it does not apply: A transposed, B not known, a product
-// past the small kernel, or a residual neither Y's shape nor one row.
+// as alpha * op(B) [K,N] in the kernel's panels); its stores take `act` (with lo, hi) and, with
+// `residual` (input 3's shape), add the residual. Null where it does not apply: A transposed, B not
+// known, a product past the small kernel, or a residual neither Y's shape nor one row.
 absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareSmallGemm(const PrepareContext& context,
                                                                  const GemmSpec& g,
                                                                  SmallTail::Act act, float lo,
@@ -255,12 +100,10 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareSmallGemm(const PrepareCo
   if (ldr < 0) return nullptr;
   const int64_t m = g.m, n = g.n, k = g.k;
   const int64_t ldb = context.inputs[1].shape[1];
-  auto packed = std::make_shared<std::vector<float>>(static_cast<size_t>(k * n));
-  for (int64_t kk = 0; kk < k; ++kk) {
-    for (int64_t j = 0; j < n; ++j) {
-      (*packed)[kk * n + j] = g.alpha * (g.trans_b ? b_data[j * ldb + kk] : b_data[kk * ldb + j]);
-    }
-  }
+  auto packed =
+      std::make_shared<std::vector<float>>(PackSmallGemmPanels(k, n, [&](int64_t kk, int64_t j) {
+        return g.alpha * (g.trans_b ? b_data[j * ldb + kk] : b_data[kk * ldb + j]);
+      }));
   // C as the sums' start: one row (scaled by beta at Prepare when known, read in place when
   // beta is 1), or else Y filled with beta * C before the product adds to it.
   const bool c_row = g.has_c && RowStrideOver(context.inputs[2].shape, g.out) == 0;
@@ -296,7 +139,8 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareSmallGemm(const PrepareCo
       t.residual = static_cast<const float*>(args.inputs[3]);
       t.ldr = ldr;
     }
-    SmallGemm(m, n, k, static_cast<const float*>(args.inputs[0]), lda, packed->data(), n, y, n, t);
+    SmallGemmOnPanels(m, n, k, static_cast<const float*>(args.inputs[0]), lda, packed->data(), y, n,
+                      t);
     return absl::OkStatus();
   });
 }
@@ -653,6 +497,8 @@ class FusedMatMulKernel final : public PreparedKernel {
     float lo = -INFINITY, hi = INFINITY;
     int threads = 1;
     std::shared_ptr<const PackedProduct> packed;  // the folded product with a constant B
+    // The folded small product's constant B in the small kernel's panels (PackSmallGemmPanels).
+    std::shared_ptr<const std::vector<float>> small_panels;
     // The folded product on the small kernel with the epilogue in its stores: the bias one row,
     // the activation Relu, Clip or none, the residual Y's shape or one row (rows residual_ld
     // apart).
@@ -706,12 +552,22 @@ class FusedMatMulKernel final : public PreparedKernel {
         t.residual = static_cast<const float*>(args.inputs[3]);
         t.ldr = p_.residual_ld;
       }
-      SmallGemm(p_.batch * p_.m, p_.n, p_.k, a, p_.lda, b, p_.ldb, y, p_.n, t);
+      if (p_.small_panels != nullptr) {
+        SmallGemmOnPanels(p_.batch * p_.m, p_.n, p_.k, a, p_.lda, p_.small_panels->data(), y, p_.n,
+                          t);
+      } else {
+        SmallGemm(p_.batch * p_.m, p_.n, p_.k, a, p_.lda, b, p_.ldb, y, p_.n, t);
+      }
       return absl::OkStatus();
     }
     if (p_.fold_rows) {
-      RETURN_IF_ERROR(p_.packed != nullptr ? p_.packed->Run(a, y, args.workspace)
-                                           : Product(p_.batch * p_.m, a, b, y));
+      if (p_.small_panels != nullptr) {
+        SmallGemmOnPanels(p_.batch * p_.m, p_.n, p_.k, a, p_.lda, p_.small_panels->data(), y, p_.n,
+                          SmallTail{});
+      } else {
+        RETURN_IF_ERROR(p_.packed != nullptr ? p_.packed->Run(a, y, args.workspace)
+                                             : Product(p_.batch * p_.m, a, b, y));
+      }
       ParallelFor(p_.batch * mn, p_.threads, EpilogueCost(p_.act),
                   [&](int64_t begin, int64_t end) { Epilogue(args, begin, end); });
       return absl::OkStatus();
@@ -804,9 +660,19 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareFusedMatMul(const Prepare
   if (!b_vector) out.push_back(p.n);
   p.fold_rows =
       perm_a.empty() && !p.trans_a && runtime::NumElements(b_batch) == 1 && a_batch == *batch;
+  const float* b_data = static_cast<const float*>(context.inputs[1].data);
   if (p.fold_rows && p.alpha == 1.0f && !UseSmallGemm(p.batch * p.m, p.n, p.k)) {
-    p.packed = PackedProduct::Make(context, p.batch * p.m, p.n, p.k, p.lda, p.trans_b,
-                                   static_cast<const float*>(context.inputs[1].data), p.ldb);
+    p.packed =
+        PackedProduct::Make(context, p.batch * p.m, p.n, p.k, p.lda, p.trans_b, b_data, p.ldb);
+  }
+  if (p.fold_rows && p.alpha == 1.0f && UseSmallGemm(p.batch * p.m, p.n, p.k) &&
+      b_data != nullptr && !b_vector) {
+    const bool trans_b = p.trans_b;
+    const int64_t ldb = p.ldb;
+    p.small_panels = std::make_shared<const std::vector<float>>(
+        PackSmallGemmPanels(p.k, p.n, [&](int64_t kk, int64_t j) {
+          return trans_b ? b_data[j * ldb + kk] : b_data[kk * ldb + j];
+        }));
   }
   if (!p.fold_rows) {
     // Per batch axis, each operand's element stride (0 where it broadcasts).
@@ -844,8 +710,8 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareFusedMatMul(const Prepare
   }
   const int64_t residual_ld =
       HasInput(context, 3) ? RowStrideOver(context.inputs[3].shape, out) : 0;
-  if (p.fold_rows && !a_vector && !b_vector && !p.trans_b && p.alpha == 1.0f &&
-      UseSmallGemm(p.batch * p.m, p.n, p.k) && SmallTailAct(p.act).has_value() &&
+  if (p.fold_rows && !a_vector && !b_vector && (!p.trans_b || p.small_panels != nullptr) &&
+      p.alpha == 1.0f && UseSmallGemm(p.batch * p.m, p.n, p.k) && SmallTailAct(p.act).has_value() &&
       (!HasInput(context, 2) || RowStrideOver(context.inputs[2].shape, out) == 0) &&
       residual_ld >= 0) {
     p.small_fused = true;

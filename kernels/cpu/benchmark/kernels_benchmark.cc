@@ -222,8 +222,10 @@ BENCHMARK(BM_LinearProduct_128)
 
 // m rows by constant weights [n, k] read transposed (Gemm transB, a fully connected layer at
 // batch m): AlexNet's first two layers, a transformer's 768x3072, and weights from 2^21 floats
-// (one row: our row kernel, packed_product.cc) down to 2^20 (oneDNN's matmul). Weights of 32 MiB
-// or less stay in this VM's L3 cache from one iteration to the next, unlike in a model.
+// (one row: our row kernel, packed_product.cc) down to 2^20 (oneDNN's matmul), and products of
+// 2^18 multiply-adds or less (the small kernel, B in panels; rows of B 4 KiB apart, n = 1024,
+// were its worst case when it read B row-major). Weights of 32 MiB or less stay in this VM's L3
+// cache from one iteration to the next, unlike in a model.
 void BM_FewRowsProduct(benchmark::State& state) {
   const int64_t m = state.range(0), k = state.range(1), n = state.range(2);
   runtime::Attributes attrs;
@@ -237,6 +239,10 @@ BENCHMARK(BM_FewRowsProduct)
     ->Args({1, 768, 3072})
     ->Args({1, 2048, 1024})
     ->Args({1, 1024, 1024})
+    ->Args({1, 256, 1024})
+    ->Args({1, 256, 1000})
+    ->Args({1, 512, 512})
+    ->Args({16, 128, 128})
     ->Args({2, 9216, 4096})
     ->Args({3, 9216, 4096})
     ->Args({4, 9216, 4096})

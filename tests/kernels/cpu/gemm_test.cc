@@ -501,6 +501,49 @@ TEST(GemmTest, SmallFusedMatMulTakesTheEpilogueInItsStores) {
       }
 }
 
+// Small products with known weights read B in panels of 16 columns: Gemm (B [K,N] or, transB,
+// [N,K]) and FusedMatMul's folded product (B read transposed through perm_b too, then with its
+// bias and Relu in the stores), against the reference. The shapes cross panels inside the
+// 32-column blocks of one or two rows (n = 1024, 45), end in a part panel (n = 45: a block, a
+// vector, then 13 columns one by one with AVX-512 or 5 with AVX2) and have rows of 4 KiB
+// (n = 1024), which the row-major reads of B missed on.
+TEST(GemmTest, SmallProductsReadKnownWeightsInPanels) {
+  KernelHarness h;
+  struct Size {
+    int64_t m, k, n;
+  };
+  for (const Size& z : {Size{1, 256, 1024}, Size{1, 64, 45}, Size{2, 64, 45}, Size{3, 64, 45},
+                        Size{16, 64, 45}, Size{4, 5, 512}})
+    for (int64_t trans_b : {0, 1}) {
+      SCOPED_TRACE(::testing::Message()
+                   << "m=" << z.m << " k=" << z.k << " n=" << z.n << " transB=" << trans_b);
+      const auto a = RandomFloats(z.m * z.k, 111);
+      const auto b = RandomFloats(z.k * z.n, 112);
+      const auto bias = RandomFloats(z.n, 113);
+      const auto ab = ReferenceMatMul(a, b, z.m, z.k, z.n, false, trans_b != 0);
+      const Shape b_shape = trans_b != 0 ? Shape{z.n, z.k} : Shape{z.k, z.n};
+      auto gemm = h.Run(
+          "Gemm", {Tensor::Of<float>({z.m, z.k}, a), Tensor::Of<float>(b_shape, b, /*known=*/true)},
+          Attrs({{"transB", trans_b}}));
+      ASSERT_TRUE(gemm.ok()) << gemm.status();
+      ExpectNear((*gemm)[0].Values<float>(), ab);
+      std::vector<float> want(ab.size());
+      for (size_t i = 0; i < ab.size(); ++i) {
+        want[i] = std::max(ab[i] + bias[i % static_cast<size_t>(z.n)], 0.0f);
+      }
+      runtime::Attributes attrs = Attrs({{"activation", std::string("Relu")}});
+      if (trans_b != 0) attrs.Set("perm_b", std::vector<int64_t>{1, 0});
+      auto matmul =
+          h.Run("com.reprise.FusedMatMul",
+                {Tensor::Of<float>({1, z.m, z.k}, a), Tensor::Of<float>(b_shape, b, /*known=*/true),
+                 Tensor::Of<float>({z.n}, bias)},
+                attrs);
+      ASSERT_TRUE(matmul.ok()) << matmul.status();
+      EXPECT_EQ((*matmul)[0].shape, (Shape{1, z.m, z.n}));
+      ExpectNear((*matmul)[0].Values<float>(), want);
+    }
+}
+
 TEST(KernelUtilTest, IntraOpThreadsArePerCallingThread) {
   const int before = omp_get_max_threads();
   int seen = 0;
