@@ -179,6 +179,30 @@ def residual_mlp(blocks, width):
     return build
 
 
+def feedforward_mlp(blocks, width, hidden):
+    def build(torch):
+        nn = torch.nn
+
+        class FeedForwardMlp(nn.Module):
+            """x + Linear hidden->width(relu(Linear width->hidden(x))), `blocks` times: a
+            transformer's feed-forward layers at one token (products of one row)."""
+
+            def __init__(self):
+                super().__init__()
+                self.up = nn.ModuleList(nn.Linear(width, hidden) for _ in range(blocks))
+                self.down = nn.ModuleList(nn.Linear(hidden, width) for _ in range(blocks))
+                for layer in list(self.up) + list(self.down):
+                    nn.init.normal_(layer.weight, std=0.5 / layer.in_features ** 0.5)
+
+            def forward(self, x):
+                for up, down in zip(self.up, self.down):
+                    x = x + down(torch.relu(up(x)))
+                return x
+
+        return FeedForwardMlp()
+    return build
+
+
 def unet_small(torch):
     nn = torch.nn
 
@@ -377,6 +401,9 @@ MODELS = {
     # Single effects.
     "residual_mlp64": (residual_mlp(64, 64), (64,),
                        "64 blocks of x + relu(Linear 64->64(x)): per-operator overhead bound"),
+    "feedforward_mlp256": (feedforward_mlp(4, 256, 1024), (256,),
+                           "4 blocks of x + Linear 1024->256(relu(Linear 256->1024(x))): "
+                           "feed-forward layers at one token"),
     "unet_small": (unet_small, (3, 128, 128),
                    "3-level U-Net, ConvTranspose up, Concat skips, 128x128"),
     "conv1d_groupnorm": (conv1d_groupnorm, (1, 16000),
