@@ -115,9 +115,9 @@ __attribute__((always_inline)) inline void SmallGemmRowBlock(int64_t i, int64_t 
   }
 }
 
-// y[m,n] = tail(a[m,k] * b[k,n]) (row-major, leading dimensions lda, ldb, ldy) in blocks of 4
-// rows, the last 1 to 3 rows as one block. Inlined into one copy per instruction set below,
-// with V that set's register width (vector_math.h).
+// y[m,n] = tail(a[m,k] * b[k,n]) (A and Y row-major with leading dimensions lda and ldy, B as
+// `b` says) in blocks of 4 rows, the last 1 to 3 rows as one block. Inlined into one copy per
+// instruction set below, with V that set's register width (vector_math.h).
 template <typename V>
 __attribute__((always_inline)) inline void SmallGemmBody(int64_t m, int64_t n, int64_t k,
                                                          const float* __restrict a, int64_t lda,
@@ -154,23 +154,25 @@ void SmallGemmBaseline(REPRISE_SMALL_GEMM_ARGS) {
 }
 #undef REPRISE_SMALL_GEMM_ARGS
 
-}  // namespace
-
-// The copy for this CPU, picked on first use: B row-major (rows ldb apart) ...
-void SmallGemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
-               int64_t ldb, float* y, int64_t ldy, const SmallTail& t) {
+// The copy for this CPU, picked on first use.
+auto PickedSmallGemm() {
   static const auto fn = PickForThisCpu(&SmallGemmAvx512, &SmallGemmAvx2, &SmallGemmBaseline);
-  fn(m, n, k, a, lda, SmallB{b, ldb, k, false}, y, ldy, t);
+  return fn;
 }
 
-// ... or in panels (PackSmallGemmPanels). One thread: a small product is at most
-// kSmallGemmMacs multiply-adds (1 x 256 by 256 x 1024: 11.3 us on the AVX-512 VM,
-// BM_FewRowsProduct), less than the 2 x kMinParallelWork from which ParallelFor starts a second
-// thread.
+}  // namespace
+
+// One thread, B row-major or in panels: a small product is at most kSmallGemmMacs multiply-adds
+// (1 x 256 by 256 x 1024 on panels: 11-12 us on the AVX-512 VM, BM_FewRowsProduct), less than
+// the 2 x kMinParallelWork from which ParallelFor starts a second thread.
+void SmallGemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
+               int64_t ldb, float* y, int64_t ldy, const SmallTail& t) {
+  PickedSmallGemm()(m, n, k, a, lda, SmallB{b, ldb, k, false}, y, ldy, t);
+}
+
 void SmallGemmOnPanels(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
                        const float* panels, float* y, int64_t ldy, const SmallTail& t) {
-  static const auto fn = PickForThisCpu(&SmallGemmAvx512, &SmallGemmAvx2, &SmallGemmBaseline);
-  fn(m, n, k, a, lda, SmallB{panels, 0, k, true}, y, ldy, t);
+  PickedSmallGemm()(m, n, k, a, lda, SmallB{panels, 0, k, true}, y, ldy, t);
 }
 
 // True when the small kernel beats sgemm: up to 16 rows (on the bench machine at one thread,
