@@ -72,6 +72,8 @@ class PackedProduct {
                                                    int64_t ldy = 0);
 
   size_t scratch_bytes() const { return scratch_.get_size(); }
+  /// True when the product runs on our row kernel (one or two rows by large weights).
+  bool row_kernel() const { return row_kernel_; }
 
   /// Y = A B on the calling thread's intra-op threads; `scratch` holds scratch_bytes().
   absl::Status Run(const float* a, float* y, void* scratch) const;

@@ -542,18 +542,25 @@ absl::Status PreparePackedProducts(const PrepareContext& context, RecurrentSpec*
       }
     }
     // The state products: sgemm does poorly with 2 to 16 rows (bench machine, one thread, 8x256
-    // by 256x768: 20.3 us against 18.1 packed; 2 rows: 13.8 against 9.6), while with one row
-    // (a matrix-vector product, R in the cache) it reads R faster plain (1x256 by 256x1024: 9.0
-    // us against 10.9), and small R gain less than the matmul's fixed cost.
-    if (r != nullptr && s->batch >= 2 && s->batch <= 256 && H * GH >= (int64_t{1} << 17)) {
+    // by 256x768: 20.3 us against 18.1 packed; 2 rows: 13.8 against 9.6), and small R gain less
+    // than the matmul's fixed cost. With one row (a matrix-vector product) sgemm read a plain R
+    // faster than oneDNN's packed matmul (1x256 by 256x1024 with R in the cache: 9.0 us against
+    // 10.9), but not than our row kernel where R comes from L3, as in a model: one row takes a
+    // packed product only on the row kernel (lstm_tagger_h256, H 256 bidirectional, batch 1:
+    // 5003 -> 4581 us on one thread, 2686 -> 2453 on two; medians of 7 alternated runs' fastest
+    // inference, AVX-512 VM).
+    auto state_product = [&](int64_t n, const float* rows) {
+      std::shared_ptr<const PackedProduct> product =
+          PackedProduct::Make(context, s->batch, n, H, H, /*trans_b=*/true, rows, H, GH);
+      if (s->batch == 1 && product != nullptr && !product->row_kernel()) product = nullptr;
+      return keep(std::move(product));
+    };
+    if (r != nullptr && s->batch <= 256 && H * GH >= (int64_t{1} << 17)) {
       // h R^T of the gates [g0, g1): R's rows g0*H.. read transposed, into hr's columns g0*H..
       const float* rd = r + d * GH * H;
-      p.state = keep(PackedProduct::Make(context, s->batch, first_gates * H, H, H,
-                                         /*trans_b=*/true, rd, H, GH));
+      p.state = state_product(first_gates * H, rd);
       if (first_gates < s->gates) {
-        p.candidate =
-            keep(PackedProduct::Make(context, s->batch, (s->gates - first_gates) * H, H, H,
-                                     /*trans_b=*/true, rd + first_gates * H * H, H, GH));
+        p.candidate = state_product((s->gates - first_gates) * H, rd + first_gates * H * H);
       }
     }
   }

@@ -342,5 +342,20 @@ TEST(RecurrentTest, OneEntryStepsUseTheThreads) {
   Check(c);
 }
 
+// One entry with R of 2^18 weights or more: with known weights, each whole step's state product
+// runs on our row kernel (one row), into its columns of the gates' sums (rows G*H apart): an
+// LSTM of 256 units both ways, and a GRU of 512 whose z and r product (1024 columns) and
+// candidate product (512) each write part of a row.
+TEST(RecurrentTest, OneEntryStateProductsOnTheRowKernel) {
+  Case c = Sized(1, 12, 40, 256);
+  c.direction = "bidirectional";
+  c.h0 = c.c0 = true;
+  Check(c);
+  c = Sized(1, 12, 40, 512);
+  c.op = "GRU";
+  c.h0 = true;
+  Check(c);
+}
+
 }  // namespace
 }  // namespace reprise::kernels::cpu::testing
