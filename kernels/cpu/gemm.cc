@@ -100,10 +100,8 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareSmallGemm(const PrepareCo
   if (ldr < 0) return nullptr;
   const int64_t m = g.m, n = g.n, k = g.k;
   const int64_t ldb = context.inputs[1].shape[1];
-  auto packed =
-      std::make_shared<std::vector<float>>(PackSmallGemmPanels(k, n, [&](int64_t kk, int64_t j) {
-        return g.alpha * (g.trans_b ? b_data[j * ldb + kk] : b_data[kk * ldb + j]);
-      }));
+  auto packed = std::make_shared<std::vector<float>>(
+      PackSmallGemmPanels(k, n, g.trans_b, b_data, ldb, g.alpha));
   // C as the sums' start: one row (scaled by beta at Prepare when known, read in place when
   // beta is 1), or else Y filled with beta * C before the product adds to it.
   const bool c_row = g.has_c && RowStrideOver(context.inputs[2].shape, g.out) == 0;
@@ -667,12 +665,8 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareFusedMatMul(const Prepare
   }
   if (p.fold_rows && p.alpha == 1.0f && UseSmallGemm(p.batch * p.m, p.n, p.k) &&
       b_data != nullptr && !b_vector) {
-    const bool trans_b = p.trans_b;
-    const int64_t ldb = p.ldb;
     p.small_panels = std::make_shared<const std::vector<float>>(
-        PackSmallGemmPanels(p.k, p.n, [&](int64_t kk, int64_t j) {
-          return trans_b ? b_data[j * ldb + kk] : b_data[kk * ldb + j];
-        }));
+        PackSmallGemmPanels(p.k, p.n, p.trans_b, b_data, p.ldb));
   }
   if (!p.fold_rows) {
     // Per batch axis, each operand's element stride (0 where it broadcasts).

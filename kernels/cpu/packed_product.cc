@@ -19,6 +19,7 @@
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/kernel_util.h"
 #include "kernels/cpu/onednn_util.h"
+#include "kernels/cpu/small_gemm.h"
 #include "kernels/cpu/vector_math.h"
 #include "runtime/base/status_macros.h"
 
@@ -39,6 +40,7 @@ constexpr int64_t kSgemmRowsForPlainB = 32;
 constexpr int64_t kPanelMinRows = 2;
 constexpr int64_t kPanelMaxRows = 16;
 constexpr int64_t kPanelWidth = 16;
+static_assert(kPanelWidth == kSmallPanel, "PackColumnPanels packs both kernels' panels");
 
 // One or two rows by at least kRowPanelMinWeights weights run on our row kernel (RowsPanelBody)
 // on B in the same panels, on every CPU with AVX2: inside a model such weights come from memory
@@ -214,25 +216,7 @@ std::shared_ptr<const PackedProduct> PackedProduct::Make(const PrepareContext& c
       product->panels_ = true;
       product->weights_ =
           PackWeightsVia(context, b, plain, PlainDesc({count, k, kPanelWidth}), [&](memory& to) {
-            float* out = static_cast<float*>(to.get_data_handle());
-            // Each column of a panel is a row of a transposed B (read along it); a plain B gives
-            // a panel's 16 columns of each row at once.
-            for (int64_t p = 0; p < count; ++p) {
-              float* panel = out + p * k * kPanelWidth;
-              const int64_t j0 = p * kPanelWidth, cols = std::min(kPanelWidth, n - j0);
-              if (cols < kPanelWidth) std::fill(panel, panel + k * kPanelWidth, 0.0f);
-              if (trans_b) {
-                for (int64_t c = 0; c < cols; ++c) {
-                  const float* row = b + (j0 + c) * ldb;
-                  for (int64_t kk = 0; kk < k; ++kk) panel[kk * kPanelWidth + c] = row[kk];
-                }
-              } else {
-                const size_t bytes = static_cast<size_t>(cols) * sizeof(float);
-                for (int64_t kk = 0; kk < k; ++kk) {
-                  std::memcpy(panel + kk * kPanelWidth, b + kk * ldb + j0, bytes);
-                }
-              }
-            }
+            PackColumnPanels(k, n, trans_b, b, ldb, static_cast<float*>(to.get_data_handle()));
           });
     };
     if (m <= kMaxPanelRows && OwnCopyLevel() >= 1 && n * k >= kRowPanelMinWeights) {

@@ -2,6 +2,8 @@
 // sums stay in registers for the whole k loop, one broadcast multiply-add per row and vector.
 #include "kernels/cpu/small_gemm.h"
 
+#include <algorithm>
+#include <cstring>
 #include <type_traits>
 
 #include "kernels/cpu/kernel_util.h"
@@ -173,6 +175,38 @@ void SmallGemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, con
 void SmallGemmOnPanels(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
                        const float* panels, float* y, int64_t ldy, const SmallTail& t) {
   PickedSmallGemm()(m, n, k, a, lda, SmallB{panels, 0, k, true}, y, ldy, t);
+}
+
+void PackColumnPanels(int64_t k, int64_t n, bool trans_b, const float* b, int64_t ldb, float* out) {
+  const int64_t count = (n + kSmallPanel - 1) / kSmallPanel;
+  for (int64_t p = 0; p < count; ++p) {
+    float* panel = out + p * k * kSmallPanel;
+    const int64_t j0 = p * kSmallPanel, cols = std::min(kSmallPanel, n - j0);
+    if (cols < kSmallPanel) std::fill(panel, panel + k * kSmallPanel, 0.0f);
+    // Each column of a panel is a row of a transposed B (read along it); a plain B gives a
+    // panel's columns of each row at once.
+    if (trans_b) {
+      for (int64_t c = 0; c < cols; ++c) {
+        const float* row = b + (j0 + c) * ldb;
+        for (int64_t kk = 0; kk < k; ++kk) panel[kk * kSmallPanel + c] = row[kk];
+      }
+    } else {
+      const size_t bytes = static_cast<size_t>(cols) * sizeof(float);
+      for (int64_t kk = 0; kk < k; ++kk)
+        std::memcpy(panel + kk * kSmallPanel, b + kk * ldb + j0, bytes);
+    }
+  }
+}
+
+std::vector<float> PackSmallGemmPanels(int64_t k, int64_t n, bool trans_b, const float* b,
+                                       int64_t ldb, float alpha) {
+  const int64_t count = (n + kSmallPanel - 1) / kSmallPanel;
+  std::vector<float> out(static_cast<size_t>(count * k * kSmallPanel));
+  PackColumnPanels(k, n, trans_b, b, ldb, out.data());
+  if (alpha != 1.0f) {
+    for (float& v : out) v *= alpha;
+  }
+  return out;
 }
 
 // True when the small kernel beats sgemm: up to 16 rows (on the bench machine at one thread,

@@ -45,21 +45,16 @@ void SmallGemmOnPanels(int64_t m, int64_t n, int64_t k, const float* a, int64_t 
 /// Columns per panel of B.
 inline constexpr int64_t kSmallPanel = 16;
 
-/// B [k, n] (`at(kk, j)` its element) in the small kernel's panels: ceil(n / kSmallPanel) panels
-/// of k rows by kSmallPanel columns, zeros past n. For products UseSmallGemm takes (n k is at
-/// most kSmallGemmMacs, so the sizes cannot overflow).
-template <typename At>
-std::vector<float> PackSmallGemmPanels(int64_t k, int64_t n, At at) {
-  const int64_t count = (n + kSmallPanel - 1) / kSmallPanel;
-  std::vector<float> out(static_cast<size_t>(count * k * kSmallPanel), 0.0f);
-  for (int64_t kk = 0; kk < k; ++kk) {
-    for (int64_t j = 0; j < n; ++j) {
-      out[static_cast<size_t>(((j / kSmallPanel) * k + kk) * kSmallPanel + j % kSmallPanel)] =
-          at(kk, j);
-    }
-  }
-  return out;
-}
+/// B [k, n] (row-major with rows ldb apart, or with trans_b stored [n, k]) in panels of
+/// kSmallPanel columns, each its k rows one after another, zeros past n: `out` holds
+/// ceil(n / kSmallPanel) x k x kSmallPanel floats. The small kernel's panels and the packed
+/// products' (packed_product.cc).
+void PackColumnPanels(int64_t k, int64_t n, bool trans_b, const float* b, int64_t ldb, float* out);
+
+/// B in a new vector of panels, each value times `alpha`, for the small kernel. For products
+/// UseSmallGemm takes (n k is at most kSmallGemmMacs, so the sizes cannot overflow).
+std::vector<float> PackSmallGemmPanels(int64_t k, int64_t n, bool trans_b, const float* b,
+                                       int64_t ldb, float alpha = 1.0f);
 
 }  // namespace reprise::kernels::cpu
 
