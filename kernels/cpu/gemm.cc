@@ -116,7 +116,9 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareSmallGemm(const PrepareCo
   const int64_t lda = context.inputs[0].shape[1];
   const GemmSpec spec = g;
   const bool has_residual = residual != nullptr;
+  const int threads = context.intra_op_threads;
   return MakeKernel(context, {Desc(DataType::kFloat32, g.out)}, [=](const KernelArgs& args) {
+    UseIntraOpThreads(threads);
     float* y = static_cast<float*>(args.outputs[0]);
     SmallTail t;
     t.act = act;

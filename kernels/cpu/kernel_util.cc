@@ -203,20 +203,20 @@ int64_t EffectiveGrain(double cost_per_item, int64_t grain) {
 
 }  // namespace
 
-int ParallelTeam(int64_t n, int threads, double cost_per_item, int64_t grain) {
+int ParallelTeam(int64_t n, int threads, double cost_per_item, int64_t grain, double min_work) {
   if (n <= 0) return 1;
   grain = EffectiveGrain(cost_per_item, grain);
   const double work = static_cast<double>(n) * std::max(cost_per_item, 0.0);
-  // One thread per kMinParallelWork of work, at most `threads` and one per grain.
-  const int64_t by_work = static_cast<int64_t>(work / kMinParallelWork);
+  // One thread per min_work of work, at most `threads` and one per grain.
+  const int64_t by_work = static_cast<int64_t>(work / std::max(min_work, 1.0));
   const int64_t by_grain = (n + grain - 1) / grain;
   return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>({threads, by_work, by_grain})));
 }
 
 void ParallelFor(int64_t n, int threads, double cost_per_item,
-                 absl::FunctionRef<void(int64_t, int64_t)> fn, int64_t grain) {
+                 absl::FunctionRef<void(int64_t, int64_t)> fn, int64_t grain, double min_work) {
   if (n <= 0) return;
-  const int team = ParallelTeam(n, threads, cost_per_item, grain);
+  const int team = ParallelTeam(n, threads, cost_per_item, grain, min_work);
   if (team <= 1) {
     fn(0, n);
     return;

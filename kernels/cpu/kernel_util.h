@@ -276,17 +276,20 @@ inline constexpr double kMinParallelWork = 8192;
 /// cache lines would only leave threads idle (16 planes of a batch on one thread).
 inline constexpr double kCoarseItemCost = 1024;
 
-/// The number of threads ParallelFor(n, threads, cost_per_item, fn, grain) runs `fn` on (1: the
-/// calling thread alone), for kernels that choose other work by it.
-int ParallelTeam(int64_t n, int threads, double cost_per_item, int64_t grain = 16);
+/// The number of threads ParallelFor(n, threads, cost_per_item, fn, grain, min_work) runs `fn`
+/// on (1: the calling thread alone), for kernels that choose other work by it.
+int ParallelTeam(int64_t n, int threads, double cost_per_item, int64_t grain = 16,
+                 double min_work = kMinParallelWork);
 
 /// Calls `fn(begin, end)` over disjoint ranges that cover [0, n), on up to `threads` OpenMP
-/// threads of the calling thread (never more; fewer when n * cost_per_item is small, one below
-/// kMinParallelWork: then just fn(0, n) here). Range bounds are multiples of `grain` except n
-/// (of 1 when an item costs kCoarseItemCost or more). `fn` runs concurrently: it may only write
-/// what its range owns, so an elementwise loop gives the same bits as a serial one.
+/// threads of the calling thread (never more; one per `min_work` of n * cost_per_item, so one
+/// below it: then just fn(0, n) here). Range bounds are multiples of `grain` except n (of 1 when
+/// an item costs kCoarseItemCost or more). `fn` runs concurrently: it may only write what its
+/// range owns, so an elementwise loop gives the same bits as a serial one. A kernel passes a
+/// `min_work` other than kMinParallelWork only where it measured its own.
 void ParallelFor(int64_t n, int threads, double cost_per_item,
-                 absl::FunctionRef<void(int64_t, int64_t)> fn, int64_t grain = 16);
+                 absl::FunctionRef<void(int64_t, int64_t)> fn, int64_t grain = 16,
+                 double min_work = kMinParallelWork);
 
 /// ParallelFor for ranges that can fail: every range runs, and the result is the first error
 /// a range returned (OK when none did).

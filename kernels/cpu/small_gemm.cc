@@ -2,6 +2,8 @@
 // sums stay in registers for the whole k loop, one broadcast multiply-add per row and vector.
 #include "kernels/cpu/small_gemm.h"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <cstring>
 #include <type_traits>
@@ -49,6 +51,12 @@ struct SmallB {
     return panels ? b + (col / kSmallPanel) * k * kSmallPanel + col % kSmallPanel : b + col;
   }
   int64_t step() const { return panels ? kSmallPanel : ldb; }
+  // B from column `col` on (a multiple of kSmallPanel).
+  SmallB From(int64_t col) const {
+    SmallB from = *this;
+    from.b = base(col);
+    return from;
+  }
 };
 
 // y[i, i + R) x [j, j + C * lanes) = tail(a * b) with the R x C vectors of sums in registers
@@ -162,19 +170,52 @@ auto PickedSmallGemm() {
   return fn;
 }
 
+// Columns per range of a split product: a block of 32 columns (two panels) stays whole.
+constexpr int64_t kSplitColumns = 32;
+
+// The small product split by ranges of columns over the calling stream's threads. Every column's
+// sums are the same whichever range computes them, so the result does not depend on the split.
+void SplitSmallGemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const SmallB& b,
+                    float* y, int64_t ldy, const SmallTail& t) {
+  const auto gemm = PickedSmallGemm();
+  const int threads = omp_get_max_threads();
+  if (threads <= 1) {
+    gemm(m, n, k, a, lda, b, y, ldy, t);
+    return;
+  }
+  // Cost of a range of 32 columns in ns: reading its k x 32 floats of B once per block of 4
+  // rows (about 1.5 ns per row of B), or 0.018 ns per multiply-add, whichever is more
+  // (BM_FewRowsProduct at one thread: 1 x 256 by 256 x 1024 in 12 us, 16 x 128 by 128 x 128
+  // in 4.6 us).
+  const double row_blocks = static_cast<double>((m + 3) / 4);
+  const double cost = std::max(1.5 * row_blocks, 0.018 * static_cast<double>(m * kSplitColumns)) *
+                      static_cast<double>(k);
+  const int64_t ranges = (n + kSplitColumns - 1) / kSplitColumns;
+  // Two threads from 8 us of work, half of ParallelFor's default: on two threads,
+  // BM_FewRowsProduct's 1 x 256 by 256 x 1024 (12 us) takes 7.3-7.6 us, while those of 5 us
+  // (1 x 256 by 256 x 512, 1 x 128 by 128 x 1024, 4 x 64 by 64 x 1024) gain nothing.
+  ParallelFor(
+      ranges, threads, cost,
+      [&](int64_t r0, int64_t r1) {
+        const int64_t j0 = r0 * kSplitColumns, j1 = std::min(n, r1 * kSplitColumns);
+        SmallTail part = t;
+        if (part.bias != nullptr) part.bias += j0;
+        if (part.residual != nullptr) part.residual += j0;
+        gemm(m, j1 - j0, k, a, lda, b.From(j0), y + j0, ldy, part);
+      },
+      /*grain=*/1, /*min_work=*/kMinParallelWork / 2);
+}
+
 }  // namespace
 
-// One thread, B row-major or in panels: a small product is at most kSmallGemmMacs multiply-adds
-// (1 x 256 by 256 x 1024 on panels: 11-12 us on the AVX-512 VM, BM_FewRowsProduct), less than
-// the 2 x kMinParallelWork from which ParallelFor starts a second thread.
 void SmallGemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
                int64_t ldb, float* y, int64_t ldy, const SmallTail& t) {
-  PickedSmallGemm()(m, n, k, a, lda, SmallB{b, ldb, k, false}, y, ldy, t);
+  SplitSmallGemm(m, n, k, a, lda, SmallB{b, ldb, k, false}, y, ldy, t);
 }
 
 void SmallGemmOnPanels(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
                        const float* panels, float* y, int64_t ldy, const SmallTail& t) {
-  PickedSmallGemm()(m, n, k, a, lda, SmallB{panels, 0, k, true}, y, ldy, t);
+  SplitSmallGemm(m, n, k, a, lda, SmallB{panels, 0, k, true}, y, ldy, t);
 }
 
 void PackColumnPanels(int64_t k, int64_t n, bool trans_b, const float* b, int64_t ldb, float* out) {

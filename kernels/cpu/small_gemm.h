@@ -34,7 +34,8 @@ struct SmallTail {
 bool UseSmallGemm(int64_t m, int64_t n, int64_t k);
 
 /// y[m, n] (rows ldy apart) = tail(a[m, k] (rows lda apart) * b[k, n]), B row-major with rows
-/// ldb apart.
+/// ldb apart. On the calling thread's OpenMP threads (omp_get_max_threads()): a product of one
+/// row by about 175,000 weights or more is split by ranges of columns, with the same bits.
 void SmallGemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
                int64_t ldb, float* y, int64_t ldy, const SmallTail& t);
 

@@ -225,28 +225,38 @@ BENCHMARK(BM_LinearProduct_128)
 // (one row: our row kernel, packed_product.cc) down to 2^20 (oneDNN's matmul), and products of
 // 2^18 multiply-adds or less (the small kernel, B in panels; rows of B 4 KiB apart, n = 1024,
 // were its worst case when it read B row-major). Weights of 32 MiB or less stay in this VM's L3
-// cache from one iteration to the next, unlike in a model.
+// cache from one iteration to the next, unlike in a model. Args: m, k, n, intra-op threads.
 void BM_FewRowsProduct(benchmark::State& state) {
   const int64_t m = state.range(0), k = state.range(1), n = state.range(2);
+  const int threads = static_cast<int>(state.range(3));
   runtime::Attributes attrs;
   attrs.Set("transB", int64_t{1});
-  RunKernel(state, "Gemm", {Floats({m, k}, false, 10), Floats({n, k}, true, 11)}, attrs);
+  RunKernel(state, "Gemm", {Floats({m, k}, false, 10), Floats({n, k}, true, 11)}, attrs, {},
+            threads);
   state.SetItemsProcessed(state.iterations() * m * k * n);
 }
 BENCHMARK(BM_FewRowsProduct)
-    ->Args({1, 9216, 4096})
-    ->Args({1, 4096, 4096})
-    ->Args({1, 768, 3072})
-    ->Args({1, 2048, 1024})
-    ->Args({1, 1024, 1024})
-    ->Args({1, 256, 1024})
-    ->Args({1, 256, 1000})
-    ->Args({1, 512, 512})
-    ->Args({16, 128, 128})
-    ->Args({2, 9216, 4096})
-    ->Args({3, 9216, 4096})
-    ->Args({4, 9216, 4096})
-    ->Args({8, 9216, 4096})
+    ->Args({1, 9216, 4096, 1})
+    ->Args({1, 4096, 4096, 1})
+    ->Args({1, 768, 3072, 1})
+    ->Args({1, 2048, 1024, 1})
+    ->Args({1, 1024, 1024, 1})
+    ->Args({1, 256, 1024, 1})
+    ->Args({1, 256, 1000, 1})
+    ->Args({1, 512, 512, 1})
+    ->Args({16, 128, 128, 1})
+    ->Args({2, 9216, 4096, 1})
+    ->Args({3, 9216, 4096, 1})
+    ->Args({4, 9216, 4096, 1})
+    ->Args({8, 9216, 4096, 1})
+    // Two threads: the small kernel splits the larger of its products by columns.
+    ->Args({1, 256, 1024, 2})
+    ->Args({1, 512, 512, 2})
+    ->Args({1, 256, 256, 2})
+    ->Args({1, 128, 1024, 2})
+    ->Args({1, 256, 512, 2})
+    ->Args({4, 64, 1024, 2})
+    ->Args({16, 128, 128, 2})
     ->Unit(benchmark::kMicrosecond);
 
 void BM_AddChannelBias_64x56x56(benchmark::State& state) {

@@ -544,6 +544,71 @@ TEST(GemmTest, SmallProductsReadKnownWeightsInPanels) {
     }
 }
 
+// At two threads the small kernel splits its products of one row by about 175,000 weights or more
+// by ranges of 32 columns: Gemm with its C row (B known), MatMul (B not known), and FusedMatMul
+// with bias, Relu and a residual of Y's shape (each range reads them from its first column on),
+// B known (in panels) and not (row-major). The result is the same bits as at one thread,
+// whichever range computed a column; n = 1000 and 200 end in a part range.
+TEST(GemmTest, SmallProductsSplitByColumnsGiveTheSameBits) {
+  KernelHarness h;
+  struct Size {
+    int64_t m, k, n;
+  };
+  for (const Size& z :
+       {Size{1, 256, 1024}, Size{1, 256, 1000}, Size{1, 512, 512}, Size{1, 1024, 200}})
+    for (bool known : {true, false}) {
+      SCOPED_TRACE(::testing::Message()
+                   << "m=" << z.m << " k=" << z.k << " n=" << z.n << " known=" << known);
+      const auto a = RandomFloats(z.m * z.k, 121);
+      const auto b = RandomFloats(z.k * z.n, 122);
+      const auto bias = RandomFloats(z.n, 123);
+      const auto r = RandomFloats(z.m * z.n, 124);
+      const auto ab = ReferenceMatMul(a, b, z.m, z.k, z.n);
+      std::vector<float> want_gemm(ab.size()), want_fused(ab.size());
+      for (size_t i = 0; i < ab.size(); ++i) {
+        const float c = bias[i % static_cast<size_t>(z.n)];
+        want_gemm[i] = ab[i] + c;
+        want_fused[i] = std::max(ab[i] + c, 0.0f) + r[i];
+      }
+      struct Case {
+        std::string op;
+        std::vector<Tensor> inputs;
+        runtime::Attributes attrs;
+        const std::vector<float>* want;
+      };
+      // Gemm takes the small kernel for known B only; MatMul for B not known.
+      const std::vector<Case> cases = {
+          known ? Case{"Gemm",
+                       {Tensor::Of<float>({z.m, z.k}, a), Tensor::Of<float>({z.k, z.n}, b, true),
+                        Tensor::Of<float>({z.n}, bias)},
+                       {},
+                       &want_gemm}
+                : Case{"MatMul",
+                       {Tensor::Of<float>({z.m, z.k}, a), Tensor::Of<float>({z.k, z.n}, b)},
+                       {},
+                       &ab},
+          {"com.reprise.FusedMatMul",
+           {Tensor::Of<float>({1, z.m, z.k}, a), Tensor::Of<float>({z.k, z.n}, b, known),
+            Tensor::Of<float>({z.n}, bias), Tensor::Of<float>({1, z.m, z.n}, r)},
+           Attrs({{"activation", std::string("Relu")}}),
+           &want_fused},
+      };
+      for (const Case& c : cases) {
+        SCOPED_TRACE(c.op);
+        std::vector<float> by_threads[2];
+        for (int threads : {1, 2}) {
+          auto kernel = h.Prepare(c.op, c.inputs, c.attrs, 17, 1, threads);
+          ASSERT_TRUE(kernel.ok()) << kernel.status();
+          auto out = h.RunPrepared(**kernel, c.inputs);
+          ASSERT_TRUE(out.ok()) << out.status();
+          by_threads[threads - 1] = (*out)[0].Values<float>();
+          ExpectNear(by_threads[threads - 1], *c.want);
+        }
+        EXPECT_EQ(by_threads[0], by_threads[1]);
+      }
+    }
+}
+
 TEST(KernelUtilTest, IntraOpThreadsArePerCallingThread) {
   const int before = omp_get_max_threads();
   int seen = 0;
