@@ -2,7 +2,8 @@
 // folded perm), MatMul, then alpha, bias, activation and residual applied by plain loops.
 // Shapes sweep 1-D operands, batch broadcasting on either side, both transposed layouts and an
 // empty product, at one and two threads (a batch split over the threads with each product's
-// epilogue after it, a folded product with its epilogue split by elements); tolerance 1e-4
+// epilogue after it, a folded product with its epilogue split by elements), and B read
+// transposed with rows a multiple of 2 KiB apart (copied first); tolerance 1e-4
 // absolute + 1e-4 relative.
 #include <algorithm>
 #include <cmath>
@@ -52,6 +53,10 @@ TEST(FusedMatMulTest, MatchesTransposeMatMulAndEpilogue) {
       {{8, 64, 32}, {}, {8, 32, 64}, {}, true, true, "Gelu"},
       {{2, 4, 64, 32}, {0, 2, 1, 3}, {2, 4, 64, 32}, {0, 2, 3, 1}, false, true, "", 0.125f},
       {{2, 128, 64}, {}, {64, 128}, {}, true, true, "Gelu"},
+      // Attention's keys per head, [seq, heads, dh] read transposed with rows 2 and 4 KiB
+      // apart: each product's B is copied to rows of dh floats first.
+      {{64, 16, 32}, {1, 0, 2}, {64, 16, 32}, {1, 2, 0}, false, false, "", 0.125f},
+      {{24, 32, 32}, {1, 0, 2}, {40, 32, 32}, {1, 2, 0}, true, true, "Relu", 0.5f},
   };
   KernelHarness h;
   uint32_t seed = 100;
@@ -99,6 +104,34 @@ TEST(FusedMatMulTest, MatchesTransposeMatMulAndEpilogue) {
       }
     }
   }
+}
+
+// Keys read transposed with rows a multiple of 2 KiB apart (heads x dh = 512 or 1024 floats)
+// get workspace for one copy of B per thread (dh x seq floats); at 384 floats apart, or with B
+// read row-major, they are read in place.
+TEST(FusedMatMulTest, KeysWithAliasingRowsGetWorkspaceForACopy) {
+  KernelHarness h;
+  const int64_t seq = 64, dh = 32;
+  for (int64_t heads : {16, 32, 12})
+    for (int threads : {1, 2}) {
+      SCOPED_TRACE(::testing::Message() << "heads " << heads << ", threads " << threads);
+      const Shape stored = {seq, heads, dh};
+      const Tensor q = Tensor::Of<float>(stored, RandomFloats(Count(stored), 7));
+      const Tensor k = Tensor::Of<float>(stored, RandomFloats(Count(stored), 8));
+      const runtime::Attributes attrs = Attrs(
+          {{"perm_a", std::vector<int64_t>{1, 0, 2}}, {"perm_b", std::vector<int64_t>{1, 2, 0}}});
+      auto kernel = h.Prepare(kFusedMatMulOp, {q, k}, attrs, 17, 1, threads);
+      ASSERT_TRUE(kernel.ok()) << kernel.status();
+      const size_t copy = heads * dh % 512 == 0 ? threads * dh * seq * sizeof(float) : 0;
+      EXPECT_EQ((*kernel)->workspace_bytes(), copy);
+      // Weights by values: B = V per head, [seq, dh] read row-major with the same row stride.
+      const Shape probs = {heads, seq, seq};
+      auto rows =
+          h.Prepare(kFusedMatMulOp, {Tensor::Of<float>(probs, RandomFloats(Count(probs), 9)), k},
+                    Attrs({{"perm_b", std::vector<int64_t>{1, 0, 2}}}), 17, 1, threads);
+      ASSERT_TRUE(rows.ok()) << rows.status();
+      EXPECT_EQ((*rows)->workspace_bytes(), 0u);
+    }
 }
 
 TEST(FusedMatMulTest, RejectsLayoutsAndShapesItCannotRead) {
