@@ -179,10 +179,6 @@ void SplitSmallGemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda
                     float* y, int64_t ldy, const SmallTail& t) {
   const auto gemm = PickedSmallGemm();
   const int threads = omp_get_max_threads();
-  if (threads <= 1) {
-    gemm(m, n, k, a, lda, b, y, ldy, t);
-    return;
-  }
   // Cost of a range of 32 columns in ns: reading its k x 32 floats of B once per block of 4
   // rows (about 1.5 ns per row of B), or 0.018 ns per multiply-add, whichever is more
   // (BM_FewRowsProduct at one thread: 1 x 256 by 256 x 1024 in 12 us, 16 x 128 by 128 x 128
@@ -194,6 +190,11 @@ void SplitSmallGemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda
   // Two threads from 8 us of work, half of ParallelFor's default: on two threads,
   // BM_FewRowsProduct's 1 x 256 by 256 x 1024 (12 us) takes 7.3-7.6 us, while those of 5 us
   // (1 x 256 by 256 x 512, 1 x 128 by 128 x 1024, 4 x 64 by 64 x 1024) gain nothing.
+  constexpr double kMinWork = kMinParallelWork / 2;
+  if (threads <= 1 || ParallelTeam(ranges, threads, cost, /*grain=*/1, kMinWork) <= 1) {
+    gemm(m, n, k, a, lda, b, y, ldy, t);  // most small products: no range bookkeeping
+    return;
+  }
   ParallelFor(
       ranges, threads, cost,
       [&](int64_t r0, int64_t r1) {
@@ -203,7 +204,7 @@ void SplitSmallGemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda
         if (part.residual != nullptr) part.residual += j0;
         gemm(m, j1 - j0, k, a, lda, b.From(j0), y + j0, ldy, part);
       },
-      /*grain=*/1, /*min_work=*/kMinParallelWork / 2);
+      /*grain=*/1, kMinWork);
 }
 
 }  // namespace
