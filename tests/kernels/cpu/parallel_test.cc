@@ -108,6 +108,19 @@ TEST(ParallelForTest, TeamIsTheNumberOfRangesRun) {
   }
 }
 
+// A kernel's own min_work: one range per min_work of work instead of per kMinParallelWork (the
+// small product kernel's 1 x 256 by 256 x 1024, 32 ranges of 384 ns, at half the default).
+TEST(ParallelForTest, MinWorkSetsTheWorkPerRange) {
+  EXPECT_EQ(ParallelTeam(32, 2, 384.0, 1), 1);
+  EXPECT_EQ(ParallelTeam(32, 2, 384.0, 1, kMinParallelWork / 2), 2);
+  EXPECT_EQ(ParallelTeam(32, 8, 384.0, 1, kMinParallelWork / 2), 3);
+  EXPECT_EQ(ParallelTeam(32, 8, 384.0, 1, 0.0), 8);  // at least 1 ns a range
+  std::atomic<int> ranges{0};
+  ParallelFor(
+      32, 2, 384.0, [&](int64_t, int64_t) { ranges.fetch_add(1); }, 1, kMinParallelWork / 2);
+  EXPECT_EQ(ranges.load(), 2);
+}
+
 // Every range runs even when one fails, and the failure is the result (one thread or two).
 TEST(ParallelForTest, StatusVariantRunsEveryRangeAndReturnsTheError) {
   for (int threads : {1, 2}) {
