@@ -694,11 +694,12 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareFusedMatMul(const Prepare
     p.small_panels = std::make_shared<const std::vector<float>>(
         PackSmallGemmPanels(p.k, p.n, p.trans_b, b_data, p.ldb));
   }
-  // Read transposed with its rows 2 KiB or a multiple of 4 KiB apart (the heads of an attention's
-  // keys, [seq, heads, dh] read as [dh, seq] per head), B's columns fall into one or two of the
-  // L1 cache's sets and sgemm's reads of them miss: 32 products of 64 x 32 by 32 x 64, one
-  // thread, took 243-257 us with rows 4 or 8 KiB apart, 186 us at 2 KiB and 124-134 us at 0.5,
-  // 1 or 4.06 KiB; copied to rows of 32 floats first, 126-133 us (all rows).
+  // Read transposed with its rows a multiple of 2 KiB apart (the heads of an attention's keys,
+  // [seq, heads, dh] read as [dh, seq] per head), B's columns fall into one or two of the L1
+  // cache's sets and sgemm's reads of them miss: 32 products of 64 x 32 by 32 x 64, one thread,
+  // took 243-257 us with rows 4 or 8 KiB apart, 186 us at 2 KiB and 124-134 us at 0.5, 1 or
+  // 4.06 KiB; copied to rows of 32 floats first, 126-133 us (all rows). A constant B read
+  // row-major takes the same cure at Prepare (packed_product.cc, kAliasingStride).
   constexpr int64_t kAliasingRows = 512;
   p.gather_b = !p.fold_rows && p.trans_b && p.ldb % kAliasingRows == 0 && p.k % kAliasingRows != 0;
   if (!p.fold_rows) {
