@@ -21,6 +21,26 @@ absl::StatusOr<ConvChainLayout> ParseConvChainLayout(absl::string_view name) {
       absl::StrCat("conv chain layout \"", name, "\" is neither auto nor nhwc"));
 }
 
+absl::string_view OutputClearingName(OutputClearing mode) {
+  switch (mode) {
+    case OutputClearing::kOn:
+      return "on";
+    case OutputClearing::kOff:
+      return "off";
+    case OutputClearing::kAuto:
+      break;
+  }
+  return "auto";
+}
+
+absl::StatusOr<OutputClearing> ParseOutputClearing(absl::string_view name) {
+  if (name == "auto") return OutputClearing::kAuto;
+  if (name == "on") return OutputClearing::kOn;
+  if (name == "off") return OutputClearing::kOff;
+  return absl::InvalidArgumentError(
+      absl::StrCat("output clearing \"", name, "\" is none of auto, on, off"));
+}
+
 absl::Status RegisterCpuKernels(runtime::KernelRegistry* registry,
                                 const CpuKernelOptions& options) {
   RETURN_IF_ERROR(registry->SetState(std::make_shared<CpuKernelState>(options)));

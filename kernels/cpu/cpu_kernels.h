@@ -23,6 +23,19 @@ absl::string_view ConvChainLayoutName(ConvChainLayout layout);
 /// The layout named "auto" or "nhwc"; INVALID_ARGUMENT naming `name` otherwise.
 absl::StatusOr<ConvChainLayout> ParseConvChainLayout(absl::string_view name);
 
+/// When a plan of two or more intra-op threads clears its steps' large outputs with
+/// non-temporal stores before their kernels run (output_clearing.h).
+enum class OutputClearing {
+  kAuto,  // where the machine measures slow rewrites of lines another core read
+  kOn,    // always
+  kOff,   // never
+};
+
+/// "auto" / "on" / "off".
+absl::string_view OutputClearingName(OutputClearing mode);
+/// The mode named "auto", "on" or "off"; INVALID_ARGUMENT naming `name` otherwise.
+absl::StatusOr<OutputClearing> ParseOutputClearing(absl::string_view name);
+
 /// Choices of a device's CPU kernels (the daemon's `kernels:` config section, reprise-run's
 /// --conv-winograd and --conv-chain-layout). The defaults are the fastest here.
 struct CpuKernelOptions {
@@ -48,6 +61,8 @@ struct CpuKernelOptions {
   /// applied in registers; false: oneDNN's.
   bool conv_own_depthwise = true;
   ConvChainLayout conv_chain_layout = ConvChainLayout::kAuto;
+  /// Clear a multi-threaded plan's large step outputs first (output_clearing.h).
+  OutputClearing clear_outputs = OutputClearing::kAuto;
 };
 
 /// Registers every CPU kernel into `registry` (a device's) and installs their state
