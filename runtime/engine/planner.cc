@@ -6,6 +6,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "kernels/cpu/output_clearing.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/core/checked_size.h"
 #include "runtime/core/string_tensor.h"
@@ -104,6 +105,7 @@ class PlanBuilder {
     ASSIGN_OR_RETURN(AlignedBuffer arena, AlignedBuffer::Allocate(memory.arena_bytes));
     plan_->arena_ = std::make_shared<AlignedBuffer>(std::move(arena));
     Bind(memory);
+    ClearLargeBuffers();
     return std::move(plan_);
   }
 
@@ -558,6 +560,36 @@ class PlanBuilder {
     }
     for (size_t i = 0; i < graph_.outputs.size(); ++i) {
       plan_->outputs_[i].data = Address(slots_[graph_.outputs[i].value], memory);
+    }
+  }
+
+  // Steps of a multi-threaded plan clear their outputs and workspace of kClearOutputMinBytes or
+  // more with non-temporal stores first, where that is faster (kernels/cpu/output_clearing.h).
+  // Not a control-flow step: a capture records that by its kernel.
+  void ClearLargeBuffers() {
+    const int threads = std::max(1, options_.intra_op_threads);
+    const kernels::cpu::OutputClearing mode = kernels::cpu::OutputClearingFor(registry_, threads);
+    if (mode == kernels::cpu::OutputClearing::kOff) return;
+    auto large = [](size_t bytes) {
+      return bytes >= kernels::cpu::kClearOutputMinBytes ? bytes : 0;
+    };
+    for (size_t s = 0; s < plan_->steps_.size(); ++s) {
+      PlanStep& step = plan_->steps_[s];
+      if (step.control != nullptr) continue;
+      std::vector<size_t> outputs;
+      bool any = false;
+      for (const Slot& out : step_io_[s].outputs) {
+        size_t bytes = 0;
+        if (out.where == Where::kArena) bytes = lifetimes_[out.index].bytes;
+        if (out.where == Where::kOutput) bytes = plan_->output_buffers_[out.index].size();
+        outputs.push_back(large(bytes));
+        any = any || outputs.back() > 0;
+      }
+      const size_t workspace = large(step.kernel->workspace_bytes());
+      if (!any && workspace == 0) continue;
+      plan_->kernels_.push_back(kernels::cpu::ClearingOutputsFirst(*step.kernel, std::move(outputs),
+                                                                   workspace, threads, mode));
+      step.kernel = plan_->kernels_.back().get();
     }
   }
 

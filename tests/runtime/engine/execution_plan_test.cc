@@ -1,8 +1,10 @@
 #include "runtime/engine/execution_plan.h"
 
+#include <algorithm>
 #include <random>
 #include <set>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -173,6 +175,63 @@ TEST_F(ExecutionPlanTest, ArenaReusesMemoryAndLiveTensorsDoNotOverlap) {
     float v = xs[i];
     for (int k = 0; k < 8; ++k) v = k % 2 ? v * xs[i] : v + xs[i];
     EXPECT_FLOAT_EQ(y[i], v) << i;
+  }
+}
+
+// y = Neg(Relu(x)) and a small z = x[0, :8] + 1: steps with a buffer of 128 KiB or more clear it
+// first in plans of two threads (kernels/cpu/output_clearing.h), by the registry's option.
+TEST(ExecutionPlanClearingTest, MultiThreadPlansClearTheirLargeBuffersFirst) {
+  constexpr int64_t kWide = 40000;  // 160000 bytes
+  ModelBuilder b;
+  b.Input("x", onnx::TensorProto::FLOAT, {1, kWide}).Output("y", {1, kWide}).Output("z", {1, 8});
+  b.Int64Init("starts", {1}, {0}).Int64Init("ends", {1}, {8}).Int64Init("axes", {1}, {1});
+  b.FloatInit("one", {1}, {1.0f});
+  b.Node("Relu", {"x"}, {"r"});
+  b.Node("Neg", {"r"}, {"y"});
+  b.Node("Slice", {"x", "starts", "ends", "axes"}, {"s"});
+  b.Node("Add", {"s", "one"}, {"z"});
+  const std::vector<float> xs = testing::RandomFloats(kWide, 7);
+  TensorValue x = FloatTensor({1, kWide}, xs);
+  std::vector<float> y(kWide);
+  for (int64_t i = 0; i < kWide; ++i) y[i] = -std::max(xs[i], 0.0f);
+  std::vector<float> z(8);
+  for (int i = 0; i < 8; ++i) z[i] = xs[i] + 1.0f;
+
+  struct Case {
+    kernels::cpu::OutputClearing mode;
+    int threads;
+    const char* suffix;  // of the large steps' implementation(), "" for none
+  };
+  for (const Case& c :
+       {Case{kernels::cpu::OutputClearing::kOn, 2, " (buffers cleared first)"},
+        Case{kernels::cpu::OutputClearing::kAuto, 2, " (buffers cleared first where faster)"},
+        Case{kernels::cpu::OutputClearing::kOn, 1, ""},
+        Case{kernels::cpu::OutputClearing::kOff, 2, ""}}) {
+    SCOPED_TRACE(
+        absl::StrCat(kernels::cpu::OutputClearingName(c.mode), ", ", c.threads, " threads"));
+    KernelRegistry registry;
+    kernels::cpu::CpuKernelOptions options;
+    options.clear_outputs = c.mode;
+    ASSERT_TRUE(kernels::cpu::RegisterCpuKernels(&registry, options).ok());
+    auto model = Model::LoadBytes(b.Bytes(), registry);
+    ASSERT_TRUE(model.ok()) << model.status();
+    auto plan = (*model)->Plan({{1, kWide}}, {}, c.threads);
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    int cleared = 0;
+    for (const PlanStep& step : (*plan)->steps()) {
+      const std::string impl = step.kernel->implementation();
+      const bool large = step.op == "Relu" || step.op == "Neg";
+      const bool says = !std::string(c.suffix).empty() && absl::EndsWith(impl, c.suffix);
+      EXPECT_EQ(says, large && c.suffix[0] != '\0') << step.op << ": " << impl;
+      cleared += says;
+    }
+    EXPECT_EQ(cleared, c.suffix[0] != '\0' ? 2 : 0);
+    for (int run = 0; run < 12; ++run) {  // past auto's untimed and measured runs
+      auto out = (*plan)->Run({&x});
+      ASSERT_TRUE(out.ok()) << out.status();
+      ASSERT_EQ(Floats((*out)[0].value), y) << "run " << run;
+      ASSERT_EQ(Floats((*out)[1].value), z) << "run " << run;
+    }
   }
 }
 
