@@ -80,7 +80,7 @@ absl::Status ParseInto(const YamlReader& r, const YAML::Node& root, ServerConfig
   const YAML::Node kernels = YamlReader::Child(root, "kernels");
   RETURN_IF_ERROR(r.CheckMap(kernels, "kernels",
                              {"conv_winograd", "conv_taps_as_channels", "conv_tap_regions",
-                              "conv_own_depthwise", "conv_chain_layout"}));
+                              "conv_own_depthwise", "conv_chain_layout", "clear_outputs"}));
   RETURN_IF_ERROR(r.ReadBool(kernels, "kernels", "conv_winograd", &c->kernels_conv_winograd));
   RETURN_IF_ERROR(
       r.ReadBool(kernels, "kernels", "conv_taps_as_channels", &c->kernels_conv_taps_as_channels));
@@ -89,6 +89,8 @@ absl::Status ParseInto(const YamlReader& r, const YAML::Node& root, ServerConfig
       r.ReadBool(kernels, "kernels", "conv_own_depthwise", &c->kernels_conv_own_depthwise));
   RETURN_IF_ERROR(r.ReadEnum(kernels, "kernels", "conv_chain_layout", {"auto", "nhwc"},
                              &c->kernels_conv_chain_layout));
+  RETURN_IF_ERROR(r.ReadEnum(kernels, "kernels", "clear_outputs", {"auto", "on", "off"},
+                             &c->kernels_clear_outputs));
 
   const YAML::Node batching = YamlReader::Child(root, "batching");
   RETURN_IF_ERROR(r.CheckMap(batching, "batching",

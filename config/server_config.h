@@ -78,6 +78,7 @@ struct ServerConfig {
   bool kernels_conv_tap_regions = true;            // per-tap products over the taps' regions
   bool kernels_conv_own_depthwise = true;          // our depthwise kernel on blocked chains
   std::string kernels_conv_chain_layout = "auto";  // conv chains: auto (blocked) or nhwc
+  std::string kernels_clear_outputs = "auto";      // clear large step buffers first: auto, on, off
   // limits: what one request may ask for (config/README.md, "Limits"). Checked before any
   // allocation; a request over one gets RESOURCE_EXHAUSTED (INVALID_ARGUMENT for a shape that
   // cannot exist) naming the limit.

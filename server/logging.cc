@@ -80,6 +80,7 @@ std::string DescribeConfig(const config::ServerConfig& c) {
       " kernels.conv_tap_regions=", c.kernels_conv_tap_regions ? "true" : "false",
       " kernels.conv_own_depthwise=", c.kernels_conv_own_depthwise ? "true" : "false",
       " kernels.conv_chain_layout=", c.kernels_conv_chain_layout,
+      " kernels.clear_outputs=", c.kernels_clear_outputs,
       " limits.max_message_bytes=", config::EffectiveMaxMessageBytes(c),
       " limits.max_tensor_rank=", c.max_tensor_rank,
       " limits.max_tensor_elements=", c.max_tensor_elements,

@@ -77,6 +77,10 @@ int main(int argc, char** argv) {
   engine_options.cpu_kernels.conv_chain_layout =
       reprise::kernels::cpu::ParseConvChainLayout(config.kernels_conv_chain_layout)
           .value_or(reprise::kernels::cpu::ConvChainLayout::kAuto);
+  // Checked by the config parser (auto, on or off).
+  engine_options.cpu_kernels.clear_outputs =
+      reprise::kernels::cpu::ParseOutputClearing(config.kernels_clear_outputs)
+          .value_or(reprise::kernels::cpu::OutputClearing::kAuto);
   absl::StatusOr<std::unique_ptr<reprise::server::EngineBackend>> backend =
       reprise::server::EngineBackend::Create(engine_options);
   if (!backend.ok()) {

@@ -65,12 +65,13 @@ TEST(ServerConfigTest, ShippedFileParsesToTheDefaults) {
   EXPECT_EQ(c->kernels_conv_tap_regions, d.kernels_conv_tap_regions);
   EXPECT_EQ(c->kernels_conv_own_depthwise, d.kernels_conv_own_depthwise);
   EXPECT_EQ(c->kernels_conv_chain_layout, d.kernels_conv_chain_layout);
+  EXPECT_EQ(c->kernels_clear_outputs, d.kernels_clear_outputs);
 }
 
 TEST(ServerConfigTest, ReadsKernelOptions) {
   absl::StatusOr<ServerConfig> c = ParseServerConfig(
       "kernels: {conv_winograd: false, conv_taps_as_channels: false, conv_tap_regions: false,\n"
-      "          conv_own_depthwise: false, conv_chain_layout: nhwc}\n",
+      "          conv_own_depthwise: false, conv_chain_layout: nhwc, clear_outputs: off}\n",
       "f.yaml");
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_FALSE(c->kernels_conv_winograd);
@@ -78,9 +79,12 @@ TEST(ServerConfigTest, ReadsKernelOptions) {
   EXPECT_FALSE(c->kernels_conv_tap_regions);
   EXPECT_FALSE(c->kernels_conv_own_depthwise);
   EXPECT_EQ(c->kernels_conv_chain_layout, "nhwc");
+  EXPECT_EQ(c->kernels_clear_outputs, "off");
   absl::Status bad =
       ParseServerConfig("kernels: {conv_chain_layout: nchw16c}\n", "f.yaml").status();
   EXPECT_THAT(bad.message(), HasSubstr("kernels.conv_chain_layout"));
+  bad = ParseServerConfig("kernels: {clear_outputs: yes}\n", "f.yaml").status();
+  EXPECT_THAT(bad.message(), HasSubstr("kernels.clear_outputs"));
   bad = ParseServerConfig("kernels: {winograd: false}\n", "f.yaml").status();
   EXPECT_THAT(bad.message(), HasSubstr("kernels.winograd"));
 }

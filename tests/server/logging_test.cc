@@ -116,6 +116,7 @@ TEST(DescribeConfigTest, NamesTheEffectiveValues) {
   EXPECT_THAT(line, HasSubstr("kernels.conv_tap_regions=true"));
   EXPECT_THAT(line, HasSubstr("kernels.conv_own_depthwise=true"));
   EXPECT_THAT(line, HasSubstr("kernels.conv_chain_layout=auto"));
+  EXPECT_THAT(line, HasSubstr("kernels.clear_outputs=auto"));
 }
 
 TEST(ObservabilityFlagsTest, ParsesAllowMetricsAndLogFormat) {

@@ -8,6 +8,7 @@
 //               [--profile-top N]
 //               [--conv-winograd on|off] [--conv-taps on|off] [--conv-tap-regions on|off]
 //               [--conv-depthwise on|off] [--conv-chain-layout auto|nhwc]
+//               [--clear-outputs auto|on|off]
 //   reprise-run --list-ops
 //
 // --list-ops prints every op a backend has a kernel for (docs/operators.md adds the conformance
@@ -33,7 +34,9 @@
 // convolutions off oneDNN's Winograd algorithm, off the 1x1 convolution over the input gathered
 // per tap, off the per-tap products over the taps' regions, or depthwise ones on oneDNN's kernel
 // instead of ours; nhwc keeps conv chains channels-last (the layout of a
-// CPU without AVX2), for comparisons.
+// CPU without AVX2), for comparisons. --clear-outputs (also a kernel option) says whether a plan
+// of two or more threads clears its steps' large outputs with non-temporal stores first
+// (kernels/cpu/output_clearing.h): auto (the default) where the machine measures it pays.
 // Exit status: 0 on success, 1 on a run-time error, 2 on a usage
 // error.
 #include <algorithm>
@@ -109,6 +112,7 @@ constexpr char kUsage[] =
     "                   [--profile FILE.json] [--profile-top N] [--conv-winograd on|off]\n"
     "                   [--conv-taps on|off] [--conv-tap-regions on|off]\n"
     "                   [--conv-depthwise on|off] [--conv-chain-layout auto|nhwc]\n"
+    "                   [--clear-outputs auto|on|off]\n"
     "       reprise-run --list-ops   (the ops each backend has a kernel for)\n";
 
 absl::StatusOr<Shape> ParseShape(absl::string_view text) {
@@ -225,6 +229,13 @@ absl::StatusOr<Options> ParseArgs(int argc, char** argv) {
             absl::StrCat("--conv-chain-layout is auto or nhwc, got \"", value, "\""));
       }
       options.kernel_options.conv_chain_layout = *layout;
+    } else if (arg == "--clear-outputs") {
+      absl::StatusOr<kernels::cpu::OutputClearing> mode = kernels::cpu::ParseOutputClearing(value);
+      if (!mode.ok()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--clear-outputs is auto, on or off, got \"", value, "\""));
+      }
+      options.kernel_options.clear_outputs = *mode;
     } else {
       return absl::InvalidArgumentError(absl::StrCat("unknown flag ", arg));
     }

@@ -158,7 +158,7 @@ def main():
         r = run(tool, "--model", model, "--input", f"x={tmp}/x.npy", "--input", f"y={tmp}/y.npy",
                 "--output-dir", os.path.join(tmp, "out_options"), "--iterations", "2",
                 "--conv-winograd", "off", "--conv-taps", "off", "--conv-tap-regions", "off",
-                "--conv-chain-layout=nhwc")
+                "--conv-chain-layout=nhwc", "--clear-outputs", "on", "--threads", "2")
         check(r.returncode == 0, f"kernel options: {r.stderr}")
         if r.returncode == 0:
             got = np.load(os.path.join(tmp, "out_options", "out.npy"))
@@ -166,6 +166,9 @@ def main():
         r = run(tool, "--model", model, "--shape", "x=2x3", "--conv-chain-layout", "nchw16c")
         check(r.returncode == 2 and "--conv-chain-layout is auto or nhwc" in r.stderr,
               f"chain layout: {r.stderr}")
+        r = run(tool, "--model", model, "--shape", "x=2x3", "--clear-outputs", "maybe")
+        check(r.returncode == 2 and "--clear-outputs is auto, on or off" in r.stderr,
+              f"clear outputs: {r.stderr}")
         r = run(tool, "--model", model, "--shape", "x=2x3", "--conv-winograd", "maybe")
         check(r.returncode == 2 and "--conv-winograd is on or off" in r.stderr,
               f"winograd: {r.stderr}")
