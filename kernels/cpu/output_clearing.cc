@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <cstring>
 #include <string>
 #include <utility>
@@ -40,12 +41,13 @@ void StreamZerosHere(char* p, size_t bytes) {
 class ClearingKernel final : public runtime::PreparedKernel {
  public:
   ClearingKernel(const runtime::PreparedKernel& kernel, std::vector<size_t> output_bytes,
-                 size_t workspace_bytes, int threads, OutputClearing mode)
+                 size_t workspace_bytes, int threads, OutputClearing mode, uint64_t trial_phase)
       : kernel_(kernel),
         output_bytes_(std::move(output_bytes)),
         workspace_bytes_(workspace_bytes),
         threads_(threads),
-        mode_(mode) {}
+        mode_(mode),
+        trial_phase_(trial_phase % kTrialPeriod) {}
 
   absl::string_view op() const override { return kernel_.op(); }
   const std::vector<runtime::TensorDesc>& outputs() const override { return kernel_.outputs(); }
@@ -69,7 +71,7 @@ class ClearingKernel final : public runtime::PreparedKernel {
                                  average_ns_[0].load(std::memory_order_relaxed)
                              ? 1
                              : 0;
-      way = call % kExplorePeriod == 0 ? 1 - faster : faster;
+      way = call % kTrialPeriod == trial_phase_ ? 1 - faster : faster;
     } else if (call >= kUntimedRuns) {
       way = static_cast<int>(call % 2);
     }
@@ -87,10 +89,11 @@ class ClearingKernel final : public runtime::PreparedKernel {
 
  private:
   // The first runs (first touch, oneDNN's lazy set-up) are not timed; then kSeedRuns each way
-  // in turn; then the faster way, and the other every kExplorePeriod runs.
+  // in turn; then the faster way, and the other once every kTrialPeriod runs (at the run
+  // trial_phase_ of each period, so that a plan's steps try theirs on different runs).
   static constexpr uint64_t kUntimedRuns = 2;
   static constexpr uint64_t kSeedRuns = 4;
-  static constexpr uint64_t kExplorePeriod = 64;
+  static constexpr uint64_t kTrialPeriod = 64;
 
   void Clear(const runtime::KernelArgs& args) const {
     for (size_t i = 0; i < output_bytes_.size(); ++i) {
@@ -104,6 +107,7 @@ class ClearingKernel final : public runtime::PreparedKernel {
   const size_t workspace_bytes_;
   const int threads_;
   const OutputClearing mode_;
+  const uint64_t trial_phase_;
   mutable std::atomic<uint64_t> calls_{0};
   // Moving averages of the timed runs without (0) and with (1) clearing; 0 until the first.
   mutable std::atomic<int64_t> average_ns_[2] = {0, 0};
@@ -134,9 +138,10 @@ OutputClearing OutputClearingFor(const runtime::KernelRegistry& registry, int th
 std::unique_ptr<runtime::PreparedKernel> ClearingOutputsFirst(const runtime::PreparedKernel& kernel,
                                                               std::vector<size_t> output_bytes,
                                                               size_t workspace_bytes, int threads,
-                                                              OutputClearing mode) {
+                                                              OutputClearing mode,
+                                                              uint64_t trial_phase) {
   return std::make_unique<ClearingKernel>(kernel, std::move(output_bytes), workspace_bytes, threads,
-                                          mode);
+                                          mode, trial_phase);
 }
 
 }  // namespace reprise::kernels::cpu

@@ -15,6 +15,7 @@
 #define REPRISE_KERNELS_CPU_OUTPUT_CLEARING_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <vector>
 
@@ -42,13 +43,16 @@ OutputClearing OutputClearingFor(const runtime::KernelRegistry& registry, int th
 /// (0: not), on `threads` threads, before running it: on every run with OutputClearing::kOn;
 /// with kAuto on the runs where that has been the faster way, by moving averages of the runs
 /// timed each way (after two untimed runs, four runs each way in turn; then the faster way,
-/// and the other on every 64th run to follow a change). Everything else is `kernel`'s; its
+/// and the other once every 64 runs to follow a change: on the runs whose number modulo 64 is
+/// trial_phase modulo 64, which a plan gives each step differently, so that no one run tries
+/// every step's other way at once). Everything else is `kernel`'s; its
 /// implementation() gains " (buffers cleared first)" or " (buffers cleared first where
 /// faster)". Thread-safe like `kernel`: concurrent runs share the averages.
 std::unique_ptr<runtime::PreparedKernel> ClearingOutputsFirst(const runtime::PreparedKernel& kernel,
                                                               std::vector<size_t> output_bytes,
                                                               size_t workspace_bytes, int threads,
-                                                              OutputClearing mode);
+                                                              OutputClearing mode,
+                                                              uint64_t trial_phase = 0);
 
 }  // namespace reprise::kernels::cpu
 

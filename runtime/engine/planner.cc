@@ -587,8 +587,8 @@ class PlanBuilder {
       }
       const size_t workspace = large(step.kernel->workspace_bytes());
       if (!any && workspace == 0) continue;
-      plan_->kernels_.push_back(kernels::cpu::ClearingOutputsFirst(*step.kernel, std::move(outputs),
-                                                                   workspace, threads, mode));
+      plan_->kernels_.push_back(kernels::cpu::ClearingOutputsFirst(
+          *step.kernel, std::move(outputs), workspace, threads, mode, /*trial_phase=*/s));
       step.kernel = plan_->kernels_.back().get();
     }
   }

@@ -135,7 +135,23 @@ TEST(ClearingKernelTest, AutoClearsWhereThatIsFaster) {
   Buffers b(kFloats, 0);
   EXPECT_EQ(ClearedRuns(inner, *kernel, b, 2), 0);  // untimed, as they are
   EXPECT_EQ(ClearedRuns(inner, *kernel, b, 8), 4);  // each way in turn
-  EXPECT_GE(ClearedRuns(inner, *kernel, b, 60), 59);
+  EXPECT_EQ(ClearedRuns(inner, *kernel, b, 60), 59);
+  // The one run that tried the other way: run 64 (trial phase 0).
+  ASSERT_EQ(inner.cleared_runs.size(), 70u);
+  EXPECT_FALSE(inner.cleared_runs[64]);
+}
+
+TEST(ClearingKernelTest, StepsTryTheOtherWayOnDifferentRuns) {
+  constexpr size_t kFloats = 4096;
+  RecordingKernel inner(kFloats, 0, /*slow_when_cleared=*/false, 20);
+  auto kernel = ClearingOutputsFirst(inner, {kFloats * 4}, 0, 2, OutputClearing::kAuto,
+                                     /*trial_phase=*/64 + 30);
+  Buffers b(kFloats, 0);
+  EXPECT_EQ(ClearedRuns(inner, *kernel, b, 10), 4);
+  EXPECT_EQ(ClearedRuns(inner, *kernel, b, 60), 59);
+  ASSERT_EQ(inner.cleared_runs.size(), 70u);
+  EXPECT_FALSE(inner.cleared_runs[30]);
+  EXPECT_TRUE(inner.cleared_runs[64]);
 }
 
 TEST(ClearingKernelTest, AutoLeavesTheBuffersWhereClearingIsSlower) {
