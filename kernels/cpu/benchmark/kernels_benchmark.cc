@@ -14,6 +14,7 @@
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/fused_ops.h"
 #include "kernels/cpu/kernel_util.h"
+#include "kernels/cpu/output_clearing.h"
 
 namespace reprise::kernels::cpu {
 namespace {
@@ -348,6 +349,53 @@ BENCHMARK(BM_ParallelForFork)
     ->Arg(0)
     ->Arg(20)
     ->Arg(200)
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
+
+// Rewriting a buffer on two threads, each its half, after the halves were written by the same
+// threads and then read by the same thread (other 0) or by the other one (other 1); with clear 1
+// each thread first zeros its half with non-temporal stores (StreamZeros, output_clearing.h),
+// inside the timed part. Where a core's stores to lines another core read are slow (this
+// project's two-core VM), other 1 costs several times other 0 from a few MiB on, and clearing
+// first wins that back; OutputClearing::kAuto decides per step as it runs. Args: KiB, other,
+// clear.
+void BM_RewriteAcrossCores(benchmark::State& state) {
+  using Clock = std::chrono::steady_clock;
+  const size_t n = static_cast<size_t>(state.range(0)) * 1024 / sizeof(float);
+  const bool other = state.range(1) != 0, clear = state.range(2) != 0;
+  std::vector<float> data(n, 1.0f);
+  auto half = [&](int64_t i) { return data.data() + n / 2 * static_cast<size_t>(i); };
+  const size_t half_n = n / 2;
+  volatile float sink = 0.0f;
+  float value = 0.0f;
+  for (auto _ : state) {
+    value += 1.0f;
+    // One item per thread: item i runs on thread i.
+    ParallelFor(2, 2, kCoarseItemCost * 64, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) std::fill(half(i), half(i) + half_n, value);
+    });
+    ParallelFor(2, 2, kCoarseItemCost * 64, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        const float* h = half(other ? 1 - i : i);
+        float sum = 0.0f;
+        for (size_t k = 0; k < half_n; k += 16) sum += h[k];
+        sink = sink + sum;
+      }
+    });
+    const auto start = Clock::now();
+    ParallelFor(2, 2, kCoarseItemCost * 64, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        if (clear) StreamZeros(half(i), half_n * sizeof(float), 1);
+        std::fill(half(i), half(i) + half_n, value + 0.5f);
+      }
+    });
+    state.SetIterationTime(std::chrono::duration<double>(Clock::now() - start).count());
+  }
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(n * sizeof(float)));
+}
+BENCHMARK(BM_RewriteAcrossCores)
+    ->ArgNames({"kib", "other", "clear"})
+    ->ArgsProduct({{256, 1024, 4096, 12288}, {0, 1}, {0, 1}})
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond);
 
