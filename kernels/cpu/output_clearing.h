@@ -3,14 +3,14 @@
 //
 // A stream's threads hand tensors to each other through the arena: a kernel's output often lands
 // in bytes that the stream's other thread read a few steps before (as an earlier tensor). Where
-// the two cores sit in different cache domains (this project's two-core AMD EPYC VM, most of the
-// time), a store to such a line waits for the other core: rewriting 12 MiB that the other core
-// had read took 2.5 ms here, against 0.18 ms for lines the writing core itself had read, and
-// 0.54 ms for zeroing them with non-temporal stores (which take no ownership of the old line)
-// and then rewriting them (docs/benchmarks.md, session 27). Where the cores share their caches,
-// the same clearing only adds memory traffic (DenseNet-121 ran 34 % slower with it, in a
-// stretch where this VM showed no such cost). So each step measures both ways as it runs and
-// keeps the faster (ClearingOutputsFirst).
+// the two cores do not share their caches (this project's two-core AMD EPYC VM, most of the
+// time), a store to such a line waits for the other core: BM_RewriteAcrossCores rewrote 12 MiB
+// that the other thread had read in 2.55 ms, against 0.12 ms for lines the writing thread itself
+// had read, and 0.39 ms when the lines were first zeroed with non-temporal stores (which take no
+// ownership of the old line). Where no other core holds the lines, the same clearing only adds
+// memory traffic (0.32 against 0.12 ms above; DenseNet-121 at batch 1 ran 34 % slower with it
+// on every run, in a stretch where this VM showed no such cost). So each step measures both ways
+// as it runs and keeps the faster (ClearingOutputsFirst).
 #ifndef REPRISE_KERNELS_CPU_OUTPUT_CLEARING_H_
 #define REPRISE_KERNELS_CPU_OUTPUT_CLEARING_H_
 

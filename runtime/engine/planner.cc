@@ -367,11 +367,13 @@ class PlanBuilder {
     std::vector<ParallelRegion> regions = PlanBranches(branch_steps, branch_options);
     if (regions.empty()) return {};
     std::vector<BufferLane> step_lane(n);
+    lane_threads_.assign(n, threads);
     for (size_t r = 0; r < regions.size(); ++r) {
       const int lane_threads = std::max(1, threads / static_cast<int>(regions[r].lanes.size()));
       for (size_t lane = 0; lane < regions[r].lanes.size(); ++lane) {
         for (int s : regions[r].lanes[lane]) {
           step_lane[s] = BufferLane{static_cast<int>(r), static_cast<int>(lane)};
+          lane_threads_[s] = lane_threads;
           if (lane_threads < threads) PrepareAgain(static_cast<size_t>(s), lane_threads);
         }
       }
@@ -587,8 +589,10 @@ class PlanBuilder {
       }
       const size_t workspace = large(step.kernel->workspace_bytes());
       if (!any && workspace == 0) continue;
+      // A step of a parallel region clears on its lane's threads.
+      const int step_threads = s < lane_threads_.size() ? lane_threads_[s] : threads;
       plan_->kernels_.push_back(kernels::cpu::ClearingOutputsFirst(
-          *step.kernel, std::move(outputs), workspace, threads, mode, /*trial_phase=*/s));
+          *step.kernel, std::move(outputs), workspace, step_threads, mode, /*trial_phase=*/s));
       step.kernel = plan_->kernels_.back().get();
     }
   }
@@ -612,6 +616,7 @@ class PlanBuilder {
   std::vector<const Node*> step_node_;
   std::vector<std::vector<TensorDesc>> step_descs_;
   std::vector<int> output_producer_;  // the step that writes each output buffer
+  std::vector<int> lane_threads_;     // per step, when the plan forks: its lane's threads
   int64_t owned_ = 0;                 // bytes the plan owns so far (for the cap)
 };
 
