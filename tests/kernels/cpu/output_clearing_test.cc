@@ -63,7 +63,7 @@ class RecordingKernel final : public runtime::PreparedKernel {
       std::this_thread::sleep_for(std::chrono::milliseconds(slow_ms_));
     }
     for (size_t i = 0; i < floats_; ++i) y[i] = 1.0f;
-    std::memset(ws, 1, workspace_bytes_);
+    if (workspace_bytes_ > 0) std::memset(ws, 1, workspace_bytes_);
     return absl::OkStatus();
   }
 
