@@ -82,17 +82,22 @@ class ClearingKernel final : public runtime::PreparedKernel {
       const int64_t ns = SteadyNowNs() - start;
       std::atomic<int64_t>& average = average_ns_[way];
       const int64_t old = average.load(std::memory_order_relaxed);
-      average.store(old == 0 ? ns : old + (ns - old) / 4, std::memory_order_relaxed);
+      // While measuring, the fastest run each way (a run another process slowed says little);
+      // then a moving average that follows a change.
+      const bool measuring = call < kUntimedRuns + 2 * kSeedRuns;
+      const int64_t next = old == 0 ? ns : measuring ? std::min(old, ns) : old + (ns - old) / 4;
+      average.store(next, std::memory_order_relaxed);
     }
     return status;
   }
 
  private:
-  // The first runs (first touch, oneDNN's lazy set-up) are not timed; then kSeedRuns each way
-  // in turn; then the faster way, and the other once every kTrialPeriod runs (at the run
-  // trial_phase_ of each period, so that a plan's steps try theirs on different runs).
-  static constexpr uint64_t kUntimedRuns = 2;
-  static constexpr uint64_t kSeedRuns = 4;
+  // The first run (first touch, oneDNN's lazy set-up) is not timed; then kSeedRuns each way in
+  // turn (few: a benchmark of a large model may time ten runs in all); then the faster way, and
+  // the other once every kTrialPeriod runs (at the run trial_phase_ of each period, so that a
+  // plan's steps try theirs on different runs).
+  static constexpr uint64_t kUntimedRuns = 1;
+  static constexpr uint64_t kSeedRuns = 2;
   static constexpr uint64_t kTrialPeriod = 64;
 
   void Clear(const runtime::KernelArgs& args) const {
@@ -109,7 +114,8 @@ class ClearingKernel final : public runtime::PreparedKernel {
   const OutputClearing mode_;
   const uint64_t trial_phase_;
   mutable std::atomic<uint64_t> calls_{0};
-  // Moving averages of the timed runs without (0) and with (1) clearing; 0 until the first.
+  // Per way, without (0) and with (1) clearing: the fastest measuring run, then a moving
+  // average of the timed runs; 0 until the first.
   mutable std::atomic<int64_t> average_ns_[2] = {0, 0};
 };
 

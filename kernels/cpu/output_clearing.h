@@ -41,8 +41,9 @@ OutputClearing OutputClearingFor(const runtime::KernelRegistry& registry, int th
 /// `kernel` (borrowed: it must outlive the result) behind a kernel that StreamZeros output i
 /// over output_bytes[i] bytes (0: not that output) and its workspace over `workspace_bytes`
 /// (0: not), on `threads` threads, before running it: on every run with OutputClearing::kOn;
-/// with kAuto on the runs where that has been the faster way, by moving averages of the runs
-/// timed each way (after two untimed runs, four runs each way in turn; then the faster way,
+/// with kAuto on the runs where that has been the faster way, by the runs timed each way (after
+/// one untimed run, two runs each way in turn, their fastest; then the faster way by moving
+/// averages,
 /// and the other once every 64 runs to follow a change: on the runs whose number modulo 64 is
 /// trial_phase modulo 64, which a plan gives each step differently, so that no one run tries
 /// every step's other way at once). Everything else is `kernel`'s; its
