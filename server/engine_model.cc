@@ -356,6 +356,12 @@ void EngineModel::RunBatch(int stream, std::vector<BatchItemPtr>& batch) {
   std::vector<absl::StatusOr<std::vector<OutputTensor>>> answers =
       RunItems(stream, items, /*isolate_failure=*/true, &phases);
   batcher_.WorkerDone(stream);  // the stream is free before the clients hear back
+  // The batch's one execution is counted with the first request that succeeded (a failed one
+  // counts none, and the failing request may come first).
+  size_t counter = items.size();
+  for (size_t i = 0; i < answers.size() && counter == items.size(); ++i) {
+    if (answers[i].ok()) counter = i;
+  }
   for (size_t i = 0; i < items.size(); ++i) {
     InferTimings& t = items[i]->timings_;
     t.queue_ns = t0 - items[i]->enqueue_ns;
@@ -363,7 +369,7 @@ void EngineModel::RunBatch(int stream, std::vector<BatchItemPtr>& batch) {
     t.compute_ns = phases.infer_ns;
     t.compute_output_ns = phases.output_ns;
     t.batch_size = rows;
-    t.counts_execution = i == 0;
+    t.counts_execution = i == counter;
     Pending::Answer(Pending::From(std::move(batch[i])), std::move(answers[i]));
   }
 }
