@@ -23,10 +23,10 @@ absl::string_view ConvChainLayoutName(ConvChainLayout layout);
 /// The layout named "auto" or "nhwc"; INVALID_ARGUMENT naming `name` otherwise.
 absl::StatusOr<ConvChainLayout> ParseConvChainLayout(absl::string_view name);
 
-/// When a plan of two or more intra-op threads clears its steps' large outputs with
-/// non-temporal stores before their kernels run (output_clearing.h).
+/// When a plan of two or more intra-op threads clears its steps' large outputs and workspaces
+/// with non-temporal stores before their kernels run (output_clearing.h).
 enum class OutputClearing {
-  kAuto,  // where the machine measures slow rewrites of lines another core read
+  kAuto,  // each step where its own timed runs say that is faster
   kOn,    // always
   kOff,   // never
 };
@@ -61,7 +61,7 @@ struct CpuKernelOptions {
   /// applied in registers; false: oneDNN's.
   bool conv_own_depthwise = true;
   ConvChainLayout conv_chain_layout = ConvChainLayout::kAuto;
-  /// Clear a multi-threaded plan's large step outputs first (output_clearing.h).
+  /// Clear a multi-threaded plan's large step outputs and workspaces first (output_clearing.h).
   OutputClearing clear_outputs = OutputClearing::kAuto;
 };
 

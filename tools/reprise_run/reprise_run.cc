@@ -35,8 +35,9 @@
 // per tap, off the per-tap products over the taps' regions, or depthwise ones on oneDNN's kernel
 // instead of ours; nhwc keeps conv chains channels-last (the layout of a
 // CPU without AVX2), for comparisons. --clear-outputs (also a kernel option) says whether a plan
-// of two or more threads clears its steps' large outputs with non-temporal stores first
-// (kernels/cpu/output_clearing.h): auto (the default) where the machine measures it pays.
+// of two or more threads clears its steps' large outputs and workspaces with non-temporal stores
+// first (kernels/cpu/output_clearing.h): auto (the default) each step where its own timed runs
+// say that is faster.
 // Exit status: 0 on success, 1 on a run-time error, 2 on a usage
 // error.
 #include <algorithm>
