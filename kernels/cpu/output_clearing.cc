@@ -1,7 +1,7 @@
 #include "kernels/cpu/output_clearing.h"
 
 #include <algorithm>
-#include <atomic>
+#include <array>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernels/cpu/cpu_kernel_state.h"
+#include "kernels/cpu/faster_way.h"
 #include "kernels/cpu/kernel_util.h"
 #include "runtime/base/steady_clock.h"
 
@@ -47,7 +48,10 @@ class ClearingKernel final : public runtime::PreparedKernel {
         workspace_bytes_(workspace_bytes),
         threads_(threads),
         mode_(mode),
-        trial_phase_(trial_phase % kTrialPeriod) {}
+        alternatives_(FasterOfWays(kernel)),
+        chooser_(alternatives_[0] != nullptr
+                     ? FasterWay(/*ways=*/4, /*untimed_runs=*/2, /*seed_runs=*/1, trial_phase)
+                     : FasterWay(/*ways=*/2, /*untimed_runs=*/1, /*seed_runs=*/2, trial_phase)) {}
 
   absl::string_view op() const override { return kernel_.op(); }
   const std::vector<runtime::TensorDesc>& outputs() const override { return kernel_.outputs(); }
@@ -64,42 +68,21 @@ class ClearingKernel final : public runtime::PreparedKernel {
       Clear(args);
       return kernel_.Run(args);
     }
-    const uint64_t call = calls_.fetch_add(1, std::memory_order_relaxed);
-    int way = 0;  // 1: cleared first
-    if (call >= kUntimedRuns + 2 * kSeedRuns) {
-      const int faster = average_ns_[1].load(std::memory_order_relaxed) <
-                                 average_ns_[0].load(std::memory_order_relaxed)
-                             ? 1
-                             : 0;
-      way = call % kTrialPeriod == trial_phase_ ? 1 - faster : faster;
-    } else if (call >= kUntimedRuns) {
-      way = static_cast<int>(call % 2);
-    }
+    const FasterWay::Turn turn = chooser_.Next();
     const int64_t start = SteadyNowNs();
-    if (way == 1) Clear(args);
-    absl::Status status = kernel_.Run(args);
-    if (call >= kUntimedRuns) {
-      const int64_t ns = SteadyNowNs() - start;
-      std::atomic<int64_t>& average = average_ns_[way];
-      const int64_t old = average.load(std::memory_order_relaxed);
-      // While measuring, the fastest run each way (a run another process slowed says little);
-      // then a moving average that follows a change.
-      const bool measuring = call < kUntimedRuns + 2 * kSeedRuns;
-      const int64_t next = old == 0 ? ns : measuring ? std::min(old, ns) : old + (ns - old) / 4;
-      average.store(next, std::memory_order_relaxed);
+    absl::Status status;
+    if (alternatives_[0] == nullptr) {
+      if (turn.way == 1) Clear(args);
+      status = kernel_.Run(args);
+    } else {
+      if (turn.way >= 2) Clear(args);
+      status = alternatives_[turn.way % 2]->Run(args);
     }
+    chooser_.Record(turn, SteadyNowNs() - start);
     return status;
   }
 
  private:
-  // The first run (first touch, oneDNN's lazy set-up) is not timed; then kSeedRuns each way in
-  // turn (few: a benchmark of a large model may time ten runs in all); then the faster way, and
-  // the other once every kTrialPeriod runs (at the run trial_phase_ of each period, so that a
-  // plan's steps try theirs on different runs).
-  static constexpr uint64_t kUntimedRuns = 1;
-  static constexpr uint64_t kSeedRuns = 2;
-  static constexpr uint64_t kTrialPeriod = 64;
-
   void Clear(const runtime::KernelArgs& args) const {
     for (size_t i = 0; i < output_bytes_.size(); ++i) {
       if (output_bytes_[i] > 0) StreamZeros(args.outputs[i], output_bytes_[i], threads_);
@@ -112,11 +95,14 @@ class ClearingKernel final : public runtime::PreparedKernel {
   const size_t workspace_bytes_;
   const int threads_;
   const OutputClearing mode_;
-  const uint64_t trial_phase_;
-  mutable std::atomic<uint64_t> calls_{0};
-  // Per way, without (0) and with (1) clearing: the fastest measuring run, then a moving
-  // average of the timed runs; 0 until the first.
-  mutable std::atomic<int64_t> average_ns_[2] = {0, 0};
+  // The two kernels of a FasterOf kernel (faster_way.h), else nulls. Whether clearing pays
+  // and which of the two is faster depend on each other (a two-stage kernel's intermediate sits
+  // in the cleared workspace), so the four ways are chosen together.
+  const std::array<const runtime::PreparedKernel*, 2> alternatives_;
+  // Without alternatives: way 0 runs the kernel as it is, way 1 clears first, after one untimed
+  // run (first touch, oneDNN's lazy set-up). With them: way w runs alternative w % 2, cleared
+  // first from 2 on, after an untimed run of each alternative.
+  const FasterWay chooser_;
 };
 
 }  // namespace

@@ -41,14 +41,12 @@ OutputClearing OutputClearingFor(const runtime::KernelRegistry& registry, int th
 /// `kernel` (borrowed: it must outlive the result) behind a kernel that StreamZeros output i
 /// over output_bytes[i] bytes (0: not that output) and its workspace over `workspace_bytes`
 /// (0: not), on `threads` threads, before running it: on every run with OutputClearing::kOn;
-/// with kAuto on the runs where that has been the faster way, by the runs timed each way (after
-/// one untimed run, two runs each way in turn, their fastest; then the faster way by moving
-/// averages,
-/// and the other once every 64 runs to follow a change: on the runs whose number modulo 64 is
-/// trial_phase modulo 64, which a plan gives each step differently, so that no one run tries
-/// every step's other way at once). Everything else is `kernel`'s; its
-/// implementation() gains " (buffers cleared first)" or " (buffers cleared first where
-/// faster)". Thread-safe like `kernel`: concurrent runs share the averages.
+/// with kAuto on the runs where that has been the faster way, as FasterWay times the runs
+/// (faster_way.h; a plan gives each step its own phase). Where `kernel` is a FasterOf kernel,
+/// kAuto chooses among its two kernels, each cleared first or not, at once (four ways): which of
+/// them is faster depends on the clearing. Everything else is
+/// `kernel`'s; its implementation() gains " (buffers cleared first)" or " (buffers cleared first
+/// where faster)". Thread-safe like `kernel`: concurrent runs share the times.
 std::unique_ptr<runtime::PreparedKernel> ClearingOutputsFirst(const runtime::PreparedKernel& kernel,
                                                               std::vector<size_t> output_bytes,
                                                               size_t workspace_bytes, int threads,
