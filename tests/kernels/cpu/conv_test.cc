@@ -243,7 +243,8 @@ TEST(ConvMiscTest, PackedWeightsAreSharedAndOutliveTheirFirstKernel) {
 
 // kFusedConvDwOp (1x1 conv + Clip, then depthwise 3x3 + Relu) against the reference loops, for a
 // small intermediate (two primitives) and one of >= 4 MiB (one primitive with oneDNN's
-// depthwise post-op), strides 1 and 2, with and without the depthwise bias.
+// depthwise post-op at one thread, the faster of that and two primitives at two), strides 1 and
+// 2, with and without the depthwise bias.
 TEST(ConvMiscTest, PointwiseThenDepthwiseMatchesReference) {
   KernelHarness h;
   struct Case {
@@ -271,16 +272,30 @@ TEST(ConvMiscTest, PointwiseThenDepthwiseMatchesReference) {
                               Tensor::Of<float>({k.c}, b, true),
                               Tensor::Of<float>({k.c, 1, 3, 3}, w_dw, true)};
     if (k.dw_bias) in.push_back(Tensor::Of<float>({k.c}, b_dw, true));
-    auto out = h.Run(kFusedConvDwOp, in,
-                     Attrs({{"activation", std::string("Clip")},
-                            {"clip_min", 0.0f},
-                            {"clip_max", 6.0f},
-                            {"dw_stride", k.stride},
-                            {"dw_activation", std::string("Relu")}}));
-    ASSERT_TRUE(out.ok()) << out.status();
-    const int64_t o = (k.size - 1) / k.stride + 1;
-    EXPECT_EQ((*out)[0].shape, (Shape{k.n, k.c, o, o}));
-    ExpectNear((*out)[0].Values<float>(), want);
+    const bool large = k.n * k.c * k.size * k.size * 4 >= (int64_t{4} << 20);
+    for (int threads : {1, 2}) {
+      auto kernel = h.Prepare(kFusedConvDwOp, in,
+                              Attrs({{"activation", std::string("Clip")},
+                                     {"clip_min", 0.0f},
+                                     {"clip_max", 6.0f},
+                                     {"dw_stride", k.stride},
+                                     {"dw_activation", std::string("Relu")}}),
+                              17, 1, threads);
+      ASSERT_TRUE(kernel.ok()) << kernel.status();
+      // A large intermediate on two threads: the faster of one primitive and two, chosen by
+      // timed runs; six runs take each way (two untimed runs, two timed runs each).
+      const bool chooses = large && threads == 2;
+      EXPECT_EQ((*kernel)->implementation().find("faster by timed runs") != std::string::npos,
+                chooses)
+          << (*kernel)->implementation();
+      for (int run = 0; run < (chooses ? 6 : 1); ++run) {
+        auto out = h.RunPrepared(**kernel, in);
+        ASSERT_TRUE(out.ok()) << out.status();
+        const int64_t o = (k.size - 1) / k.stride + 1;
+        EXPECT_EQ((*out)[0].shape, (Shape{k.n, k.c, o, o}));
+        ExpectNear((*out)[0].Values<float>(), want);
+      }
+    }
   }
   // Weights that are not 1x1 / depthwise 3x3 are refused with the shapes.
   auto bad = h.Run(kFusedConvDwOp,
