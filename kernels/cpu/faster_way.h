@@ -1,4 +1,5 @@
-// Choosing between two ways of running a step by timing both as the step runs.
+// Choosing among ways of running a step (two kernels, clearing first or not) by timing them as
+// the step runs.
 //
 // Some choices depend on the machine more than on the model: whether clearing a step's buffers
 // first pays (output_clearing.h), or whether oneDNN's fused 1x1 + depthwise convolution beats
