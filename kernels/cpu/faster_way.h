@@ -23,7 +23,8 @@ namespace reprise::kernels::cpu {
 /// times of its earlier runs: `untimed_runs` runs first, untimed, ways 0, 1, ... in turn (first
 /// touch, oneDNN's lazy set-up); then `seed_runs` runs of each way in turn, whose fastest seeds
 /// each way's time (few: a benchmark of a large model may time ten runs in all; a run another
-/// process slowed says little); then the fastest way by moving averages of the timed runs, and
+/// process slowed says little); then the fastest way by moving averages of the timed runs (a run
+/// counts at most twice its way's average, so that one slowed run cannot outweigh), and
 /// another way (each in turn) once every kTrialPeriod runs to follow a change, on the runs whose
 /// number modulo kTrialPeriod is trial_phase modulo kTrialPeriod (steps given different phases
 /// try on different runs, so that no one run pays for every step's trial). Thread-safe:

@@ -49,6 +49,8 @@ class ClearingKernel final : public runtime::PreparedKernel {
         threads_(threads),
         mode_(mode),
         alternatives_(FasterOfWays(kernel)),
+        alternative_workspace_bytes_{WorkspaceToClear(alternatives_[0], workspace_bytes_),
+                                     WorkspaceToClear(alternatives_[1], workspace_bytes_)},
         chooser_(alternatives_[0] != nullptr
                      ? FasterWay(/*ways=*/4, /*untimed_runs=*/2, /*seed_runs=*/1, trial_phase)
                      : FasterWay(/*ways=*/2, /*untimed_runs=*/1, /*seed_runs=*/2, trial_phase)) {}
@@ -65,17 +67,17 @@ class ClearingKernel final : public runtime::PreparedKernel {
 
   absl::Status Run(const runtime::KernelArgs& args) const override {
     if (mode_ == OutputClearing::kOn) {
-      Clear(args);
+      Clear(args, workspace_bytes_);
       return kernel_.Run(args);
     }
     const FasterWay::Turn turn = chooser_.Next();
     const int64_t start = SteadyNowNs();
     absl::Status status;
     if (alternatives_[0] == nullptr) {
-      if (turn.way == 1) Clear(args);
+      if (turn.way == 1) Clear(args, workspace_bytes_);
       status = kernel_.Run(args);
     } else {
-      if (turn.way >= 2) Clear(args);
+      if (turn.way >= 2) Clear(args, alternative_workspace_bytes_[turn.way % 2]);
       status = alternatives_[turn.way % 2]->Run(args);
     }
     chooser_.Record(turn, SteadyNowNs() - start);
@@ -83,11 +85,20 @@ class ClearingKernel final : public runtime::PreparedKernel {
   }
 
  private:
-  void Clear(const runtime::KernelArgs& args) const {
+  // The part of the workspace that `kernel` (one of a FasterOf kernel's two) uses, where that is
+  // large enough to clear: clearing the other kernel's larger workspace too costs later steps
+  // their cached data.
+  static size_t WorkspaceToClear(const runtime::PreparedKernel* kernel, size_t workspace_bytes) {
+    if (kernel == nullptr) return 0;
+    const size_t bytes = std::min(workspace_bytes, kernel->workspace_bytes());
+    return bytes >= kClearOutputMinBytes ? bytes : 0;
+  }
+
+  void Clear(const runtime::KernelArgs& args, size_t workspace_bytes) const {
     for (size_t i = 0; i < output_bytes_.size(); ++i) {
       if (output_bytes_[i] > 0) StreamZeros(args.outputs[i], output_bytes_[i], threads_);
     }
-    if (workspace_bytes_ > 0) StreamZeros(args.workspace, workspace_bytes_, threads_);
+    if (workspace_bytes > 0) StreamZeros(args.workspace, workspace_bytes, threads_);
   }
 
   const runtime::PreparedKernel& kernel_;
@@ -99,6 +110,7 @@ class ClearingKernel final : public runtime::PreparedKernel {
   // and which of the two is faster depend on each other (a two-stage kernel's intermediate sits
   // in the cleared workspace), so the four ways are chosen together.
   const std::array<const runtime::PreparedKernel*, 2> alternatives_;
+  const std::array<size_t, 2> alternative_workspace_bytes_;  // each one's to clear
   // Without alternatives: way 0 runs the kernel as it is, way 1 clears first, after one untimed
   // run (first touch, oneDNN's lazy set-up). With them: way w runs alternative w % 2, cleared
   // first from 2 on, after an untimed run of each alternative.

@@ -44,7 +44,8 @@ OutputClearing OutputClearingFor(const runtime::KernelRegistry& registry, int th
 /// with kAuto on the runs where that has been the faster way, as FasterWay times the runs
 /// (faster_way.h; a plan gives each step its own phase). Where `kernel` is a FasterOf kernel,
 /// kAuto chooses among its two kernels, each cleared first or not, at once (four ways): which of
-/// them is faster depends on the clearing. Everything else is
+/// them is faster depends on the clearing; a cleared way zeros only the workspace its kernel
+/// uses (at most `workspace_bytes`, if kClearOutputMinBytes or more). Everything else is
 /// `kernel`'s; its implementation() gains " (buffers cleared first)" or " (buffers cleared first
 /// where faster)". Thread-safe like `kernel`: concurrent runs share the times.
 std::unique_ptr<runtime::PreparedKernel> ClearingOutputsFirst(const runtime::PreparedKernel& kernel,

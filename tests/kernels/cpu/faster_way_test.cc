@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -62,6 +63,15 @@ TEST(FasterWayTest, FollowsAChange) {
   EXPECT_EQ(ways.front(), 0);
   EXPECT_EQ(ways.back(), 1);
   EXPECT_LE(std::count(ways.begin(), ways.end(), 0), 4);
+}
+
+// A run slowed many times over (another process, the other core's work) moves its way's
+// average by at most a quarter of the average: the faster way stays chosen.
+TEST(FasterWayTest, OneSlowRunDoesNotOutweighTheOtherWays) {
+  const FasterWay chooser(/*ways=*/2, /*untimed_runs=*/1, /*seed_runs=*/2, /*trial_phase=*/63);
+  Take(chooser, 5, [](int way) { return way == 0 ? 100 : 150; });
+  EXPECT_THAT(Take(chooser, 1, [](int) { return 10000; }), ::testing::ElementsAre(0));
+  EXPECT_THAT(Take(chooser, 10, [](int way) { return way == 0 ? 100 : 150; }), ::testing::Each(0));
 }
 
 // One float output: notes whether it was all zeros when the run started, sleeps `cleared_ms`
@@ -174,6 +184,36 @@ TEST(FasterOfTest, ClearingChoosesTheKernelAndTheClearingTogether) {
   ASSERT_EQ(second_runs->runs.size(), 3u + 34u);
   EXPECT_THAT(std::vector<bool>(second_runs->runs.begin() + 3, second_runs->runs.end()),
               ::testing::Each(true));
+}
+
+// Clearing first before one of a FasterOf kernel's two zeros that kernel's part of the
+// workspace, not the other's larger one (clearing more costs later steps their cached data).
+TEST(FasterOfTest, ClearingZerosTheWorkspaceOfTheKernelThatRuns) {
+  constexpr size_t kFloats = 64;
+  constexpr size_t kSmall = kClearOutputMinBytes, kLarge = 2 * kClearOutputMinBytes;
+  auto first = std::make_unique<SleepingKernel>("First", kFloats, 0, 0, 1.0f, kSmall);
+  auto second = std::make_unique<SleepingKernel>("Second", kFloats, 0, 0, 2.0f, kLarge);
+  auto faster_of = FasterOf(std::move(first), std::move(second), 0);
+  ASSERT_TRUE(faster_of.ok());
+  ASSERT_EQ((*faster_of)->workspace_bytes(), kLarge);
+  auto kernel = ClearingOutputsFirst(**faster_of, {0}, kLarge, 2, OutputClearing::kAuto,
+                                     /*trial_phase=*/50);
+  Output out(kFloats);
+  std::vector<char> workspace(kLarge, 7);
+  runtime::KernelArgs args = out.Args();
+  args.workspace = workspace.data();
+  // Untimed runs of each, then first, second: nothing cleared.
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(kernel->Run(args).ok());
+  EXPECT_EQ(std::count(workspace.begin(), workspace.end(), 0), 0);
+  // First, cleared first: its part only.
+  ASSERT_TRUE(kernel->Run(args).ok());
+  EXPECT_EQ(std::count(workspace.begin(), workspace.begin() + kSmall, 0),
+            static_cast<std::ptrdiff_t>(kSmall));
+  EXPECT_EQ(std::count(workspace.begin() + kSmall, workspace.end(), 7),
+            static_cast<std::ptrdiff_t>(kLarge - kSmall));
+  // Second, cleared first: all of it.
+  ASSERT_TRUE(kernel->Run(args).ok());
+  EXPECT_EQ(std::count(workspace.begin(), workspace.end(), 0), static_cast<std::ptrdiff_t>(kLarge));
 }
 
 }  // namespace
