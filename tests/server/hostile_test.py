@@ -288,9 +288,18 @@ class HostileRequestTest(DaemonTestCase):
     def test_failing_request_inside_a_batch(self):
         # Four concurrent requests of one shape form one batch (preferred size 4, long delay).
         # The third indexes outside the table: only it fails, with only its own error.
+        self.run_batch_with_a_failing_request(bad_at=2, bad_first=False)
+
+    def test_failing_request_first_in_a_batch(self):
+        # The failing request reaches the batch first (sent 0.3 s before the others): the batch's
+        # one execution is still counted, with a request that succeeded.
+        self.run_batch_with_a_failing_request(bad_at=0, bad_first=True)
+
+    def run_batch_with_a_failing_request(self, bad_at, bad_first):
         good = [np.array([[i % 10, (i + 3) % 10]], np.int64) for i in range(4)]
         bad = np.array([[7, 101]], np.int64)
-        inputs = [good[0], good[1], bad, good[3]]
+        inputs = list(good)
+        inputs[bad_at] = bad
         results = [None] * 4
 
         def call(i):
@@ -302,23 +311,31 @@ class HostileRequestTest(DaemonTestCase):
 
         before = self.statistics("gather")
         threads = [threading.Thread(target=call, args=(i,)) for i in range(4)]
-        for t in threads:
-            t.start()
+        if bad_first:
+            threads[bad_at].start()
+            time.sleep(0.3)
+        for i, t in enumerate(threads):
+            if not (bad_first and i == bad_at):
+                t.start()
         for t in threads:
             t.join()
-        for i in (0, 1, 3):
+        for i in range(4):
+            if i == bad_at:
+                continue
             self.assertNotIsInstance(results[i], grpc.RpcError,
                                      getattr(results[i], "details", lambda: "")())
             np.testing.assert_array_equal(
                 np.frombuffer(results[i].raw_output_contents[0], np.float32).reshape(1, 2, 4),
                 TABLE[inputs[i]])
-        self.assertIsInstance(results[2], grpc.RpcError)
-        self.assertEqual(results[2].code(), grpc.StatusCode.INVALID_ARGUMENT, results[2].details())
-        self.assertIn("index 101 is out of range", results[2].details())
+        self.assertIsInstance(results[bad_at], grpc.RpcError)
+        self.assertEqual(results[bad_at].code(), grpc.StatusCode.INVALID_ARGUMENT,
+                         results[bad_at].details())
+        self.assertIn("index 101 is out of range", results[bad_at].details())
         # They ran as one batch (one execution, not four): the isolation is what saved the
         # three good ones.
         after = self.statistics("gather")
         self.assertEqual(after.execution_count - before.execution_count, 1)
+        self.assertEqual(after.inference_count - before.inference_count, 3)
 
     def statistics(self, model):
         stats = self.daemon.stub.ModelStatistics(pb.ModelStatisticsRequest(name=model))
