@@ -818,6 +818,64 @@ TEST_F(FusionConvTest, SharedOrOutputIntermediatesAreLeftAlone) {
   }
 }
 
+// x → 1x1 conv of `stride` with bias; weights named `name`_w / `name`_b.
+void AddPointwiseConv(ModelBuilder& b, const std::string& name, const std::string& in,
+                      const std::string& out, int64_t c_in, int64_t c_out, int64_t stride,
+                      uint32_t seed) {
+  b.FloatInit(name + "_w", {c_out, c_in, 1, 1}, RandomFloats(c_out * c_in, seed, -0.5f, 0.5f));
+  b.FloatInit(name + "_b", {c_out}, RandomFloats(c_out, seed + 1));
+  auto& node = b.Node("Conv", {in, name + "_w", name + "_b"}, {out}, name);
+  auto* strides = node.add_attribute();
+  strides->set_name("strides");
+  strides->set_type(onnx::AttributeProto::INTS);
+  strides->add_ints(stride);
+  strides->add_ints(stride);
+}
+
+// The node that carries a residual (a fused conv with four inputs), or nullptr.
+const Node* ResidualCarrier(const Graph& graph) {
+  for (const Node& node : graph.nodes) {
+    if (node.op == kFusedConvOp && node.inputs.size() == 4) return &node;
+  }
+  return nullptr;
+}
+
+// A downsampling block whose two branches both end in a Conv: the residual Add goes into the
+// unit-stride conv of the main branch, and the strided shortcut runs alone, wherever the node
+// order puts it (first, as RegNet exports it: x = proj(x) + f(x); or after the main branch, as
+// ResNet's Bottleneck does).
+TEST_F(FusionConvTest, ResidualAddGoesIntoTheUnitStrideConvOfTwo) {
+  for (const bool shortcut_first : {true, false}) {
+    SCOPED_TRACE(shortcut_first ? "shortcut first" : "shortcut last");
+    ModelBuilder b;
+    b.Input("x", onnx::TensorProto::FLOAT, {1, 8, 8, 8}).Output("y", {1, 8, 4, 4});
+    if (shortcut_first) AddPointwiseConv(b, "proj", "x", "p", 8, 8, 2, 61);
+    AddPointwiseConv(b, "fa", "x", "fa_out", 8, 8, 2, 63);
+    b.Node("Relu", {"fa_out"}, {"fa_relu"});
+    AddPointwiseConv(b, "fc", "fa_relu", "fc_out", 8, 8, 1, 65);
+    if (!shortcut_first) AddPointwiseConv(b, "proj", "x", "p", 8, 8, 2, 61);
+    b.Node("Add", {"p", "fc_out"}, {"sum"});
+    b.Node("Relu", {"sum"}, {"y"});
+    auto model = LoadBoth(b.Bytes(), FloatTensor({1, 8, 8, 8}, RandomFloats(512, 67)));
+    ASSERT_NE(model, nullptr);
+    const Graph& g = model->graph();
+    EXPECT_EQ(CountOps(g, kFusedConvOp), 3);
+    EXPECT_EQ(CountOps(g, "Add") + CountOps(g, "Relu"), 0);
+    const Node* carrier = ResidualCarrier(g);
+    ASSERT_NE(carrier, nullptr);
+    EXPECT_EQ(carrier->name, "fc");
+    EXPECT_EQ(StringAttr(*carrier, "activation"), "Relu");
+    const Node* proj = FindNamed(g, "proj");
+    ASSERT_NE(proj, nullptr);
+    EXPECT_EQ(carrier->inputs[3], proj->outputs[0]);
+    EXPECT_EQ(StringAttr(*proj, "activation"), "");
+    // The shortcut runs where the node order put it (first, or after the main branch's first
+    // conv); the conv with the residual runs last.
+    EXPECT_EQ(&g.nodes[shortcut_first ? 0 : 1], proj);
+    EXPECT_EQ(&g.nodes[2], carrier);
+  }
+}
+
 TEST_F(FusionConvTest, ResidualThatOnlyBroadcastsIsAddedAfterTheConv) {
   // r = ReduceMean(x) over H and W: [1,4,1,1], computed at run time; y = Relu(conv(x) + r).
   ModelBuilder b;
