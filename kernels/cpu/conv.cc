@@ -105,6 +105,14 @@ class ConvKernel final : public PreparedKernel {
   std::string implementation() const override {
     return absl::StrCat(p_.pd.impl_info_str(), p_.taps.has_value() ? " (taps as channels)" : "");
   }
+  // The residual, where Run copies it into Y as it is (same layout as the primitive's dst,
+  // which is Y's): it can be Y's buffer. Not where it is reordered into the dst or Y is.
+  int in_place_input() const override {
+    return p_.residual && !residual_reorder_ && !dst_reorder_ && !p_.epilogue.has_value() &&
+                   p_.residual_md.get_size() == p_.dst_plain.get_size()
+               ? 3
+               : -1;
+  }
 
   // Plain Y += broadcast R, then the activation.
   void BroadcastEpilogue(const KernelArgs& args) const {

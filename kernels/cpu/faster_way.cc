@@ -32,6 +32,11 @@ class FasterOfKernel final : public runtime::PreparedKernel {
                         ways_[1]->implementation(), "]");
   }
 
+  int in_place_input() const override {
+    const int a = ways_[0]->in_place_input();
+    return a == ways_[1]->in_place_input() ? a : -1;
+  }
+
   const runtime::PreparedKernel* way(int i) const { return ways_[i].get(); }
 
   absl::Status Run(const runtime::KernelArgs& args) const override {

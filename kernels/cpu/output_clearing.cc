@@ -59,6 +59,7 @@ class ClearingKernel final : public runtime::PreparedKernel {
   const std::vector<runtime::TensorDesc>& outputs() const override { return kernel_.outputs(); }
   size_t workspace_bytes() const override { return kernel_.workspace_bytes(); }
   size_t output_storage_bytes(size_t i) const override { return kernel_.output_storage_bytes(i); }
+  int in_place_input() const override { return kernel_.in_place_input(); }
   std::string implementation() const override {
     return absl::StrCat(kernel_.implementation(), mode_ == OutputClearing::kOn
                                                       ? " (buffers cleared first)"

@@ -122,6 +122,11 @@ class PreparedKernel {
   /// the engine keeps such a buffer until the end of the run. Whoever runs a kernel allocates
   /// max(dense size, this).
   virtual size_t output_storage_bytes(size_t /*i*/) const { return 0; }
+  /// An input that output 0 may be written over, or -1: the kernel reads that input only as
+  /// output 0's starting value (e.g. a residual that a sum post-op adds to), of output 0's
+  /// storage size. Whoever runs the kernel may give the two the same buffer (where that input
+  /// is read by nothing later), saving the copy; Run must be right either way.
+  virtual int in_place_input() const { return -1; }
   /// The implementation chosen at Prepare where a kernel has several (e.g. the oneDNN
   /// implementation of a convolution, "jit_wino_4x3:avx512_core"), for dumps and tests; empty
   /// when there is nothing to tell.

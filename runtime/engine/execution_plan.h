@@ -137,6 +137,9 @@ class ExecutionPlan {
   int intra_op_threads() const { return intra_op_threads_; }
   /// Number of Reshape-family nodes planned as views of their input (no step, no buffer).
   int view_nodes() const { return view_nodes_; }
+  /// Number of steps whose output 0 is written over an input's buffer (PreparedKernel::
+  /// in_place_input: e.g. a convolution's residual), saving the copy.
+  int in_place_steps() const { return in_place_steps_; }
   /// Regions of independent branches that a capture forks onto helper streams (in plan order;
   /// empty unless PlanOptions::max_branch_streams > 1 and some branches pay). The memory plan
   /// keeps the buffers of a region's lanes apart; RunSteps runs them in plan order.
@@ -204,6 +207,7 @@ class ExecutionPlan {
   size_t owned_bytes_ = 0;
   int folded_nodes_ = 0;
   int view_nodes_ = 0;
+  int in_place_steps_ = 0;
   int intra_op_threads_ = 1;
 };
 

@@ -1,6 +1,7 @@
 #include "runtime/engine/execution_plan.h"
 
 #include <algorithm>
+#include <cmath>
 #include <random>
 #include <set>
 
@@ -9,6 +10,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/fused_ops.h"
 #include "runtime/engine/model.h"
 #include "tests/runtime/engine/test_models.h"
 
@@ -235,6 +237,86 @@ TEST(ExecutionPlanClearingTest, MultiThreadPlansClearTheirLargeBuffersFirst) {
       ASSERT_TRUE(out.ok()) << out.status();
       ASSERT_EQ(Floats((*out)[0].value), y) << "run " << run;
       ASSERT_EQ(Floats((*out)[1].value), z) << "run " << run;
+    }
+  }
+}
+
+// m = Conv(x) + r with r = Conv(x) (the Add becomes a fused conv's residual), then a last
+// Conv: where nothing reads r after the Add, the fused conv writes its output over r's buffer
+// (no copy); where something does (`r_also_output`: a Conv of r, in the same channel-blocked
+// layout, is a second output), it does not.
+// Either way, at one and two threads, buffers cleared first or not, the results are those of
+// the plain graph (no fused convs).
+TEST(ExecutionPlanInPlaceTest, ResidualConvWritesOverItsResidualWhenNothingReadsItLater) {
+  constexpr int64_t kC = 16, kH = 48, kW = 48;  // 147456-byte tensors: large enough to clear
+  for (const bool r_also_output : {false, true}) {
+    ModelBuilder b;
+    b.Input("x", onnx::TensorProto::FLOAT, {1, kC, kH, kW}).Output("y", {1, kC, kH, kW});
+    if (r_also_output) b.Output("nr", {1, kC, kH, kW});
+    for (const char* name : {"r", "m", "f", "g"}) {
+      b.FloatInit(absl::StrCat(name, "_w"), {kC, kC, 1, 1},
+                  testing::RandomFloats(kC * kC, name[0], -0.25f, 0.25f));
+      b.FloatInit(absl::StrCat(name, "_b"), {kC}, testing::RandomFloats(kC, name[0] + 1));
+    }
+    b.Node("Conv", {"x", "r_w", "r_b"}, {"r"}, "r");
+    b.Node("Conv", {"x", "m_w", "m_b"}, {"m0"}, "m");
+    b.Node("Add", {"m0", "r"}, {"sum"});
+    b.Node("Relu", {"sum"}, {"block"});
+    b.Node("Conv", {"block", "f_w", "f_b"}, {"y"}, "f");
+    if (r_also_output) b.Node("Conv", {"r", "g_w", "g_b"}, {"nr"}, "g");
+    const TensorValue x =
+        FloatTensor({1, kC, kH, kW}, testing::RandomFloats(kC * kH * kW, 5, -1.0f, 1.0f));
+
+    KernelRegistry all, plain;
+    ASSERT_TRUE(kernels::cpu::RegisterCpuKernels(&all).ok());
+    for (const std::string& op : all.Ops()) {
+      if (op != kernels::cpu::kFusedConvOp) {
+        ASSERT_TRUE(plain.Register(op, all.Find(op)).ok());
+      }
+    }
+    auto plain_model = Model::LoadBytes(b.Bytes(), plain);
+    ASSERT_TRUE(plain_model.ok()) << plain_model.status();
+    auto want_plan = (*plain_model)->Plan({{1, kC, kH, kW}});
+    ASSERT_TRUE(want_plan.ok()) << want_plan.status();
+    auto want = (*want_plan)->Run({&x});
+    ASSERT_TRUE(want.ok()) << want.status();
+
+    for (const auto mode : {kernels::cpu::OutputClearing::kOn, kernels::cpu::OutputClearing::kOff,
+                            kernels::cpu::OutputClearing::kAuto}) {
+      for (const int threads : {1, 2}) {
+        SCOPED_TRACE(absl::StrCat(r_also_output ? "r also an output, " : "",
+                                  kernels::cpu::OutputClearingName(mode), ", ", threads,
+                                  " threads"));
+        KernelRegistry registry;
+        kernels::cpu::CpuKernelOptions options;
+        options.clear_outputs = mode;
+        ASSERT_TRUE(kernels::cpu::RegisterCpuKernels(&registry, options).ok());
+        auto model = Model::LoadBytes(b.Bytes(), registry);
+        ASSERT_TRUE(model.ok()) << model.status();
+        auto plan = (*model)->Plan({{1, kC, kH, kW}}, {}, threads);
+        ASSERT_TRUE(plan.ok()) << plan.status();
+        EXPECT_EQ((*plan)->in_place_steps(), r_also_output ? 0 : 1);
+        int with_residual = 0;
+        for (const PlanStep& step : (*plan)->steps()) {
+          if (step.inputs.size() != 4) continue;
+          ++with_residual;
+          EXPECT_EQ(step.outputs[0] == step.inputs[3], !r_also_output);
+        }
+        EXPECT_EQ(with_residual, 1);
+        for (int run = 0; run < 12; ++run) {  // past auto's untimed and measured runs
+          auto got = (*plan)->Run({&x});
+          ASSERT_TRUE(got.ok()) << got.status();
+          ASSERT_EQ(got->size(), want->size());
+          for (size_t o = 0; o < got->size(); ++o) {
+            const std::vector<float> g = Floats((*got)[o].value), w = Floats((*want)[o].value);
+            ASSERT_EQ(g.size(), w.size());
+            for (size_t i = 0; i < g.size(); ++i) {
+              ASSERT_NEAR(g[i], w[i], 1e-4f * (1.0f + std::fabs(w[i])))
+                  << "run " << run << " output " << o << " at " << i;
+            }
+          }
+        }
+      }
     }
   }
 }
