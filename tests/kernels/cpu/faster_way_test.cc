@@ -94,6 +94,7 @@ class SleepingKernel final : public runtime::PreparedKernel {
   const std::vector<runtime::TensorDesc>& outputs() const override { return outputs_; }
   size_t workspace_bytes() const override { return workspace_; }
   size_t output_storage_bytes(size_t) const override { return storage_; }
+  int in_place_input() const override { return in_place_; }
   std::string implementation() const override { return name_ + " impl"; }
   absl::Status Run(const runtime::KernelArgs& args) const override {
     float* y = static_cast<float*>(args.outputs[0]);
@@ -106,6 +107,7 @@ class SleepingKernel final : public runtime::PreparedKernel {
   }
 
   mutable std::vector<bool> runs;  // per run: whether the output was cleared
+  int in_place_ = -1;
 
  private:
   std::string name_;
@@ -147,6 +149,22 @@ TEST(FasterOfTest, RunsTheFasterOfTwoKernels) {
   for (int i = 6; i < 60; ++i) ASSERT_TRUE((*kernel)->Run(out.Args()).ok());
   EXPECT_EQ(slow_runs->runs.size(), 4u);
   EXPECT_EQ(out.y[0], 2.0f);
+}
+
+// A FasterOf kernel may write its output over an input only where both of its kernels may
+// (over the same one); the clearing wrapper says what the kernel it wraps says.
+TEST(FasterOfTest, WritesOverAnInputOnlyWhereBothKernelsDo) {
+  for (const int second_in_place : {0, 1, -1}) {
+    auto a = std::make_unique<SleepingKernel>("A", 16, 0, 0, 1.0f);
+    auto b = std::make_unique<SleepingKernel>("B", 16, 0, 0, 2.0f);
+    a->in_place_ = 0;
+    b->in_place_ = second_in_place;
+    auto kernel = FasterOf(std::move(a), std::move(b), 0);
+    ASSERT_TRUE(kernel.ok());
+    EXPECT_EQ((*kernel)->in_place_input(), second_in_place == 0 ? 0 : -1);
+    auto cleared = ClearingOutputsFirst(**kernel, {64}, 0, 2, OutputClearing::kAuto, 0);
+    EXPECT_EQ(cleared->in_place_input(), (*kernel)->in_place_input());
+  }
 }
 
 TEST(FasterOfTest, RefusesKernelsWithDifferentOutputs) {
