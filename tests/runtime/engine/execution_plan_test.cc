@@ -241,29 +241,36 @@ TEST(ExecutionPlanClearingTest, MultiThreadPlansClearTheirLargeBuffersFirst) {
   }
 }
 
-// m = Conv(x) + r with r = Conv(x) (the Add becomes a fused conv's residual), then a last
-// Conv: where nothing reads r after the Add, the fused conv writes its output over r's buffer
-// (no copy); where something does (`r_also_output`: a Conv of r, in the same channel-blocked
-// layout, is a second output), it does not.
-// Either way, at one and two threads, buffers cleared first or not, the results are those of
-// the plain graph (no fused convs).
+// m = Conv(x) + r (the Add becomes a fused conv's residual), then a last Conv. Where r is a
+// Conv's output (in the same channel-blocked layout as m's) that nothing reads after the Add,
+// the fused conv writes its output over r's buffer (no copy). Not where something reads r later
+// (kReadLater: a Conv of r is a second output), nor where r is stored otherwise (kPlain: r =
+// Neg(x), plain NCHW, which the conv reorders into its blocked output). In every case, at one
+// and two threads, buffers cleared first or not, the results are those of the plain graph (no
+// fused convs).
 TEST(ExecutionPlanInPlaceTest, ResidualConvWritesOverItsResidualWhenNothingReadsItLater) {
   constexpr int64_t kC = 16, kH = 48, kW = 48;  // 147456-byte tensors: large enough to clear
-  for (const bool r_also_output : {false, true}) {
+  enum class Residual { kInPlace, kReadLater, kPlain };
+  for (const Residual residual : {Residual::kInPlace, Residual::kReadLater, Residual::kPlain}) {
+    const bool in_place = residual == Residual::kInPlace;
     ModelBuilder b;
     b.Input("x", onnx::TensorProto::FLOAT, {1, kC, kH, kW}).Output("y", {1, kC, kH, kW});
-    if (r_also_output) b.Output("nr", {1, kC, kH, kW});
+    if (residual == Residual::kReadLater) b.Output("nr", {1, kC, kH, kW});
     for (const char* name : {"r", "m", "f", "g"}) {
       b.FloatInit(absl::StrCat(name, "_w"), {kC, kC, 1, 1},
                   testing::RandomFloats(kC * kC, name[0], -0.25f, 0.25f));
       b.FloatInit(absl::StrCat(name, "_b"), {kC}, testing::RandomFloats(kC, name[0] + 1));
     }
-    b.Node("Conv", {"x", "r_w", "r_b"}, {"r"}, "r");
+    if (residual == Residual::kPlain) {
+      b.Node("Neg", {"x"}, {"r"});
+    } else {
+      b.Node("Conv", {"x", "r_w", "r_b"}, {"r"}, "r");
+    }
     b.Node("Conv", {"x", "m_w", "m_b"}, {"m0"}, "m");
     b.Node("Add", {"m0", "r"}, {"sum"});
     b.Node("Relu", {"sum"}, {"block"});
     b.Node("Conv", {"block", "f_w", "f_b"}, {"y"}, "f");
-    if (r_also_output) b.Node("Conv", {"r", "g_w", "g_b"}, {"nr"}, "g");
+    if (residual == Residual::kReadLater) b.Node("Conv", {"r", "g_w", "g_b"}, {"nr"}, "g");
     const TensorValue x =
         FloatTensor({1, kC, kH, kW}, testing::RandomFloats(kC * kH * kW, 5, -1.0f, 1.0f));
 
@@ -284,7 +291,7 @@ TEST(ExecutionPlanInPlaceTest, ResidualConvWritesOverItsResidualWhenNothingReads
     for (const auto mode : {kernels::cpu::OutputClearing::kOn, kernels::cpu::OutputClearing::kOff,
                             kernels::cpu::OutputClearing::kAuto}) {
       for (const int threads : {1, 2}) {
-        SCOPED_TRACE(absl::StrCat(r_also_output ? "r also an output, " : "",
+        SCOPED_TRACE(absl::StrCat("residual case ", static_cast<int>(residual), ", ",
                                   kernels::cpu::OutputClearingName(mode), ", ", threads,
                                   " threads"));
         KernelRegistry registry;
@@ -295,12 +302,12 @@ TEST(ExecutionPlanInPlaceTest, ResidualConvWritesOverItsResidualWhenNothingReads
         ASSERT_TRUE(model.ok()) << model.status();
         auto plan = (*model)->Plan({{1, kC, kH, kW}}, {}, threads);
         ASSERT_TRUE(plan.ok()) << plan.status();
-        EXPECT_EQ((*plan)->in_place_steps(), r_also_output ? 0 : 1);
+        EXPECT_EQ((*plan)->in_place_steps(), in_place ? 1 : 0);
         int with_residual = 0;
         for (const PlanStep& step : (*plan)->steps()) {
           if (step.inputs.size() != 4) continue;
           ++with_residual;
-          EXPECT_EQ(step.outputs[0] == step.inputs[3], !r_also_output);
+          EXPECT_EQ(step.outputs[0] == step.inputs[3], in_place);
         }
         EXPECT_EQ(with_residual, 1);
         for (int run = 0; run < 12; ++run) {  // past auto's untimed and measured runs
