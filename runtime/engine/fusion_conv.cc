@@ -447,6 +447,7 @@ int FuseConvPostOps(Graph* graph, const KernelRegistry& registry) {
   // projection took 83 us with the sum, 46 us alone and early, and the main branch's last conv
   // 36 us alone, 52 us with the sum. (ONNX Runtime places the sum the same way.)
   auto leaves_add_to_later_conv = [&](size_t i, const Node& conv, int add, int other) {
+    if (other < 0 || static_cast<size_t>(other) >= producer.size()) return false;
     const int j = producer[other];
     if (j <= static_cast<int>(i) || drop[j]) return false;
     const Node& peer = graph->nodes[j];
@@ -477,13 +478,13 @@ int FuseConvPostOps(Graph* graph, const KernelRegistry& registry) {
     int next = consumer(out);
     if (next >= 0) {
       const Node& add = graph->nodes[next];
+      const int other =
+          add.inputs.size() == 2 ? add.inputs[add.inputs[0] == out ? 1 : 0] : Graph::kNoValue;
+      // A constant operand is usually a broadcast bias, not a residual of Y's shape.
       if (add.op == "Add" && fusion::IsDefaultDomain(add) && add.inputs.size() == 2 &&
-          add.outputs.size() == 1 && add.inputs[0] != add.inputs[1] &&
-          !graph->IsConstant(add.inputs[0] == out ? add.inputs[1] : add.inputs[0]) &&
-          !leaves_add_to_later_conv(i, conv, next,
-                                    add.inputs[0] == out ? add.inputs[1] : add.inputs[0])) {
-        // A constant operand is usually a broadcast bias, not a residual of Y's shape.
-        residual = add.inputs[0] == out ? add.inputs[1] : add.inputs[0];
+          add.outputs.size() == 1 && add.inputs[0] != add.inputs[1] && other != Graph::kNoValue &&
+          !graph->IsConstant(other) && !leaves_add_to_later_conv(i, conv, next, other)) {
+        residual = other;
         drop[next] = true;
         last = next;
         out = add.outputs[0];
