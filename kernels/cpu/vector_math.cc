@@ -17,6 +17,16 @@ struct SigmoidMap {
   }
 };
 
+// x / (1 + e^-x): x times SigmoidMap's value.
+struct SwishMap {
+  template <typename T>
+  __attribute__((always_inline)) static void Of(const T& in, T* out) {
+    T s;
+    SigmoidMap::Of(in, &s);
+    *out = in * s;
+  }
+};
+
 struct TanhMap {
   template <typename T>
   __attribute__((always_inline)) static void Of(const T& in, T* out) {
@@ -32,6 +42,13 @@ __attribute__((target("avx2,fma"))) void SigmoidAvx2(REPRISE_ARRAY_ARGS) {
   MapArray<Floats8, SigmoidMap>(x, y, n);
 }
 void SigmoidBaseline(REPRISE_ARRAY_ARGS) { MapArray<Floats4, SigmoidMap>(x, y, n); }
+__attribute__((target("avx512f"))) void SwishAvx512(REPRISE_ARRAY_ARGS) {
+  MapArray<Floats16, SwishMap>(x, y, n);
+}
+__attribute__((target("avx2,fma"))) void SwishAvx2(REPRISE_ARRAY_ARGS) {
+  MapArray<Floats8, SwishMap>(x, y, n);
+}
+void SwishBaseline(REPRISE_ARRAY_ARGS) { MapArray<Floats4, SwishMap>(x, y, n); }
 __attribute__((target("avx512f"))) void TanhAvx512(REPRISE_ARRAY_ARGS) {
   MapArray<Floats16, TanhMap>(x, y, n);
 }
@@ -44,6 +61,11 @@ void TanhBaseline(REPRISE_ARRAY_ARGS) { MapArray<Floats4, TanhMap>(x, y, n); }
 
 void SigmoidArray(REPRISE_ARRAY_ARGS) {
   static const auto fn = PickForThisCpu(&SigmoidAvx512, &SigmoidAvx2, &SigmoidBaseline);
+  fn(x, y, n);
+}
+
+void SwishArray(REPRISE_ARRAY_ARGS) {
+  static const auto fn = PickForThisCpu(&SwishAvx512, &SwishAvx2, &SwishBaseline);
   fn(x, y, n);
 }
 

@@ -281,6 +281,10 @@ __attribute__((always_inline)) inline float TanhApprox(float x) {
 /// results keep their relative accuracy (~3e-7); `x` may equal `y`. Thread-safe.
 void SigmoidArray(const float* x, float* y, int64_t n);
 
+/// y[i] = x[i] / (1 + e^-x[i]) (Swish / SiLU) for i < n, x times SigmoidArray's value; `x` may
+/// equal `y`. Thread-safe.
+void SwishArray(const float* x, float* y, int64_t n);
+
 /// y[i] = tanh(x[i]) for i < n by TanhApprox; `x` may equal `y`. Thread-safe.
 void TanhArray(const float* x, float* y, int64_t n);
 

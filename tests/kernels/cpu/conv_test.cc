@@ -386,34 +386,45 @@ TEST(ConvMiscTest, ActivationsWinogradCannotFuseMatchReference) {
   }
 }
 
-// Tanh, which oneDNN's direct convolutions take slowly as a post-op, runs after the primitive
-// (a 5x5 convolution, no Winograd) over the plain output, with a residual (then it stays a
-// post-op: the residual is added before it), at one and two threads.
-TEST(ConvMiscTest, TanhAfterThePrimitiveMatchesReference) {
+// Tanh, SiLU and GELU, which oneDNN's direct convolutions take slowly as post-ops, run after the
+// primitive (a 5x5 convolution, no Winograd, and a 1x1 one) over the plain output, with a
+// residual (then they stay post-ops: the residual is added before them), at one and two threads.
+TEST(ConvMiscTest, SlowActivationsAfterThePrimitiveMatchReference) {
   KernelHarness h;
-  const ConvCase p{2, 3, 13, 11, 12, 5, 5, 1, 1, 1, 1, 1, 2, 2, 2, 2};
-  const auto x = RandomFloats(2 * 3 * 13 * 11, 91);
-  const auto w = RandomFloats(12 * 3 * 25, 92);
-  const auto b = RandomFloats(12, 93);
-  const auto r = RandomFloats(2 * 12 * 13 * 11, 94);
-  const std::vector<float> conv = ReferenceConv(p, x, w, b);
-  for (bool residual : {false, true}) {
-    std::vector<float> want = conv;
-    for (size_t i = 0; i < want.size(); ++i) want[i] = std::tanh(want[i] + (residual ? r[i] : 0));
-    std::vector<Tensor> in = {Tensor::Of<float>({2, 3, 13, 11}, x),
-                              Tensor::Of<float>({12, 3, 5, 5}, w, true),
-                              Tensor::Of<float>({12}, b, true)};
-    if (residual) in.push_back(Tensor::Of<float>({2, 12, 13, 11}, r));
-    for (int threads : {1, 2}) {
-      SCOPED_TRACE(::testing::Message() << "residual " << residual << " threads " << threads);
-      auto kernel = h.Prepare(
-          kFusedConvOp, in,
-          Attrs({{"activation", std::string("Tanh")}, {"pads", std::vector<int64_t>{2, 2, 2, 2}}}),
-          17, 1, threads);
-      ASSERT_TRUE(kernel.ok()) << kernel.status();
-      auto out = h.RunPrepared(**kernel, in);
-      ASSERT_TRUE(out.ok()) << out.status();
-      ExpectNear((*out)[0].Values<float>(), want);
+  for (const int64_t k : {5, 1}) {
+    const int64_t pad = k / 2;
+    const ConvCase p{2, 3, 13, 11, 12, k, k, 1, 1, 1, 1, 1, pad, pad, pad, pad};
+    const auto x = RandomFloats(2 * 3 * 13 * 11, 91);
+    const auto w = RandomFloats(12 * 3 * k * k, 92);
+    const auto b = RandomFloats(12, 93);
+    const auto r = RandomFloats(2 * 12 * 13 * 11, 94);
+    const std::vector<float> conv = ReferenceConv(p, x, w, b);
+    for (const std::string act : {"Tanh", "Swish", "Gelu"}) {
+      for (bool residual : {false, true}) {
+        std::vector<float> want = conv;
+        for (size_t i = 0; i < want.size(); ++i) {
+          const float v = want[i] + (residual ? r[i] : 0);
+          want[i] = act == "Tanh"    ? std::tanh(v)
+                    : act == "Swish" ? v / (1.0f + std::exp(-v))
+                                     : 0.5f * v * (1.0f + std::erf(v / std::sqrt(2.0f)));
+        }
+        std::vector<Tensor> in = {Tensor::Of<float>({2, 3, 13, 11}, x),
+                                  Tensor::Of<float>({12, 3, k, k}, w, true),
+                                  Tensor::Of<float>({12}, b, true)};
+        if (residual) in.push_back(Tensor::Of<float>({2, 12, 13, 11}, r));
+        for (int threads : {1, 2}) {
+          SCOPED_TRACE(::testing::Message() << act << " " << k << "x" << k << " residual "
+                                            << residual << " threads " << threads);
+          auto kernel = h.Prepare(
+              kFusedConvOp, in,
+              Attrs({{"activation", act}, {"pads", std::vector<int64_t>{pad, pad, pad, pad}}}), 17,
+              1, threads);
+          ASSERT_TRUE(kernel.ok()) << kernel.status();
+          auto out = h.RunPrepared(**kernel, in);
+          ASSERT_TRUE(out.ok()) << out.status();
+          ExpectNear((*out)[0].Values<float>(), want);
+        }
+      }
     }
   }
 }
