@@ -66,10 +66,13 @@ class PackedProduct {
   PackedProduct();
   /// Null when oneDNN has no matmul for these operands here, when PreferPackedProduct says no,
   /// or when sgemm reads the stored B as well as a copy (the caller keeps sgemm).
+  /// `row_kernel_min_weights`: the fewest weights (n x k) one or two rows take the row kernel
+  /// with; 0 for the default (2^18).
   static std::shared_ptr<const PackedProduct> Make(const runtime::PrepareContext& context,
                                                    int64_t m, int64_t n, int64_t k, int64_t lda,
                                                    bool trans_b, const float* b, int64_t ldb,
-                                                   int64_t ldy = 0);
+                                                   int64_t ldy = 0,
+                                                   int64_t row_kernel_min_weights = 0);
 
   size_t scratch_bytes() const { return scratch_.get_size(); }
   /// True when the product runs on our row kernel (one or two rows by large weights).

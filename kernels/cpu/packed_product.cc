@@ -194,9 +194,11 @@ constexpr int64_t kLeadingPad = 16;
 std::shared_ptr<const PackedProduct> PackedProduct::Make(const PrepareContext& context, int64_t m,
                                                          int64_t n, int64_t k, int64_t lda,
                                                          bool trans_b, const float* b, int64_t ldb,
-                                                         int64_t ldy) {
+                                                         int64_t ldy,
+                                                         int64_t row_kernel_min_weights) {
   if (b == nullptr || m <= 0 || n <= 0 || k <= 0) return nullptr;
   if (ldy == 0) ldy = n;
+  if (row_kernel_min_weights <= 0) row_kernel_min_weights = kRowPanelMinWeights;
   using dnnl::memory;
   try {
     const dnnl::engine& engine = CpuEngine();
@@ -219,7 +221,7 @@ std::shared_ptr<const PackedProduct> PackedProduct::Make(const PrepareContext& c
             PackColumnPanels(k, n, trans_b, b, ldb, static_cast<float*>(to.get_data_handle()));
           });
     };
-    if (m <= kMaxPanelRows && OwnCopyLevel() >= 1 && n * k >= kRowPanelMinWeights) {
+    if (m <= kMaxPanelRows && OwnCopyLevel() >= 1 && n * k >= row_kernel_min_weights) {
       pack_panels();
       product->row_kernel_ = true;
       return product;

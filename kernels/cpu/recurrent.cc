@@ -220,6 +220,11 @@ void AddTwo(const float* __restrict a, const float* __restrict b, float* __restr
 // 3.6 -> 6.4, 192x576 6.2 -> 5.4, 256x512 5.8 -> 5.2, 256x768 11.6 -> 8.0, 320x960 20.0 -> 11.2).
 constexpr double kThreadedProductMacs = 131072;
 
+// The weights (H x G*H) from which R is packed for the state products, and from which one entry's
+// product runs on the row kernel (PackedProduct): R is read once per step, so the row kernel's
+// one stream per panel pays off below its default 2^18 weights.
+constexpr int64_t kStateRowKernelMinWeights = int64_t{1} << 17;
+
 // The work of a step (units x unit_cost, roughly ns) from which it is split over its units: a
 // step is a fork and join of its own, many per run, so it splits later than other loops (the
 // bound ParallelFor had when the step's choices above were measured).
@@ -548,14 +553,16 @@ absl::Status PreparePackedProducts(const PrepareContext& context, RecurrentSpec*
     // 10.9), but not than our row kernel where R comes from L3, as in a model: one row takes a
     // packed product only on the row kernel (lstm_tagger_h256, H 256 bidirectional, batch 1:
     // 5003 -> 4581 us on one thread, 2686 -> 2453 on two; medians of 7 alternated runs' fastest
-    // inference, AVX-512 VM).
+    // inference, AVX-512 VM), for every R this packs (kStateRowKernelMinWeights; GRU's 256x768
+    // R^T at batch 1 on sgemm against the row kernel, gru_classifier_h256, medians of 3
+    // alternated runs, AVX-512 VM: 2391 -> 2136 us on one thread, 1571 -> 1324 on two).
     auto state_product = [&](int64_t n, const float* rows) {
-      std::shared_ptr<const PackedProduct> product =
-          PackedProduct::Make(context, s->batch, n, H, H, /*trans_b=*/true, rows, H, GH);
+      std::shared_ptr<const PackedProduct> product = PackedProduct::Make(
+          context, s->batch, n, H, H, /*trans_b=*/true, rows, H, GH, kStateRowKernelMinWeights);
       if (s->batch == 1 && product != nullptr && !product->row_kernel()) product = nullptr;
       return keep(std::move(product));
     };
-    if (r != nullptr && s->batch <= 256 && H * GH >= (int64_t{1} << 17)) {
+    if (r != nullptr && s->batch <= 256 && H * GH >= kStateRowKernelMinWeights) {
       // h R^T of the gates [g0, g1): R's rows g0*H.. read transposed, into hr's columns g0*H..
       const float* rd = r + d * GH * H;
       p.state = state_product(first_gates * H, rd);

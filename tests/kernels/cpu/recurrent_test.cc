@@ -328,8 +328,9 @@ TEST(RecurrentTest, LongSequencesSpanSeveralChunks) {
 }
 
 // One entry at two threads: a GRU step of 256 units is too small to split over them, so each
-// step's state product runs on sgemm's two threads and its gates on one; an LSTM step of 512
-// units is split over the units. Both against the reference, as at one thread.
+// step's state product runs on the product's two threads (the row kernel's with known weights,
+// else sgemm's) and its gates on one; an LSTM step of 512 units is split over the units. Both
+// against the reference, as at one thread.
 TEST(RecurrentTest, OneEntryStepsUseTheThreads) {
   Case c = Sized(1, 12, 40, 256);
   c.op = "GRU";
@@ -342,10 +343,12 @@ TEST(RecurrentTest, OneEntryStepsUseTheThreads) {
   Check(c);
 }
 
-// One entry with R of 2^18 weights or more: with known weights, each whole step's state product
-// runs on our row kernel (one row), into its columns of the gates' sums (rows G*H apart): an
-// LSTM of 256 units both ways, and a GRU of 512 whose z and r product (1024 columns) and
-// candidate product (512) each write part of a row.
+// One entry with R of 2^17 weights or more: with known weights, each whole step's state product
+// of 2^17 weights or more runs on our row kernel (one row), into its columns of the gates' sums
+// (rows G*H apart): an LSTM of 256 units both ways; a GRU of 512 whose z and r product (1024
+// columns) and candidate product (512) each write part of a row; a GRU of 256 with one product
+// for all three gates (768 columns), and with two, z and r's on the row kernel (512 columns)
+// and the candidate's (256 x 256 weights) on sgemm.
 TEST(RecurrentTest, OneEntryStateProductsOnTheRowKernel) {
   Case c = Sized(1, 12, 40, 256);
   c.direction = "bidirectional";
@@ -354,6 +357,14 @@ TEST(RecurrentTest, OneEntryStateProductsOnTheRowKernel) {
   c = Sized(1, 12, 40, 512);
   c.op = "GRU";
   c.h0 = true;
+  Check(c);
+  c = Sized(1, 12, 40, 256);
+  c.op = "GRU";
+  c.h0 = true;
+  c.linear_before_reset = true;
+  Check(c);
+  c.linear_before_reset = false;
+  c.direction = "reverse";
   Check(c);
 }
 
