@@ -704,12 +704,22 @@ int FuseConcatIntoConvChains(Graph* graph, const KernelRegistry& registry) {
     }
     auto axis = concat.attributes.GetInt("axis", 0);
     if (!axis.ok() || (*axis != 1 && *axis != -3)) continue;
-    // Every input a 4-D float32 value from a node that can write the blocked layout.
-    const bool all_chain = std::all_of(concat.inputs.begin(), concat.inputs.end(), [&](int in) {
+    // Every input a 4-D float32 value from a node, at least one from a node that can write the
+    // blocked layout. The others (a ConvTranspose's or an upsampling's output) stay plain and
+    // the kernel reorders them, so that the chain's values around the concatenation need not
+    // go plain and back (U-Net's skip connections). A graph input keeps the Concat as it is.
+    bool any_chain = false;
+    const bool all_4d = std::all_of(concat.inputs.begin(), concat.inputs.end(), [&](int in) {
       const int from = in == Graph::kNoValue ? -1 : producer[in];
-      return from >= 0 && WritesAnyLayout(*graph, graph->nodes[from]);
+      if (from < 0) return false;
+      if (WritesAnyLayout(*graph, graph->nodes[from])) {
+        any_chain = true;
+        return true;
+      }
+      const Value& v = graph->values[in];
+      return v.has_shape && v.dims.size() == 4 && v.dtype == DataType::kFloat32;
     });
-    if (!all_chain) continue;
+    if (!all_4d || !any_chain) continue;
     concat.op = kFusedConcatOp;
     concat.domain = kFusedDomain;
     ++fused;

@@ -630,6 +630,28 @@ TEST_F(FusionConvTest, ConcatenationsOfConvolutionsKeepTheBlockedLayout) {
   EXPECT_EQ(StringAttr(*z1, "y_layout"), "");
 }
 
+// U-Net's skip connection: a convolution's output concatenated with a ConvTranspose's (plain
+// only) before a convolution. The concatenation is fused and reads the first blocked, the
+// second plain (16 channels: whole blocks; 24: not), and its output stays blocked.
+TEST_F(FusionConvTest, ConcatenationWithAPlainInputKeepsTheBlockedLayout) {
+  for (int64_t up : {16, 24}) {
+    ModelBuilder b;
+    b.Input("x", onnx::TensorProto::FLOAT, {2, 8, 10, 10}).Output("y", {2, 8, 10, 10});
+    AddConvK(b, "a", "x", "a_out", 8, 16, 3, 1, 1, 1, 101);
+    b.FloatInit("wt", {8, up, 1, 1}, RandomFloats(8 * up, 103));
+    b.Node("ConvTranspose", {"x", "wt"}, {"up"});
+    testing::SetIntAttr(&b.Node("Concat", {"a_out", "up"}, {"cat"}), "axis", 1);
+    AddConvK(b, "last", "cat", "y", 16 + up, 8, 1, 1, 1, 0, 105);
+    auto model = LoadBoth(b.Bytes(), FloatTensor({2, 8, 10, 10}, RandomFloats(1600, 107)));
+    ASSERT_NE(model, nullptr);
+    const Node* cat = FindOp(model->graph(), kernels::cpu::kFusedConcatOp);
+    ASSERT_NE(cat, nullptr) << "up " << up;
+    EXPECT_EQ(StringAttr(*cat, "x0_layout"), "blocked");
+    EXPECT_EQ(StringAttr(*cat, "x1_layout"), "");
+    EXPECT_EQ(StringAttr(*cat, "y_layout"), "blocked");
+  }
+}
+
 // MobileNetV2's inverted residual: 1x1 expand → Clip(0, 6) → depthwise 3x3 → Clip(0, 6) → 1x1
 // project. The expand and the depthwise become one node (both activations kept), at stride 1
 // and 2, and at sizes where the kernel fuses them into one primitive or runs two.
