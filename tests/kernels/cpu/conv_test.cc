@@ -386,6 +386,33 @@ TEST(ConvMiscTest, ActivationsWinogradCannotFuseMatchReference) {
   }
 }
 
+// A network's first convolution (3 input channels) 3x3 at stride 1, over enough pixels for
+// Winograd: it stays direct (Winograd's transforms would pad the channels to a whole block),
+// into a plain and a blocked output, with the values of the reference.
+TEST(ConvMiscTest, FewInputChannelsStayDirect) {
+  KernelHarness h;
+  const ConvCase p{4, 3, 32, 32, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+  const auto x = RandomFloats(4 * 3 * 32 * 32, 111);
+  const auto w = RandomFloats(16 * 3 * 9, 112);
+  const auto b = RandomFloats(16, 113);
+  const std::vector<Tensor> in = {Tensor::Of<float>({4, 3, 32, 32}, x),
+                                  Tensor::Of<float>({16, 3, 3, 3}, w, true),
+                                  Tensor::Of<float>({16}, b, true)};
+  for (const std::string layout : {"", "blocked"}) {
+    SCOPED_TRACE("y_layout " + layout);
+    runtime::Attributes attrs = Attrs({{"pads", std::vector<int64_t>{1, 1, 1, 1}}});
+    if (!layout.empty()) attrs.Set("y_layout", layout);
+    auto kernel = h.Prepare(kFusedConvOp, in, attrs);
+    ASSERT_TRUE(kernel.ok()) << kernel.status();
+    EXPECT_EQ((*kernel)->implementation().find("wino"), std::string::npos)
+        << (*kernel)->implementation();
+    if (!layout.empty()) continue;  // values compared in the plain layout
+    auto out = h.RunPrepared(**kernel, in);
+    ASSERT_TRUE(out.ok()) << out.status();
+    ExpectNear((*out)[0].Values<float>(), ReferenceConv(p, x, w, b));
+  }
+}
+
 // Tanh, SiLU and GELU, which oneDNN's direct convolutions take slowly as post-ops, run after the
 // primitive (a 5x5 convolution, no Winograd, and a 1x1 one) over the plain output, with a
 // residual (then they stay post-ops: the residual is added before them), at one and two threads.
