@@ -49,6 +49,7 @@ absl::Status RegisterCpuKernels(runtime::KernelRegistry* registry,
   RETURN_IF_ERROR(RegisterCastKernels(registry));
   RETURN_IF_ERROR(RegisterShapeKernels(registry));
   RETURN_IF_ERROR(RegisterLayoutKernels(registry));
+  RETURN_IF_ERROR(RegisterFusedTransposeKernels(registry));
   RETURN_IF_ERROR(RegisterGatherKernels(registry));
   RETURN_IF_ERROR(RegisterScatterKernels(registry));
   RETURN_IF_ERROR(RegisterGeneratorKernels(registry));

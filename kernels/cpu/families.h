@@ -18,6 +18,8 @@ absl::Status RegisterShapeKernels(runtime::KernelRegistry* registry);
 /// layout.cc: Transpose, Concat, Split, Slice, Expand, Tile, Pad, Trilu, DepthToSpace,
 /// SpaceToDepth, ReverseSequence.
 absl::Status RegisterLayoutKernels(runtime::KernelRegistry* registry);
+/// fused_transpose.cc: kFusedTransposeOp (a Concat, Reshape, Transpose, Reshape, Slice chain).
+absl::Status RegisterFusedTransposeKernels(runtime::KernelRegistry* registry);
 /// gather.cc: Gather, GatherElements.
 absl::Status RegisterGatherKernels(runtime::KernelRegistry* registry);
 /// scatter.cc: ScatterElements, Scatter, ScatterND, GatherND.

@@ -46,6 +46,18 @@ inline constexpr char kFusedAveragePoolOp[] = "com.reprise.FusedAveragePool";
 /// in the convolutions' blocked layout.
 inline constexpr char kFusedConcatOp[] = "com.reprise.FusedConcat";
 
+/// A chain of ops that only move elements, in one pass over the elements: Concat of inputs
+/// X0..X(k-1) along "axis" (k = "concat_inputs"; 1: no Concat, X0 goes on), Reshape by input S1
+/// ("allowzero"), Transpose ("perm", absent: reverse the axes), Reshape by input S2
+/// ("allowzero_2"), then "slices" = m Slices (opset 10 form) of the result, each with the four
+/// inputs starts, ends, axes and steps (the last two optional) and one output; with m = 0 the one
+/// output is the result itself. Inputs: X0..X(k-1), S1, S2 (each absent when its Reshape is),
+/// then the slices' inputs. With "shape_of" 0, 1, 2 or 3 (default -1) the node's one output is
+/// instead the shape (int64, known at plan time) of the Concat's, the first Reshape's, the
+/// Transpose's or the second Reshape's output, from X0..X(k-1) and, where needed, S1 and S2:
+/// it stands for a Shape node that read one of the chain's inner values.
+inline constexpr char kFusedTransposeOp[] = "com.reprise.FusedTranspose";
+
 /// GlobalAveragePool of a 4-D float32 value inside a chain of convolutions: X stored as
 /// "x_layout" ("nchw", "nhwc" or "blocked", as for kFusedConvOp); Y [N,C,1,1] plain.
 inline constexpr char kFusedGlobalAveragePoolOp[] = "com.reprise.FusedGlobalAveragePool";

@@ -10,6 +10,7 @@
 
 #include "kernels/cpu/families.h"
 #include "kernels/cpu/kernel_util.h"
+#include "kernels/cpu/layout_views.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/core/checked_size.h"
 
@@ -133,29 +134,11 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> StridedCopy(const PrepareContext
 absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareTranspose(const PrepareContext& context) {
   RETURN_IF_ERROR(ExpectInputCount(context, 1, 1));
   const Shape& in = context.inputs[0].shape;
-  const int64_t rank = static_cast<int64_t>(in.size());
-  std::vector<int64_t> perm(rank);
+  std::vector<int64_t> perm(in.size());
   std::iota(perm.rbegin(), perm.rend(), 0);  // default: reverse the axes
   ASSIGN_OR_RETURN(perm, AttrsOf(context).GetInts("perm", perm));
-  if (static_cast<int64_t>(perm.size()) != rank) {
-    return InvalidArgument(context, "perm ", runtime::ShapeToString(perm),
-                           " does not match input shape ", runtime::ShapeToString(in));
-  }
-  std::vector<bool> seen(rank, false);
-  const std::vector<int64_t> strides = ContiguousStrides(in);
-  Shape out(rank);
-  std::vector<int64_t> in_strides(rank);
-  for (int64_t i = 0; i < rank; ++i) {
-    const int64_t p = perm[i] < 0 ? perm[i] + rank : perm[i];
-    if (p < 0 || p >= rank || seen[p]) {
-      return InvalidArgument(context, "perm ", runtime::ShapeToString(perm),
-                             " is not a permutation of rank ", rank);
-    }
-    seen[p] = true;
-    out[i] = in[p];
-    in_strides[i] = strides[p];
-  }
-  return StridedCopy(context, out, out, std::move(in_strides), 0);
+  ASSIGN_OR_RETURN(StridedView view, TransposeView(context, in, perm));
+  return StridedCopy(context, view.shape, view.shape, std::move(view.strides), 0);
 }
 
 absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareSlice(const PrepareContext& context) {
@@ -177,57 +160,9 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareSlice(const PrepareContex
       ASSIGN_OR_RETURN(steps, ReadInts(context, 4, "steps"));
     }
   }
-  const Shape& in = context.inputs[0].shape;
-  const int64_t rank = static_cast<int64_t>(in.size());
-  if (axes.empty()) {
-    axes.resize(starts.size());
-    std::iota(axes.begin(), axes.end(), 0);
-  }
-  if (steps.empty()) steps.assign(starts.size(), 1);
-  if (ends.size() != starts.size() || axes.size() != starts.size() ||
-      steps.size() != starts.size()) {
-    return InvalidArgument(context, "starts ", runtime::ShapeToString(starts), ", ends ",
-                           runtime::ShapeToString(ends), ", axes ", runtime::ShapeToString(axes),
-                           " and steps ", runtime::ShapeToString(steps), " differ in length");
-  }
-  const std::vector<int64_t> strides = ContiguousStrides(in);
-  Shape out = in;
-  std::vector<int64_t> in_strides = strides;
-  std::vector<bool> seen(rank, false);
-  int64_t offset = 0;
-  for (size_t i = 0; i < starts.size(); ++i) {
-    ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(context, axes[i], rank));
-    if (seen[axis]) return InvalidArgument(context, "axis ", axes[i], " is repeated");
-    seen[axis] = true;
-    const int64_t dim = in[axis];
-    const int64_t step = steps[i];
-    if (step == 0) return InvalidArgument(context, "step 0 on axis ", axes[i]);
-    // ONNX's rules, without overflow: starts / ends / steps may be any int64 (INT64_MIN and
-    // INT64_MAX mean "from the far end"), and an empty axis (dim 0) has no valid index.
-    int64_t start = starts[i] < 0 ? starts[i] + dim : starts[i];
-    int64_t end = ends[i] < 0 ? ends[i] + dim : ends[i];
-    int64_t count;
-    // Clamped first, so that the differences below stay within [0, dim]; a step of any size
-    // (INT64_MIN included) then cannot overflow.
-    if (dim == 0) {
-      count = 0;
-    } else if (step > 0) {
-      start = std::clamp<int64_t>(start, 0, dim);
-      end = std::clamp<int64_t>(end, 0, dim);
-      count = end > start ? (end - start - 1) / step + 1 : 0;
-    } else {
-      start = std::clamp<int64_t>(start, 0, dim - 1);
-      end = std::clamp<int64_t>(end, -1, dim - 1);
-      const int64_t back =
-          step == std::numeric_limits<int64_t>::min() ? std::numeric_limits<int64_t>::max() : -step;
-      count = start > end ? (start - end - 1) / back + 1 : 0;
-    }
-    out[axis] = count;
-    // With two or more elements |step| < dim, so the stride stays within the tensor.
-    in_strides[axis] = count > 1 ? strides[axis] * step : 0;
-    if (count > 0) offset += start * strides[axis];
-  }
-  return StridedCopy(context, out, out, std::move(in_strides), offset);
+  ASSIGN_OR_RETURN(StridedView view, SliceView(context, context.inputs[0].shape, starts, ends,
+                                               std::move(axes), std::move(steps)));
+  return StridedCopy(context, view.shape, view.shape, std::move(view.strides), view.offset);
 }
 
 absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareExpand(const PrepareContext& context) {
@@ -283,20 +218,7 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareConcat(const PrepareConte
   const int64_t rank = static_cast<int64_t>(first.shape.size());
   ASSIGN_OR_RETURN(int64_t axis_attr, AttrsOf(context).GetInt("axis", 0));
   ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(context, axis_attr, rank));
-  Shape out = first.shape;
-  out[axis] = 0;
-  for (size_t k = 0; k < context.inputs.size(); ++k) {
-    const TensorDesc& in = context.inputs[k];
-    bool ok = in.dtype == first.dtype && in.shape.size() == first.shape.size();
-    for (int64_t i = 0; ok && i < rank; ++i) ok = i == axis || in.shape[i] == first.shape[i];
-    if (!ok) {
-      return InvalidArgument(context, "input ", k, " ", runtime::DataTypeName(in.dtype),
-                             runtime::ShapeToString(in.shape), " does not match input 0 ",
-                             runtime::DataTypeName(first.dtype),
-                             runtime::ShapeToString(first.shape), " off axis ", axis);
-    }
-    out[axis] += in.shape[axis];
-  }
+  ASSIGN_OR_RETURN(Shape out, ConcatShape(context, 0, context.inputs.size(), axis_attr));
   const size_t esize = runtime::DataTypeSize(first.dtype);
   int64_t outer = 1;
   for (int64_t i = 0; i < axis; ++i) outer *= out[i];
@@ -672,6 +594,112 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareReverseSequence(
 }
 
 }  // namespace
+
+absl::StatusOr<Shape> ConcatShape(const PrepareContext& context, size_t first_input, size_t count,
+                                  int64_t axis_attr) {
+  if (count == 0 || first_input + count > context.inputs.size()) {
+    return InvalidArgument(context, "expected at least 1 input to concatenate");
+  }
+  const TensorDesc& first = context.inputs[first_input];
+  const int64_t rank = static_cast<int64_t>(first.shape.size());
+  ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(context, axis_attr, rank));
+  Shape out = first.shape;
+  out[axis] = 0;
+  for (size_t k = 0; k < count; ++k) {
+    const TensorDesc& in = context.inputs[first_input + k];
+    bool ok = in.dtype == first.dtype && in.shape.size() == first.shape.size();
+    for (int64_t i = 0; ok && i < rank; ++i) ok = i == axis || in.shape[i] == first.shape[i];
+    if (!ok) {
+      return InvalidArgument(context, "input ", k, " ", runtime::DataTypeName(in.dtype),
+                             runtime::ShapeToString(in.shape), " does not match input 0 ",
+                             runtime::DataTypeName(first.dtype),
+                             runtime::ShapeToString(first.shape), " off axis ", axis);
+    }
+    out[axis] += in.shape[axis];
+  }
+  return out;
+}
+
+absl::StatusOr<StridedView> TransposeView(const PrepareContext& context, const Shape& in,
+                                          const std::vector<int64_t>& perm) {
+  const int64_t rank = static_cast<int64_t>(in.size());
+  if (static_cast<int64_t>(perm.size()) != rank) {
+    return InvalidArgument(context, "perm ", runtime::ShapeToString(perm),
+                           " does not match input shape ", runtime::ShapeToString(in));
+  }
+  std::vector<bool> seen(rank, false);
+  const std::vector<int64_t> strides = ContiguousStrides(in);
+  StridedView view;
+  view.shape.resize(rank);
+  view.strides.resize(rank);
+  for (int64_t i = 0; i < rank; ++i) {
+    const int64_t p = perm[i] < 0 ? perm[i] + rank : perm[i];
+    if (p < 0 || p >= rank || seen[p]) {
+      return InvalidArgument(context, "perm ", runtime::ShapeToString(perm),
+                             " is not a permutation of rank ", rank);
+    }
+    seen[p] = true;
+    view.shape[i] = in[p];
+    view.strides[i] = strides[p];
+  }
+  return view;
+}
+
+absl::StatusOr<StridedView> SliceView(const PrepareContext& context, const Shape& in,
+                                      const std::vector<int64_t>& starts,
+                                      const std::vector<int64_t>& ends, std::vector<int64_t> axes,
+                                      std::vector<int64_t> steps) {
+  const int64_t rank = static_cast<int64_t>(in.size());
+  if (axes.empty()) {
+    axes.resize(starts.size());
+    std::iota(axes.begin(), axes.end(), 0);
+  }
+  if (steps.empty()) steps.assign(starts.size(), 1);
+  if (ends.size() != starts.size() || axes.size() != starts.size() ||
+      steps.size() != starts.size()) {
+    return InvalidArgument(context, "starts ", runtime::ShapeToString(starts), ", ends ",
+                           runtime::ShapeToString(ends), ", axes ", runtime::ShapeToString(axes),
+                           " and steps ", runtime::ShapeToString(steps), " differ in length");
+  }
+  const std::vector<int64_t> strides = ContiguousStrides(in);
+  Shape out = in;
+  std::vector<int64_t> in_strides = strides;
+  std::vector<bool> seen(rank, false);
+  int64_t offset = 0;
+  for (size_t i = 0; i < starts.size(); ++i) {
+    ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(context, axes[i], rank));
+    if (seen[axis]) return InvalidArgument(context, "axis ", axes[i], " is repeated");
+    seen[axis] = true;
+    const int64_t dim = in[axis];
+    const int64_t step = steps[i];
+    if (step == 0) return InvalidArgument(context, "step 0 on axis ", axes[i]);
+    // ONNX's rules, without overflow: starts / ends / steps may be any int64 (INT64_MIN and
+    // INT64_MAX mean "from the far end"), and an empty axis (dim 0) has no valid index.
+    int64_t start = starts[i] < 0 ? starts[i] + dim : starts[i];
+    int64_t end = ends[i] < 0 ? ends[i] + dim : ends[i];
+    int64_t count;
+    // Clamped first, so that the differences below stay within [0, dim]; a step of any size
+    // (INT64_MIN included) then cannot overflow.
+    if (dim == 0) {
+      count = 0;
+    } else if (step > 0) {
+      start = std::clamp<int64_t>(start, 0, dim);
+      end = std::clamp<int64_t>(end, 0, dim);
+      count = end > start ? (end - start - 1) / step + 1 : 0;
+    } else {
+      start = std::clamp<int64_t>(start, 0, dim - 1);
+      end = std::clamp<int64_t>(end, -1, dim - 1);
+      const int64_t back =
+          step == std::numeric_limits<int64_t>::min() ? std::numeric_limits<int64_t>::max() : -step;
+      count = start > end ? (start - end - 1) / back + 1 : 0;
+    }
+    out[axis] = count;
+    // With two or more elements |step| < dim, so the stride stays within the tensor.
+    in_strides[axis] = count > 1 ? strides[axis] * step : 0;
+    if (count > 0) offset += start * strides[axis];
+  }
+  return StridedView{std::move(out), std::move(in_strides), offset};
+}
 
 absl::Status RegisterLayoutKernels(runtime::KernelRegistry* registry) {
   RETURN_IF_ERROR(registry->Register("Transpose", &PrepareTranspose));

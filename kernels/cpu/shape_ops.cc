@@ -7,6 +7,7 @@
 
 #include "kernels/cpu/families.h"
 #include "kernels/cpu/kernel_util.h"
+#include "kernels/cpu/layout_views.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/core/checked_size.h"
 
@@ -57,46 +58,9 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> Reshaped(const PrepareContext& c
 
 absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareReshape(const PrepareContext& context) {
   RETURN_IF_ERROR(ExpectInputCount(context, 2, 2));
-  const Shape& in = context.inputs[0].shape;
   ASSIGN_OR_RETURN(std::vector<int64_t> spec, ReadInts(context, 1, "shape"));
   ASSIGN_OR_RETURN(int64_t allowzero, AttrsOf(context).GetInt("allowzero", 0));
-  Shape out(spec.size());
-  int64_t infer_at = -1;
-  int64_t known = 1;
-  for (size_t i = 0; i < spec.size(); ++i) {
-    int64_t d = spec[i];
-    if (d == 0 && allowzero == 0) {
-      if (i >= in.size()) {
-        return InvalidArgument(context, "shape ", runtime::ShapeToString(spec), " copies dim ", i,
-                               " of input ", runtime::ShapeToString(in), " which has none");
-      }
-      d = in[i];
-    }
-    if (d == -1) {
-      if (infer_at >= 0) {
-        return InvalidArgument(context, "shape ", runtime::ShapeToString(spec),
-                               " has more than one -1");
-      }
-      infer_at = static_cast<int64_t>(i);
-      continue;
-    }
-    if (d < 0) {
-      return InvalidArgument(context, "shape ", runtime::ShapeToString(spec),
-                             " has a negative dim");
-    }
-    out[i] = d;
-    if (!runtime::CheckedMul(known, d, &known)) {
-      return InvalidArgument(context, "shape ", runtime::ShapeToString(spec), " overflows");
-    }
-  }
-  if (infer_at >= 0) {
-    const int64_t total = runtime::NumElements(in);
-    if (known == 0 || total % known != 0) {
-      return InvalidArgument(context, "cannot reshape ", runtime::ShapeToString(in), " to ",
-                             runtime::ShapeToString(spec));
-    }
-    out[infer_at] = total / known;
-  }
+  ASSIGN_OR_RETURN(Shape out, ReshapeTarget(context, context.inputs[0].shape, spec, allowzero));
   return Reshaped(context, std::move(out));
 }
 
@@ -243,6 +207,52 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareRange(const PrepareContex
 }
 
 }  // namespace
+
+absl::StatusOr<Shape> ReshapeTarget(const PrepareContext& context, const Shape& in,
+                                    const std::vector<int64_t>& spec, int64_t allowzero) {
+  Shape out(spec.size());
+  int64_t infer_at = -1;
+  int64_t known = 1;
+  for (size_t i = 0; i < spec.size(); ++i) {
+    int64_t d = spec[i];
+    if (d == 0 && allowzero == 0) {
+      if (i >= in.size()) {
+        return InvalidArgument(context, "shape ", runtime::ShapeToString(spec), " copies dim ", i,
+                               " of input ", runtime::ShapeToString(in), " which has none");
+      }
+      d = in[i];
+    }
+    if (d == -1) {
+      if (infer_at >= 0) {
+        return InvalidArgument(context, "shape ", runtime::ShapeToString(spec),
+                               " has more than one -1");
+      }
+      infer_at = static_cast<int64_t>(i);
+      continue;
+    }
+    if (d < 0) {
+      return InvalidArgument(context, "shape ", runtime::ShapeToString(spec),
+                             " has a negative dim");
+    }
+    out[i] = d;
+    if (!runtime::CheckedMul(known, d, &known)) {
+      return InvalidArgument(context, "shape ", runtime::ShapeToString(spec), " overflows");
+    }
+  }
+  if (infer_at >= 0) {
+    const int64_t total = runtime::NumElements(in);
+    if (known == 0 || total % known != 0) {
+      return InvalidArgument(context, "cannot reshape ", runtime::ShapeToString(in), " to ",
+                             runtime::ShapeToString(spec));
+    }
+    out[infer_at] = total / known;
+  }
+  if (runtime::NumElements(out) != runtime::NumElements(in)) {
+    return InvalidArgument(context, "cannot reshape ", runtime::ShapeToString(in), " to ",
+                           runtime::ShapeToString(out));
+  }
+  return out;
+}
 
 absl::Status RegisterShapeKernels(runtime::KernelRegistry* registry) {
   RETURN_IF_ERROR(registry->Register("Shape", &PrepareShape));

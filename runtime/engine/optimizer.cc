@@ -12,6 +12,7 @@
 #include "runtime/engine/aligned_buffer.h"
 #include "runtime/engine/fusion_conv.h"
 #include "runtime/engine/fusion_gemm.h"
+#include "runtime/engine/fusion_layout.h"
 #include "runtime/engine/fusion_qdq.h"
 #include "runtime/engine/fusion_transformer.h"
 #include "runtime/engine/onnx_import.h"
@@ -285,6 +286,8 @@ absl::Status OptimizeForInference(Graph* graph, const KernelRegistry& registry,
              FuseChannelOpsIntoConvChains(graph, registry) >
          0) {
   }
+  // Concat, Transpose and Slice chains (a channel shuffle) move their elements once.
+  FuseTransposeChains(graph, registry);
   KeepBlockedLayoutBetweenConvs(graph);
   for (const Node& node : graph->nodes) {
     // A Dropout left here has its mask used: the planner makes the mask (all true).

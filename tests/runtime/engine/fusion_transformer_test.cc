@@ -23,14 +23,7 @@ using testing::Floats;
 using testing::FloatTensor;
 using testing::ModelBuilder;
 using testing::RandomFloats;
-
-void SetIntsAttr(onnx::NodeProto* node, const std::string& name,
-                 const std::vector<int64_t>& values) {
-  auto* attr = node->add_attribute();
-  attr->set_name(name);
-  attr->set_type(onnx::AttributeProto::INTS);
-  for (int64_t v : values) attr->add_ints(v);
-}
+using testing::SetIntsAttr;
 
 class FusionTransformerTest : public testing::FusionTest {
  protected:

@@ -90,6 +90,14 @@ void SetIntAttr(onnx::NodeProto* node, const std::string& name, int64_t value) {
   attr->set_i(value);
 }
 
+void SetIntsAttr(onnx::NodeProto* node, const std::string& name,
+                 const std::vector<int64_t>& values) {
+  auto* attr = node->add_attribute();
+  attr->set_name(name);
+  attr->set_type(onnx::AttributeProto::INTS);
+  for (int64_t v : values) attr->add_ints(v);
+}
+
 TensorValue FloatTensor(const Shape& shape, const std::vector<float>& values) {
   TensorValue t{DataType::kFloat32, shape, {}};
   t.bytes.resize(values.size() * sizeof(float));

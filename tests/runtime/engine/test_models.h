@@ -41,6 +41,8 @@ class ModelBuilder {
 };
 
 void SetIntAttr(onnx::NodeProto* node, const std::string& name, int64_t value);
+void SetIntsAttr(onnx::NodeProto* node, const std::string& name,
+                 const std::vector<int64_t>& values);
 
 /// A registry with the real CPU kernels plus fakes for Shape, Gather, Concat and Reshape.
 void RegisterFakeShapeKernels(KernelRegistry* registry);
