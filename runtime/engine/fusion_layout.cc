@@ -91,8 +91,8 @@ Chain FindChain(const Graph& graph, const std::vector<int>& producer,
     const Node& c = graph.nodes[producer[x]];
     const bool all_present = std::none_of(c.inputs.begin(), c.inputs.end(),
                                           [](int in) { return in == Graph::kNoValue; });
-    if (c.op == "Concat" && IsDefaultDomain(c) && !c.inputs.empty() && all_present &&
-        c.outputs.size() == 1 && SplitReaders(graph, readers, x, &others, &shapes) &&
+    if (c.op == "Concat" && IsDefaultDomain(c) && c.attributes.Has("axis") && !c.inputs.empty() &&
+        all_present && c.outputs.size() == 1 && SplitReaders(graph, readers, x, &others, &shapes) &&
         others == std::vector<int>{next}) {
       chain.concat = producer[x];
       take_shapes(shapes, kConcat);
