@@ -141,6 +141,23 @@ def onnx_seeds():
          helper.make_node("ReduceSum", ["t", "axes0"], ["z"], keepdims=1)],
         [vi("x")], [vi("z", shape=(1, "N"))],
         [starts, ends, axes, numpy_helper.from_array(np.array([0], dtype=np.int64), "axes0")]))
+    # A channel shuffle and split (the engine fuses it into one FusedTranspose step; the Shape
+    # of the concatenation becomes its plan-time shape_of form).
+    write("fuzz_onnx_model", "channel_shuffle", model(
+        [helper.make_node("Neg", ["x"], ["a"]),
+         helper.make_node("Concat", ["x", "a"], ["c"], axis=1),
+         helper.make_node("Shape", ["c"], ["sc"]),
+         helper.make_node("Reshape", ["c", "s1"], ["r1"]),
+         helper.make_node("Transpose", ["r1"], ["t"], perm=[0, 2, 1, 3, 4]),
+         helper.make_node("Reshape", ["t", "sc"], ["r2"]),
+         helper.make_node("Slice", ["r2", "h0", "h1", "axes"], ["y0"]),
+         helper.make_node("Slice", ["r2", "h1", "h2", "axes"], ["y1"])],
+        [vi("x", shape=("N", 2, 2, 3))],
+        [vi("y0", shape=("N", 2, 2, 3)), vi("y1", shape=("N", 2, 2, 3))],
+        [numpy_helper.from_array(np.array([0, 2, 2, 2, 3], dtype=np.int64), "s1"),
+         numpy_helper.from_array(np.array([0], dtype=np.int64), "h0"),
+         numpy_helper.from_array(np.array([2], dtype=np.int64), "h1"),
+         numpy_helper.from_array(np.array([4], dtype=np.int64), "h2"), axes]))
     cw = numpy_helper.from_array(np.ones((2, 1, 3, 3), dtype=np.float32), "cw")
     write("fuzz_onnx_model", "conv_pool", model(
         [helper.make_node("Conv", ["x", "cw"], ["c"], pads=[1, 1, 1, 1], strides=[1, 1]),
