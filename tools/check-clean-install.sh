@@ -32,7 +32,10 @@ while [[ $# -gt 0 ]]; do
 done
 [[ $tests == unit || $tests == all ]] || { echo "check-clean-install: --tests unit|all" >&2; exit 2; }
 [[ $(id -u) -eq 0 ]] || { echo "check-clean-install: run as root (mmdebstrap, chroot)" >&2; exit 1; }
-command -v mmdebstrap >/dev/null || { echo "check-clean-install: apt-get install mmdebstrap" >&2; exit 1; }
+command -v mmdebstrap >/dev/null || {
+  echo "check-clean-install: mmdebstrap is not installed; run apt-get update && apt-get install mmdebstrap" >&2
+  exit 1
+}
 if [[ -z $root ]]; then
   root=$(mktemp -d /var/tmp/reprise-clean-install.XXXXXX)
   rmdir "$root"
