@@ -38,8 +38,10 @@ struct ConvWorkspace {
   size_t total = 0;
 };
 
-// Output pixels (batch x height x width) from which Winograd is tried.
-constexpr int64_t kWinogradMinPixels = 196;
+// Output pixels (batch x height x width) from which oneDNN's Winograd is tried (WinogradShape),
+// and from which our own F(2x2, 3x3) is (OwnWinogradFor; not measured below 14x14).
+constexpr int64_t kWinogradMinPixels = 49;
+constexpr int64_t kOwnWinogradMinPixels = 196;
 // Input channels from which Winograd is tried: its transforms work on whole channel blocks, so
 // that a network's first convolution (3 channels, padded to 16) did 5x the work of its direct
 // form (U-Net's 3 -> 16 at 128x128, batch 8, one thread: 6.2 ms; ONNX Runtime's 1.2 ms).
@@ -450,14 +452,38 @@ absl::StatusOr<dnnl::primitive_attr> MakeConvAttr(const PrepareContext& context,
 
 // Whether Winograd (F(2x3) / F(4x3) tiles: about half the multiplications of a direct 3x3
 // convolution) is worth trying: 2-D, 3x3, stride 1, no dilation, one group, and weights known at
-// plan time (they are transformed once). Below 196 output pixels (14x14) per batch the transform
-// of the weights at plan time costs more than the runs save: ResNet's 512x512 3x3 weights take
-// ~45 ms to transform and save ~0.4 ms per 7x7 image.
+// plan time (they are transformed once). From 49 output pixels (7x7) per batch: ResNet's last
+// stage at batch 1 (512x512 3x3 over 7x7) is where the bound sits, and Winograd there took
+// resnet18 b1 from 32.2 to 27.3 ms at one thread and 17.4 to 15.5 at two (resnet50 69.7 -> 66.8,
+// 40.8 -> 39.6; densenet121's 128 -> 32 over 7x7 45.8 -> 45.4), for ~100 ms more plan time per
+// such layer to transform its weights (resnet18's plan 437 -> 821 ms).
 bool WinogradShape(const ConvGeometry& g) {
   return g.x.size() == 4 && g.known_weights && g.group == 1 && g.w[2] == 3 && g.w[3] == 3 &&
          g.win.strides[0] == 1 && g.win.strides[1] == 1 && g.win.dilations[0] == 1 &&
          g.win.dilations[1] == 1 && g.y[0] * g.y[2] * g.y[3] >= kWinogradMinPixels &&
          g.w[1] >= kWinogradMinInputChannels;
+}
+
+// oneDNN 2.6's F(4x4, 3x3) kernel (jit_wino_4x3) multiplies the tiles of a batch (N x
+// ceil(OH/4) x ceil(OW/4)) a register block at a time, the block being the largest divisor of
+// their count below 32. When that is under 7 and not all the tiles (a prime number of tiles per
+// side from 37 up), the gemm does a few multiplies per load of the weights and the direct kernel
+// wins (one thread, ms direct / Winograd: 32 -> 32 over 147x147, 37x37 tiles, block 1: 3.4 / 5.9,
+// Inception-v3's first two 3x3 convolutions; at batch 4, block 4: 13.1 / 19.8; batch 6: 23.4 /
+// 28.1; batch 7: 27.2 / 22.9; over 164x164, 41x41 tiles: 3.9 / 7.4; over 124x124, 31x31 tiles:
+// 2.5 / 1.7; over 28x28, 7x7 tiles, block 7, 64 -> 64: 0.51 / 0.30).
+bool WinogradTilesBlock(const ConvGeometry& g,
+                        const dnnl::convolution_forward::primitive_desc& pd) {
+  if (!absl::StrContains(pd.impl_info_str(), "wino_4x3")) return true;
+  const int64_t tiles = g.y[0] * ((g.y[2] + 3) / 4) * ((g.y[3] + 3) / 4);
+  int64_t block = 1;
+  for (int64_t d = std::min<int64_t>(tiles, 31); d > 1; --d) {
+    if (tiles % d == 0) {
+      block = d;
+      break;
+    }
+  }
+  return block >= 7 || block == tiles;
 }
 
 // Step 5: the algorithm and the layouts. Any layout/algorithm for which oneDNN has only
@@ -503,6 +529,7 @@ absl::StatusOr<dnnl::convolution_forward::primitive_desc> ChooseConvPrimitive(
   std::optional<dnnl::convolution_forward::primitive_desc> chosen;
   if (WinogradShape(g) && !nhwc && CpuOptionsOf(context).conv_winograd) {
     chosen = make(dnnl::algorithm::convolution_winograd, src_md, dst_md);
+    if (chosen.has_value() && !WinogradTilesBlock(g, *chosen)) chosen.reset();
   }
   if (!chosen.has_value()) chosen = make(dnnl::algorithm::convolution_direct, src_md, dst_md);
   if (!chosen.has_value() && post.x == Storage::kBlocked && post.y == Storage::kPlain &&
@@ -707,7 +734,8 @@ std::optional<TapRegionsConv> OwnWinogradFor(const PrepareContext& context, cons
                                              const ConvKernel::Parts& parts) {
   if (!CpuOptionsOf(context).conv_winograd || g.x.size() != 4 || g.group != 1 || !g.known_weights ||
       parts.epilogue.has_value() || post.depthwise.has_value() || !WinogradShape(g) ||
-      g.win.kernel[0] != 3 || g.win.kernel[1] != 3 || g.x[1] < kOwnWinogradMinChannels ||
+      g.y[0] * g.y[2] * g.y[3] < kOwnWinogradMinPixels || g.win.kernel[0] != 3 ||
+      g.win.kernel[1] != 3 || g.x[1] < kOwnWinogradMinChannels ||
       g.w[0] < kOwnWinogradMinChannels || g.x[1] * g.w[0] < kOwnWinogradMinProduct ||
       (absl::StrContains(parts.pd.impl_info_str(), "wino") &&
        !CpuOptionsOf(context).conv_own_winograd_always)) {

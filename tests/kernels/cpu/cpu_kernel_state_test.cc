@@ -223,6 +223,50 @@ TEST(CpuKernelStateTest, WinogradIsADeviceOption) {
   EXPECT_THAT(implementation[0], HasSubstr("wino"));
 }
 
+// Where Winograd starts: oneDNN's from 49 output pixels (7x7, ResNet's last stage at batch 1),
+// our own F(2x2, 3x3) from 196 (14x14); below, the direct kernel. Whose Winograd the device has
+// tells the 16x16 convolution's implementation (ours names itself "winograd F(2x2,3x3)").
+TEST(CpuKernelStateTest, WinogradStartsAtSevenBySevenOnOneDnnAndFourteenOnOurs) {
+  TestDevice fast = MakeDevice({});
+  ASSERT_NE(fast.device, nullptr);
+  const std::string at16 = RunSameConv(fast, SameConv(64, 16, 16, 3));
+  ASSERT_THAT(at16, HasSubstr("wino"));
+  const bool ours = absl::StrContains(at16, "winograd F(2x2,3x3)");
+  const std::string at7 = RunSameConv(fast, SameConv(64, 7, 7, 3));
+  const std::string at6 = RunSameConv(fast, SameConv(64, 6, 6, 3));
+  EXPECT_FALSE(at7.empty());
+  EXPECT_FALSE(at6.empty());
+  EXPECT_THAT(at6, Not(HasSubstr("wino")));
+  if (ours) {
+    EXPECT_THAT(at7, Not(HasSubstr("wino")));
+  } else {
+    EXPECT_THAT(at7, HasSubstr("wino"));
+  }
+  // Ours where oneDNN has its own too: from 14x14 only.
+  TestDevice own = MakeDevice(OwnWinograd());
+  ASSERT_NE(own.device, nullptr);
+  EXPECT_THAT(RunSameConv(own, SameConv(64, 14, 14, 3)), HasSubstr("winograd F(2x2,3x3)"));
+  const std::string own_at7 = RunSameConv(own, SameConv(64, 7, 7, 3));
+  EXPECT_FALSE(own_at7.empty());
+  EXPECT_THAT(own_at7, Not(HasSubstr("winograd F(2x2,3x3)")));
+}
+
+// oneDNN's F(4x4, 3x3) kernel is refused where it would multiply its tiles a few at a time: 31x31
+// tiles (a 124x124 output) are one register block of 31 a row, 37x37 (145x145) blocks of one
+// tile. Our own Winograd (no AVX-512) does not take 32 channels.
+TEST(CpuKernelStateTest, OneDnnWinogradNeedsTilesThatBlock) {
+  TestDevice fast = MakeDevice({});
+  ASSERT_NE(fast.device, nullptr);
+  const std::string at124 = RunSameConv(fast, SameConv(32, 124, 124, 3));
+  const std::string at145 = RunSameConv(fast, SameConv(32, 145, 145, 3));
+  EXPECT_FALSE(at124.empty());
+  EXPECT_FALSE(at145.empty());
+  EXPECT_THAT(at145, Not(HasSubstr("wino")));
+  if (!absl::StrContains(RunSameConv(fast, SameConv(64, 16, 16, 3)), "winograd F(2x2,3x3)")) {
+    EXPECT_THAT(at124, HasSubstr("wino"));
+  }
+}
+
 // Our own Winograd F(2x2, 3x3) (conv.cc's OwnWinogradFor): a FusedConv with Relu of 64 channels
 // to 72, batch 2, from and to plain, channels-last and blocked storage, at one and two threads,
 // over sizes whose output leaves half tiles at the bottom and right (15x13 with pads 1) and with
