@@ -42,6 +42,14 @@ struct ConvWorkspace {
 // and from which our own F(2x2, 3x3) is (OwnWinogradFor; not measured below 14x14).
 constexpr int64_t kWinogradMinPixels = 49;
 constexpr int64_t kOwnWinogradMinPixels = 196;
+// Below kOwnWinogradMinPixels with more than one intra-op thread, oneDNN's Winograd only from
+// this many multiply-adds (C x M x output pixels) per thread: its F(2x2, 3x3) kernel splits the
+// few tiles of a 7x7 output badly over threads (two threads, ms direct / Winograd, the middle of
+// three runs of tools/bench/onednn_winograd_grid.cc: 512 -> 512 over 7x7, 6.4M per thread, 1.24
+// / 0.99; 384 -> 256 over 13x13, 8.3M, 1.32 / 1.04; 256 -> 256 over 7x7, 1.6M, 0.23 / 0.28;
+// 192 -> 384 over 7x7, 1.8M, 0.29 / 0.40; 64 -> 256 over 13x13, 1.4M, 0.24 / 0.24). On one
+// thread it wins down to 64 -> 64 over 7x7 (0.027 / 0.022).
+constexpr int64_t kWinogradMinThreadMacs = 4'000'000;
 // Input channels from which Winograd is tried: its transforms work on whole channel blocks, so
 // that a network's first convolution (3 channels, padded to 16) did 5x the work of its direct
 // form (U-Net's 3 -> 16 at 128x128, batch 8, one thread: 6.2 ms; ONNX Runtime's 1.2 ms).
@@ -527,7 +535,11 @@ absl::StatusOr<dnnl::convolution_forward::primitive_desc> ChooseConvPrimitive(
                               : post.y == Storage::kPlain ? AnyLayout(parts.dst_plain)
                                                           : parts.dst_plain;
   std::optional<dnnl::convolution_forward::primitive_desc> chosen;
-  if (WinogradShape(g) && !nhwc && CpuOptionsOf(context).conv_winograd) {
+  const int64_t pixels = g.y[0] * g.y[2] * g.y[3];
+  const int64_t threads = std::max(1, context.intra_op_threads);
+  if (WinogradShape(g) && !nhwc && CpuOptionsOf(context).conv_winograd &&
+      (threads == 1 || pixels >= kOwnWinogradMinPixels ||
+       g.w[0] * g.w[1] * pixels >= kWinogradMinThreadMacs * threads)) {
     chosen = make(dnnl::algorithm::convolution_winograd, src_md, dst_md);
     if (chosen.has_value() && !WinogradTilesBlock(g, *chosen)) chosen.reset();
   }

@@ -182,9 +182,9 @@ void RunFusedConvOnTwo(const TestDevice& first, const TestDevice& second,
 
 // Conv of `conv` prepared on `device`, run, and checked against the reference: its
 // implementation ("" when Prepare failed, which is reported).
-std::string RunSameConv(const TestDevice& device, const SameConv& conv) {
+std::string RunSameConv(const TestDevice& device, const SameConv& conv, int threads = 1) {
   KernelHarness h(device.kernels());
-  auto kernel = h.Prepare("Conv", conv.Inputs(), conv.Attributes());
+  auto kernel = h.Prepare("Conv", conv.Inputs(), conv.Attributes(), 17, 1, threads);
   EXPECT_TRUE(kernel.ok()) << kernel.status();
   if (!kernel.ok()) return "";
   auto out = h.RunPrepared(**kernel, conv.Inputs());
@@ -223,9 +223,10 @@ TEST(CpuKernelStateTest, WinogradIsADeviceOption) {
   EXPECT_THAT(implementation[0], HasSubstr("wino"));
 }
 
-// Where Winograd starts: oneDNN's from 49 output pixels (7x7, ResNet's last stage at batch 1),
-// our own F(2x2, 3x3) from 196 (14x14); below, the direct kernel. Whose Winograd the device has
-// tells the 16x16 convolution's implementation (ours names itself "winograd F(2x2,3x3)").
+// Where Winograd starts: oneDNN's from 49 output pixels (7x7, ResNet's last stage at batch 1;
+// with more threads, below 196 only for enough work per thread), our own F(2x2, 3x3) from 196
+// (14x14); below, the direct kernel. Whose Winograd the device has tells the 16x16
+// convolution's implementation (ours names itself "winograd F(2x2,3x3)").
 TEST(CpuKernelStateTest, WinogradStartsAtSevenBySevenOnOneDnnAndFourteenOnOurs) {
   TestDevice fast = MakeDevice({});
   ASSERT_NE(fast.device, nullptr);
@@ -241,6 +242,11 @@ TEST(CpuKernelStateTest, WinogradStartsAtSevenBySevenOnOneDnnAndFourteenOnOurs) 
     EXPECT_THAT(at7, Not(HasSubstr("wino")));
   } else {
     EXPECT_THAT(at7, HasSubstr("wino"));
+    // On two threads below 14x14 only from 4M multiply-adds per thread: not 64 -> 64 over 7x7
+    // (0.2M), 416 -> 416 (8.5M) yes.
+    EXPECT_THAT(RunSameConv(fast, SameConv(64, 7, 7, 3), 2), Not(HasSubstr("wino")));
+    EXPECT_THAT(RunSameConv(fast, SameConv(416, 7, 7, 3), 2), HasSubstr("wino"));
+    EXPECT_THAT(RunSameConv(fast, SameConv(64, 16, 16, 3), 2), HasSubstr("wino"));
   }
   // Ours where oneDNN has its own too: from 14x14 only.
   TestDevice own = MakeDevice(OwnWinograd());
