@@ -539,7 +539,8 @@ absl::StatusOr<dnnl::convolution_forward::primitive_desc> ChooseConvPrimitive(
   const int64_t threads = std::max(1, context.intra_op_threads);
   if (WinogradShape(g) && !nhwc && CpuOptionsOf(context).conv_winograd &&
       (threads == 1 || pixels >= kOwnWinogradMinPixels ||
-       g.w[0] * g.w[1] * pixels >= kWinogradMinThreadMacs * threads)) {
+       static_cast<double>(g.w[0]) * static_cast<double>(g.w[1]) * static_cast<double>(pixels) >=
+           static_cast<double>(kWinogradMinThreadMacs * threads))) {
     chosen = make(dnnl::algorithm::convolution_winograd, src_md, dst_md);
     if (chosen.has_value() && !WinogradTilesBlock(g, *chosen)) chosen.reset();
   }
