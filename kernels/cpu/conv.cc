@@ -458,6 +458,9 @@ absl::StatusOr<dnnl::primitive_attr> MakeConvAttr(const PrepareContext& context,
   return attr;
 }
 
+// Output pixels of a 2-D convolution, batch included.
+int64_t OutputPixels(const ConvGeometry& g) { return g.y[0] * g.y[2] * g.y[3]; }
+
 // Whether Winograd (F(2x3) / F(4x3) tiles: about half the multiplications of a direct 3x3
 // convolution) is worth trying: 2-D, 3x3, stride 1, no dilation, one group, and weights known at
 // plan time (they are transformed once). From 49 output pixels (7x7) per batch: ResNet's last
@@ -468,8 +471,20 @@ absl::StatusOr<dnnl::primitive_attr> MakeConvAttr(const PrepareContext& context,
 bool WinogradShape(const ConvGeometry& g) {
   return g.x.size() == 4 && g.known_weights && g.group == 1 && g.w[2] == 3 && g.w[3] == 3 &&
          g.win.strides[0] == 1 && g.win.strides[1] == 1 && g.win.dilations[0] == 1 &&
-         g.win.dilations[1] == 1 && g.y[0] * g.y[2] * g.y[3] >= kWinogradMinPixels &&
+         g.win.dilations[1] == 1 && OutputPixels(g) >= kWinogradMinPixels &&
          g.w[1] >= kWinogradMinInputChannels;
+}
+
+// Whether oneDNN's Winograd gives each intra-op thread enough work (kWinogradMinThreadMacs).
+// C x M x pixels is checked: a product beyond the bound (or int64) is enough work.
+bool WinogradFeedsThreads(const PrepareContext& context, const ConvGeometry& g) {
+  const int64_t threads = std::max(1, context.intra_op_threads);
+  const int64_t pixels = OutputPixels(g);
+  if (threads == 1 || pixels >= kOwnWinogradMinPixels) return true;
+  const int64_t enough = kWinogradMinThreadMacs * threads;
+  const std::optional<int64_t> macs =
+      runtime::CheckedElementCount({g.w[0], g.w[1], pixels}, enough);
+  return !macs.has_value() || *macs >= enough;
 }
 
 // oneDNN 2.6's F(4x4, 3x3) kernel (jit_wino_4x3) multiplies the tiles of a batch (N x
@@ -535,12 +550,8 @@ absl::StatusOr<dnnl::convolution_forward::primitive_desc> ChooseConvPrimitive(
                               : post.y == Storage::kPlain ? AnyLayout(parts.dst_plain)
                                                           : parts.dst_plain;
   std::optional<dnnl::convolution_forward::primitive_desc> chosen;
-  const int64_t pixels = g.y[0] * g.y[2] * g.y[3];
-  const int64_t threads = std::max(1, context.intra_op_threads);
   if (WinogradShape(g) && !nhwc && CpuOptionsOf(context).conv_winograd &&
-      (threads == 1 || pixels >= kOwnWinogradMinPixels ||
-       static_cast<double>(g.w[0]) * static_cast<double>(g.w[1]) * static_cast<double>(pixels) >=
-           static_cast<double>(kWinogradMinThreadMacs * threads))) {
+      WinogradFeedsThreads(context, g)) {
     chosen = make(dnnl::algorithm::convolution_winograd, src_md, dst_md);
     if (chosen.has_value() && !WinogradTilesBlock(g, *chosen)) chosen.reset();
   }
@@ -610,7 +621,7 @@ void TryTapsAsChannels(const PrepareContext& context, const ConvGeometry& g, con
   if (!col_floats.has_value() || *col_floats == 0) return;
   const int64_t threads = std::max(1, context.intra_op_threads);
   const bool strided = g.win.strides[0] > 1 || g.win.strides[1] > 1;
-  const int64_t pixels = g.y[0] * g.y[2] * g.y[3];
+  const int64_t pixels = OutputPixels(g);
   const bool few_pixels = strided
                               ? g.y[2] * g.y[3] * threads <= kTapsMaxThreadPixels
                               : pixels <= kTapsMaxStrideOnePixels * threads &&
@@ -747,9 +758,9 @@ std::optional<TapRegionsConv> OwnWinogradFor(const PrepareContext& context, cons
                                              const ConvKernel::Parts& parts) {
   if (!CpuOptionsOf(context).conv_winograd || g.x.size() != 4 || g.group != 1 || !g.known_weights ||
       parts.epilogue.has_value() || post.depthwise.has_value() || !WinogradShape(g) ||
-      g.y[0] * g.y[2] * g.y[3] < kOwnWinogradMinPixels || g.win.kernel[0] != 3 ||
-      g.win.kernel[1] != 3 || g.x[1] < kOwnWinogradMinChannels ||
-      g.w[0] < kOwnWinogradMinChannels || g.x[1] * g.w[0] < kOwnWinogradMinProduct ||
+      OutputPixels(g) < kOwnWinogradMinPixels || g.win.kernel[0] != 3 || g.win.kernel[1] != 3 ||
+      g.x[1] < kOwnWinogradMinChannels || g.w[0] < kOwnWinogradMinChannels ||
+      g.x[1] * g.w[0] < kOwnWinogradMinProduct ||
       (absl::StrContains(parts.pd.impl_info_str(), "wino") &&
        !CpuOptionsOf(context).conv_own_winograd_always)) {
     return std::nullopt;
