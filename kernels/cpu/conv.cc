@@ -17,6 +17,7 @@
 #include "dnnl.hpp"
 #include "kernels/cpu/conv.h"
 #include "kernels/cpu/families.h"
+#include "kernels/cpu/faster_way.h"
 #include "kernels/cpu/fused_ops.h"
 #include "kernels/cpu/kernel_util.h"
 #include "kernels/cpu/onednn_util.h"
@@ -119,6 +120,8 @@ class ConvKernel final : public PreparedKernel {
   std::string implementation() const override {
     return absl::StrCat(p_.pd.impl_info_str(), p_.taps.has_value() ? " (taps as channels)" : "");
   }
+  // Whether the primitive is oneDNN's F(2x2, 3x3) Winograd kernel.
+  bool winograd_2x3() const { return absl::StrContains(p_.pd.impl_info_str(), "wino_2x3"); }
   // The residual, where Run copies it into Y as it is (same layout as the primitive's dst,
   // which is Y's): it can be Y's buffer. Not where it is reordered into the dst or Y is.
   int in_place_input() const override {
@@ -510,12 +513,13 @@ bool WinogradTilesBlock(const ConvGeometry& g,
 }
 
 // Step 5: the algorithm and the layouts. Any layout/algorithm for which oneDNN has only
-// reference code is refused in favour of the next: Winograd (where the device's options allow
-// it) → direct in the stored layouts → direct with oneDNN's choice of layouts plus reorders →
-// whatever oneDNN has, reference code included.
+// reference code is refused in favour of the next: Winograd (where `winograd`, the device's
+// options and the bounds above allow it) → direct in the stored layouts → direct with oneDNN's
+// choice of layouts plus reorders → whatever oneDNN has, reference code included.
 absl::StatusOr<dnnl::convolution_forward::primitive_desc> ChooseConvPrimitive(
     const PrepareContext& context, const ConvGeometry& g, const ConvDescs& d,
-    const ConvPostOps& post, const ConvKernel::Parts& parts, const dnnl::primitive_attr& attr) {
+    const ConvPostOps& post, const ConvKernel::Parts& parts, const dnnl::primitive_attr& attr,
+    bool winograd) {
   const dnnl::engine& engine = CpuEngine();
   auto desc = [&](dnnl::algorithm algorithm, const memory::desc& src_md,
                   const memory::desc& dst_md) {
@@ -550,8 +554,7 @@ absl::StatusOr<dnnl::convolution_forward::primitive_desc> ChooseConvPrimitive(
                               : post.y == Storage::kPlain ? AnyLayout(parts.dst_plain)
                                                           : parts.dst_plain;
   std::optional<dnnl::convolution_forward::primitive_desc> chosen;
-  if (WinogradShape(g) && !nhwc && CpuOptionsOf(context).conv_winograd &&
-      WinogradFeedsThreads(context, g)) {
+  if (winograd && WinogradShape(g) && !nhwc && WinogradFeedsThreads(context, g)) {
     chosen = make(dnnl::algorithm::convolution_winograd, src_md, dst_md);
     if (chosen.has_value() && !WinogradTilesBlock(g, *chosen)) chosen.reset();
   }
@@ -755,8 +758,8 @@ constexpr int64_t kOwnWinogradMinProduct = 4096;
 
 std::optional<TapRegionsConv> OwnWinogradFor(const PrepareContext& context, const ConvGeometry& g,
                                              const ConvPostOps& post,
-                                             const ConvKernel::Parts& parts) {
-  if (!CpuOptionsOf(context).conv_winograd || g.x.size() != 4 || g.group != 1 || !g.known_weights ||
+                                             const ConvKernel::Parts& parts, bool winograd) {
+  if (!winograd || g.x.size() != 4 || g.group != 1 || !g.known_weights ||
       parts.epilogue.has_value() || post.depthwise.has_value() || !WinogradShape(g) ||
       OutputPixels(g) < kOwnWinogradMinPixels || g.win.kernel[0] != 3 || g.win.kernel[1] != 3 ||
       g.x[1] < kOwnWinogradMinChannels || g.w[0] < kOwnWinogradMinChannels ||
@@ -850,22 +853,10 @@ ConvWorkspace LayOutConvWorkspace(const ConvKernel::Parts& parts) {
   return ws;
 }
 
-}  // namespace
-
-absl::StatusOr<ConvActivation> ReadConvActivation(const runtime::Attributes& attrs,
-                                                  const std::string& prefix) {
-  ConvActivation act;
-  ASSIGN_OR_RETURN(act.name, attrs.GetString(prefix + "activation", ""));
-  ASSIGN_OR_RETURN(act.clip_min, attrs.GetFloat(prefix + "clip_min", 0.0f));
-  ASSIGN_OR_RETURN(act.clip_max, attrs.GetFloat(prefix + "clip_max", 0.0f));
-  ASSIGN_OR_RETURN(act.alpha, attrs.GetFloat(prefix + "activation_alpha", 0.0f));
-  ASSIGN_OR_RETURN(act.beta, attrs.GetFloat(prefix + "activation_beta", 0.0f));
-  return act;
-}
-
-// A convolution with `post` fused: the steps above.
-absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareConvWith(const PrepareContext& context,
-                                                                const ConvPostOps& post) {
+// A convolution with `post` fused: the steps above, Winograd only where `winograd`.
+absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareConvAs(const PrepareContext& context,
+                                                              const ConvPostOps& post,
+                                                              bool winograd) {
   // oneDNN keeps the OpenMP thread count a primitive is created with: create it with the
   // stream's intra-op threads, not the preparing thread's count (the core count by default).
   UseIntraOpThreads(context.intra_op_threads);
@@ -889,7 +880,7 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareConvWith(const PrepareCon
     parts.threads = context.intra_op_threads;
     ASSIGN_OR_RETURN(const dnnl::primitive_attr attr,
                      MakeConvAttr(context, post, std::move(broadcast), &parts));
-    ASSIGN_OR_RETURN(parts.pd, ChooseConvPrimitive(context, g, descs, post, parts, attr));
+    ASSIGN_OR_RETURN(parts.pd, ChooseConvPrimitive(context, g, descs, post, parts, attr, winograd));
     ConvGeometry merged = g;
     if (OnGemmOrReference(parts.pd) &&
         MergeNarrowGroups(&merged, chain == memory::format_tag::nChw16c  ? 16
@@ -899,7 +890,7 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareConvWith(const PrepareCon
       absl::StatusOr<dnnl::convolution_forward::primitive_desc> pd =
           absl::UnimplementedError("no merged primitive");
       try {
-        pd = ChooseConvPrimitive(context, merged, merged_descs, post, parts, attr);
+        pd = ChooseConvPrimitive(context, merged, merged_descs, post, parts, attr, winograd);
       } catch (const dnnl::error&) {
         // keep the groups as they are
       }
@@ -915,17 +906,17 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareConvWith(const PrepareCon
       bare.activation = ConvActivation{};
       dnnl::primitive_attr bare_attr;
       bare_attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-      return ChooseConvPrimitive(context, g, descs, bare, parts, bare_attr);
+      return ChooseConvPrimitive(context, g, descs, bare, parts, bare_attr, winograd);
     };
     if (DeferrableActivation(post.activation) && !post.residual && !post.depthwise.has_value() &&
-        !parts.epilogue.has_value() && WinogradShape(g) && CpuOptionsOf(context).conv_winograd &&
+        !parts.epilogue.has_value() && winograd && WinogradShape(g) &&
         !absl::StrContains(parts.pd.impl_info_str(), "wino")) {
       // oneDNN's Winograd refused the activation: Winograd without it, the activation after
       // (EfficientNetV2-S's 48 -> 192 3x3 convolution at 56x56 with SiLU: 2.7 ms direct, 1.0 ms
       // Winograd plus the SiLU pass; one thread).
-      ASSIGN_OR_RETURN(auto winograd, without_activation());
-      if (absl::StrContains(winograd.impl_info_str(), "wino")) {
-        parts.pd = std::move(winograd);
+      ASSIGN_OR_RETURN(auto bare, without_activation());
+      if (absl::StrContains(bare.impl_info_str(), "wino")) {
+        parts.pd = std::move(bare);
         parts.post = post;
         parts.deferred_activation = true;
       }
@@ -940,8 +931,8 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareConvWith(const PrepareCon
         parts.deferred_activation = true;
       }
     }
-    if (std::optional<TapRegionsConv> winograd = OwnWinogradFor(context, g, post, parts)) {
-      return PrepareTapRegionsConv(context, *std::move(winograd));
+    if (std::optional<TapRegionsConv> own = OwnWinogradFor(context, g, post, parts, winograd)) {
+      return PrepareTapRegionsConv(context, *std::move(own));
     }
     if (std::optional<TapRegionsConv> regions = TapRegionsFor(context, g, post, parts)) {
       return PrepareTapRegionsConv(context, *std::move(regions));
@@ -958,8 +949,6 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareConvWith(const PrepareCon
                          e.what());
   }
 }
-
-namespace {
 
 absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareConv(const PrepareContext& context) {
   return PrepareConvWith(context, ConvPostOps{});
@@ -981,6 +970,22 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareFusedConv(const PrepareCo
 }
 
 }  // namespace
+
+absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareConvWith(const PrepareContext& context,
+                                                                const ConvPostOps& post) {
+  const bool winograd = CpuOptionsOf(context).conv_winograd;
+  ASSIGN_OR_RETURN(std::unique_ptr<PreparedKernel> kernel, PrepareConvAs(context, post, winograd));
+  const auto* conv = dynamic_cast<const ConvKernel*>(kernel.get());
+  if (conv == nullptr || !conv->winograd_2x3()) return kernel;
+  // oneDNN's F(2x2, 3x3) kernel loses to the direct one on shapes its own choice and the bounds
+  // above miss (onednn_winograd_grid, 14x14, batch 1, ms direct / Winograd: one thread 96 -> 208
+  // 0.36 / 0.65, yet 128 -> 256 0.55 / 0.29; two threads 224 -> 224 0.37 / 0.80, yet 176 -> 352
+  // 0.48 / 0.28): both, the faster by timed runs (resnet18 at one thread: plan 391 -> 536 ms,
+  // peak RSS 376 -> 414 MiB for the direct kernel's packed weights).
+  absl::StatusOr<std::unique_ptr<PreparedKernel>> direct = PrepareConvAs(context, post, false);
+  if (!direct.ok()) return kernel;
+  return FasterOf(std::move(kernel), *std::move(direct), NextTrialPhase());
+}
 
 absl::Status RegisterConvKernels(runtime::KernelRegistry* registry) {
   RETURN_IF_ERROR(registry->Register("Conv", &PrepareConv));

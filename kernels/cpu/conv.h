@@ -49,7 +49,9 @@ struct ConvPostOps {
   std::optional<Depthwise> depthwise;
 };
 
-/// A Conv with `post` fused, on oneDNN: inputs X, W, B and (with post.residual) R.
+/// A Conv with `post` fused, on oneDNN: inputs X, W, B and (with post.residual) R. Where oneDNN
+/// would run its F(2x2, 3x3) Winograd kernel, the faster by timed runs of that and the direct
+/// kernel (FasterOf, faster_way.h).
 absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareConvWith(const PrepareContext& context,
                                                                 const ConvPostOps& post);
 

@@ -9,8 +9,20 @@
 #include "kernels/cpu/gelu.h"
 #include "kernels/cpu/kernel_util.h"
 #include "kernels/cpu/vector_math.h"
+#include "runtime/base/status_macros.h"
 
 namespace reprise::kernels::cpu {
+
+absl::StatusOr<ConvActivation> ReadConvActivation(const runtime::Attributes& attrs,
+                                                  const std::string& prefix) {
+  ConvActivation act;
+  ASSIGN_OR_RETURN(act.name, attrs.GetString(prefix + "activation", ""));
+  ASSIGN_OR_RETURN(act.clip_min, attrs.GetFloat(prefix + "clip_min", 0.0f));
+  ASSIGN_OR_RETURN(act.clip_max, attrs.GetFloat(prefix + "clip_max", 0.0f));
+  ASSIGN_OR_RETURN(act.alpha, attrs.GetFloat(prefix + "activation_alpha", 0.0f));
+  ASSIGN_OR_RETURN(act.beta, attrs.GetFloat(prefix + "activation_beta", 0.0f));
+  return act;
+}
 
 // Appends `act` (fused_ops.h lists the names; "" is none) to `ops` as oneDNN eltwise post-ops;
 // false for another name.

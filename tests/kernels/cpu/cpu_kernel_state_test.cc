@@ -180,16 +180,19 @@ void RunFusedConvOnTwo(const TestDevice& first, const TestDevice& second,
   }
 }
 
-// Conv of `conv` prepared on `device`, run, and checked against the reference: its
-// implementation ("" when Prepare failed, which is reported).
-std::string RunSameConv(const TestDevice& device, const SameConv& conv, int threads = 1) {
+// Conv of `conv` prepared on `device`, run `runs` times, and checked against the reference each
+// time: its implementation ("" when Prepare failed, which is reported).
+std::string RunSameConv(const TestDevice& device, const SameConv& conv, int threads = 1,
+                        int runs = 1) {
   KernelHarness h(device.kernels());
   auto kernel = h.Prepare("Conv", conv.Inputs(), conv.Attributes(), 17, 1, threads);
   EXPECT_TRUE(kernel.ok()) << kernel.status();
   if (!kernel.ok()) return "";
-  auto out = h.RunPrepared(**kernel, conv.Inputs());
-  EXPECT_TRUE(out.ok()) << out.status();
-  if (out.ok()) ExpectNear((*out)[0].Values<float>(), conv.Reference());
+  for (int run = 0; run < runs; ++run) {
+    auto out = h.RunPrepared(**kernel, conv.Inputs());
+    EXPECT_TRUE(out.ok()) << out.status();
+    if (out.ok()) ExpectNear((*out)[0].Values<float>(), conv.Reference());
+  }
   return (*kernel)->implementation();
 }
 
@@ -277,6 +280,28 @@ TEST(CpuKernelStateTest, OneDnnWinogradNeedsTilesThatBlock) {
   if (!OnlyOurWinograd(fast)) {
     EXPECT_THAT(at124, HasSubstr("wino"));
   }
+}
+
+// oneDNN's F(2x2, 3x3) kernel (its choice for 64 channels over 7x7) runs as the faster by timed
+// runs of it and the direct kernel, each checked against the reference (six runs take both ways:
+// two untimed, two timed each); its F(4x4, 3x3) kernel (over 124x124) and the direct kernel run
+// alone.
+TEST(CpuKernelStateTest, OneDnnWinogradF2x3RacesTheDirectKernel) {
+  TestDevice fast = MakeDevice({});
+  ASSERT_NE(fast.device, nullptr);
+  if (OnlyOurWinograd(fast)) GTEST_SKIP() << "no oneDNN Winograd on this CPU";
+  for (const int threads : {1, 2}) {
+    SCOPED_TRACE(threads);
+    const std::string at7 = RunSameConv(fast, SameConv(416, 7, 7, 3), threads, 6);
+    EXPECT_THAT(at7, HasSubstr("the faster by timed runs of [jit_fp32_wino_2x3"));
+    EXPECT_THAT(at7, Not(HasSubstr("] and [jit_fp32_wino")));
+  }
+  const std::string at124 = RunSameConv(fast, SameConv(32, 124, 124, 3));
+  EXPECT_THAT(at124, HasSubstr("wino_4x3"));
+  EXPECT_THAT(at124, Not(HasSubstr("faster by timed runs")));
+  TestDevice direct = MakeDevice(WithoutWinograd());
+  ASSERT_NE(direct.device, nullptr);
+  EXPECT_THAT(RunSameConv(direct, SameConv(416, 7, 7, 3)), Not(HasSubstr("faster by timed runs")));
 }
 
 // Our own Winograd F(2x2, 3x3) (conv.cc's OwnWinogradFor): a FusedConv with Relu of 64 channels
@@ -535,6 +560,8 @@ TEST(CpuKernelStateTest, ChainLayoutIsADeviceOption) {
   ExpectNear(got, want);
 }
 
+// A 5x5 convolution: one kernel, one set of packed weights (a 3x3 one may run as the faster of
+// Winograd and the direct kernel, each with its own).
 TEST(CpuKernelStateTest, PackedWeightsArePerDevice) {
   TestDevice a = MakeDevice({});
   TestDevice b = MakeDevice({});
@@ -544,7 +571,7 @@ TEST(CpuKernelStateTest, PackedWeightsArePerDevice) {
   const CpuKernelState* state_b = CpuKernelStateOf(*b.kernels());
   ASSERT_NE(state_a, nullptr);
   ASSERT_NE(state_b, nullptr);
-  const SameConv conv(16, 16, 16, 3);
+  const SameConv conv(16, 16, 16, 5);
   const std::vector<Tensor> inputs = conv.Inputs();  // the same weights' address for every Prepare
   const runtime::Attributes attrs = conv.Attributes();
   KernelHarness h_a(a.kernels()), h_b(b.kernels());
