@@ -981,7 +981,7 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareConvWith(const PrepareCon
   // above miss (onednn_winograd_grid, 14x14, batch 1, ms direct / Winograd: one thread 96 -> 208
   // 0.36 / 0.65, yet 128 -> 256 0.55 / 0.29; two threads 224 -> 224 0.37 / 0.80, yet 176 -> 352
   // 0.48 / 0.28): both, the faster by timed runs (resnet18 at one thread: plan 391 -> 536 ms,
-  // peak RSS 376 -> 414 MiB for the direct kernel's packed weights).
+  // peak RSS 377 -> 414 MiB for the direct kernel's packed weights).
   absl::StatusOr<std::unique_ptr<PreparedKernel>> direct = PrepareConvAs(context, post, false);
   if (!direct.ok()) return kernel;
   return FasterOf(std::move(kernel), *std::move(direct), NextTrialPhase());
