@@ -974,6 +974,8 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareFusedConv(const PrepareCo
 absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareConvWith(const PrepareContext& context,
                                                                 const ConvPostOps& post) {
   const bool winograd = CpuOptionsOf(context).conv_winograd;
+  std::unique_ptr<PreparedKernel> phases = winograd ? MaybeDilatedAsPhases(context, post) : nullptr;
+  if (phases != nullptr) return phases;
   ASSIGN_OR_RETURN(std::unique_ptr<PreparedKernel> kernel, PrepareConvAs(context, post, winograd));
   const auto* conv = dynamic_cast<const ConvKernel*>(kernel.get());
   if (conv == nullptr || !conv->winograd_2x3()) return kernel;

@@ -425,6 +425,96 @@ TEST(CpuKernelStateTest, OwnWinogradAddsTheResidual) {
   }
 }
 
+// A dilated 3x3 FusedConv with Relu, 64 -> 64 channels, batch 2, over 28x28 (pads as the
+// dilations), from and to plain, channels-last and blocked storage, at one and two threads. At
+// dilations 2x2 and 4x2 it runs as the undilated convolution over the input's phases (14x14 and
+// 7x14, a batch of 8) exactly where that convolution alone runs Winograd on the device (the
+// default one, and one with our own Winograd always, which takes channels-last too;
+// conv_phases.cc); at 3x3 (28 is no multiple of 3) and 7x7 (phases of 4x4) as dilated. The
+// values match the reference loop and a device without Winograd (the dilated direct kernel).
+TEST(CpuKernelStateTest, DilatedConvolutionRunsOverPhases) {
+  TestDevice fast = MakeDevice({});
+  TestDevice own = MakeDevice(OwnWinograd());
+  TestDevice direct = MakeDevice(WithoutWinograd());
+  ASSERT_NE(fast.device, nullptr);
+  ASSERT_NE(own.device, nullptr);
+  ASSERT_NE(direct.device, nullptr);
+  const int64_t n = 2, c = 64, m = 64, h = 28, w = 28;
+  const std::vector<float> x = RandomFloats(n * c * h * w, 21);
+  const std::vector<float> weights = RandomFloats(m * c * 9, 22);
+  const std::vector<float> bias = RandomFloats(m, 23);
+  int phases_seen = 0;
+  for (const auto& [dh, dw] : {std::pair<int64_t, int64_t>{2, 2}, {4, 2}, {3, 3}, {7, 7}}) {
+    std::vector<float> want(n * m * h * w);  // Relu(conv), NCHW
+    for (int64_t i = 0; i < n; ++i) {
+      for (int64_t o = 0; o < m; ++o) {
+        for (int64_t r = 0; r < h; ++r) {
+          for (int64_t col = 0; col < w; ++col) {
+            double acc = bias[o];
+            for (int64_t ci = 0; ci < c; ++ci) {
+              for (int64_t t = 0; t < 9; ++t) {
+                const int64_t hi = r + (t / 3 - 1) * dh, wj = col + (t % 3 - 1) * dw;
+                if (hi < 0 || hi >= h || wj < 0 || wj >= w) continue;
+                acc += x[((i * c + ci) * h + hi) * w + wj] * weights[(o * c + ci) * 9 + t];
+              }
+            }
+            want[((i * m + o) * h + r) * w + col] = static_cast<float>(std::max(acc, 0.0));
+          }
+        }
+      }
+    }
+    const bool divides = h % dh == 0 && w % dw == 0 && h / dh >= 7 && w / dw >= 7;
+    for (const std::string layout : {"nchw", "nhwc", "blocked"}) {
+      for (const auto& [threads, device] :
+           {std::pair<int, const TestDevice*>{1, &fast}, {2, &fast}, {1, &own}, {2, &own}}) {
+        SCOPED_TRACE(::testing::Message()
+                     << "dilations " << dh << "x" << dw << " " << layout << " threads " << threads
+                     << (device == &own ? " own Winograd" : ""));
+        auto attributes = [&](std::vector<int64_t> dilations, std::vector<int64_t> pads) {
+          runtime::Attributes attrs = Attrs({{"pads", pads}, {"dilations", dilations}});
+          attrs.Set("activation", std::string("Relu"));
+          attrs.Set("x_layout", layout);
+          attrs.Set("y_layout", layout);
+          return attrs;
+        };
+        const std::vector<Tensor> inputs = {
+            Tensor::Of<float>({n, c, h, w}, layout == "nhwc" ? ToChannelsLast(x, n, c, h * w) : x),
+            Tensor::Of<float>({m, c, 3, 3}, weights, true), Tensor::Of<float>({m}, bias, true)};
+        OnTwoDevices runs;
+        ASSERT_NO_FATAL_FAILURE(RunFusedConvOnTwo(
+            *device, direct, inputs, attributes({dh, dw}, {dh, dw, dh, dw}), threads, &runs));
+        const auto& [got, implementation] = runs;
+        EXPECT_THAT(implementation[1], Not(HasSubstr("phases")));
+        ExpectNear(got[0], got[1]);
+        if (layout == "nchw") ExpectNear(got[0], want);
+        if (layout == "nhwc") ExpectNear(got[0], ToChannelsLast(want, n, m, h * w));
+        if (!divides) {
+          EXPECT_THAT(implementation[0], Not(HasSubstr("phases")));
+          continue;
+        }
+        // The undilated convolution over the phases, alone.
+        KernelHarness harness(device->kernels());
+        const std::vector<Tensor> phase_inputs = {
+            Tensor::Of<float>({n * dh * dw, c, h / dh, w / dw}, std::vector<float>(x.size())),
+            inputs[1], inputs[2]};
+        auto alone = harness.Prepare(kFusedConvOp, phase_inputs, attributes({1, 1}, {1, 1, 1, 1}),
+                                     17, 1, threads);
+        ASSERT_TRUE(alone.ok()) << alone.status();
+        if (absl::StrContains((*alone)->implementation(), "wino")) {
+          EXPECT_THAT(implementation[0],
+                      HasSubstr(absl::StrCat("dilated as ", dh, "x", dw, " phases of ", h / dh, "x",
+                                             w / dw, ": ")));
+          EXPECT_THAT(implementation[0], HasSubstr("wino"));
+          ++phases_seen;
+        } else {
+          EXPECT_THAT(implementation[0], Not(HasSubstr("phases")));
+        }
+      }
+    }
+  }
+  if (phases_seen == 0) GTEST_SKIP() << "no Winograd over these phases on this device";
+}
+
 // Taps as channels (conv.h): a 3x3 convolution of 192 channels (a reduction of 1728) whose
 // direct kernel is oneDNN's AVX2 one runs as a 1x1 convolution over its input gathered per tap,
 // from a plain input (gathered from the blocked layout) and from a channels-last one; with the
