@@ -2,9 +2,10 @@
 //
 // A 2-D convolution dilated by (DH, DW) reads, for output pixel (y * DH + p, x * DW + q), only
 // input pixels of the same phase (p, q): rows p, p + DH, ... and columns q, q + DW, .... With
-// stride 1, pads D x (K - 1) / 2 on every side and H, W multiples of DH, DW, each phase of the
-// output is the undilated convolution (pads (K - 1) / 2) of the same phase of the input, an image
-// of H / DH x W / DW. Only 3x3 convolutions, which Winograd takes, are run so. The phases of a
+// stride 1 and pads D x (K - 1) / 2 on every side, each phase of the output is the undilated
+// convolution (pads (K - 1) / 2) of the same phase of the input, an image of ceil(H / DH) x
+// ceil(W / DW) (zeros past the input's last row and column, as the dilated convolution's padding
+// is). Only 3x3 convolutions, which Winograd takes, are run so. The phases of a
 // batch of N are a batch of N x DH x DW such images, which Winograd takes where the dilated
 // convolution only has the direct kernel (FCN's and DeepLabV3's ResNet-50 at output stride 8: 256
 // -> 256 at dilation 2 and 512 -> 512 at dilation 4 over 28x28; one thread, ms direct over 28x28 /
@@ -12,6 +13,7 @@
 // 7x7 17.2-17.8 / 12.7, 256 -> 256 as 4 of 14x14 4.3-4.5 / 3.4-3.5; two threads 8.7-10.6 / 6.1-7.0
 // and 2.1-2.5 / 1.4-1.7). The copies into and out of phase order move each value once.
 #include <algorithm>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -25,6 +27,7 @@
 #include "kernels/cpu/onednn_util.h"
 #include "kernels/cpu/window.h"
 #include "runtime/base/status_macros.h"
+#include "runtime/core/checked_size.h"
 
 namespace reprise::kernels::cpu {
 namespace {
@@ -74,10 +77,12 @@ std::optional<RunLayout> RunLayoutOf(const runtime::Shape& s, Storage how,
 }
 
 // Copies between a value of N images [.., H, W] (`whole`) and its phases, N x DH x DW images
-// [.., H / DH, W / DW] (`phases`, image (n * DH + p) * DW + q holding phase (p, q) of image n),
-// both laid out as `whole` / `phase` say.
+// [.., PH, PW] (`phases`, PH = ceil(H / DH), PW = ceil(W / DW); image (n * DH + p) * DW + q holds
+// phase (p, q) of image n), both laid out as `whole` / `phase` say. Where DH or DW does not divide
+// H or W, some phases reach past the last row or column: those pixels are zeros in the phases (the
+// padding that the dilated convolution reads there) and are not copied back.
 struct PhaseCopy {
-  int64_t n = 0, dh = 1, dw = 1, ph = 0, pw = 0;  // ph x pw: a phase's size
+  int64_t n = 0, h = 0, w = 0, dh = 1, dw = 1, ph = 0, pw = 0;
   RunLayout whole, phase;
 
   // to_phases: whole -> phases, else phases -> whole. Item: one row of one channel group of one
@@ -97,17 +102,25 @@ struct PhaseCopy {
             rest /= dw;
             const int64_t p = rest % dh;
             const int64_t image = rest / dh;
+            const int64_t row = y * dh + p;
+            // Columns x of the phase whose pixel x * DW + q lies inside the image.
+            const int64_t inside = row < h ? (w - q + dw - 1) / dw : 0;
             const int64_t at_whole = image * whole.n_stride + g * whole.group_stride +
-                                     (y * dh + p) * whole.h_stride + q * whole.w_stride;
+                                     row * whole.h_stride + q * whole.w_stride;
             const int64_t at_phase = item / (whole.groups * ph) * phase.n_stride +
                                      g * phase.group_stride + y * phase.h_stride;
             const int64_t step_whole = dw * whole.w_stride;
-            for (int64_t x = 0; x < pw; ++x) {
+            for (int64_t x = 0; x < inside; ++x) {
               const float* src = to_phases ? from + at_whole + x * step_whole
                                            : from + at_phase + x * phase.w_stride;
               float* dst =
                   to_phases ? to + at_phase + x * phase.w_stride : to + at_whole + x * step_whole;
               for (int64_t i = 0; i < run; ++i) dst[i] = src[i];
+            }
+            if (!to_phases) continue;
+            for (int64_t x = inside; x < pw; ++x) {
+              float* dst = to + at_phase + x * phase.w_stride;
+              for (int64_t i = 0; i < run; ++i) dst[i] = 0.0f;
             }
           }
         });
@@ -117,11 +130,13 @@ struct PhaseCopy {
 class PhasesKernel final : public PreparedKernel {
  public:
   PhasesKernel(std::unique_ptr<PreparedKernel> inner, std::vector<TensorDesc> outputs, PhaseCopy x,
-               PhaseCopy y, size_t x_bytes, size_t y_bytes, size_t inputs, int threads)
+               PhaseCopy y, size_t x_bytes, size_t y_bytes, size_t y_stored_bytes, size_t inputs,
+               int threads)
       : inner_(std::move(inner)),
         outputs_(std::move(outputs)),
         x_(x),
         y_(y),
+        y_stored_bytes_(y_stored_bytes),
         inputs_(inputs),
         threads_(threads) {
     x_at_ = ConvAlignUp(inner_->workspace_bytes());
@@ -132,8 +147,7 @@ class PhasesKernel final : public PreparedKernel {
   absl::string_view op() const override { return inner_->op(); }
   const std::vector<TensorDesc>& outputs() const override { return outputs_; }
   size_t workspace_bytes() const override { return total_; }
-  // The phases hold as many floats as the whole value, channel blocks padded alike.
-  size_t output_storage_bytes(size_t i) const override { return inner_->output_storage_bytes(i); }
+  size_t output_storage_bytes(size_t i) const override { return i == 0 ? y_stored_bytes_ : 0; }
   std::string implementation() const override {
     return absl::StrCat("dilated as ", x_.dh, "x", x_.dw, " phases of ", x_.ph, "x", x_.pw, ": ",
                         inner_->implementation());
@@ -155,7 +169,8 @@ class PhasesKernel final : public PreparedKernel {
   std::unique_ptr<PreparedKernel> inner_;
   std::vector<TensorDesc> outputs_;
   PhaseCopy x_, y_;
-  size_t inputs_ = 2;  // X, W and perhaps B
+  size_t y_stored_bytes_ = 0;  // Y as stored (blocked: its channel blocks padded)
+  size_t inputs_ = 2;          // X, W and perhaps B
   int threads_ = 1;
   size_t x_at_ = 0, y_at_ = 0, total_ = 0;
 };
@@ -186,8 +201,9 @@ std::unique_ptr<PreparedKernel> MaybeDilatedAsPhases(const PrepareContext& conte
   std::vector<int64_t> pads(4);
   for (int i = 0; i < 2; ++i) {
     const int64_t k = win->kernel[i], d = win->dilations[i], side = x.shape[2 + i];
-    if (win->strides[i] != 1 || d < 1 || k % 2 == 0 || side % d != 0 || side / d < kMinPhaseSide ||
-        win->pads_begin[i] != d * (k / 2) || win->pads_end[i] != d * (k / 2)) {
+    if (win->strides[i] != 1 || d < 1 || k % 2 == 0 ||
+        side / d + (side % d != 0 ? 1 : 0) < kMinPhaseSide || win->pads_begin[i] != d * (k / 2) ||
+        win->pads_end[i] != d * (k / 2)) {
       return nullptr;
     }
     dilated = dilated || d > 1;
@@ -195,7 +211,15 @@ std::unique_ptr<PreparedKernel> MaybeDilatedAsPhases(const PrepareContext& conte
   }
   if (!dilated) return nullptr;
   const int64_t n = x.shape[0], dh = win->dilations[0], dw = win->dilations[1];
-  const int64_t ph = x.shape[2] / dh, pw = x.shape[3] / dw, m = w.shape[0];
+  const int64_t ph = x.shape[2] / dh + (x.shape[2] % dh != 0 ? 1 : 0);
+  const int64_t pw = x.shape[3] / dw + (x.shape[3] % dw != 0 ? 1 : 0), m = w.shape[0];
+  // The phases hold less than twice X's pixels (each side rounds up by less than D, which is at
+  // most a sixth of it), but X's shape comes from outside: counted checked.
+  if (!runtime::CheckedElementCount({n, dh, dw, std::max(x.shape[1], m), ph, pw},
+                                    std::numeric_limits<int64_t>::max() / 64)
+           .has_value()) {
+    return nullptr;
+  }
   const memory::format_tag chain = ChainTag(context);
 
   // The undilated convolution over the phases, prepared as any other (Winograd by the same
@@ -221,14 +245,15 @@ std::unique_ptr<PreparedKernel> MaybeDilatedAsPhases(const PrepareContext& conte
       (*inner)->outputs()[0].shape != y_phases) {
     return nullptr;
   }
-  const PhaseCopy x_copy{n, dh, dw, ph, pw, *xw, *xp};
-  const PhaseCopy y_copy{n, dh, dw, ph, pw, *yw, *yp};
+  const PhaseCopy x_copy{n, x.shape[2], x.shape[3], dh, dw, ph, pw, *xw, *xp};
+  const PhaseCopy y_copy{n, x.shape[2], x.shape[3], dh, dw, ph, pw, *yw, *yp};
   const size_t x_bytes = StoredDesc(inputs[0].shape, post.x, chain).get_size();
   const size_t y_bytes =
       std::max(StoredDesc(y_phases, post.y, chain).get_size(), (*inner)->output_storage_bytes(0));
   return std::make_unique<PhasesKernel>(
       *std::move(inner), std::vector<TensorDesc>{Desc(DataType::kFloat32, y_whole)}, x_copy, y_copy,
-      x_bytes, y_bytes, context.inputs.size(), context.intra_op_threads);
+      x_bytes, y_bytes, StoredDesc(y_whole, post.y, chain).get_size(), context.inputs.size(),
+      context.intra_op_threads);
 }
 
 }  // namespace reprise::kernels::cpu

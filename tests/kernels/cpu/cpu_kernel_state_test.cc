@@ -425,13 +425,14 @@ TEST(CpuKernelStateTest, OwnWinogradAddsTheResidual) {
   }
 }
 
-// A dilated 3x3 FusedConv with Relu, 64 -> 64 channels, batch 2, over 28x28 (pads as the
+// A dilated 3x3 FusedConv with Relu, 64 -> 64 channels, batch 2, over 28x30 (pads as the
 // dilations), from and to plain, channels-last and blocked storage, at one and two threads. At
-// dilations 2x2 and 4x2 it runs as the undilated convolution over the input's phases (14x14 and
-// 7x14, a batch of 8) exactly where that convolution alone runs Winograd on the device (the
-// default one, and one with our own Winograd always, which takes channels-last too;
-// conv_phases.cc); at 3x3 (28 is no multiple of 3) and 7x7 (phases of 4x4) as dilated. The
-// values match the reference loop and a device without Winograd (the dilated direct kernel).
+// dilations 2x2, 4x2, 3x3 and 2x4 it runs as the undilated convolution over the input's phases
+// (14x15, 7x15, 10x10 and 14x8, the last two reaching past the input; batches of 8, 8, 18 and 8)
+// exactly where that convolution alone runs Winograd on the device (the default one, and one with
+// our own Winograd always, which takes channels-last too; conv_phases.cc); at 7x7 (phases of 4x5)
+// as dilated. The values match the reference loop and a device without Winograd (the dilated
+// direct kernel).
 TEST(CpuKernelStateTest, DilatedConvolutionRunsOverPhases) {
   TestDevice fast = MakeDevice({});
   TestDevice own = MakeDevice(OwnWinograd());
@@ -439,12 +440,12 @@ TEST(CpuKernelStateTest, DilatedConvolutionRunsOverPhases) {
   ASSERT_NE(fast.device, nullptr);
   ASSERT_NE(own.device, nullptr);
   ASSERT_NE(direct.device, nullptr);
-  const int64_t n = 2, c = 64, m = 64, h = 28, w = 28;
+  const int64_t n = 2, c = 64, m = 64, h = 28, w = 30;
   const std::vector<float> x = RandomFloats(n * c * h * w, 21);
   const std::vector<float> weights = RandomFloats(m * c * 9, 22);
   const std::vector<float> bias = RandomFloats(m, 23);
   int phases_seen = 0;
-  for (const auto& [dh, dw] : {std::pair<int64_t, int64_t>{2, 2}, {4, 2}, {3, 3}, {7, 7}}) {
+  for (const auto& [dh, dw] : {std::pair<int64_t, int64_t>{2, 2}, {4, 2}, {3, 3}, {2, 4}, {7, 7}}) {
     std::vector<float> want(n * m * h * w);  // Relu(conv), NCHW
     for (int64_t i = 0; i < n; ++i) {
       for (int64_t o = 0; o < m; ++o) {
@@ -463,7 +464,8 @@ TEST(CpuKernelStateTest, DilatedConvolutionRunsOverPhases) {
         }
       }
     }
-    const bool divides = h % dh == 0 && w % dw == 0 && h / dh >= 7 && w / dw >= 7;
+    const int64_t ph = (h + dh - 1) / dh, pw = (w + dw - 1) / dw;  // a phase's size
+    const bool phases = ph >= 7 && pw >= 7;
     for (const std::string layout : {"nchw", "nhwc", "blocked"}) {
       for (const auto& [threads, device] :
            {std::pair<int, const TestDevice*>{1, &fast}, {2, &fast}, {1, &own}, {2, &own}}) {
@@ -488,22 +490,22 @@ TEST(CpuKernelStateTest, DilatedConvolutionRunsOverPhases) {
         ExpectNear(got[0], got[1]);
         if (layout == "nchw") ExpectNear(got[0], want);
         if (layout == "nhwc") ExpectNear(got[0], ToChannelsLast(want, n, m, h * w));
-        if (!divides) {
+        if (!phases) {
           EXPECT_THAT(implementation[0], Not(HasSubstr("phases")));
           continue;
         }
         // The undilated convolution over the phases, alone.
         KernelHarness harness(device->kernels());
         const std::vector<Tensor> phase_inputs = {
-            Tensor::Of<float>({n * dh * dw, c, h / dh, w / dw}, std::vector<float>(x.size())),
+            Tensor::Of<float>({n * dh * dw, c, ph, pw},
+                              std::vector<float>(n * dh * dw * c * ph * pw)),
             inputs[1], inputs[2]};
         auto alone = harness.Prepare(kFusedConvOp, phase_inputs, attributes({1, 1}, {1, 1, 1, 1}),
                                      17, 1, threads);
         ASSERT_TRUE(alone.ok()) << alone.status();
         if (absl::StrContains((*alone)->implementation(), "wino")) {
-          EXPECT_THAT(implementation[0],
-                      HasSubstr(absl::StrCat("dilated as ", dh, "x", dw, " phases of ", h / dh, "x",
-                                             w / dw, ": ")));
+          EXPECT_THAT(implementation[0], HasSubstr(absl::StrCat("dilated as ", dh, "x", dw,
+                                                                " phases of ", ph, "x", pw, ": ")));
           EXPECT_THAT(implementation[0], HasSubstr("wino"));
           ++phases_seen;
         } else {
