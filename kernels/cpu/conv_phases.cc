@@ -187,8 +187,7 @@ std::unique_ptr<PreparedKernel> MaybeDilatedAsPhases(const PrepareContext& conte
   const TensorDesc& w = context.inputs[1];
   if (x.dtype != DataType::kFloat32 || w.dtype != DataType::kFloat32 || x.shape.size() != 4 ||
       w.shape.size() != 4 || w.shape[2] != 3 || w.shape[3] != 3 || w.data == nullptr ||
-      x.data != nullptr || x.shape[1] != w.shape[1] || runtime::NumElements(x.shape) <= 0 ||
-      w.shape[0] <= 0) {
+      x.shape[1] != w.shape[1] || runtime::NumElements(x.shape) <= 0 || w.shape[0] <= 0) {
     return nullptr;
   }
   absl::StatusOr<int64_t> group = AttrsOf(context).GetInt("group", 1);
@@ -229,6 +228,7 @@ std::unique_ptr<PreparedKernel> MaybeDilatedAsPhases(const PrepareContext& conte
   attrs.Set("pads", pads);
   std::vector<TensorDesc> inputs(context.inputs.begin(), context.inputs.end());
   inputs[0].shape = {n * dh * dw, x.shape[1], ph, pw};
+  inputs[0].data = nullptr;  // a constant X (folded at load) is X, not its phases
   PrepareContext phases = context;
   phases.inputs = inputs;
   phases.attributes = &attrs;
@@ -247,13 +247,17 @@ std::unique_ptr<PreparedKernel> MaybeDilatedAsPhases(const PrepareContext& conte
   }
   const PhaseCopy x_copy{n, x.shape[2], x.shape[3], dh, dw, ph, pw, *xw, *xp};
   const PhaseCopy y_copy{n, x.shape[2], x.shape[3], dh, dw, ph, pw, *yw, *yp};
-  const size_t x_bytes = StoredDesc(inputs[0].shape, post.x, chain).get_size();
-  const size_t y_bytes =
-      std::max(StoredDesc(y_phases, post.y, chain).get_size(), (*inner)->output_storage_bytes(0));
-  return std::make_unique<PhasesKernel>(
-      *std::move(inner), std::vector<TensorDesc>{Desc(DataType::kFloat32, y_whole)}, x_copy, y_copy,
-      x_bytes, y_bytes, StoredDesc(y_whole, post.y, chain).get_size(), context.inputs.size(),
-      context.intra_op_threads);
+  try {
+    const size_t x_bytes = StoredDesc(inputs[0].shape, post.x, chain).get_size();
+    const size_t y_bytes =
+        std::max(StoredDesc(y_phases, post.y, chain).get_size(), (*inner)->output_storage_bytes(0));
+    const size_t y_stored_bytes = StoredDesc(y_whole, post.y, chain).get_size();
+    return std::make_unique<PhasesKernel>(
+        *std::move(inner), std::vector<TensorDesc>{Desc(DataType::kFloat32, y_whole)}, x_copy,
+        y_copy, x_bytes, y_bytes, y_stored_bytes, context.inputs.size(), context.intra_op_threads);
+  } catch (const dnnl::error&) {
+    return nullptr;  // oneDNN refused a descriptor: the dilated convolution as it is
+  }
 }
 
 }  // namespace reprise::kernels::cpu

@@ -200,6 +200,19 @@ def onnx_seeds():
          helper.make_node("Conv", ["r", "sw2"], ["z"])],
         [vi("x", shape=("N", 1, 8, 8))], [vi("z", shape=("N", 3, 8, 8))],
         [cw, cw2, pads, sw, sw2] + bn))
+    # A dilated 3x3 convolution folded at load (X made by ConstantOfShape, W expanded from one
+    # filter, so that the seed stays small): 16 channels over 14x15 at dilation 2, run as the
+    # undilated convolution over its 7x8 phases where that takes Winograd (conv_phases.cc).
+    write("fuzz_onnx_model", "dilated_conv", model(
+        [helper.make_node("ConstantOfShape", ["xs"], ["dx"],
+                          value=helper.make_tensor("xv", f, [1], [0.5])),
+         helper.make_node("Expand", ["w1", "wshape"], ["dw"]),
+         helper.make_node("Conv", ["dx", "dw"], ["z"], pads=[2, 2, 2, 2], dilations=[2, 2])],
+        [], [vi("z", shape=(1, 16, 14, 15))],
+        [numpy_helper.from_array(np.array([1, 16, 14, 15], dtype=np.int64), "xs"),
+         numpy_helper.from_array(
+             np.linspace(-1, 1, 144, dtype=np.float32).reshape(1, 16, 3, 3), "w1"),
+         numpy_helper.from_array(np.array([16, 16, 3, 3], dtype=np.int64), "wshape")]))
     half = helper.make_tensor("h", TensorProto.FLOAT16, [2], [1.0, 2.0])
     i32 = helper.make_tensor("i", TensorProto.INT32, [2], [1, 2])
     write("fuzz_onnx_model", "cast_types", model(
