@@ -304,6 +304,37 @@ TEST(CpuKernelStateTest, OneDnnWinogradF2x3RacesTheDirectKernel) {
   EXPECT_THAT(RunSameConv(direct, SameConv(416, 7, 7, 3)), Not(HasSubstr("faster by timed runs")));
 }
 
+// Relu(B + a 3x3 convolution) of X `x_dims` [N, C, H, W] (NCHW) by W [M, C, 3, 3] (M: B's
+// size) into [N, M, `out`...], NCHW: output (r, col) reads X at (r + kh * dilations[0] - pads[0],
+// col + kw * dilations[1] - pads[1]), zero outside.
+std::vector<float> Conv3x3Relu(const std::vector<float>& x, const std::vector<float>& weights,
+                               const std::vector<float>& bias, const std::vector<int64_t>& x_dims,
+                               const std::vector<int64_t>& out, const std::vector<int64_t>& pads,
+                               const std::vector<int64_t>& dilations) {
+  const int64_t n = x_dims[0], c = x_dims[1], h = x_dims[2], w = x_dims[3];
+  const int64_t m = static_cast<int64_t>(bias.size()), oh = out[0], ow = out[1];
+  std::vector<float> y(n * m * oh * ow);
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t o = 0; o < m; ++o) {
+      for (int64_t r = 0; r < oh; ++r) {
+        for (int64_t col = 0; col < ow; ++col) {
+          double acc = bias[o];
+          for (int64_t ci = 0; ci < c; ++ci) {
+            for (int64_t t = 0; t < 9; ++t) {
+              const int64_t hi = r + t / 3 * dilations[0] - pads[0];
+              const int64_t wj = col + t % 3 * dilations[1] - pads[1];
+              if (hi < 0 || hi >= h || wj < 0 || wj >= w) continue;
+              acc += x[((i * c + ci) * h + hi) * w + wj] * weights[(o * c + ci) * 9 + t];
+            }
+          }
+          y[((i * m + o) * oh + r) * ow + col] = static_cast<float>(std::max(acc, 0.0));
+        }
+      }
+    }
+  }
+  return y;
+}
+
 // Our own Winograd F(2x2, 3x3) (conv.cc's OwnWinogradFor): a FusedConv with Relu of 64 channels
 // to 72, batch 2, from and to plain, channels-last and blocked storage, at one and two threads,
 // over sizes whose output leaves half tiles at the bottom and right (15x13 with pads 1) and with
@@ -322,24 +353,8 @@ TEST(CpuKernelStateTest, OwnWinogradOverStoragesAndEdges) {
     for (const std::vector<int64_t>& pads :
          {std::vector<int64_t>{1, 1, 1, 1}, std::vector<int64_t>{0, 1, 1, 0}}) {
       const int64_t oh = h + pads[0] + pads[2] - 2, ow = w + pads[1] + pads[3] - 2;
-      std::vector<float> want(n * m * oh * ow);  // Relu(conv), NCHW
-      for (int64_t i = 0; i < n; ++i) {
-        for (int64_t o = 0; o < m; ++o) {
-          for (int64_t r = 0; r < oh; ++r) {
-            for (int64_t col = 0; col < ow; ++col) {
-              double acc = bias[o];
-              for (int64_t ci = 0; ci < c; ++ci) {
-                for (int64_t t = 0; t < 9; ++t) {
-                  const int64_t hi = r + t / 3 - pads[0], wj = col + t % 3 - pads[1];
-                  if (hi < 0 || hi >= h || wj < 0 || wj >= w) continue;
-                  acc += x[((i * c + ci) * h + hi) * w + wj] * weights[(o * c + ci) * 9 + t];
-                }
-              }
-              want[((i * m + o) * oh + r) * ow + col] = static_cast<float>(std::max(acc, 0.0));
-            }
-          }
-        }
-      }
+      const std::vector<float> want =
+          Conv3x3Relu(x, weights, bias, {n, c, h, w}, {oh, ow}, {pads[0], pads[1]}, {1, 1});
       auto to_nhwc = [&](const std::vector<float>& v, int64_t channels, int64_t pixels) {
         return ToChannelsLast(v, n, channels, pixels);
       };
@@ -446,24 +461,8 @@ TEST(CpuKernelStateTest, DilatedConvolutionRunsOverPhases) {
   const std::vector<float> bias = RandomFloats(m, 23);
   int phases_seen = 0;
   for (const auto& [dh, dw] : {std::pair<int64_t, int64_t>{2, 2}, {4, 2}, {3, 3}, {2, 4}, {7, 7}}) {
-    std::vector<float> want(n * m * h * w);  // Relu(conv), NCHW
-    for (int64_t i = 0; i < n; ++i) {
-      for (int64_t o = 0; o < m; ++o) {
-        for (int64_t r = 0; r < h; ++r) {
-          for (int64_t col = 0; col < w; ++col) {
-            double acc = bias[o];
-            for (int64_t ci = 0; ci < c; ++ci) {
-              for (int64_t t = 0; t < 9; ++t) {
-                const int64_t hi = r + (t / 3 - 1) * dh, wj = col + (t % 3 - 1) * dw;
-                if (hi < 0 || hi >= h || wj < 0 || wj >= w) continue;
-                acc += x[((i * c + ci) * h + hi) * w + wj] * weights[(o * c + ci) * 9 + t];
-              }
-            }
-            want[((i * m + o) * h + r) * w + col] = static_cast<float>(std::max(acc, 0.0));
-          }
-        }
-      }
-    }
+    const std::vector<float> want =
+        Conv3x3Relu(x, weights, bias, {n, c, h, w}, {h, w}, {dh, dw}, {dh, dw});
     const int64_t ph = (h + dh - 1) / dh, pw = (w + dw - 1) / dw;  // a phase's size
     const bool phases = ph >= 7 && pw >= 7;
     for (const std::string layout : {"nchw", "nhwc", "blocked"}) {
