@@ -56,10 +56,11 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareConvWith(const PrepareCon
                                                                 const ConvPostOps& post);
 
 /// A 3x3 convolution dilated by (DH, DW) (at least one above 1), one group, stride 1, pads D on
-/// every side, weights known at plan time, no residual or depthwise post-op, over an input of
-/// H x W that DH and DW divide into phases of at least 7x7, run as the undilated convolution
-/// (pads 1) of a batch of N x DH x DW phase images (conv_phases.cc), where that convolution runs
-/// Winograd; null otherwise (and for anything the convolution's checks would refuse).
+/// every side, weights known at plan time, no residual or depthwise post-op, whose phases
+/// (ceil(H / DH) x ceil(W / DW), zeros past the input's edge) are at least 7x7, run as the
+/// undilated convolution (pads 1) of a batch of N x DH x DW phase images (conv_phases.cc), where
+/// that convolution runs Winograd; null otherwise (and for anything the convolution's checks
+/// would refuse).
 std::unique_ptr<PreparedKernel> MaybeDilatedAsPhases(const PrepareContext& context,
                                                      const ConvPostOps& post);
 
