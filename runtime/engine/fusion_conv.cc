@@ -727,6 +727,12 @@ int FuseConcatIntoConvChains(Graph* graph, const KernelRegistry& registry) {
   return fused;
 }
 
+std::string InputLayoutAttribute(const Node& node, size_t k) {
+  if (node.op == kFusedConcatOp) return absl::StrCat("x", k, "_layout");
+  if (k == 0) return "x_layout";
+  return k == 3 ? "r_layout" : "";
+}
+
 int KeepBlockedLayoutBetweenConvs(Graph* graph) {
   // Whether each node's output stays blocked, decided from the last node back: a fused
   // concatenation counts as a blocked reader only when its own output stays blocked (one whose
@@ -758,10 +764,8 @@ int KeepBlockedLayoutBetweenConvs(Graph* graph) {
     for (size_t k = 0; k < node.inputs.size(); ++k) {
       const int in = node.inputs[k];
       if (in == Graph::kNoValue || producer[in] < 0 || !keep[producer[in]]) continue;
-      const std::string name = node.op == kFusedConcatOp ? absl::StrCat("x", k, "_layout")
-                               : k == 0                  ? std::string("x_layout")
-                                                         : std::string("r_layout");
-      node.attributes.Set(name, std::string("blocked"));
+      const std::string name = InputLayoutAttribute(node, k);
+      if (!name.empty()) node.attributes.Set(name, std::string("blocked"));
     }
   }
   int kept = 0;

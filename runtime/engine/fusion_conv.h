@@ -4,6 +4,9 @@
 #ifndef REPRISE_RUNTIME_ENGINE_FUSION_CONV_H_
 #define REPRISE_RUNTIME_ENGINE_FUSION_CONV_H_
 
+#include <cstddef>
+#include <string>
+
 #include "absl/status/statusor.h"
 #include "runtime/core/kernel.h"
 #include "runtime/engine/graph.h"
@@ -73,6 +76,12 @@ int FuseChannelOpsIntoConvChains(Graph* graph, const KernelRegistry& registry);
 /// store it channels-last (nwc). Only the ends of a chain of convolutions are then reordered.
 /// Returns how many values are kept blocked.
 int KeepBlockedLayoutBetweenConvs(Graph* graph);
+
+/// The attribute that names how a fused node reads its input `k`: "x_layout" for input 0 (X),
+/// "r_layout" for input 3 (a fused convolution's residual), "x<k>_layout" for any input of a
+/// fused concatenation; empty for the others (weights, bias: always plain). "y_layout" names
+/// how the node writes its output. Values: "nchw" (the default), "nhwc" or "blocked".
+std::string InputLayoutAttribute(const Node& node, size_t k);
 
 }  // namespace reprise::runtime::engine
 

@@ -13,6 +13,7 @@
 #include "runtime/engine/branch_plan.h"
 #include "runtime/engine/control_flow.h"
 #include "runtime/engine/execution_plan.h"
+#include "runtime/engine/fusion_conv.h"
 #include "runtime/engine/memory_plan.h"
 #include "runtime/engine/optimizer.h"
 
@@ -39,6 +40,29 @@ std::optional<int64_t> CheckedBytes(DataType dtype, const Shape& shape) {
   std::optional<int64_t> count = CheckedElementCount(shape);
   if (!count.has_value()) return std::nullopt;
   return CheckedByteSize(*count, static_cast<int64_t>(DataTypeSize(dtype)));
+}
+
+// A value known at plan time is stored plain (TensorValue's bytes are row-major), whatever
+// storage the layout pass gave it for the run (KeepBlockedLayoutBetweenConvs). A value-keyed
+// plan computes whole chains of fused convolutions here (a detection model's backbone before
+// its NonMaxSuppression): a node reads each known input plain and, when it is computed here
+// (`folded`), writes plain. Returns the node with those layout attributes set to "nchw", or
+// nullopt when it has none to change.
+std::optional<Node> PlainWhereKnown(const Node& node, const std::vector<TensorDesc>& inputs,
+                                    bool folded) {
+  std::optional<Node> plain;
+  auto make_plain = [&](const std::string& attribute) {
+    if (attribute.empty()) return;  // an input read plain always
+    absl::StatusOr<std::string> layout = node.attributes.GetString(attribute, "nchw");
+    if (layout.ok() && *layout == "nchw") return;
+    if (!plain.has_value()) plain = node;
+    plain->attributes.Set(attribute, std::string("nchw"));
+  };
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    if (inputs[k].data != nullptr) make_plain(InputLayoutAttribute(node, k));
+  }
+  if (folded) make_plain("y_layout");
+  return plain;
 }
 
 absl::Status CheckInputShape(const Value& value, const Shape& shape,
@@ -206,8 +230,9 @@ class PlanBuilder {
       control = planned->get();
       kernel = *std::move(planned);
     } else {
-      auto prepared = registry_.Prepare(
-          MakePrepareContext(node, graph_.opset, descs, options_.intra_op_threads));
+      const std::optional<Node> plain = PlainWhereKnown(node, descs, all_known);
+      auto prepared = registry_.Prepare(MakePrepareContext(
+          plain.has_value() ? *plain : node, graph_.opset, descs, options_.intra_op_threads));
       if (!prepared.ok()) return NodeError(node, prepared.status());
       kernel = std::move(prepared).value();
     }

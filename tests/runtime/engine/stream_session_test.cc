@@ -1,5 +1,6 @@
 #include "runtime/engine/stream_session.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -590,6 +591,64 @@ TEST_F(StreamSessionTest, AValueDependentShapeIsPlannedPerInputValue) {
     EXPECT_EQ(testing::Int64s((*result)[0].value), (std::vector<int64_t>{0, p}));
   }
   EXPECT_EQ((*bounded)->ListInstances().size(), 1u);
+}
+
+// A value-keyed plan computes a chain of fused convolutions at plan time (as a detection
+// model's backbone before its NonMaxSuppression). The chain keeps its values in channel blocks
+// for a run; a value computed at plan time is plain, so the chain is computed plain. Twelve
+// channels: the blocked layout pads them to the block, which the plain value does not hold (the
+// second convolution copies its residual into its output, both blocked: it read past it).
+TEST_F(StreamSessionTest, AValueKeyedPlanComputesAConvChainPlain) {
+  auto chain = [&](bool nonzero) {
+    ModelBuilder b;
+    b.Input("x", onnx::TensorProto::FLOAT, {1, 3, 8, 8}).Output("y", {1, 12, 8, 8});
+    b.FloatInit("w1", {12, 3, 3, 3}, testing::RandomFloats(12 * 3 * 9, 1));
+    b.FloatInit("b1", {12}, testing::RandomFloats(12, 2));
+    b.FloatInit("w2", {12, 12, 3, 3}, testing::RandomFloats(12 * 12 * 9, 3));
+    b.FloatInit("b2", {12}, testing::RandomFloats(12, 4));
+    testing::SetIntsAttr(&b.Node("Conv", {"x", "w1", "b1"}, {"c1"}), "pads", {1, 1, 1, 1});
+    b.Node("Relu", {"c1"}, {"r1"});
+    testing::SetIntsAttr(&b.Node("Conv", {"r1", "w2", "b2"}, {"c2"}), "pads", {1, 1, 1, 1});
+    b.Node("Add", {"c2", "r1"}, {"s2"});  // a residual, copied into Y (both blocked)
+    b.Node("Relu", {"s2"}, {"r2"});
+    testing::SetIntsAttr(&b.Node("Conv", {"r2", "w2", "b2"}, {"y"}), "pads", {1, 1, 1, 1});
+    if (nonzero) {
+      b.Output("z", {4, -1}, onnx::TensorProto::INT64);
+      b.Node("NonZero", {"y"}, {"z"});
+    }
+    return Model::LoadBytes(b.Bytes(), *device_->kernels());
+  };
+  auto keyed = chain(true);
+  ASSERT_TRUE(keyed.ok()) << keyed.status();
+  ASSERT_TRUE((*keyed)->keyed_by_all_values());
+  // The first two convolutions' outputs are kept blocked.
+  const Graph& graph = (*keyed)->graph();
+  EXPECT_TRUE(std::any_of(graph.nodes.begin(), graph.nodes.end(), [](const Node& node) {
+    return node.attributes.GetString("y_layout", "nchw").value_or("") == "blocked";
+  }));
+  auto plain = chain(false);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  ASSERT_FALSE((*plain)->keyed_by_all_values());
+
+  const TensorValue x = FloatTensor({1, 3, 8, 8}, testing::RandomFloats(3 * 64, 5));
+  auto keyed_session = NewSession(*keyed, ExecMode::kReplay);
+  auto plain_session = NewSession(*plain, ExecMode::kReplay);
+  ASSERT_NE(keyed_session, nullptr);
+  ASSERT_NE(plain_session, nullptr);
+  StreamRunInfo info;
+  auto got = keyed_session->Run({{"x", x}}, &info);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_TRUE(info.planned);
+  auto want = plain_session->Run({{"x", x}}, &info);
+  ASSERT_TRUE(want.ok()) << want.status();
+  const std::vector<float> y = Floats((*got)[0].value), expected = Floats((*want)[0].value);
+  ASSERT_EQ(y.size(), expected.size());
+  int64_t nonzero = 0;
+  for (size_t i = 0; i < y.size(); ++i) {
+    EXPECT_NEAR(y[i], expected[i], 1e-4f) << i;
+    nonzero += y[i] != 0.0f ? 1 : 0;
+  }
+  EXPECT_EQ((*got)[1].value.shape, (Shape{4, nonzero}));
 }
 
 TEST(ClearlyFasterTest, ComparesMediansAndFastestRunsWithTheMargin) {
