@@ -213,6 +213,22 @@ def onnx_seeds():
          numpy_helper.from_array(
              np.linspace(-1, 1, 144, dtype=np.float32).reshape(1, 16, 3, 3), "w1"),
          numpy_helper.from_array(np.array([16, 16, 3, 3], dtype=np.int64), "wshape")]))
+    # A chain of three 12-channel convolutions (the second with a residual) before NonZero: keyed
+    # by its input's values, so the fuzz target's plan computes the chain at plan time (values
+    # known then are plain; the chain's blocks pad 12 channels to 16).
+    write("fuzz_onnx_model", "value_keyed_conv_chain", model(
+        [helper.make_node("Conv", ["x", "w1"], ["c1"], pads=[1, 1, 1, 1]),
+         helper.make_node("Relu", ["c1"], ["r1"]),
+         helper.make_node("Conv", ["r1", "w2"], ["c2"], pads=[1, 1, 1, 1]),
+         helper.make_node("Add", ["c2", "r1"], ["s2"]),
+         helper.make_node("Relu", ["s2"], ["r2"]),
+         helper.make_node("Conv", ["r2", "w2"], ["c3"], pads=[1, 1, 1, 1]),
+         helper.make_node("NonZero", ["c3"], ["z"])],
+        [vi("x", shape=(1, 3, 4, 4))], [vi("z", i64, shape=(4, "K"))],
+        [numpy_helper.from_array(
+            np.linspace(-1, 1, 324, dtype=np.float32).reshape(12, 3, 3, 3), "w1"),
+         numpy_helper.from_array(
+            np.linspace(1, -1, 1296, dtype=np.float32).reshape(12, 12, 3, 3), "w2")]))
     half = helper.make_tensor("h", TensorProto.FLOAT16, [2], [1.0, 2.0])
     i32 = helper.make_tensor("i", TensorProto.INT32, [2], [1, 2])
     write("fuzz_onnx_model", "cast_types", model(
