@@ -173,9 +173,15 @@ absl::StatusOr<std::vector<TensorValue>> EvaluateOnHost(const PreparedKernel& ke
   std::vector<void*> out_ptrs;
   for (size_t i = 0; i < kernel.outputs().size(); ++i) {
     const TensorDesc& desc = kernel.outputs()[i];
-    buffers.emplace_back(
-        std::max(static_cast<size_t>(NumElements(desc.shape)) * DataTypeSize(desc.dtype),
-                 kernel.output_storage_bytes(i)));
+    const size_t dense = static_cast<size_t>(NumElements(desc.shape)) * DataTypeSize(desc.dtype);
+    if (desc.dtype != DataType::kString && kernel.output_storage_bytes(i) > dense) {
+      // A value computed here is plain (TensorValue's bytes are row-major); a padded storage
+      // (channel blocks) would be cut to the dense size and misread by every reader.
+      return absl::InternalError(absl::StrCat(
+          kernel.op(), ": output ", i, " is stored in ", kernel.output_storage_bytes(i),
+          " bytes, not the ", dense, " of a plain value; it cannot be computed at plan time"));
+    }
+    buffers.emplace_back(std::max(dense, kernel.output_storage_bytes(i)));
     out_ptrs.push_back(buffers.back().data());
   }
   AlignedBuffer workspace(kernel.workspace_bytes());

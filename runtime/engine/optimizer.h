@@ -54,7 +54,8 @@ absl::Status OptimizeForInference(Graph* graph, const KernelRegistry& registry,
 
 /// Prepares `node`'s kernel for `inputs` and runs it at once into freshly allocated outputs
 /// (one per kernel output). For folding at load time and at plan time. INVALID_ARGUMENT when an
-/// output's shape is not concrete or the sizes overflow.
+/// output's shape is not concrete or the sizes overflow; INTERNAL when a non-string output is
+/// stored padded (output_storage_bytes above its dense size: the values are plain).
 absl::StatusOr<std::vector<TensorValue>> EvaluateOnHost(const PreparedKernel& kernel,
                                                         const std::vector<const void*>& inputs);
 

@@ -1,5 +1,9 @@
 #include "runtime/engine/optimizer.h"
 
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/cpu_kernels.h"
@@ -158,6 +162,33 @@ TEST_F(OptimizerTest, FoldingErrorNamesTheNode) {
   auto model = Model::LoadBytes(b.Bytes(), registry_);
   ASSERT_FALSE(model.ok());
   EXPECT_THAT(model.status().message(), HasSubstr("bad_add"));
+}
+
+// A kernel that stores its output padded (as channel blocks do) cannot give a plan-time value:
+// EvaluateOnHost refuses it rather than cut the padded bytes to the dense size.
+TEST(EvaluateOnHostTest, RefusesAnOutputStoredPadded) {
+  class PaddedKernel final : public PreparedKernel {
+   public:
+    explicit PaddedKernel(size_t stored) : stored_(stored) {}
+    absl::string_view op() const override { return "Padded"; }
+    const std::vector<TensorDesc>& outputs() const override { return outputs_; }
+    size_t output_storage_bytes(size_t i) const override { return i == 0 ? stored_ : 0; }
+    absl::Status Run(const KernelArgs& args) const override {
+      std::memset(args.outputs[0], 0, std::max<size_t>(stored_, 12));
+      return absl::OkStatus();
+    }
+
+   private:
+    std::vector<TensorDesc> outputs_ = {TensorDesc{DataType::kFloat32, {3}, nullptr, true}};
+    size_t stored_;
+  };
+  auto padded = EvaluateOnHost(PaddedKernel(16), {});
+  ASSERT_FALSE(padded.ok());
+  EXPECT_EQ(padded.status().code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(padded.status().message(), HasSubstr("stored in 16 bytes, not the 12"));
+  auto dense = EvaluateOnHost(PaddedKernel(12), {});
+  ASSERT_TRUE(dense.ok()) << dense.status();
+  EXPECT_EQ(Floats((*dense)[0]), (std::vector<float>{0, 0, 0}));
 }
 
 }  // namespace
