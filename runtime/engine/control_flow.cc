@@ -86,6 +86,7 @@ absl::StatusOr<std::unique_ptr<ExecutionPlan>> PlanSubgraph(const Subgraph& subg
   }
   PlanOptions sub = options;
   sub.input_dtypes.clear();
+  sub.same_symbols_across_inputs = false;
   std::vector<Shape> shapes;
   std::vector<TensorValue> known;
   known.reserve(graph.inputs.size());

@@ -154,6 +154,7 @@ class PlanBuilder {
         return absl::InvalidArgumentError(
             absl::StrCat("input \"", value.name, "\" has no element type"));
       }
+      if (!options_.same_symbols_across_inputs) symbols.clear();  // each input on its own
       RETURN_IF_ERROR(CheckInputShape(value, input_shapes[i], &symbols));
       std::optional<int64_t> bytes = CheckedBytes(value.dtype, input_shapes[i]);
       if (!bytes.has_value()) {

@@ -216,6 +216,46 @@ TEST_F(ControlFlowTest, ScanOutputsOfAConstantTripCount) {
   }
 }
 
+// A subgraph's declared input shapes are hints: two loop-carried values declared with the same
+// symbolic dim (as exporters write them) may differ there. A model's own inputs must agree.
+TEST_F(ControlFlowTest, LoopCarriedValuesMayShareASymbolThatTheirShapesDoNot) {
+  ModelBuilder body = Body({{"a_in", {-1, 3}}, {"b_in", {-1, 2}}});  // both [N, _]
+  body.Output("c_out", {}, kBool).Output("a_out", {-1, 3}).Output("b_out", {-1, 2});
+  body.Node("Identity", {"c_in"}, {"c_out"});
+  body.Node("Add", {"a_in", "one"}, {"a_out"});
+  body.Node("Identity", {"b_in"}, {"b_out"});
+  ModelBuilder b;
+  b.Input("a", kFloat, {-1, 3}, "A").Input("b", kFloat, {-1, 2}, "B");
+  b.Output("a_last", {-1, 3}).Output("b_last", {-1, 2});
+  b.Int64Init("trips", {}, {3}).FloatInit("one", {}, {1.0f});
+  auto& loop = b.Node("Loop", {"trips", "", "a", "b"}, {"a_last", "b_last"}, "carry");
+  SetGraph(&loop, "body", body);
+  auto model = Load(b);
+  ASSERT_NE(model, nullptr);
+  for (ExecMode mode : {ExecMode::kEager, ExecMode::kReplay}) {
+    auto session = Session(model, mode);
+    ASSERT_NE(session, nullptr);
+    auto out = session->Run(
+        {{"a", FloatTensor({1, 3}, {1, 2, 3})}, {"b", FloatTensor({2, 2}, {5, 6, 7, 8})}});
+    ASSERT_TRUE(out.ok()) << out.status();
+    EXPECT_EQ(Floats((*out)[0].value), (std::vector<float>{4, 5, 6}));
+    EXPECT_EQ((*out)[1].value.shape, (Shape{2, 2}));
+    EXPECT_EQ(Floats((*out)[1].value), (std::vector<float>{5, 6, 7, 8}));
+  }
+  // The same symbol on two inputs of the model itself is still one size.
+  ModelBuilder same;
+  same.Input("a", kFloat, {-1, 3}).Input("b", kFloat, {-1, 3}).Output("y", {-1, 3});
+  same.Node("Add", {"a", "b"}, {"y"});
+  auto strict = Load(same);
+  ASSERT_NE(strict, nullptr);
+  auto session = Session(strict, ExecMode::kEager);
+  ASSERT_NE(session, nullptr);
+  auto out = session->Run(
+      {{"a", FloatTensor({1, 3}, {1, 2, 3})}, {"b", FloatTensor({2, 3}, {1, 2, 3, 4, 5, 6})}});
+  ASSERT_FALSE(out.ok());
+  EXPECT_THAT(out.status().message(), HasSubstr("as in an earlier input"));
+}
+
 TEST_F(ControlFlowTest, ScanOutputsOfATripCountInputArePlannedPerValue) {
   // The scan output's length is the trip count, an input: each value gets its own plan.
   ModelBuilder body = Body({});
