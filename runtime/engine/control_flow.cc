@@ -8,6 +8,7 @@
 #include <string>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/core/capture.h"
@@ -86,7 +87,7 @@ absl::StatusOr<std::unique_ptr<ExecutionPlan>> PlanSubgraph(const Subgraph& subg
   }
   PlanOptions sub = options;
   sub.input_dtypes.clear();
-  sub.same_symbols_across_inputs = false;
+  sub.input_shapes_are_hints = true;
   std::vector<Shape> shapes;
   std::vector<TensorValue> known;
   known.reserve(graph.inputs.size());
@@ -589,6 +590,157 @@ absl::StatusOr<std::unique_ptr<ControlFlowKernel>> PlanLoop(const Node& node,
                      cond.present ? cond.dtype : DataType::kBool, std::move(outputs)));
 }
 
+// The outputs of a Loop computed when planning (UnrollKnownLoop), as known values: Run copies
+// them out (the planner computes the node at once, EvaluateOnHost); it is never captured.
+class KnownOutputsKernel final : public ControlFlowKernel {
+ public:
+  explicit KnownOutputsKernel(std::vector<TensorValue> values) : values_(std::move(values)) {
+    for (const TensorValue& v : values_) {
+      outputs_.push_back(TensorDesc{v.dtype, v.shape, DataOf(v), true});
+      owned_ += v.bytes.size() + (v.string_bytes != nullptr ? v.string_bytes->size() : 0);
+    }
+  }
+  absl::string_view op() const override { return "Loop"; }
+  const std::vector<TensorDesc>& outputs() const override { return outputs_; }
+  absl::Status Run(const KernelArgs& args) const override {
+    for (size_t i = 0; i < values_.size(); ++i) {
+      if (!values_[i].bytes.empty()) {
+        std::memcpy(args.outputs[i], values_[i].bytes.data(), values_[i].bytes.size());
+      }
+    }
+    return absl::OkStatus();
+  }
+  absl::Status Record(const PlanStep&, Stream*, const CaptureScope&) const override {
+    return absl::InternalError("a Loop computed when planning is not captured");
+  }
+  size_t owned_bytes() const override { return owned_; }
+
+  // A known value's data, non-null for an empty one too (null marks a value not known).
+  static const void* DataOf(const TensorValue& v) {
+    static const uint8_t kNothing = 0;
+    return v.bytes.empty() ? &kNothing : v.bytes.data();
+  }
+
+ private:
+  std::vector<TensorValue> values_;
+  std::vector<TensorDesc> outputs_;
+  size_t owned_ = 0;
+};
+
+// A Loop whose every input is known when planning (a plan for the input values) computed there
+// iteration by iteration, the body planned for each iteration's values, where planning the body
+// once for all of them failed: a carried value that changes shape, or a Resize whose sizes each
+// iteration computes (the mask and keypoint heads of torchvision's detection models). Bounded
+// by max_loop_iterations and, for the values it holds, max_plan_bytes.
+absl::StatusOr<std::unique_ptr<ControlFlowKernel>> UnrollKnownLoop(
+    const Node& node, const std::vector<TensorDesc>& inputs, const KernelRegistry& registry,
+    const PlanOptions& options) {
+  const Subgraph* body = node.FindSubgraph("body");
+  if (body == nullptr || body->num_formal_inputs < 2) {
+    return absl::InvalidArgumentError("needs a body of the iteration number and condition");
+  }
+  const size_t num_carried = body->num_formal_inputs - 2;
+  if (inputs.size() < 2 + num_carried || node.outputs.size() < num_carried) {
+    return absl::InvalidArgumentError("the node's inputs or outputs do not match its body");
+  }
+  for (const TensorDesc& in : inputs) {
+    if (in.present && in.data == nullptr) {
+      return absl::FailedPreconditionError("an input is known only at run time");
+    }
+  }
+  const TensorDesc& m = inputs[0];
+  const TensorDesc& cond = inputs[1];
+  if (m.present &&
+      (NumElements(m.shape) != 1 || (m.dtype != DataType::kInt64 && m.dtype != DataType::kInt32))) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the trip count must be one int64, got ", DescText(m.dtype, m.shape)));
+  }
+  if (cond.present) RETURN_IF_ERROR(CheckCondition(cond, "the condition"));
+  const int64_t trips = !m.present                    ? std::numeric_limits<int64_t>::max()
+                        : m.dtype == DataType::kInt32 ? *static_cast<const int32_t*>(m.data)
+                                                      : *static_cast<const int64_t*>(m.data);
+  bool again = !cond.present || ScalarTrue(cond.data, cond.dtype);
+  std::vector<TensorValue> carried;
+  for (size_t k = 0; k < num_carried; ++k) {
+    const TensorDesc& in = inputs[2 + k];
+    if (!in.present) {
+      return absl::InvalidArgumentError(absl::StrCat("loop-carried value ", k, " is absent"));
+    }
+    carried.push_back(CopyTensorValue(in.dtype, in.shape, in.data));
+  }
+  const size_t num_scans = node.outputs.size() - num_carried;
+  std::vector<std::vector<TensorValue>> scans(num_scans);
+  int64_t held = 0;  // bytes of the scan slices so far
+  int64_t i = 0;
+  for (; again && i < trips; ++i) {
+    if (i >= options.max_loop_iterations) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "the loop would run more than the ", options.max_loop_iterations, " iterations allowed"));
+    }
+    TensorValue number{DataType::kInt64, {}, std::vector<uint8_t>(sizeof(int64_t))};
+    std::memcpy(number.bytes.data(), &i, sizeof i);
+    const TensorValue condition{DataType::kBool, {}, {uint8_t{1}}};
+    std::vector<TensorDesc> formal = {
+        TensorDesc{DataType::kInt64, {}, number.bytes.data(), true},
+        TensorDesc{DataType::kBool, {}, condition.bytes.data(), true}};
+    for (const TensorValue& v : carried) {
+      formal.push_back(TensorDesc{v.dtype, v.shape, KnownOutputsKernel::DataOf(v), true});
+    }
+    auto plan = PlanSubgraph(*body, formal, inputs, registry, options);
+    if (!plan.ok()) return InBody(absl::StrCat("iteration ", i), plan.status());
+    const std::vector<PlanTensor>& outs = (*plan)->outputs();
+    if (outs.size() != 1 + num_carried + num_scans) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the body has ", outs.size(), " outputs, expected ", 1 + num_carried + num_scans));
+    }
+    for (const PlanTensor& out : outs) {
+      if (!out.known) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "iteration ", i, ": the body's output \"", out.name, "\" is not known when planning"));
+      }
+    }
+    RETURN_IF_ERROR(CheckCondition(TensorDesc{outs[0].dtype, outs[0].shape, outs[0].data, true},
+                                   "the body's condition output"));
+    again = ScalarTrue(outs[0].data, outs[0].dtype);
+    for (size_t k = 0; k < num_carried; ++k) {
+      const PlanTensor& out = outs[1 + k];
+      if (out.dtype != carried[k].dtype) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "loop-carried value ", k, " leaves the body as ", DataTypeName(out.dtype)));
+      }
+      carried[k] = CopyTensorValue(out.dtype, out.shape, out.data);
+    }
+    for (size_t k = 0; k < num_scans; ++k) {
+      const PlanTensor& out = outs[1 + num_carried + k];
+      if (out.dtype == DataType::kString || (!scans[k].empty() && out.shape != scans[k][0].shape)) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "scan output ", k, " is ", DescText(out.dtype, out.shape), " in iteration ", i,
+            " (scan slices of strings or of changing shapes are not supported)"));
+      }
+      if (!CheckedAdd(held, static_cast<int64_t>(out.bytes), &held) ||
+          (options.max_plan_bytes > 0 && held > options.max_plan_bytes)) {
+        return absl::ResourceExhaustedError(absl::StrCat(
+            "the scan outputs pass ", options.max_plan_bytes, " bytes in iteration ", i));
+      }
+      scans[k].push_back(CopyTensorValue(out.dtype, out.shape, out.data));
+    }
+  }
+  std::vector<TensorValue> values = std::move(carried);
+  for (size_t k = 0; k < num_scans; ++k) {
+    if (scans[k].empty()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("no iteration ran, so scan output ", k, " has no known shape"));
+    }
+    TensorValue stacked{scans[k][0].dtype, {i}, {}};
+    stacked.shape.insert(stacked.shape.end(), scans[k][0].shape.begin(), scans[k][0].shape.end());
+    for (const TensorValue& slice : scans[k]) {
+      stacked.bytes.insert(stacked.bytes.end(), slice.bytes.begin(), slice.bytes.end());
+    }
+    values.push_back(std::move(stacked));
+  }
+  return std::unique_ptr<ControlFlowKernel>(new KnownOutputsKernel(std::move(values)));
+}
+
 }  // namespace
 
 absl::StatusOr<Stream*> BodyStreams::At(size_t depth) {
@@ -606,7 +758,22 @@ absl::StatusOr<std::unique_ptr<ControlFlowKernel>> PlanControlFlow(
   PlanOptions sub = options;
   sub.max_branch_streams = 1;
   if (node.op == "If") return PlanIf(node, inputs, registry, sub);
-  if (node.op == "Loop") return PlanLoop(node, inputs, registry, sub);
+  if (node.op == "Loop") {
+    auto planned = PlanLoop(node, inputs, registry, sub);
+    if (planned.ok()) return planned;
+    // Every input known: computed iteration by iteration now, where one plan of the body for all
+    // iterations could not be made.
+    auto unrolled = UnrollKnownLoop(node, inputs, registry, sub);
+    if (unrolled.ok()) return unrolled;
+    if (absl::IsFailedPrecondition(unrolled.status()) &&
+        absl::StrContains(unrolled.status().message(), "known only at run time")) {
+      return planned.status();
+    }
+    return absl::Status(
+        planned.status().code(),
+        absl::StrCat(planned.status().message(), "; computed iteration by iteration ",
+                     "when planning: ", unrolled.status().message()));
+  }
   return absl::UnimplementedError(absl::StrCat(node.op, " is not a control-flow op"));
 }
 

@@ -38,11 +38,13 @@ struct PlanOptions {
   /// When not empty: the element type of each graph input, in place of the graph's own (a
   /// subgraph's inputs take their types from the node that runs it).
   std::vector<DataType> input_dtypes;
-  /// Whether a symbolic dim shared by graph inputs must take one value in all of them (a
-  /// model's inputs: yes). A subgraph's plan (If, Loop) says no: its inputs' declared shapes are
-  /// hints, and exporters name the dims of loop-carried values after other values (torchvision's
-  /// keypointrcnn declares its [0,17] scores with the dims of its [0,3,17] keypoints).
-  bool same_symbols_across_inputs = true;
+  /// Whether the graph inputs' declared dims are only hints, of which just the rank is checked
+  /// (false for a model's inputs: known dims must match, and a symbolic dim takes one size in all
+  /// of them). A subgraph's plan (If, Loop) says true: exporters name the dims of loop-carried
+  /// values after other values (torchvision's keypointrcnn declares its [0,17] scores with the
+  /// dims of its [0,3,17] keypoints) and declare a growing value with its first size
+  /// (maskrcnn's masks, [0,320,320] as it enters the loop).
+  bool input_shapes_are_hints = false;
   int64_t max_loop_iterations = kDefaultMaxLoopIterations;
   /// Streams a capture may fork independent branches onto (branch_plan.h); 1: never fork. The
   /// steps of a region of N lanes are prepared with intra_op_threads / N threads (at least 1),

@@ -65,6 +65,14 @@ std::optional<Node> PlainWhereKnown(const Node& node, const std::vector<TensorDe
   return plain;
 }
 
+// The data of a value known at plan time, non-null for an empty one too: kernels tell a known
+// input by its non-null data, and an empty vector's data() may be null (a Loop carrying the
+// [0,3,17] keypoints of no detection would seem known only at run time).
+const void* KnownData(const TensorValue& value) {
+  alignas(64) static const uint8_t kEmpty[64] = {};
+  return value.bytes.empty() ? static_cast<const void*>(kEmpty) : value.bytes.data();
+}
+
 absl::Status CheckInputShape(const Value& value, const Shape& shape,
                              absl::flat_hash_map<std::string, int64_t>* symbols) {
   auto mismatch = [&]() {
@@ -108,7 +116,7 @@ class PlanBuilder {
     RETURN_IF_ERROR(SetInputs(input_shapes));
     RETURN_IF_ERROR(FixInputs(fixed));
     for (const auto& [id, tensor] : graph_.constants) {
-      slots_[id] = Slot{Where::kKnown, tensor->dtype, tensor->shape, tensor->bytes.data(), -1};
+      slots_[id] = Slot{Where::kKnown, tensor->dtype, tensor->shape, KnownData(*tensor), -1};
     }
     for (size_t i = 0; i < graph_.nodes.size(); ++i) RETURN_IF_ERROR(PlanNode(graph_.nodes[i]));
     RETURN_IF_ERROR(SetOutputs());
@@ -154,8 +162,16 @@ class PlanBuilder {
         return absl::InvalidArgumentError(
             absl::StrCat("input \"", value.name, "\" has no element type"));
       }
-      if (!options_.same_symbols_across_inputs) symbols.clear();  // each input on its own
-      RETURN_IF_ERROR(CheckInputShape(value, input_shapes[i], &symbols));
+      if (options_.input_shapes_are_hints) {
+        // The rank only (a subgraph's formal and outer inputs).
+        if (value.has_shape && value.dims.size() != input_shapes[i].size()) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "input \"", value.name, "\" has shape ", ShapeToString(input_shapes[i]),
+              ", expected rank ", value.dims.size(), " (", DimsToString(value.dims), ")"));
+        }
+      } else {
+        RETURN_IF_ERROR(CheckInputShape(value, input_shapes[i], &symbols));
+      }
       std::optional<int64_t> bytes = CheckedBytes(value.dtype, input_shapes[i]);
       if (!bytes.has_value()) {
         return absl::InvalidArgumentError(absl::StrCat("input \"", value.name, "\" shape ",
@@ -538,7 +554,7 @@ class PlanBuilder {
   void SetKnown(int value, TensorValue tensor) {
     plan_->known_.push_back(std::make_unique<TensorValue>(std::move(tensor)));
     const TensorValue& t = *plan_->known_.back();
-    slots_[value] = Slot{Where::kKnown, t.dtype, t.shape, t.bytes.data(), -1};
+    slots_[value] = Slot{Where::kKnown, t.dtype, t.shape, KnownData(t), -1};
   }
 
   bool IsGraphOutput(int value) const {

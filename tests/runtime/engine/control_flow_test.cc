@@ -256,6 +256,64 @@ TEST_F(ControlFlowTest, LoopCarriedValuesMayShareASymbolThatTheirShapesDoNot) {
   EXPECT_THAT(out.status().message(), HasSubstr("as in an earlier input"));
 }
 
+// A carried value that grows cannot be planned once for every iteration. Where all the loop's
+// inputs are known when planning (a plan for the input values), the loop is computed there
+// iteration by iteration, each body planned for its own shapes.
+TEST_F(ControlFlowTest, ALoopOfKnownInputsWhoseValueGrowsIsComputedWhenPlanning) {
+  // An empty carried value (e) is known too.
+  ModelBuilder body = Body({{"v_in", {-1}}, {"e_in", {-1}}});
+  body.Output("c_out", {}, kBool).Output("v_out", {-1}).Output("e_out", {-1}).Output("sum", {1});
+  body.Node("Identity", {"c_in"}, {"c_out"});
+  testing::SetIntAttr(&body.Node("Concat", {"v_in", "v_in"}, {"v_out"}), "axis", 0);
+  body.Node("Identity", {"e_in"}, {"e_out"});
+  body.Node("ReduceSum", {"v_out"}, {"sum"});
+  ModelBuilder b;
+  b.Input("x", kFloat, {2}).Input("e", kFloat, {0});
+  b.Output("v", {-1}).Output("e_last", {-1}).Output("sums", {-1, 1});
+  b.Int64Init("trips", {}, {3});
+  auto& loop = b.Node("Loop", {"trips", "", "x", "e"}, {"v", "e_last", "sums"}, "doubling");
+  SetGraph(&loop, "body", body);
+  auto model = Load(b);
+  ASSERT_NE(model, nullptr);
+  for (ExecMode mode : {ExecMode::kEager, ExecMode::kReplay}) {
+    auto session = Session(model, mode);
+    ASSERT_NE(session, nullptr);
+    for (float a : {1.0f, -2.0f}) {
+      StreamRunInfo info;
+      auto out =
+          session->Run({{"x", FloatTensor({2}, {a, 3})}, {"e", FloatTensor({0}, {})}}, &info);
+      ASSERT_TRUE(out.ok()) << out.status();
+      std::vector<float> want;
+      for (int i = 0; i < 8; ++i) {
+        want.push_back(a);
+        want.push_back(3);
+      }
+      EXPECT_EQ(Floats((*out)[0].value), want);
+      EXPECT_EQ((*out)[1].value.shape, (Shape{0}));
+      EXPECT_EQ((*out)[2].value.shape, (Shape{3, 1}));
+      EXPECT_EQ(Floats((*out)[2].value),
+                (std::vector<float>{2 * (a + 3), 4 * (a + 3), 8 * (a + 3)}));
+      EXPECT_TRUE(info.planned);  // each input value its own plan
+    }
+  }
+  // A carried value known only at run time (100 elements: no plan per value) still cannot grow.
+  ModelBuilder wide = Body({{"v_in", {-1, 100}}});
+  wide.Output("c_out", {}, kBool).Output("v_out", {-1, 100});
+  wide.Node("Identity", {"c_in"}, {"c_out"});
+  testing::SetIntAttr(&wide.Node("Concat", {"v_in", "v_in"}, {"v_out"}), "axis", 0);
+  ModelBuilder runtime_only;
+  runtime_only.Input("x", kFloat, {-1, 100}).Output("v", {-1, 100});
+  runtime_only.Int64Init("trips", {}, {3});
+  SetGraph(&runtime_only.Node("Loop", {"trips", "", "x"}, {"v"}, "doubling"), "body", wide);
+  auto big = Load(runtime_only);
+  ASSERT_NE(big, nullptr);
+  auto session = Session(big, ExecMode::kEager);
+  ASSERT_NE(session, nullptr);
+  auto out = session->Run({{"x", FloatTensor({1, 100}, std::vector<float>(100, 1.0f))}});
+  ASSERT_FALSE(out.ok());
+  EXPECT_THAT(out.status().message(), HasSubstr("node \"doubling\" (Loop)"));
+}
+
 TEST_F(ControlFlowTest, ScanOutputsOfATripCountInputArePlannedPerValue) {
   // The scan output's length is the trip count, an input: each value gets its own plan.
   ModelBuilder body = Body({});
