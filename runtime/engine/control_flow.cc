@@ -471,6 +471,23 @@ class LoopKernel : public ControlFlowKernel {
   std::unique_ptr<HelperKernel> begin_, next_, end_;
 };
 
+// A Loop's trip count M (one int32 or int64) and condition (one bool), where present.
+absl::Status CheckTripCountAndCondition(const TensorDesc& m, const TensorDesc& cond) {
+  if (m.present &&
+      (NumElements(m.shape) != 1 || (m.dtype != DataType::kInt64 && m.dtype != DataType::kInt32))) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the trip count must be one int64, got ", DescText(m.dtype, m.shape)));
+  }
+  if (cond.present) RETURN_IF_ERROR(CheckCondition(cond, "the condition"));
+  return absl::OkStatus();
+}
+
+// The value of a known trip count (CheckTripCountAndCondition's types).
+int64_t TripCount(const TensorDesc& m) {
+  return m.dtype == DataType::kInt32 ? *static_cast<const int32_t*>(m.data)
+                                     : *static_cast<const int64_t*>(m.data);
+}
+
 absl::StatusOr<std::unique_ptr<ControlFlowKernel>> PlanLoop(const Node& node,
                                                             const std::vector<TensorDesc>& inputs,
                                                             const KernelRegistry& registry,
@@ -500,12 +517,7 @@ absl::StatusOr<std::unique_ptr<ControlFlowKernel>> PlanLoop(const Node& node,
   }
   const TensorDesc& m = inputs[0];
   const TensorDesc& cond = inputs[1];
-  if (m.present &&
-      (NumElements(m.shape) != 1 || (m.dtype != DataType::kInt64 && m.dtype != DataType::kInt32))) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("the trip count must be one int64, got ", DescText(m.dtype, m.shape)));
-  }
-  if (cond.present) RETURN_IF_ERROR(CheckCondition(cond, "the condition"));
+  RETURN_IF_ERROR(CheckTripCountAndCondition(m, cond));
   std::vector<TensorDesc> formal(2);
   formal[0].dtype = DataType::kInt64;
   formal[1].dtype = DataType::kBool;
@@ -552,8 +564,7 @@ absl::StatusOr<std::unique_ptr<ControlFlowKernel>> PlanLoop(const Node& node,
     const bool cond_known = !cond.present || cond.data != nullptr;
     const bool passthrough = cond_out.data == plan->inputs()[1].data;
     if (m.present && m_known && cond_known && (passthrough || cond_out.known)) {
-      const int64_t count = m.dtype == DataType::kInt32 ? *static_cast<const int32_t*>(m.data)
-                                                        : *static_cast<const int64_t*>(m.data);
+      const int64_t count = TripCount(m);
       const bool first = !cond.present || ScalarTrue(cond.data, cond.dtype);
       const bool again = passthrough || ScalarTrue(cond_out.data, cond_out.dtype);
       iterations = !first || count <= 0 ? 0 : again ? count : 1;
@@ -650,15 +661,8 @@ absl::StatusOr<std::unique_ptr<ControlFlowKernel>> UnrollKnownLoop(
   }
   const TensorDesc& m = inputs[0];
   const TensorDesc& cond = inputs[1];
-  if (m.present &&
-      (NumElements(m.shape) != 1 || (m.dtype != DataType::kInt64 && m.dtype != DataType::kInt32))) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("the trip count must be one int64, got ", DescText(m.dtype, m.shape)));
-  }
-  if (cond.present) RETURN_IF_ERROR(CheckCondition(cond, "the condition"));
-  const int64_t trips = !m.present                    ? std::numeric_limits<int64_t>::max()
-                        : m.dtype == DataType::kInt32 ? *static_cast<const int32_t*>(m.data)
-                                                      : *static_cast<const int64_t*>(m.data);
+  RETURN_IF_ERROR(CheckTripCountAndCondition(m, cond));
+  const int64_t trips = m.present ? TripCount(m) : std::numeric_limits<int64_t>::max();
   bool again = !cond.present || ScalarTrue(cond.data, cond.dtype);
   std::vector<TensorValue> carried;
   for (size_t k = 0; k < num_carried; ++k) {
