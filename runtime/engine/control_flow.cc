@@ -607,7 +607,7 @@ class KnownOutputsKernel final : public ControlFlowKernel {
  public:
   explicit KnownOutputsKernel(std::vector<TensorValue> values) : values_(std::move(values)) {
     for (const TensorValue& v : values_) {
-      outputs_.push_back(TensorDesc{v.dtype, v.shape, DataOf(v), true});
+      outputs_.push_back(TensorDesc{v.dtype, v.shape, KnownData(v), true});
       owned_ += v.bytes.size() + (v.string_bytes != nullptr ? v.string_bytes->size() : 0);
     }
   }
@@ -625,12 +625,6 @@ class KnownOutputsKernel final : public ControlFlowKernel {
     return absl::InternalError("a Loop computed when planning is not captured");
   }
   size_t owned_bytes() const override { return owned_; }
-
-  // A known value's data, non-null for an empty one too (null marks a value not known).
-  static const void* DataOf(const TensorValue& v) {
-    static const uint8_t kNothing = 0;
-    return v.bytes.empty() ? &kNothing : v.bytes.data();
-  }
 
  private:
   std::vector<TensorValue> values_;
@@ -688,7 +682,7 @@ absl::StatusOr<std::unique_ptr<ControlFlowKernel>> UnrollKnownLoop(
         TensorDesc{DataType::kInt64, {}, number.bytes.data(), true},
         TensorDesc{DataType::kBool, {}, condition.bytes.data(), true}};
     for (const TensorValue& v : carried) {
-      formal.push_back(TensorDesc{v.dtype, v.shape, KnownOutputsKernel::DataOf(v), true});
+      formal.push_back(TensorDesc{v.dtype, v.shape, KnownData(v), true});
     }
     auto plan = PlanSubgraph(*body, formal, inputs, registry, options);
     if (!plan.ok()) return InBody(absl::StrCat("iteration ", i), plan.status());

@@ -56,6 +56,11 @@ struct PlanOptions {
 
 class ControlFlowKernel;
 
+/// The data of a value known at plan time as a TensorDesc carries it: non-null for an empty value
+/// too, since kernels and the planner tell a known input by its non-null data and an empty
+/// vector's data() may be null (a Loop carrying the [0,3,17] keypoints of no detection).
+const void* KnownData(const TensorValue& value);
+
 /// One kernel call with every pointer bound. The pointers point into the plan's buffers (arena,
 /// input staging, output buffers) or into constants; they stay valid while the plan lives.
 struct PlanStep {

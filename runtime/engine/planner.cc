@@ -65,14 +65,6 @@ std::optional<Node> PlainWhereKnown(const Node& node, const std::vector<TensorDe
   return plain;
 }
 
-// The data of a value known at plan time, non-null for an empty one too: kernels tell a known
-// input by its non-null data, and an empty vector's data() may be null (a Loop carrying the
-// [0,3,17] keypoints of no detection would seem known only at run time).
-const void* KnownData(const TensorValue& value) {
-  alignas(64) static const uint8_t kEmpty[64] = {};
-  return value.bytes.empty() ? static_cast<const void*>(kEmpty) : value.bytes.data();
-}
-
 absl::Status CheckInputShape(const Value& value, const Shape& shape,
                              absl::flat_hash_map<std::string, int64_t>* symbols) {
   auto mismatch = [&]() {
@@ -102,6 +94,11 @@ absl::Status CheckInputShape(const Value& value, const Shape& shape,
 }
 
 }  // namespace
+
+const void* KnownData(const TensorValue& value) {
+  alignas(64) static const uint8_t kEmpty[64] = {};
+  return value.bytes.empty() ? static_cast<const void*>(kEmpty) : value.bytes.data();
+}
 
 /// Builds one ExecutionPlan; lives only during ExecutionPlan::Create.
 class PlanBuilder {
