@@ -234,32 +234,107 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareUnique(const PrepareConte
   return kernel;
 }
 
-// Intersection over union of two boxes given as corners (any corner order) or as centre and
-// size; 0 when either has no area.
-double Iou(const float* a, const float* b, bool center) {
-  auto corners = [center](const float* p, double* y1, double* x1, double* y2, double* x2) {
+// The boxes of one batch as corners and areas, in double, computed once per box: structure of
+// arrays, so that one candidate's overlaps with many kept boxes run in vector lanes. A box is
+// given as corners (any corner order) or as centre and size.
+struct NmsBoxes {
+  std::vector<double> y1, x1, y2, x2, area;
+
+  void Append(const float* p, bool center) {
+    double by1, bx1, by2, bx2;
     if (center) {  // [x_center, y_center, width, height]
-      *x1 = p[0] - p[2] / 2.0;
-      *x2 = p[0] + p[2] / 2.0;
-      *y1 = p[1] - p[3] / 2.0;
-      *y2 = p[1] + p[3] / 2.0;
+      bx1 = p[0] - p[2] / 2.0;
+      bx2 = p[0] + p[2] / 2.0;
+      by1 = p[1] - p[3] / 2.0;
+      by2 = p[1] + p[3] / 2.0;
     } else {  // [y1, x1, y2, x2], either diagonal
-      *y1 = std::min(p[0], p[2]);
-      *y2 = std::max(p[0], p[2]);
-      *x1 = std::min(p[1], p[3]);
-      *x2 = std::max(p[1], p[3]);
+      by1 = std::min(p[0], p[2]);
+      by2 = std::max(p[0], p[2]);
+      bx1 = std::min(p[1], p[3]);
+      bx2 = std::max(p[1], p[3]);
     }
-  };
-  double ay1, ax1, ay2, ax2, by1, bx1, by2, bx2;
-  corners(a, &ay1, &ax1, &ay2, &ax2);
-  corners(b, &by1, &bx1, &by2, &bx2);
-  const double area_a = (ay2 - ay1) * (ax2 - ax1);
-  const double area_b = (by2 - by1) * (bx2 - bx1);
-  if (!(area_a > 0) || !(area_b > 0)) return 0;
-  const double ih = std::max(0.0, std::min(ay2, by2) - std::max(ay1, by1));
-  const double iw = std::max(0.0, std::min(ax2, bx2) - std::max(ax1, bx1));
-  const double inter = ih * iw;
-  return inter / (area_a + area_b - inter);
+    y1.push_back(by1);
+    x1.push_back(bx1);
+    y2.push_back(by2);
+    x2.push_back(bx2);
+    area.push_back((by2 - by1) * (bx2 - bx1));
+  }
+  void Clear() {
+    for (std::vector<double>* v : {&y1, &x1, &y2, &x2, &area}) v->clear();
+  }
+  void AppendFrom(const NmsBoxes& from, size_t i) {
+    y1.push_back(from.y1[i]);
+    x1.push_back(from.x1[i]);
+    y2.push_back(from.y2[i]);
+    x2.push_back(from.x2[i]);
+    area.push_back(from.area[i]);
+  }
+};
+
+// The min and max of two doubles by value: std::min and std::max return references, which keep
+// GCC from vectorising the overlap loop below.
+__attribute__((always_inline)) inline double MinOf(double a, double b) { return b < a ? b : a; }
+__attribute__((always_inline)) inline double MaxOf(double a, double b) { return a < b ? b : a; }
+
+// A candidate box (corners and area > 0) and the kept boxes [begin, end) it is checked against.
+struct OverlapRun {
+  double y1, x1, y2, x2, area, threshold;
+  bool zero_over;  // 0 > threshold: whether a pair without area counts as overlapping
+  const double *ky1, *kx1, *ky2, *kx2, *karea;
+  size_t begin, end;
+};
+
+// True when the candidate's intersection over union with any kept box of the run is above the
+// threshold (0 where the kept box has no area). Without a branch (the division made for every
+// pair and then selected; a 64-bit flag per lane), so that GCC vectorises it; the same IEEE
+// operations in each lane as in the scalar form, so every copy decides alike.
+__attribute__((always_inline)) inline bool OverlapBody(const OverlapRun& r) {
+  int64_t any = 0;
+  for (size_t j = r.begin; j < r.end; ++j) {
+    const double ih = MaxOf(0.0, MinOf(r.y2, r.ky2[j]) - MaxOf(r.y1, r.ky1[j]));
+    const double iw = MaxOf(0.0, MinOf(r.x2, r.kx2[j]) - MaxOf(r.x1, r.kx1[j]));
+    const double inter = ih * iw;
+    const double iou = inter / (r.area + r.karea[j] - inter);
+    const int64_t has_area = r.karea[j] > 0;
+    any |= (has_area & static_cast<int64_t>(iou > r.threshold)) |
+           ((1 - has_area) & static_cast<int64_t>(r.zero_over));
+  }
+  return any != 0;
+}
+__attribute__((target("avx512f"))) bool OverlapAvx512(const OverlapRun& r) {
+  return OverlapBody(r);
+}
+__attribute__((target("avx2,fma"))) bool OverlapAvx2(const OverlapRun& r) { return OverlapBody(r); }
+bool OverlapBaseline(const OverlapRun& r) { return OverlapBody(r); }
+
+// True when box i of `all` overlaps any of `kept` with an intersection over union above
+// `threshold`, the overlap counted as 0 where either box has no area (as it always was), in
+// runs of kOverlapRun kept boxes.
+bool OverlapsKept(const NmsBoxes& all, size_t i, const NmsBoxes& kept, double threshold) {
+  static const auto overlap = PickForThisCpu(&OverlapAvx512, &OverlapAvx2, &OverlapBaseline);
+  constexpr size_t kOverlapRun = 64;
+  const size_t count = kept.area.size();
+  const bool zero_over = 0.0 > threshold;
+  if (!(all.area[i] > 0)) return count > 0 && zero_over;
+  OverlapRun run{all.y1[i],
+                 all.x1[i],
+                 all.y2[i],
+                 all.x2[i],
+                 all.area[i],
+                 threshold,
+                 zero_over,
+                 kept.y1.data(),
+                 kept.x1.data(),
+                 kept.y2.data(),
+                 kept.x2.data(),
+                 kept.area.data(),
+                 0,
+                 0};
+  for (run.begin = 0; run.begin < count; run.begin += kOverlapRun) {
+    run.end = std::min(count, run.begin + kOverlapRun);
+    if (overlap(run)) return true;
+  }
+  return false;
 }
 
 // NonMaxSuppression: per batch and class, boxes above score_threshold by decreasing score
@@ -299,8 +374,11 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareNms(const PrepareContext&
   const float* score = static_cast<const float*>(context.inputs[1].data);
   const int64_t batches = boxes[0], n = boxes[1], classes = scores[1];
   std::vector<int64_t> selected;
-  std::vector<int64_t> order, kept;
+  std::vector<int64_t> order;
+  NmsBoxes all, kept;
   for (int64_t b = 0; b < batches; ++b) {
+    all.Clear();
+    for (int64_t i = 0; i < n; ++i) all.Append(box + (b * n + i) * 4, center == 1);
     for (int64_t c = 0; c < classes; ++c) {
       const float* s = score + (b * classes + c) * n;
       order.clear();
@@ -309,19 +387,11 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareNms(const PrepareContext&
       }
       std::stable_sort(order.begin(), order.end(),
                        [s](int64_t x, int64_t y) { return s[x] > s[y]; });
-      kept.clear();
+      kept.Clear();
       for (int64_t i : order) {
-        if (static_cast<int64_t>(kept.size()) >= max_per_class) break;
-        const float* candidate = box + (b * n + i) * 4;
-        bool keep = true;
-        for (int64_t j : kept) {
-          if (Iou(candidate, box + (b * n + j) * 4, center == 1) > iou_threshold) {
-            keep = false;
-            break;
-          }
-        }
-        if (!keep) continue;
-        kept.push_back(i);
+        if (static_cast<int64_t>(kept.area.size()) >= max_per_class) break;
+        if (OverlapsKept(all, static_cast<size_t>(i), kept, iou_threshold)) continue;
+        kept.AppendFrom(all, static_cast<size_t>(i));
         selected.insert(selected.end(), {b, c, i});
       }
     }

@@ -1,7 +1,9 @@
 // The ops added for operator coverage (issue 20): values worked out by hand, and the hostile
 // inputs each must refuse (indices out of range, bad sizes) without touching memory outside its
 // buffers (the harness sizes every buffer exactly, so ASan sees an overrun).
+#include <algorithm>
 #include <cmath>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -484,6 +486,101 @@ TEST(CoverageOpsTest, RandomOpsFollowTheirDistributions) {
   EXPECT_EQ((*a)[0].Values<float>(), (*b)[0].Values<float>());
   EXPECT_NE((*a)[0].Values<float>(), (*c)[0].Values<float>());
   EXPECT_FALSE(h.Prepare("RandomUniform", {}, Attrs({{"shape", std::vector<int64_t>{-1}}})).ok());
+}
+
+// The greedy NonMaxSuppression of the spec, one pair at a time, as the test's own reference:
+// per batch and class, boxes above the score threshold by decreasing score (ties by index), each
+// kept unless its IoU with a kept box exceeds the threshold (0 where either box has no area).
+std::vector<int64_t> ReferenceNms(const std::vector<float>& boxes, const std::vector<float>& scores,
+                                  int64_t batches, int64_t classes, int64_t n,
+                                  int64_t max_per_class, float iou_threshold, float score_threshold,
+                                  bool center) {
+  auto corners = [&](const float* p) {
+    std::vector<double> c(4);  // y1, x1, y2, x2
+    if (center) {
+      c = {p[1] - p[3] / 2.0, p[0] - p[2] / 2.0, p[1] + p[3] / 2.0, p[0] + p[2] / 2.0};
+    } else {
+      c = {std::min(p[0], p[2]), std::min(p[1], p[3]), std::max(p[0], p[2]), std::max(p[1], p[3])};
+    }
+    return c;
+  };
+  auto iou = [&](const float* a, const float* b) {
+    const std::vector<double> p = corners(a), q = corners(b);
+    const double area_p = (p[2] - p[0]) * (p[3] - p[1]), area_q = (q[2] - q[0]) * (q[3] - q[1]);
+    if (!(area_p > 0) || !(area_q > 0)) return 0.0;
+    const double ih = std::max(0.0, std::min(p[2], q[2]) - std::max(p[0], q[0]));
+    const double iw = std::max(0.0, std::min(p[3], q[3]) - std::max(p[1], q[1]));
+    return ih * iw / (area_p + area_q - ih * iw);
+  };
+  std::vector<int64_t> selected;
+  for (int64_t b = 0; b < batches; ++b) {
+    for (int64_t c = 0; c < classes; ++c) {
+      const float* s = scores.data() + (b * classes + c) * n;
+      std::vector<int64_t> order;
+      for (int64_t i = 0; i < n; ++i) {
+        if (s[i] > score_threshold) order.push_back(i);
+      }
+      std::stable_sort(order.begin(), order.end(),
+                       [s](int64_t x, int64_t y) { return s[x] > s[y]; });
+      std::vector<int64_t> kept;
+      for (int64_t i : order) {
+        if (static_cast<int64_t>(kept.size()) >= max_per_class) break;
+        bool keep = true;
+        for (int64_t j : kept) {
+          if (iou(&boxes[(b * n + i) * 4], &boxes[(b * n + j) * 4]) > iou_threshold) keep = false;
+        }
+        if (!keep) continue;
+        kept.push_back(i);
+        selected.insert(selected.end(), {b, c, i});
+      }
+    }
+  }
+  return selected;
+}
+
+// Many boxes (a few hundred kept per class, so the kernel checks each candidate against long
+// runs of kept boxes), both corner orders, boxes without area (one of them kept first), tied
+// scores, corner and centre forms, and thresholds at 0.5, 0 and below 0 (where a pair without
+// area counts as overlapping): the kernel selects what the one-pair-at-a-time reference selects.
+TEST(CoverageOpsTest, NonMaxSuppressionOfManyBoxesFollowsTheGreedyReference) {
+  KernelHarness h;
+  constexpr int64_t kBatches = 2, kClasses = 3, kBoxes = 700;
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> where(0.0f, 100.0f), size(0.5f, 6.0f);
+  std::uniform_int_distribution<int> tie(0, 40);
+  std::vector<float> boxes;
+  for (int64_t i = 0; i < kBatches * kBoxes; ++i) {
+    const float y = where(rng), x = where(rng), hgt = i % 37 == 0 ? 0.0f : size(rng), w = size(rng);
+    if (i % 2 == 0) {
+      boxes.insert(boxes.end(), {y, x, y + hgt, x + w});
+    } else {
+      boxes.insert(boxes.end(), {y + hgt, x + w, y, x});  // the other diagonal
+    }
+  }
+  std::vector<float> scores;
+  for (int64_t i = 0; i < kBatches * kClasses * kBoxes; ++i) {
+    scores.push_back(static_cast<float>(tie(rng)) / 40.0f);
+  }
+  scores[0] = 1.0f;  // batch 0, class 0: the first box kept is box 0, which has no area
+  for (bool center : {false, true}) {
+    for (float iou_threshold : {0.5f, 0.0f, -0.1f}) {
+      SCOPED_TRACE(::testing::Message() << "center " << center << " iou " << iou_threshold);
+      const std::vector<int64_t> want = ReferenceNms(boxes, scores, kBatches, kClasses, kBoxes,
+                                                     1000, iou_threshold, 0.1f, center);
+      auto out = h.Run(
+          "NonMaxSuppression",
+          {Tensor::Of<float>({kBatches, kBoxes, 4}, boxes, true),
+           Tensor::Of<float>({kBatches, kClasses, kBoxes}, scores, true),
+           Tensor::Of<int64_t>({1}, {1000}, true), Tensor::Of<float>({1}, {iou_threshold}, true),
+           Tensor::Of<float>({1}, {0.1f}, true)},
+          Attrs({{"center_point_box", int64_t{center ? 1 : 0}}}));
+      ASSERT_TRUE(out.ok()) << out.status();
+      EXPECT_EQ((*out)[0].Values<int64_t>(), want);
+      if (iou_threshold == 0.5f && !center) {
+        EXPECT_GT(want.size() / 3, 6u * 200u);  // long runs of kept boxes per class
+      }
+    }
+  }
 }
 
 }  // namespace
