@@ -168,10 +168,14 @@ absl::StatusOr<int64_t> HostBytes(const PreparedKernel& kernel) {
 absl::StatusOr<std::vector<TensorValue>> EvaluateOnHost(const PreparedKernel& kernel,
                                                         const std::vector<const void*>& inputs) {
   RETURN_IF_ERROR(HostBytes(kernel).status());
-  std::vector<TensorValue> outputs;
-  std::vector<AlignedBuffer> buffers;
+  const size_t count = kernel.outputs().size();
+  std::vector<TensorValue> outputs(count);
+  // Strings (their views point into the buffer, and are copied out of it) and empty outputs (a
+  // kernel gets a valid address for each output) go through a buffer; the others are written
+  // straight into their value's bytes.
+  std::vector<AlignedBuffer> buffers(count);
   std::vector<void*> out_ptrs;
-  for (size_t i = 0; i < kernel.outputs().size(); ++i) {
+  for (size_t i = 0; i < count; ++i) {
     const TensorDesc& desc = kernel.outputs()[i];
     const size_t dense = static_cast<size_t>(NumElements(desc.shape)) * DataTypeSize(desc.dtype);
     if (desc.dtype != DataType::kString && kernel.output_storage_bytes(i) > dense) {
@@ -181,19 +185,27 @@ absl::StatusOr<std::vector<TensorValue>> EvaluateOnHost(const PreparedKernel& ke
           kernel.op(), ": output ", i, " is stored in ", kernel.output_storage_bytes(i),
           " bytes, not the ", dense, " of a plain value; it cannot be computed at plan time"));
     }
-    buffers.emplace_back(std::max(dense, kernel.output_storage_bytes(i)));
-    out_ptrs.push_back(buffers.back().data());
+    if (desc.dtype != DataType::kString && dense > 0) {
+      outputs[i].dtype = desc.dtype;
+      outputs[i].shape = desc.shape;
+      outputs[i].bytes.resize(dense);
+      out_ptrs.push_back(outputs[i].bytes.data());
+      continue;
+    }
+    ASSIGN_OR_RETURN(buffers[i],
+                     AlignedBuffer::Allocate(std::max(dense, kernel.output_storage_bytes(i))));
+    out_ptrs.push_back(buffers[i].data());
   }
-  AlignedBuffer workspace(kernel.workspace_bytes());
+  ASSIGN_OR_RETURN(AlignedBuffer workspace, AlignedBuffer::Allocate(kernel.workspace_bytes()));
   KernelArgs args;
   args.inputs = inputs.data();
   args.outputs = out_ptrs.data();
   args.workspace = kernel.workspace_bytes() > 0 ? workspace.data() : nullptr;
   RETURN_IF_ERROR(kernel.Run(args));
-  for (size_t i = 0; i < buffers.size(); ++i) {
+  for (size_t i = 0; i < count; ++i) {
+    if (buffers[i].data() == nullptr) continue;  // written in place
     const TensorDesc& desc = kernel.outputs()[i];
-    // Strings are copied out of the buffer (their views point into it).
-    outputs.push_back(CopyTensorValue(desc.dtype, desc.shape, buffers[i].data()));
+    outputs[i] = CopyTensorValue(desc.dtype, desc.shape, buffers[i].data());
   }
   return outputs;
 }
