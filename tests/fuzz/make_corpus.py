@@ -229,6 +229,17 @@ def onnx_seeds():
             np.linspace(-1, 1, 324, dtype=np.float32).reshape(12, 3, 3, 3), "w1"),
          numpy_helper.from_array(
             np.linspace(1, -1, 1296, dtype=np.float32).reshape(12, 12, 3, 3), "w2")]))
+    # NonMaxSuppression over 96 constant boxes (some without area, both diagonals) with scores
+    # from the input: keyed by the input's values, so the fuzz target's plan selects the boxes.
+    grid = np.linspace(0, 20, 96 * 4, dtype=np.float32).reshape(1, 96, 4)
+    grid[0, ::2] = grid[0, ::2, ::-1]
+    grid[0, ::11, 2] = grid[0, ::11, 0]
+    write("fuzz_onnx_model", "nms_many_boxes", model(
+        [helper.make_node("NonMaxSuppression", ["b", "x", "m", "t"], ["z"])],
+        [vi("x", shape=(1, 2, 96))], [vi("z", i64, shape=("K", 3))],
+        [numpy_helper.from_array(grid, "b"),
+         numpy_helper.from_array(np.array([80], dtype=np.int64), "m"),
+         numpy_helper.from_array(np.array([0.05], dtype=np.float32), "t")]))
     half = helper.make_tensor("h", TensorProto.FLOAT16, [2], [1.0, 2.0])
     i32 = helper.make_tensor("i", TensorProto.INT32, [2], [1, 2])
     write("fuzz_onnx_model", "cast_types", model(
