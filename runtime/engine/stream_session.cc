@@ -415,7 +415,12 @@ std::unique_ptr<ExecutionPlan> StreamSession::Impl::ChooseThreads(
     const std::vector<const TensorValue*>& ordered, const ValidatedInputs& inputs, bool keyed,
     std::unique_ptr<ExecutionPlan> plan, std::string* note) {
   note->clear();
-  if (!options.choose_threads || plan->intra_op_threads() <= 1) return plan;
+  // A plan without steps (every output computed while planning, as for a model planned per input
+  // value) has no run whose threads matter, and each plan of fewer threads would compute the
+  // whole graph again.
+  if (!options.choose_threads || plan->intra_op_threads() <= 1 || plan->steps().empty()) {
+    return plan;
+  }
   // The run's own inputs (the views: `ordered` may hold only types and shapes).
   auto stage = [&inputs](ExecutionPlan& p) -> absl::Status {
     for (size_t i = 0; i < inputs.size(); ++i) RETURN_IF_ERROR(p.StageView(i, inputs[i]).status());

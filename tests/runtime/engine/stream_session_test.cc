@@ -737,6 +737,47 @@ TEST_F(StreamSessionTest, ChoosesThreadsByTimingPlansOfFewer) {
   }
 }
 
+// A model planned per input value (a NonZero at its end) computes its whole graph while planning;
+// its plan has no steps, so no plan of fewer threads is made and timed for it (each would compute
+// the graph again), and the result is the same.
+TEST_F(StreamSessionTest, APlanComputedWhilePlanningIsNotTimedOnFewerThreads) {
+  ModelBuilder b;
+  b.Input("x", onnx::TensorProto::FLOAT, {-1, 4}).Input("s", onnx::TensorProto::FLOAT, {1});
+  b.Output("z", {2, -1}, onnx::TensorProto::INT64);
+  b.Node("Mul", {"x", "s"}, {"t"});
+  b.Node("NonZero", {"t"}, {"z"});
+  ModelOptions model_options;
+  model_options.intra_op_threads = 4;
+  auto model = Model::LoadBytes(b.Bytes(), *device_->kernels(), model_options);
+  ASSERT_TRUE(model.ok()) << model.status();
+  ASSERT_TRUE((*model)->keyed_by_all_values());
+  StreamSessionOptions options;
+  int timed = 0;
+  options.choose_threads_clock = [&timed](int threads, int64_t) {
+    ++timed;
+    return static_cast<int64_t>(threads) * 1'000'000;  // fewer threads would win
+  };
+  auto session = NewSession(*model, ExecMode::kReplay, nullptr, options);
+  ASSERT_NE(session, nullptr);
+  std::vector<NamedTensor> inputs = {{"x", FloatTensor({2, 4}, {0, 1, 0, 2, 3, 0, 0, 4})},
+                                     {"s", FloatTensor({1}, {2.0f})}};
+  StreamRunInfo info;
+  auto got = session->Run(inputs, &info);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_TRUE(info.planned);
+  ASSERT_EQ(got->size(), 1u);
+  EXPECT_EQ((*got)[0].value.shape, (Shape{2, 4}));
+  const std::vector<int64_t> rows_and_columns = {0, 0, 1, 1, 1, 3, 0, 3};
+  std::vector<int64_t> z((*got)[0].value.bytes.size() / sizeof(int64_t));
+  std::memcpy(z.data(), (*got)[0].value.bytes.data(), (*got)[0].value.bytes.size());
+  EXPECT_EQ(z, rows_and_columns);
+  EXPECT_EQ(timed, 0);
+  const std::vector<StreamInstanceInfo> list = session->ListInstances();
+  ASSERT_EQ(list.size(), 1u);
+  EXPECT_EQ(list[0].intra_op_threads, 4);
+  EXPECT_EQ(list[0].threads_choice, "");
+}
+
 // The choice itself, on run times given by a fake clock (ms per thread count): fewer threads are
 // kept while clearly faster, the first that is not ends the search, and a run over the limit
 // times nothing.
