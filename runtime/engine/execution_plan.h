@@ -168,7 +168,9 @@ class ExecutionPlan {
   /// bytes). A device backend relocates a plan into device memory with them.
   std::vector<std::pair<const void*, size_t>> OwnedRegions() const {
     std::vector<std::pair<const void*, size_t>> regions = {{arena_->data(), arena_->size()}};
-    for (const auto& value : known_) regions.emplace_back(value->bytes.data(), value->bytes.size());
+    for (const auto& value : known_) {
+      if (value != nullptr) regions.emplace_back(value->bytes.data(), value->bytes.size());
+    }
     return regions;
   }
 
@@ -210,8 +212,9 @@ class ExecutionPlan {
   std::vector<PlanTensor> inputs_;
   std::vector<PlanTensor> outputs_;
   std::vector<std::unique_ptr<PreparedKernel>> kernels_;
-  std::vector<std::unique_ptr<TensorValue>> known_;  // values computed at plan time
-  std::shared_ptr<AlignedBuffer> arena_;             // never null once built
+  // Values computed at plan time; null where the planner freed one that nothing reads.
+  std::vector<std::unique_ptr<TensorValue>> known_;
+  std::shared_ptr<AlignedBuffer> arena_;  // never null once built
   std::vector<AlignedBuffer> input_buffers_;
   std::vector<AlignedBuffer> output_buffers_;
   size_t arena_bytes_ = 0;

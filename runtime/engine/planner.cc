@@ -115,7 +115,12 @@ class PlanBuilder {
     for (const auto& [id, tensor] : graph_.constants) {
       slots_[id] = Slot{Where::kKnown, tensor->dtype, tensor->shape, KnownData(*tensor), -1};
     }
-    for (size_t i = 0; i < graph_.nodes.size(); ++i) RETURN_IF_ERROR(PlanNode(graph_.nodes[i]));
+    CountUses();
+    for (size_t i = 0; i < graph_.nodes.size(); ++i) {
+      computed_now_ = false;
+      RETURN_IF_ERROR(PlanNode(graph_.nodes[i]));
+      ReleaseDeadValues(graph_.nodes[i]);
+    }
     RETURN_IF_ERROR(SetOutputs());
     // String views are copied from value to value (Gather, Concat, Reshape, ...) while their
     // bytes stay where they were made (e.g. in a Cast's output storage): every string buffer
@@ -301,8 +306,11 @@ class PlanBuilder {
       auto values = EvaluateOnHost(*kernel, ptrs);
       if (!values.ok()) return NodeError(node, values.status());
       for (size_t i = 0; i < node.outputs.size(); ++i) {
-        if (node.outputs[i] != Graph::kNoValue) SetKnown(node.outputs[i], std::move((*values)[i]));
+        if (node.outputs[i] == Graph::kNoValue) continue;
+        SetKnown(node.outputs[i], std::move((*values)[i]),
+                 static_cast<int64_t>(ByteSize(outs[i].dtype, outs[i].shape)));
       }
+      computed_now_ = true;
       ++plan_->folded_nodes_;
       return absl::OkStatus();
     }
@@ -314,8 +322,10 @@ class PlanBuilder {
             Reserve(static_cast<int64_t>(ByteSize(outs[i].dtype, outs[i].shape)),
                     "a value computed at plan time");
         if (!reserved.ok()) return NodeError(node, reserved);
-        SetKnown(node.outputs[i], CopyTensorValue(outs[i].dtype, outs[i].shape, outs[i].data));
+        SetKnown(node.outputs[i], CopyTensorValue(outs[i].dtype, outs[i].shape, outs[i].data),
+                 static_cast<int64_t>(ByteSize(outs[i].dtype, outs[i].shape)));
       }
+      computed_now_ = true;
       ++plan_->folded_nodes_;
       return absl::OkStatus();
     }
@@ -548,10 +558,49 @@ class PlanBuilder {
                      options_.max_plan_bytes, ")"));
   }
 
-  void SetKnown(int value, TensorValue tensor) {
+  // `reserved`: the bytes Reserve counted for the value, given back when it is released.
+  void SetKnown(int value, TensorValue tensor, int64_t reserved = 0) {
     plan_->known_.push_back(std::make_unique<TensorValue>(std::move(tensor)));
     const TensorValue& t = *plan_->known_.back();
     slots_[value] = Slot{Where::kKnown, t.dtype, t.shape, KnownData(t), -1};
+    known_of_[value] = KnownEntry{plan_->known_.size() - 1, reserved};
+  }
+
+  // How many node inputs read each value (a subgraph's outer values are inputs of its node too).
+  void CountUses() {
+    uses_left_.assign(graph_.values.size(), 0);
+    kept_.assign(graph_.values.size(), false);
+    for (const Node& node : graph_.nodes) {
+      for (int in : node.inputs) {
+        if (in != Graph::kNoValue) ++uses_left_[in];
+      }
+    }
+    for (int in : graph_.inputs) kept_[in] = true;
+    for (const GraphOutput& out : graph_.outputs) kept_[out.value] = true;
+  }
+
+  // After `node` is planned: a value computed at plan time that no node will read any more, and
+  // that no step, view or alias reads (those are kept), is freed and its bytes given back to the
+  // cap. A model planned per input value (a detector) computes its whole graph while planning;
+  // without this its plan would keep every intermediate (gigabytes at 800x800).
+  void ReleaseDeadValues(const Node& node) {
+    for (int in : node.inputs) {
+      if (in == Graph::kNoValue) continue;
+      if (!computed_now_) kept_[in] = true;
+      --uses_left_[in];
+    }
+    // The inputs no node reads any more, and the outputs no node reads at all.
+    for (const std::vector<int>* values : {&node.inputs, &node.outputs}) {
+      for (int value : *values) {
+        if (value == Graph::kNoValue || uses_left_[value] > 0 || kept_[value]) continue;
+        auto it = known_of_.find(value);
+        if (it == known_of_.end()) continue;
+        plan_->known_[it->second.index].reset();
+        owned_ -= it->second.reserved;
+        slots_[value].known = nullptr;
+        known_of_.erase(it);
+      }
+    }
   }
 
   bool IsGraphOutput(int value) const {
@@ -716,6 +765,15 @@ class PlanBuilder {
   std::vector<int> lane_threads_;     // per step, when the plan forks: its lane's threads
   std::vector<bool> in_place_;        // per step: output 0 is written over an input
   int64_t owned_ = 0;                 // bytes the plan owns so far (for the cap)
+  // Values computed at plan time: their index in known_ and the bytes reserved for them.
+  struct KnownEntry {
+    size_t index = 0;
+    int64_t reserved = 0;
+  };
+  absl::flat_hash_map<int, KnownEntry> known_of_;
+  std::vector<int> uses_left_;  // per value: node inputs not yet planned that read it
+  std::vector<bool> kept_;      // per value: read by a step, view or alias, or a graph input/output
+  bool computed_now_ = false;   // the node being planned was computed at plan time
 };
 
 absl::StatusOr<std::unique_ptr<ExecutionPlan>> ExecutionPlan::Create(

@@ -1,7 +1,10 @@
 // limits.max_plan_bytes and allocation failures at the plan boundary (hostile-input issue).
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/cpu_kernels.h"
@@ -132,6 +135,82 @@ TEST_F(PlanLimitsTest, EvictedSignaturesAreForgottenBeyondABound) {
   // Two live, and a bounded history of evicted signatures (not 300).
   EXPECT_EQ(session->counters().live_instances, 2u);
   EXPECT_LE(session->ListInstances().size(), 64u);
+}
+
+// A model planned per input value (a NonZero at its end) computes its graph while planning: each
+// value is freed once no node reads it any more, so that the plan keeps what it returns (and its
+// fixed input) and the cap counts the values alive at once, not their sum. Sixteen 64 KiB
+// intermediates (1 MiB in all) plan under a 512 KiB cap.
+TEST_F(PlanLimitsTest, APlanComputedWhilePlanningKeepsOnlyWhatItReturns) {
+  ModelBuilder b;
+  b.Input("x", onnx::TensorProto::FLOAT, {128, 128}).Output("z", {1, -1}, onnx::TensorProto::INT64);
+  std::string prev = "x";
+  for (int i = 0; i < 16; ++i) {
+    const std::string next = absl::StrCat("a", i);
+    b.Node("Add", {prev, "x"}, {next});
+    prev = next;
+  }
+  onnx::NodeProto& reduce = b.Node("ReduceMax", {prev}, {"m"});
+  testing::SetIntsAttr(&reduce, "axes", {1});
+  testing::SetIntAttr(&reduce, "keepdims", 0);
+  b.Node("NonZero", {"m"}, {"z"});
+  ModelOptions options;
+  options.max_plan_bytes = 512 << 10;
+  auto model = Model::LoadBytes(b.Bytes(), registry_, options);
+  ASSERT_TRUE(model.ok()) << model.status();
+  ASSERT_TRUE((*model)->keyed_by_all_values());
+
+  // x: row r holds r - 64 everywhere, so m[r] = 17 (r - 64), zero for row 64 only.
+  std::vector<float> x(128 * 128);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(static_cast<int>(i / 128) - 64);
+  const TensorValue xv = testing::FloatTensor({128, 128}, x);
+  bool keyed = false;
+  absl::StatusOr<std::unique_ptr<ExecutionPlan>> plan = (*model)->PlanForInputs({&xv}, &keyed);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_TRUE(keyed);
+  EXPECT_TRUE((*plan)->steps().empty());
+  // The arena, the fixed x and z: no intermediate.
+  EXPECT_EQ((*plan)->OwnedRegions().size(), 3u);
+  EXPECT_LT((*plan)->owned_bytes(), 3u * 65536u);
+
+  absl::StatusOr<std::vector<NamedTensor>> out = testing::RunPlan(**model, {{"x", xv}});
+  ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_EQ(out->size(), 1u);
+  std::vector<int64_t> want;
+  for (int64_t r = 0; r < 128; ++r) {
+    if (r != 64) want.push_back(r);
+  }
+  EXPECT_EQ((*out)[0].value.shape, (Shape{1, 127}));
+  EXPECT_EQ(testing::Int64s((*out)[0].value), want);
+}
+
+// A value computed at plan time that a step reads when the plan runs is kept, though no later node
+// reads it: f = ReduceSum(Cast(Shape(x))) (N + 4) is read by the step x + f, and the values
+// computed after it (g = Cast(Shape(x)) * 1000, an output) would take its memory if it were freed.
+TEST_F(PlanLimitsTest, AValueComputedWhilePlanningThatAStepReadsIsKept) {
+  ModelBuilder b;
+  b.Input("x", onnx::TensorProto::FLOAT, {-1, 4}).Output("y", {-1, 4}).Output("g", {2});
+  b.FloatInit("k", {1}, {1000.0f});
+  b.Node("Shape", {"x"}, {"s"});
+  testing::SetIntAttr(&b.Node("Cast", {"s"}, {"c"}), "to", onnx::TensorProto::FLOAT);
+  b.Node("ReduceSum", {"c"}, {"f"});
+  b.Node("Add", {"x", "f"}, {"y"});
+  b.Node("Mul", {"c", "k"}, {"g"});
+  auto model = Model::LoadBytes(b.Bytes(), registry_);
+  ASSERT_TRUE(model.ok()) << model.status();
+  for (int64_t n : {1, 3, 5}) {
+    SCOPED_TRACE(n);
+    const std::vector<float> x = testing::RandomFloats(static_cast<size_t>(4 * n), 9);
+    absl::StatusOr<std::vector<NamedTensor>> out =
+        testing::RunPlan(**model, {{"x", testing::FloatTensor({n, 4}, x)}});
+    ASSERT_TRUE(out.ok()) << out.status();
+    ASSERT_EQ(out->size(), 2u);
+    std::vector<float> want;
+    for (float v : x) want.push_back(v + static_cast<float>(n + 4));
+    EXPECT_EQ(testing::Floats((*out)[0].value), want);
+    EXPECT_EQ(testing::Floats((*out)[1].value),
+              (std::vector<float>{1000.0f * static_cast<float>(n), 4000.0f}));
+  }
 }
 
 }  // namespace
