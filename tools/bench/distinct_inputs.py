@@ -16,15 +16,14 @@ alone replays from the second request on. A measurement, not a test.
 """
 import argparse
 import os
-import re
-import subprocess
 import sys
 import tempfile
 import time
 
 import numpy as np
 
-STARTED = re.compile(rb"Started GRPCInferenceService at [^:]+:(\d+)")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import loopback_server  # noqa: E402
 
 
 def main():
@@ -49,26 +48,9 @@ def main():
     config = os.path.join(tmp.name, "server.yaml")
     with open(config, "w") as f:
         f.write(f"runtime: {{streams_per_device: 1, intra_op_threads: {args.threads}}}\n")
-    log_path = os.path.join(tmp.name, "server.log")
-    with open(log_path, "wb") as log_file:
-        proc = subprocess.Popen(
-            [args.server, "--config", config, "--model-repository", repo,
-             "--grpc-address=127.0.0.1", "--grpc-port=0", "--http-port=0", "--metrics-port=0"],
-            stdout=log_file, stderr=subprocess.STDOUT,
-            env=dict(os.environ, OMP_NUM_THREADS=str(args.threads)))
+    proc, port = loopback_server.start(args.server, config, repo,
+                                       os.path.join(tmp.name, "server.log"), args.threads)
     try:
-        port = None
-        deadline = time.monotonic() + 120
-        while port is None and time.monotonic() < deadline and proc.poll() is None:
-            with open(log_path, "rb") as f:
-                m = STARTED.search(f.read())
-            if m:
-                port = int(m.group(1))
-            else:
-                time.sleep(0.1)
-        if port is None:
-            with open(log_path, "rb") as f:
-                sys.exit("reprise-server did not start:\n" + f.read().decode(errors="replace"))
         channel = grpc.insecure_channel(f"127.0.0.1:{port}",
                                         options=[("grpc.max_receive_message_length", 256 << 20)])
         stub = pb_grpc.GRPCInferenceServiceStub(channel)
@@ -85,11 +67,10 @@ def main():
             start = time.monotonic()
             stub.ModelInfer(request, timeout=600)
             times.append(time.monotonic() - start)
-        with open(f"/proc/{proc.pid}/status") as f:
-            rss_kb = int(next(line for line in f if line.startswith("VmRSS:")).split()[1])
+        rss_mb = loopback_server.rss_bytes(proc.pid) >> 20
         channel.close()
         print(f"{args.model}: {args.threads} threads, request s: "
-              + " ".join(f"{t:.3f}" for t in times) + f"; server VmRSS after: {rss_kb >> 10} MB")
+              + " ".join(f"{t:.3f}" for t in times) + f"; server VmRSS after: {rss_mb} MB")
     finally:
         proc.terminate()
         proc.wait(timeout=60)

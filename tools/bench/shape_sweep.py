@@ -14,8 +14,6 @@ This is a measurement, not a test: the numbers go in the hostile-input notes and
 """
 import argparse
 import os
-import re
-import subprocess
 import sys
 import tempfile
 import time
@@ -24,15 +22,9 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
-STARTED = re.compile(rb"Started GRPCInferenceService at [^:]+:(\d+)")
-
-
-def rss_bytes(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    raise RuntimeError("no VmRSS")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import loopback_server  # noqa: E402
+from loopback_server import rss_bytes  # noqa: E402
 
 
 def main():
@@ -63,26 +55,8 @@ def main():
     config = os.path.join(tmp.name, "server.yaml")
     with open(config, "w") as f:
         f.write(f"capture: {{memory_budget_bytes: {args.budget}}}\n")
-    log_path = os.path.join(tmp.name, "server.log")
-    with open(log_path, "wb") as log_file:
-        proc = subprocess.Popen(
-            [args.server, "--config", config, "--model-repository", repo,
-             "--grpc-address=127.0.0.1", "--grpc-port=0", "--http-port=0", "--metrics-port=0"],
-            stdout=log_file, stderr=subprocess.STDOUT,
-            env=dict(os.environ, OMP_NUM_THREADS="1"))
-    port = None
-    deadline = time.monotonic() + 60
-    while port is None and time.monotonic() < deadline and proc.poll() is None:
-        with open(log_path, "rb") as f:
-            m = STARTED.search(f.read())
-        if m:
-            port = int(m.group(1))
-        else:
-            time.sleep(0.1)
-    if port is None:
-        proc.kill()
-        with open(log_path, "rb") as f:
-            sys.exit("reprise-server did not start:\n" + f.read().decode(errors="replace"))
+    proc, port = loopback_server.start(args.server, config, repo,
+                                       os.path.join(tmp.name, "server.log"), threads=1)
     channel = grpc.insecure_channel(f"127.0.0.1:{port}",
                                     options=[("grpc.max_receive_message_length", 64 << 20)])
     stub = pb_grpc.GRPCInferenceServiceStub(channel)
