@@ -3,6 +3,7 @@
 // the guards (iterations, nesting).
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -77,6 +78,21 @@ class ControlFlowTest : public ::testing::Test {
     auto session = StreamSession::Create(std::move(model), device_, mode);
     EXPECT_TRUE(session.ok()) << session.status();
     return session.ok() ? std::move(session).value() : nullptr;
+  }
+
+  // The model of `b` and a session of it in each mode, eager first; empty (with the failure
+  // reported) when either cannot be made.
+  std::vector<std::pair<ExecMode, std::unique_ptr<StreamSession>>> EagerAndReplay(
+      const ModelBuilder& b) {
+    std::vector<std::pair<ExecMode, std::unique_ptr<StreamSession>>> sessions;
+    std::shared_ptr<const Model> model = Load(b);
+    if (model == nullptr) return sessions;
+    for (ExecMode mode : {ExecMode::kEager, ExecMode::kReplay}) {
+      std::unique_ptr<StreamSession> session = Session(model, mode);
+      if (session == nullptr) return {};
+      sessions.emplace_back(mode, std::move(session));
+    }
+    return sessions;
   }
 
   // The instances' dumps, joined.
@@ -195,11 +211,9 @@ TEST_F(ControlFlowTest, ScanOutputsOfAConstantTripCount) {
   b.Int64Init("trips", {}, {5});
   auto& loop = b.Node("Loop", {"trips", "", "s0"}, {"s", "scans"}, "accumulate");
   SetGraph(&loop, "body", body);
-  auto model = Load(b);
-  ASSERT_NE(model, nullptr);
-  for (ExecMode mode : {ExecMode::kEager, ExecMode::kReplay}) {
-    auto session = Session(model, mode);
-    ASSERT_NE(session, nullptr);
+  auto sessions = EagerAndReplay(b);
+  ASSERT_EQ(sessions.size(), 2u);
+  for (auto& [mode, session] : sessions) {
     for (float start : {10.0f, -3.0f}) {
       auto out = session->Run(
           {{"x", FloatTensor({2}, {1, 2})}, {"s0", FloatTensor({2}, {start, 2 * start})}});
@@ -230,11 +244,9 @@ TEST_F(ControlFlowTest, LoopCarriedValuesMayShareASymbolThatTheirShapesDoNot) {
   b.Int64Init("trips", {}, {3}).FloatInit("one", {}, {1.0f});
   auto& loop = b.Node("Loop", {"trips", "", "a", "b"}, {"a_last", "b_last"}, "carry");
   SetGraph(&loop, "body", body);
-  auto model = Load(b);
-  ASSERT_NE(model, nullptr);
-  for (ExecMode mode : {ExecMode::kEager, ExecMode::kReplay}) {
-    auto session = Session(model, mode);
-    ASSERT_NE(session, nullptr);
+  auto sessions = EagerAndReplay(b);
+  ASSERT_EQ(sessions.size(), 2u);
+  for (auto& [mode, session] : sessions) {
     auto out = session->Run(
         {{"a", FloatTensor({1, 3}, {1, 2, 3})}, {"b", FloatTensor({2, 2}, {5, 6, 7, 8})}});
     ASSERT_TRUE(out.ok()) << out.status();
@@ -273,11 +285,9 @@ TEST_F(ControlFlowTest, ALoopOfKnownInputsWhoseValueGrowsIsComputedWhenPlanning)
   b.Int64Init("trips", {}, {3});
   auto& loop = b.Node("Loop", {"trips", "", "x", "e"}, {"v", "e_last", "sums"}, "doubling");
   SetGraph(&loop, "body", body);
-  auto model = Load(b);
-  ASSERT_NE(model, nullptr);
-  for (ExecMode mode : {ExecMode::kEager, ExecMode::kReplay}) {
-    auto session = Session(model, mode);
-    ASSERT_NE(session, nullptr);
+  auto sessions = EagerAndReplay(b);
+  ASSERT_EQ(sessions.size(), 2u);
+  for (auto& [mode, session] : sessions) {
     for (float a : {1.0f, -2.0f}) {
       StreamRunInfo info;
       auto out =
@@ -399,11 +409,9 @@ TEST_F(ControlFlowTest, NestedIfInsideALoopRecordsNestedConditionals) {
   b.Int64Init("trips", {}, {4}).FloatInit("one", {}, {1.0f}).FloatInit("two", {}, {2.0f});
   auto& loop = b.Node("Loop", {"trips", "", "a"}, {"acc"}, "steps");
   SetGraph(&loop, "body", body);
-  auto model = Load(b);
-  ASSERT_NE(model, nullptr);
-  for (ExecMode mode : {ExecMode::kEager, ExecMode::kReplay}) {
-    auto session = Session(model, mode);
-    ASSERT_NE(session, nullptr);
+  auto sessions = EagerAndReplay(b);
+  ASSERT_EQ(sessions.size(), 2u);
+  for (auto& [mode, session] : sessions) {
     for (int run = 0; run < 2; ++run) {
       auto out = session->Run({{"a", FloatTensor({2}, {1, 2})}});
       ASSERT_TRUE(out.ok()) << out.status();
