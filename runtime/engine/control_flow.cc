@@ -1,5 +1,6 @@
 #include "runtime/engine/control_flow.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <functional>
@@ -8,7 +9,6 @@
 #include <string>
 #include <utility>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/core/capture.h"
@@ -632,11 +632,12 @@ class KnownOutputsKernel final : public ControlFlowKernel {
   size_t owned_ = 0;
 };
 
-// A Loop whose every input is known when planning (a plan for the input values) computed there
-// iteration by iteration, the body planned for each iteration's values, where planning the body
-// once for all of them failed: a carried value that changes shape, or a Resize whose sizes each
-// iteration computes (the mask and keypoint heads of torchvision's detection models). Bounded
-// by max_loop_iterations and, for the values it holds, max_plan_bytes.
+// A Loop whose every input is known when planning (a plan for the input values; the caller
+// checks) computed there iteration by iteration, the body planned for each iteration's values,
+// where planning the body once for all of them failed: a carried value that changes shape, or a
+// Resize whose sizes each iteration computes (the mask and keypoint heads of torchvision's
+// detection models). Bounded by max_loop_iterations and, for the values it holds,
+// max_plan_bytes.
 absl::StatusOr<std::unique_ptr<ControlFlowKernel>> UnrollKnownLoop(
     const Node& node, const std::vector<TensorDesc>& inputs, const KernelRegistry& registry,
     const PlanOptions& options) {
@@ -647,11 +648,6 @@ absl::StatusOr<std::unique_ptr<ControlFlowKernel>> UnrollKnownLoop(
   const size_t num_carried = body->num_formal_inputs - 2;
   if (inputs.size() < 2 + num_carried || node.outputs.size() < num_carried) {
     return absl::InvalidArgumentError("the node's inputs or outputs do not match its body");
-  }
-  for (const TensorDesc& in : inputs) {
-    if (in.present && in.data == nullptr) {
-      return absl::FailedPreconditionError("an input is known only at run time");
-    }
   }
   const TensorDesc& m = inputs[0];
   const TensorDesc& cond = inputs[1];
@@ -731,6 +727,7 @@ absl::StatusOr<std::unique_ptr<ControlFlowKernel>> UnrollKnownLoop(
     }
     TensorValue stacked{scans[k][0].dtype, {i}, {}};
     stacked.shape.insert(stacked.shape.end(), scans[k][0].shape.begin(), scans[k][0].shape.end());
+    stacked.bytes.reserve(scans[k].size() * scans[k][0].bytes.size());
     for (const TensorValue& slice : scans[k]) {
       stacked.bytes.insert(stacked.bytes.end(), slice.bytes.begin(), slice.bytes.end());
     }
@@ -758,15 +755,14 @@ absl::StatusOr<std::unique_ptr<ControlFlowKernel>> PlanControlFlow(
   if (node.op == "If") return PlanIf(node, inputs, registry, sub);
   if (node.op == "Loop") {
     auto planned = PlanLoop(node, inputs, registry, sub);
-    if (planned.ok()) return planned;
+    const bool all_known = std::all_of(inputs.begin(), inputs.end(), [](const TensorDesc& in) {
+      return !in.present || in.data != nullptr;
+    });
+    if (planned.ok() || !all_known) return planned;
     // Every input known: computed iteration by iteration now, where one plan of the body for all
     // iterations could not be made.
     auto unrolled = UnrollKnownLoop(node, inputs, registry, sub);
     if (unrolled.ok()) return unrolled;
-    if (absl::IsFailedPrecondition(unrolled.status()) &&
-        absl::StrContains(unrolled.status().message(), "known only at run time")) {
-      return planned.status();
-    }
     return absl::Status(
         planned.status().code(),
         absl::StrCat(planned.status().message(), "; computed iteration by iteration ",
