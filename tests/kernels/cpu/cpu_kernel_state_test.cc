@@ -268,7 +268,8 @@ TEST(CpuKernelStateTest, WinogradStartsAtSevenBySevenOnOneDnnAndFourteenOnOurs) 
 
 // oneDNN's F(4x4, 3x3) kernel is refused where it would multiply its tiles a few at a time: 31x31
 // tiles (a 124x124 output) are one register block of 31 a row, 37x37 (145x145) blocks of one
-// tile. Our own Winograd (no AVX-512) does not take 32 channels.
+// tile. Our own Winograd (no AVX-512) does not take 32 channels. Which Winograd kernel oneDNN
+// offers depends on the CPU (with a 2 MiB L2 per core it offers F(2x2, 3x3) for all of these).
 TEST(CpuKernelStateTest, OneDnnWinogradNeedsTilesThatBlock) {
   TestDevice fast = MakeDevice({});
   ASSERT_NE(fast.device, nullptr);
@@ -276,7 +277,7 @@ TEST(CpuKernelStateTest, OneDnnWinogradNeedsTilesThatBlock) {
   const std::string at145 = RunSameConv(fast, SameConv(32, 145, 145, 3));
   EXPECT_FALSE(at124.empty());
   EXPECT_FALSE(at145.empty());
-  EXPECT_THAT(at145, Not(HasSubstr("wino")));
+  EXPECT_THAT(at145, Not(HasSubstr("wino_4x3")));
   if (!OnlyOurWinograd(fast)) {
     EXPECT_THAT(at124, HasSubstr("wino"));
   }
@@ -285,7 +286,8 @@ TEST(CpuKernelStateTest, OneDnnWinogradNeedsTilesThatBlock) {
 // oneDNN's F(2x2, 3x3) kernel (its choice for 416 channels over 7x7, on one thread and on two:
 // 8.5M multiply-adds pass the per-thread bound) runs as the faster by timed runs of it and the
 // direct kernel, each checked against the reference (six runs take both ways: two untimed, two
-// timed each); its F(4x4, 3x3) kernel (over 124x124) and the direct kernel run alone.
+// timed each); its F(4x4, 3x3) kernel (over 124x124 on CPUs where oneDNN offers it there) and
+// the direct kernel run alone.
 TEST(CpuKernelStateTest, OneDnnWinogradF2x3RacesTheDirectKernel) {
   TestDevice fast = MakeDevice({});
   ASSERT_NE(fast.device, nullptr);
@@ -296,9 +298,13 @@ TEST(CpuKernelStateTest, OneDnnWinogradF2x3RacesTheDirectKernel) {
     EXPECT_THAT(at7, HasSubstr("the faster by timed runs of [jit_fp32_wino_2x3"));
     EXPECT_THAT(at7, Not(HasSubstr("] and [jit_fp32_wino")));
   }
+  // Over 124x124, the F(4x4, 3x3) kernel where oneDNN offers it here, else F(2x2, 3x3) raced.
   const std::string at124 = RunSameConv(fast, SameConv(32, 124, 124, 3));
-  EXPECT_THAT(at124, HasSubstr("wino_4x3"));
-  EXPECT_THAT(at124, Not(HasSubstr("faster by timed runs")));
+  if (absl::StrContains(at124, "wino_4x3")) {
+    EXPECT_THAT(at124, Not(HasSubstr("faster by timed runs")));
+  } else {
+    EXPECT_THAT(at124, HasSubstr("the faster by timed runs of [jit_fp32_wino_2x3"));
+  }
   TestDevice direct = MakeDevice(WithoutWinograd());
   ASSERT_NE(direct.device, nullptr);
   EXPECT_THAT(RunSameConv(direct, SameConv(416, 7, 7, 3)), Not(HasSubstr("faster by timed runs")));
