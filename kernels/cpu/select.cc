@@ -33,10 +33,18 @@ std::vector<uint8_t> BytesOf(const std::vector<T>& values) {
   return bytes;
 }
 
-// True when element i of a numeric or bool buffer is not zero.
-bool NonZeroAt(DataType dtype, const void* data, int64_t i) {
-  if (dtype == DataType::kBool) return static_cast<const bool*>(data)[i];
-  return ElementAsDouble(dtype, data, i) != 0;
+// The flat indices of the elements of `data` (n of type `dtype`, numeric or bool) that are not
+// zero, in order. A bool is read as its byte, so that any byte but 0 counts as true.
+std::vector<int64_t> NonZeroIndices(DataType dtype, const void* data, int64_t n) {
+  std::vector<int64_t> hits;
+  DispatchAnyType(dtype, [&]<typename T>() {
+    using Stored = std::conditional_t<std::is_same_v<T, bool>, uint8_t, T>;
+    const Stored* values = static_cast<const Stored*>(data);
+    for (int64_t i = 0; i < n; ++i) {
+      if (values[i] != Stored{0}) hits.push_back(i);
+    }
+  });
+  return hits;
 }
 
 absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareNonZero(const PrepareContext& context) {
@@ -51,12 +59,13 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareNonZero(const PrepareCont
   const Shape shape = x.shape.empty() ? Shape{1} : x.shape;
   const std::vector<int64_t> strides = ContiguousStrides(shape);
   const int64_t n = runtime::NumElements(shape);
-  std::vector<int64_t> hits;
-  for (int64_t i = 0; i < n; ++i) {
-    if (NonZeroAt(x.dtype, x.data, i)) hits.push_back(i);
-  }
+  std::vector<int64_t> hits = NonZeroIndices(x.dtype, x.data, n);
   const int64_t rank = static_cast<int64_t>(shape.size());
   const int64_t count = static_cast<int64_t>(hits.size());
+  if (rank == 1) {
+    return std::make_unique<ConstantKernel>(context.op, DataType::kInt64, Shape{1, count},
+                                            BytesOf(hits));
+  }
   std::vector<int64_t> out(static_cast<size_t>(rank * count));
   for (int64_t h = 0; h < count; ++h) {
     int64_t rest = hits[static_cast<size_t>(h)];

@@ -327,6 +327,33 @@ TEST(CoverageOpsTest, RecurrentDirectionsAndSequenceLengths) {
   }
 }
 
+// NonZero lists the flat positions of the elements that are not zero, as one row of indices per
+// dimension: -0 is zero, NaN is not, and a bool byte other than 0 or 1 counts as true.
+TEST(CoverageOpsTest, NonZeroListsTheIndicesOfEveryElementThatIsNotZero) {
+  KernelHarness h;
+  const float nan = std::nanf("");
+  auto flat = h.Run("NonZero", {Tensor::Of<float>({6}, {0, 1.5f, -0.0f, nan, -2, 0}, true)}, {});
+  ASSERT_TRUE(flat.ok()) << flat.status();
+  EXPECT_EQ((*flat)[0].shape, (Shape{1, 3}));
+  EXPECT_THAT((*flat)[0].Values<int64_t>(), ElementsAre(1, 3, 4));
+
+  auto grid = h.Run("NonZero", {Tensor::Of<int32_t>({2, 3}, {0, 7, 0, -1, 0, 3}, true)}, {});
+  ASSERT_TRUE(grid.ok()) << grid.status();
+  EXPECT_EQ((*grid)[0].shape, (Shape{2, 3}));
+  EXPECT_THAT((*grid)[0].Values<int64_t>(), ElementsAre(0, 1, 1, 1, 0, 2));
+
+  Tensor flags = Tensor::Of<bool>({2, 2}, {false, true, false, false}, true);
+  flags.bytes[2] = 2;  // not a bool's byte; still not zero
+  auto marked = h.Run("NonZero", {flags}, {});
+  ASSERT_TRUE(marked.ok()) << marked.status();
+  EXPECT_EQ((*marked)[0].shape, (Shape{2, 2}));
+  EXPECT_THAT((*marked)[0].Values<int64_t>(), ElementsAre(0, 1, 1, 0));
+
+  auto none = h.Run("NonZero", {Tensor::Of<int64_t>({3}, {0, 0, 0}, true)}, {});
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_EQ((*none)[0].shape, (Shape{1, 0}));
+}
+
 // The ops whose output size follows their values compute at Prepare from known inputs, and
 // say so when an input is not known.
 TEST(CoverageOpsTest, ValueDependentOpsNeedTheirInputsAtPlanTime) {
