@@ -74,14 +74,15 @@ struct GraphOutput {
 };
 
 /// A whole model graph in topological order. Move-only; constants are heap-allocated so that
-/// pointers to their bytes stay valid while the graph lives (kernels may keep them).
+/// pointers to their bytes stay valid while the graph lives (kernels may keep them); they are
+/// shared, so that the two parts of a value split (value_split.h) hold the same constants.
 struct Graph {
   static constexpr int kNoValue = -1;
 
   std::vector<Value> values;
   std::vector<Node> nodes;
   /// Value id → its value, for initializers, Constant nodes and folded results.
-  absl::flat_hash_map<int, std::unique_ptr<TensorValue>> constants;
+  absl::flat_hash_map<int, std::shared_ptr<TensorValue>> constants;
   std::vector<int> inputs;  // graph inputs that are not initializers
   std::vector<GraphOutput> outputs;
   int opset = 17;  // the default domain's opset

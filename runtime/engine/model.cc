@@ -10,8 +10,10 @@
 #include "absl/strings/str_join.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/core/string_tensor.h"
+#include "runtime/engine/fusion_conv.h"
 #include "runtime/engine/onnx_import.h"
 #include "runtime/engine/optimizer.h"
+#include "runtime/engine/value_split.h"
 
 namespace reprise::runtime::engine {
 
@@ -46,10 +48,34 @@ absl::StatusOr<std::shared_ptr<const Model>> Model::FromGraph(Graph graph,
     LoadStats stats;
     stats.imported_nodes = static_cast<int>(graph.nodes.size());
     RETURN_IF_ERROR(graph.Validate());
-    RETURN_IF_ERROR(OptimizeForInference(&graph, registry, options.max_folded_bytes));
+    RETURN_IF_ERROR(OptimizeForInference(&graph, registry, options.max_folded_bytes,
+                                         /*choose_layouts=*/false));
+    // A graph with value-dependent nodes is also cut at them, before layouts are chosen: the
+    // values that cross the cut must be plain, as outputs of the first part.
+    std::optional<ValueSplit> split;
+    if (options.split_at_value_dependent_nodes) split = SplitAtValueDependentNodes(graph);
+    KeepBlockedLayoutBetweenConvs(&graph);
     stats.nodes = static_cast<int>(graph.nodes.size());
     stats.constants = static_cast<int>(graph.constants.size());
-    return std::shared_ptr<const Model>(new Model(std::move(graph), registry, options, stats));
+    auto model = std::shared_ptr<Model>(new Model(std::move(graph), registry, options, stats));
+    if (split.has_value()) {
+      KeepBlockedLayoutBetweenConvs(&split->prefix);
+      KeepBlockedLayoutBetweenConvs(&split->tail);
+      auto part = [&](Graph g) {
+        LoadStats part_stats;
+        part_stats.imported_nodes = stats.imported_nodes;
+        part_stats.nodes = static_cast<int>(g.nodes.size());
+        part_stats.constants = static_cast<int>(g.constants.size());
+        return std::shared_ptr<const Model>(new Model(std::move(g), registry, options, part_stats));
+      };
+      SplitModels& models = model->split_.emplace();
+      models.prefix = part(std::move(split->prefix));
+      models.tail = part(std::move(split->tail));
+      models.frontier = split->frontier;
+      models.tail_graph_inputs = std::move(split->tail_graph_inputs);
+      models.outputs = std::move(split->outputs);
+    }
+    return std::shared_ptr<const Model>(std::move(model));
   });
 }
 
@@ -166,21 +192,6 @@ absl::StatusOr<ValidatedInputs> Model::Validate(const std::vector<NamedTensor>& 
   }
   return ValidatedInputs(std::move(views));
 }
-
-namespace {
-
-// A node of `graph` or of its subgraphs has output sizes that follow its input values.
-bool AnyValueDependentShape(const Graph& graph) {
-  for (const Node& node : graph.nodes) {
-    if (HasValueDependentShape(node.op)) return true;
-    for (const Subgraph& subgraph : node.subgraphs) {
-      if (AnyValueDependentShape(*subgraph.graph)) return true;
-    }
-  }
-  return false;
-}
-
-}  // namespace
 
 absl::StatusOr<std::unique_ptr<ExecutionPlan>> Model::Plan(
     const std::vector<Shape>& input_shapes, const std::vector<const TensorValue*>& fixed_inputs,

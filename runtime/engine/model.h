@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,7 @@
 #include "runtime/engine/graph.h"
 #include "runtime/engine/optimizer.h"
 #include "runtime/engine/validated_inputs.h"
+#include "runtime/engine/value_split.h"
 
 namespace reprise::runtime::engine {
 
@@ -30,6 +32,10 @@ struct ModelOptions {
   /// Constant folding at load computes a node only when its outputs and workspace take at
   /// most this many bytes (a model file can declare any size); larger ones run with the plan.
   int64_t max_folded_bytes = kDefaultMaxFoldedBytes;
+  /// A model with nodes whose output sizes follow values (NonZero, NonMaxSuppression, ...) is
+  /// also cut in two at them (Model::value_split): a stream session replays the part in front
+  /// of them and plans only the rest per input. False keeps the whole graph planned per input.
+  bool split_at_value_dependent_nodes = true;
 };
 
 /// Statistics of the load-time passes.
@@ -102,6 +108,22 @@ class Model {
   /// True when every input is a value-key candidate (see IsValueKeyCandidate).
   bool keyed_by_all_values() const { return keyed_by_all_values_; }
 
+  /// The two parts of a model cut at its value-dependent nodes (value_split.h), each a model of
+  /// its own with the same options and shared constants: `prefix` takes this model's inputs
+  /// and plans from shapes; `tail` (keyed by all values) takes the prefix's first `frontier`
+  /// outputs, then this model's inputs `tail_graph_inputs`. `outputs` says where each of this
+  /// model's outputs is.
+  struct SplitModels {
+    std::shared_ptr<const Model> prefix;
+    std::shared_ptr<const Model> tail;
+    size_t frontier = 0;
+    std::vector<size_t> tail_graph_inputs;
+    std::vector<ValueSplit::Source> outputs;
+  };
+  /// Null unless the model has value-dependent nodes with nodes in front of them (and
+  /// ModelOptions::split_at_value_dependent_nodes).
+  const SplitModels* value_split() const { return split_.has_value() ? &*split_ : nullptr; }
+
   /// Plans for `inputs` (ordered as MatchInputs returns them). When `value_keyed` is false it
   /// first plans for their shapes alone; if that fails and some inputs are value-key
   /// candidates, it plans again with those inputs' values fixed (a value-keyed plan, valid only
@@ -119,6 +141,7 @@ class Model {
   ModelOptions options_;
   LoadStats stats_;
   bool keyed_by_all_values_ = false;
+  std::optional<SplitModels> split_;
 };
 
 }  // namespace reprise::runtime::engine

@@ -269,7 +269,7 @@ absl::StatusOr<int> FoldConstants(Graph* graph, const KernelRegistry& registry,
 }
 
 absl::Status OptimizeForInference(Graph* graph, const KernelRegistry& registry,
-                                  int64_t max_folded_bytes) {
+                                  int64_t max_folded_bytes, bool choose_layouts) {
   for (Node& node : graph->nodes) {
     for (Subgraph& subgraph : node.subgraphs) {
       absl::Status status = OptimizeForInference(subgraph.graph.get(), registry, max_folded_bytes);
@@ -306,7 +306,7 @@ absl::Status OptimizeForInference(Graph* graph, const KernelRegistry& registry,
   }
   // Concat, Transpose and Slice chains (a channel shuffle) move their elements once.
   FuseTransposeChains(graph, registry);
-  KeepBlockedLayoutBetweenConvs(graph);
+  if (choose_layouts) KeepBlockedLayoutBetweenConvs(graph);
   for (const Node& node : graph->nodes) {
     // A Dropout left here has its mask used: the planner makes the mask (all true).
     if (IsEngineOp(node.op) && !IsControlFlowOp(node.op) && !registry.Has(node.op) &&

@@ -49,8 +49,11 @@ absl::StatusOr<int> FoldConstants(Graph* graph, const KernelRegistry& registry,
 /// blocked layout between fused convolutions), fusion_gemm.h (Gemm epilogues) and
 /// fusion_transformer.h (decomposed LayerNorm and GELU, MatMul epilogues).
 /// Error when an engine op (e.g. a Dropout in training mode) is left that no kernel runs.
+/// `choose_layouts` false leaves the top graph's blocked layouts (KeepBlockedLayoutBetweenConvs)
+/// to the caller, which may cut the graph first (value_split.h); subgraphs get theirs here.
 absl::Status OptimizeForInference(Graph* graph, const KernelRegistry& registry,
-                                  int64_t max_folded_bytes = kDefaultMaxFoldedBytes);
+                                  int64_t max_folded_bytes = kDefaultMaxFoldedBytes,
+                                  bool choose_layouts = true);
 
 /// Prepares `node`'s kernel for `inputs` and runs it at once into freshly allocated outputs
 /// (one per kernel output). For folding at load time and at plan time. INVALID_ARGUMENT when an

@@ -18,6 +18,7 @@
 #include "runtime/core/capture.h"
 #include "runtime/core/string_tensor.h"
 #include "runtime/engine/control_flow.h"
+#include "runtime/engine/split_session.h"
 
 namespace reprise::runtime::engine {
 namespace {
@@ -136,6 +137,11 @@ struct StreamSession::Impl {
   BodyStreams body_streams{nullptr};
   // Where a plan's parallel regions fork while capturing (branch_plan.h).
   BranchStreams branch_streams{nullptr};
+  // A model cut at its value-dependent nodes: its parts' sessions (null otherwise), and whether
+  // the cut failed where the whole model ran (touched by the running thread only).
+  std::unique_ptr<StreamSession> split_prefix;
+  std::unique_ptr<StreamSession> split_tail;
+  bool split_off = false;
   // std::mutex rather than absl::Mutex (TSan, docs/development.md).
   mutable std::mutex mu;
   absl::flat_hash_map<std::string, std::unique_ptr<Entry>> entries ABSL_GUARDED_BY(mu);
@@ -675,6 +681,19 @@ absl::StatusOr<std::unique_ptr<StreamSession>> StreamSession::Create(
     }
   }
   impl->branch_streams = BranchStreams(device);
+  if (const Model::SplitModels* split = impl->model->value_split();
+      split != nullptr && !impl->on_device) {
+    // The tail's plans hold their inputs' bytes as keys; the most recent two are enough for a
+    // new plan to find the packed weights of the last.
+    StreamSessionOptions tail_options = options;
+    tail_options.max_instances = options.max_instances > 0 ? std::min(options.max_instances, 2) : 2;
+    auto prefix = Create(split->prefix, device, mode, options);
+    auto tail = Create(split->tail, device, mode, tail_options);
+    if (prefix.ok() && tail.ok()) {  // else the whole model runs
+      impl->split_prefix = *std::move(prefix);
+      impl->split_tail = *std::move(tail);
+    }
+  }
   return std::unique_ptr<StreamSession>(new StreamSession(std::move(impl)));
 }
 
@@ -695,6 +714,20 @@ absl::StatusOr<std::vector<NamedTensor>> StreamSession::Run(const std::vector<Na
 
 absl::Status StreamSession::Run(const ValidatedInputs& inputs, OutputVisitor visit,
                                 StreamRunInfo* info, bool capture) {
+  Impl& s = *impl_;
+  if (s.split_prefix == nullptr || s.split_off) return RunWhole(inputs, visit, info, capture);
+  absl::Status split =
+      RunSplitModel(*s.model, *s.split_prefix, *s.split_tail, inputs, visit, info, capture);
+  if (split.ok()) return split;
+  // The same error from the whole model is the one to report; if the whole model runs, the cut
+  // is what failed (e.g. a part that cannot be planned from shapes), and it is not tried again.
+  RETURN_IF_ERROR(RunWhole(inputs, visit, info, capture));
+  s.split_off = true;
+  return absl::OkStatus();
+}
+
+absl::Status StreamSession::RunWhole(const ValidatedInputs& inputs, OutputVisitor visit,
+                                     StreamRunInfo* info, bool capture) {
   StreamRunInfo local;
   StreamRunInfo* out_info = info != nullptr ? info : &local;
   *out_info = StreamRunInfo{};
@@ -786,6 +819,13 @@ absl::Status StreamSession::Run(const ValidatedInputs& inputs, OutputVisitor vis
 
 std::vector<StreamInstanceInfo> StreamSession::ListInstances() const {
   std::vector<StreamInstanceInfo> list;
+  for (const StreamSession* part : {impl_->split_prefix.get(), impl_->split_tail.get()}) {
+    if (part == nullptr) continue;
+    for (StreamInstanceInfo& info : part->ListInstances()) {
+      info.part = part == impl_->split_prefix.get() ? "prefix" : "tail";
+      list.push_back(std::move(info));
+    }
+  }
   {
     std::lock_guard<std::mutex> lock(impl_->mu);
     list.reserve(impl_->entries.size());
@@ -799,6 +839,14 @@ std::vector<StreamInstanceInfo> StreamSession::ListInstances() const {
 
 absl::StatusOr<std::string> StreamSession::DumpInstance(absl::string_view shape_signature,
                                                         bool verbose) const {
+  for (const StreamSession* part : {impl_->split_prefix.get(), impl_->split_tail.get()}) {
+    if (part == nullptr) continue;
+    for (const StreamInstanceInfo& instance : part->ListInstances()) {
+      if (instance.shape_signature == shape_signature) {
+        return part->DumpInstance(shape_signature, verbose);
+      }
+    }
+  }
   std::lock_guard<std::mutex> lock(impl_->mu);
   auto it = impl_->entries.find(shape_signature);
   if (it == impl_->entries.end()) {  // a key with raw bytes: look it up by what is shown
@@ -824,8 +872,15 @@ absl::StatusOr<std::string> StreamSession::DumpInstance(absl::string_view shape_
 }
 
 StreamSessionCounters StreamSession::counters() const {
-  std::lock_guard<std::mutex> lock(impl_->mu);
-  return impl_->counters;
+  StreamSessionCounters total;
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    total = impl_->counters;
+  }
+  for (const StreamSession* part : {impl_->split_prefix.get(), impl_->split_tail.get()}) {
+    if (part != nullptr) AddCounters(part->counters(), &total);
+  }
+  return total;
 }
 
 ExecMode StreamSession::mode() const { return impl_->mode; }

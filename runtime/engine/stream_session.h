@@ -63,6 +63,9 @@ struct StreamInstanceInfo {
   /// runs), 1 thread 0.91 ms (9 runs): 1"; empty when nothing was timed (one thread, choosing
   /// off, or a run over the limit).
   std::string threads_choice;
+  /// A model cut at its value-dependent nodes (Model::value_split): "prefix" or "tail", the part
+  /// whose plan this is; empty for a plan of the whole model.
+  std::string part;
 };
 
 /// Totals of one session (for statistics and metrics).
@@ -177,6 +180,13 @@ bool ClearlyFaster(std::vector<int64_t> candidate_ns, std::vector<int64_t> curre
 /// signature fails, that signature runs eagerly from then on (state "eager", the error kept as
 /// `reason`) and the run still succeeds when the eager run does.
 ///
+/// A model cut at its value-dependent nodes (Model::value_split; host memory only) runs through
+/// two inner sessions on streams of their own: the prefix's, keyed by shapes and replayed, and
+/// the tail's, planned for the prefix's outputs (its two most recent plans kept, so that the
+/// next plan finds their packed weights). The outputs are copied out of both before `visit`
+/// sees them. If that fails for a run and the whole model's plan then succeeds, the session
+/// runs the whole model from then on. ListInstances and counters cover all three.
+///
 /// Value-keyed models (Model::PlanForInputs): once a model needed a plan with
 /// input values fixed, signatures also hold the values of the value-key candidate inputs, e.g.
 /// "x:[2,3];shape:[2]=(3,2)", one plan and instance per distinct value.
@@ -225,6 +235,10 @@ class StreamSession {
  private:
   struct Impl;
   explicit StreamSession(std::unique_ptr<Impl> impl);
+  // Run for the whole model's plans.
+  absl::Status RunWhole(const ValidatedInputs& inputs, OutputVisitor visit, StreamRunInfo* info,
+                        bool capture);
+
   std::unique_ptr<Impl> impl_;
 };
 

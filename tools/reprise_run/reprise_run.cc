@@ -404,7 +404,15 @@ absl::Status Run(const Options& options) {
   }
   std::sort(times.begin(), times.end());
 
-  const std::vector<StreamInstanceInfo> instances = session->ListInstances();
+  // A model cut at its value-dependent nodes: the prefix's instance (the tail is planned per
+  // input), and the statistics of the prefix's plan.
+  std::vector<StreamInstanceInfo> instances = session->ListInstances();
+  const bool ran_split =
+      std::any_of(instances.begin(), instances.end(),
+                  [](const StreamInstanceInfo& i) { return i.part == "prefix"; });
+  if (ran_split) {
+    std::erase_if(instances, [](const StreamInstanceInfo& i) { return i.part != "prefix"; });
+  }
   if (instances.size() != 1) {
     return absl::InternalError(
         absl::StrCat("expected one signature after the runs, found ", instances.size()));
@@ -427,8 +435,9 @@ absl::Status Run(const Options& options) {
   // private).
   ASSIGN_OR_RETURN(std::vector<const TensorValue*> ordered, model->MatchInputs(inputs));
   bool value_keyed = false;
+  const runtime::engine::Model& planned = ran_split ? *model->value_split()->prefix : *model;
   ASSIGN_OR_RETURN(std::unique_ptr<ExecutionPlan> plan,
-                   model->PlanForInputs(ordered, &value_keyed, instance.intra_op_threads));
+                   planned.PlanForInputs(ordered, &value_keyed, instance.intra_op_threads));
 
   if (!options.output_dir.empty()) {
     std::error_code error;

@@ -533,15 +533,18 @@ TEST(StreamSessionValueKeyTest, ShapeGivenAsAnInputKeysInstancesByValue) {
   EXPECT_EQ(list[1].replays, 1u);
 }
 
-// A model with an op whose output size follows its input values (NonZero) is planned per input
-// value: each distinct input gets its own plan (computed at plan time), the same input replays
-// it, and the instance list shows the input's size, not its bytes.
+// A model with an op whose output size follows its input values (NonZero), not cut at it, is
+// planned per input value: each distinct input gets its own plan (computed at plan time), the
+// same input replays it, and the instance list shows the input's size, not its bytes.
+// (value_split_test.cc: the same model cut, as it loads by default.)
 TEST_F(StreamSessionTest, AValueDependentShapeIsPlannedPerInputValue) {
   ModelBuilder b;
   b.Input("x", onnx::TensorProto::FLOAT, {2, 40}).Output("z", {2, -1}, onnx::TensorProto::INT64);
   b.Node("Relu", {"x"}, {"r"});
   b.Node("NonZero", {"r"}, {"z"});
-  auto model = Model::LoadBytes(b.Bytes(), *device_->kernels());
+  ModelOptions whole;
+  whole.split_at_value_dependent_nodes = false;
+  auto model = Model::LoadBytes(b.Bytes(), *device_->kernels(), whole);
   ASSERT_TRUE(model.ok()) << model.status();
   EXPECT_TRUE((*model)->keyed_by_all_values());
   auto session = NewSession(*model, ExecMode::kReplay);
@@ -748,9 +751,11 @@ TEST_F(StreamSessionTest, APlanComputedWhilePlanningIsNotTimedOnFewerThreads) {
   b.Node("NonZero", {"t"}, {"z"});
   ModelOptions model_options;
   model_options.intra_op_threads = 4;
+  model_options.split_at_value_dependent_nodes = false;  // the whole graph planned per input
   auto model = Model::LoadBytes(b.Bytes(), *device_->kernels(), model_options);
   ASSERT_TRUE(model.ok()) << model.status();
   ASSERT_TRUE((*model)->keyed_by_all_values());
+  ASSERT_EQ((*model)->value_split(), nullptr);
   StreamSessionOptions options;
   int timed = 0;
   options.choose_threads_clock = [&timed](int threads, int64_t) {
