@@ -182,8 +182,8 @@ bool ClearlyFaster(std::vector<int64_t> candidate_ns, std::vector<int64_t> curre
 ///
 /// A model cut at its value-dependent nodes (Model::value_split; host memory only) runs through
 /// two inner sessions on streams of their own: the prefix's, keyed by shapes and replayed, and
-/// the tail's, planned for the prefix's outputs (its two most recent plans kept, so that the
-/// next plan finds their packed weights). The outputs are copied out of both before `visit`
+/// the tail's, planned for the prefix's outputs (its latest plan alone kept: the same input again
+/// finds it). The outputs are copied out of both before `visit`
 /// sees them. If that fails for a run and the whole model's plan then succeeds, the session
 /// runs the whole model from then on. ListInstances and counters cover all three.
 ///
