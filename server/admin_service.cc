@@ -101,6 +101,7 @@ grpc::ServerUnaryReactor* AdminService::ListInstances(
         out->set_last_used_ms(ri.last_used_ms);
         out->set_intra_op_threads(ri.intra_op_threads);
         out->set_threads_choice(ri.threads_choice);
+        out->set_part(ri.part);
       }
     }
   }

@@ -391,6 +391,7 @@ std::vector<RuntimeInstanceInfo> EngineModel::ListRuntimeInstances() const {
       info.arena_bytes = i.arena_bytes;
       info.intra_op_threads = i.intra_op_threads;
       info.threads_choice = i.threads_choice;
+      info.part = absl::AsciiStrToUpper(i.part);
       info.last_used_ms = static_cast<uint64_t>(i.last_used_ms);
       list.push_back(std::move(info));
     }

@@ -67,6 +67,7 @@ struct RuntimeInstanceInfo {
   uint64_t last_used_ms = 0;
   int intra_op_threads = 0;    // the threads its plan's kernels use
   std::string threads_choice;  // how they were chosen (StreamInstanceInfo::threads_choice)
+  std::string part;            // PREFIX or TAIL of a cut model, else empty
 };
 
 /// Where the time of one Infer went, filled by the backend (zero where it has no queue).

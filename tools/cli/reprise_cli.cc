@@ -382,6 +382,9 @@ class Client {
       if (!i.threads_choice().empty()) {
         std::printf("%16s threads chosen: %s\n", "", i.threads_choice().c_str());
       }
+      if (!i.part().empty()) {
+        std::printf("%16s part: %s\n", "", i.part().c_str());
+      }
     }
     for (const auto& v : r.versions()) {
       std::printf(
