@@ -62,7 +62,8 @@ void AddCounters(const StreamSessionCounters& part, StreamSessionCounters* total
 
 absl::Status RunSplitModel(const Model& model, StreamSession& prefix, StreamSession& tail,
                            const ValidatedInputs& inputs, StreamSession::OutputVisitor visit,
-                           StreamRunInfo* info, bool capture) {
+                           StreamRunInfo* info, bool capture, bool* visited) {
+  *visited = false;
   const Model::SplitModels& split = *model.value_split();
   StreamRunInfo total;
   StreamRunInfo part;
@@ -95,6 +96,7 @@ absl::Status RunSplitModel(const Model& model, StreamSession& prefix, StreamSess
     out.shape = value.shape;
     out.bytes = value.bytes.size();
     out.data = value.bytes.data();
+    *visited = true;
     RETURN_IF_ERROR(visit(i, out));
   }
   if (info != nullptr) *info = total;

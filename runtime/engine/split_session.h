@@ -12,10 +12,11 @@ namespace reprise::runtime::engine {
 /// Runs `model` (which has a value_split) for `inputs`: `prefix` (the prefix's session) on
 /// them, then `tail` on the prefix's frontier outputs and the inputs the tail reads; hands each
 /// of the model's outputs, copied out of the two, to `visit` in the model's order. `info` gets
-/// both runs' accounts together (times added, flags of either).
+/// both runs' accounts together (times added, flags of either). `*visited` tells whether `visit`
+/// was called (then an error may be `visit`'s own, and the outputs are partly handed over).
 absl::Status RunSplitModel(const Model& model, StreamSession& prefix, StreamSession& tail,
                            const ValidatedInputs& inputs, StreamSession::OutputVisitor visit,
-                           StreamRunInfo* info, bool capture);
+                           StreamRunInfo* info, bool capture, bool* visited);
 
 /// Adds `part`'s counters to `total`'s.
 void AddCounters(const StreamSessionCounters& part, StreamSessionCounters* total);

@@ -717,9 +717,10 @@ absl::Status StreamSession::Run(const ValidatedInputs& inputs, OutputVisitor vis
                                 StreamRunInfo* info, bool capture) {
   Impl& s = *impl_;
   if (s.split_prefix == nullptr || s.split_off) return RunWhole(inputs, visit, info, capture);
-  absl::Status split =
-      RunSplitModel(*s.model, *s.split_prefix, *s.split_tail, inputs, visit, info, capture);
-  if (split.ok()) return split;
+  bool visited = false;
+  absl::Status split = RunSplitModel(*s.model, *s.split_prefix, *s.split_tail, inputs, visit, info,
+                                     capture, &visited);
+  if (split.ok() || visited) return split;  // an error while handing the outputs over is final
   // The same error from the whole model is the one to report; if the whole model runs, the cut
   // is what failed (e.g. a part that cannot be planned from shapes), and it is not tried again.
   RETURN_IF_ERROR(RunWhole(inputs, visit, info, capture));

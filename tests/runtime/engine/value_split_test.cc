@@ -123,6 +123,30 @@ TEST_F(ValueSplitTest, TheNodesInFrontOfAValueDependentNodeAreReplayed) {
   EXPECT_EQ(counters.live_instances, 2u);
 }
 
+// An error of the caller's visitor ends the run: the outputs are not handed over again from the
+// whole model.
+TEST_F(ValueSplitTest, AVisitorErrorIsNotRetriedOnTheWholeModel) {
+  std::shared_ptr<const Model> cut = Load(CutModel(), true);
+  ASSERT_NE(cut, nullptr);
+  auto session = NewSession(cut);
+  ASSERT_NE(session, nullptr);
+  const std::vector<NamedTensor> inputs = CutInputs({3}, 1);
+  auto validated = cut->Validate(inputs);
+  ASSERT_TRUE(validated.ok()) << validated.status();
+  int calls = 0;
+  absl::Status status = session->Run(*validated, [&calls](size_t index, const PlanTensor&) {
+    ++calls;
+    return index == 1 ? absl::DataLossError("the client went away") : absl::OkStatus();
+  });
+  EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(calls, 2);
+  auto again = session->Run(inputs);  // the cut still serves
+  ASSERT_TRUE(again.ok()) << again.status();
+  for (const StreamInstanceInfo& instance : session->ListInstances()) {
+    EXPECT_NE(instance.part, "");
+  }
+}
+
 // A model whose first node is value-dependent has nothing to replay: it is not cut.
 TEST_F(ValueSplitTest, AValueDependentFirstNodeLeavesTheModelWhole) {
   ModelBuilder b;
