@@ -45,6 +45,21 @@ struct LoadStats {
   int constants = 0;       // constant tensors after folding
 };
 
+class Model;
+
+/// The two parts of a model cut at its value-dependent nodes (value_split.h; Model::value_split),
+/// each a model of its own with the same options and shared constants: `prefix` takes the model's
+/// inputs and plans from shapes; `tail` (keyed by all values) takes the prefix's first `frontier`
+/// outputs, then the model's inputs `tail_graph_inputs`. `outputs` says where each of the
+/// model's outputs is.
+struct SplitModels {
+  std::shared_ptr<const Model> prefix;
+  std::shared_ptr<const Model> tail;
+  size_t frontier = 0;
+  std::vector<size_t> tail_graph_inputs;
+  std::vector<ValueSplit::Source> outputs;
+};
+
 /// A model loaded once and never changed afterwards.
 ///
 /// Thread-safety: every method is const and may be called from several threads at once.
@@ -108,18 +123,7 @@ class Model {
   /// True when every input is a value-key candidate (see IsValueKeyCandidate).
   bool keyed_by_all_values() const { return keyed_by_all_values_; }
 
-  /// The two parts of a model cut at its value-dependent nodes (value_split.h), each a model of
-  /// its own with the same options and shared constants: `prefix` takes this model's inputs
-  /// and plans from shapes; `tail` (keyed by all values) takes the prefix's first `frontier`
-  /// outputs, then this model's inputs `tail_graph_inputs`. `outputs` says where each of this
-  /// model's outputs is.
-  struct SplitModels {
-    std::shared_ptr<const Model> prefix;
-    std::shared_ptr<const Model> tail;
-    size_t frontier = 0;
-    std::vector<size_t> tail_graph_inputs;
-    std::vector<ValueSplit::Source> outputs;
-  };
+  using SplitModels = engine::SplitModels;
   /// Null unless the model has value-dependent nodes with nodes in front of them (and
   /// ModelOptions::split_at_value_dependent_nodes).
   const SplitModels* value_split() const { return split_.has_value() ? &*split_ : nullptr; }
