@@ -2,7 +2,8 @@
 // fuzz-sized models have payloads to lift) -> Model::LoadBytes (the importer, the initializer
 // decoder and the load-time optimiser with constant folding on the real CPU kernels) -> a plan
 // for small inputs of the declared shapes (Model::PlanForInputs: the kernels' Prepare, and for a
-// value-keyed model everything computed at plan time). Folding is bounded to 16 MiB per node and
+// value-keyed model everything computed at plan time; for a model cut at its value-dependent
+// nodes, its prefix's plan as well). Folding is bounded to 16 MiB per node and
 // a plan to 64 MiB, so that no input can legitimately allocate gigabytes.
 #include <cstdint>
 #include <cstring>
@@ -90,6 +91,12 @@ int FuzzOnnxModel(const uint8_t* data, size_t size) {
   for (const runtime::TensorValue& v : values) ordered.push_back(&v);
   bool value_keyed = false;
   (void)(*model)->PlanForInputs(ordered, &value_keyed, 1);
+  // A model cut at its value-dependent nodes: its prefix, which takes the same inputs, is
+  // planned from them too (a session replays it).
+  if (const runtime::engine::Model::SplitModels* split = (*model)->value_split()) {
+    bool prefix_keyed = false;
+    (void)split->prefix->PlanForInputs(ordered, &prefix_keyed, 1);
+  }
   return 0;
 }
 

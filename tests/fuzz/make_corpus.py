@@ -240,6 +240,18 @@ def onnx_seeds():
         [numpy_helper.from_array(grid, "b"),
          numpy_helper.from_array(np.array([80], dtype=np.int64), "m"),
          numpy_helper.from_array(np.array([0.05], dtype=np.float32), "t")]))
+    # Cut at the NonMaxSuppression: a Sigmoid in front (the prefix), a Gather of the kept boxes
+    # after it (the tail), and the scores as an output of the prefix too.
+    write("fuzz_onnx_model", "nms_cut", model(
+        [helper.make_node("Sigmoid", ["x"], ["s"]),
+         helper.make_node("NonMaxSuppression", ["b", "s", "m", "t"], ["k"]),
+         helper.make_node("Gather", ["k", "c"], ["j"], axis=1),
+         helper.make_node("Gather", ["b", "j"], ["z"], axis=1)],
+        [vi("x", shape=(1, 2, 96))], [vi("z", shape=(1, "K", 4)), vi("s", shape=(1, 2, 96))],
+        [numpy_helper.from_array(grid, "b"),
+         numpy_helper.from_array(np.array([80], dtype=np.int64), "m"),
+         numpy_helper.from_array(np.array([0.55], dtype=np.float32), "t"),
+         numpy_helper.from_array(np.array(2, dtype=np.int64), "c")]))
     half = helper.make_tensor("h", TensorProto.FLOAT16, [2], [1.0, 2.0])
     i32 = helper.make_tensor("i", TensorProto.INT32, [2], [1, 2])
     write("fuzz_onnx_model", "cast_types", model(
