@@ -117,7 +117,8 @@ class Model {
   /// scales, Range's bounds, an If's condition, a Loop's trip count); every input of a model with
   /// an op whose output sizes follow its input values (HasValueDependentShape), which is planned
   /// per input value: its plans compute at plan time and run as constants, one plan per distinct
-  /// input (a slow path, bounded by the sessions' plan limits; docs/operators.md).
+  /// input (a slow path, bounded by the sessions' plan limits; docs/operators.md). Such a model
+  /// is also cut at those ops (value_split()), and a session replays the part in front of them.
   bool IsValueKeyCandidate(const TensorValue& input) const;
   static constexpr int64_t kMaxValueKeyElements = 64;
   /// True when every input is a value-key candidate (see IsValueKeyCandidate).
