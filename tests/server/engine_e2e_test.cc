@@ -21,6 +21,7 @@
 #include "runtime/engine/stream_session.h"
 #include "server/engine_backend.h"
 #include "server/server.h"
+#include "tests/runtime/engine/test_models.h"
 #include "tests/server/temp_repo.h"
 #include "tests/server/tsan_skip.h"
 
@@ -306,6 +307,7 @@ TEST_F(EngineE2eTest, AdminListsAndDumpsTheCapturedInstances) {
   EXPECT_EQ(ri.captures(), 1u);
   EXPECT_EQ(ri.replays(), 3u);  // the capturing run replays the new instance too
   EXPECT_GT(ri.capture_time_ns(), 0u);
+  EXPECT_EQ(ri.part(), "");  // a model run whole
 
   grpc::ClientContext dctx;
   reprise::v1::DumpInstanceRequest dump;
@@ -318,6 +320,59 @@ TEST_F(EngineE2eTest, AdminListsAndDumpsTheCapturedInstances) {
   grpc::ClientContext ectx;
   dump.set_stream(1);  // stream 1 captured nothing
   EXPECT_EQ(admin_->DumpInstance(&ectx, dump, &json).error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
+// A model with NonZero is cut there: the admin lists the replayed prefix and the tail planned per
+// input as the parts of the model's instances, and every request gets its own indices.
+TEST_F(EngineE2eTest, AdminNamesThePartsOfACutModel) {
+  runtime::engine::testing::ModelBuilder b;
+  b.Input("x", onnx::TensorProto::FLOAT, {6}).Output("z", {1, -1}, onnx::TensorProto::INT64);
+  b.Node("Relu", {"x"}, {"r"});
+  b.Node("NonZero", {"r"}, {"z"});
+  fs::create_directories(fs::path(repo_.path()) / "nonzero" / "1");
+  {
+    std::ofstream file(fs::path(repo_.path()) / "nonzero" / "1" / "model.onnx", std::ios::binary);
+    file << b.Bytes();
+  }
+  ASSERT_TRUE(Load("nonzero").ok());
+  for (const std::vector<float>& x :
+       {std::vector<float>{1, -1, 2, 0, -3, 4}, std::vector<float>{-1, -1, 5, -1, -1, -1}}) {
+    inference::ModelInferRequest r;
+    r.set_model_name("nonzero");
+    auto* in = r.add_inputs();
+    in->set_name("x");
+    in->set_datatype("FP32");
+    in->add_shape(6);
+    r.add_raw_input_contents(std::string(reinterpret_cast<const char*>(x.data()), 24));
+    inference::ModelInferResponse resp;
+    ASSERT_TRUE(Infer(r, &resp).ok());
+    std::vector<int64_t> want;
+    for (int64_t i = 0; i < 6; ++i) {
+      if (x[i] > 0) want.push_back(i);
+    }
+    ASSERT_EQ(resp.raw_output_contents_size(), 1);
+    std::vector<int64_t> got(resp.raw_output_contents(0).size() / sizeof(int64_t));
+    std::memcpy(got.data(), resp.raw_output_contents(0).data(), got.size() * sizeof(int64_t));
+    EXPECT_EQ(got, want);
+  }
+  grpc::ClientContext ctx;
+  reprise::v1::ListInstancesRequest list;
+  list.set_model("nonzero");
+  reprise::v1::ListInstancesResponse instances;
+  ASSERT_TRUE(admin_->ListInstances(&ctx, list, &instances).ok());
+  int prefix = 0, tail = 0;
+  for (const auto& ri : instances.instances()) {
+    if (ri.part() == "PREFIX") {
+      ++prefix;
+      EXPECT_EQ(ri.shape_signature(), "x:[6]");
+      EXPECT_EQ(ri.replays(), 2u);
+    } else {
+      EXPECT_EQ(ri.part(), "TAIL");
+      ++tail;
+    }
+  }
+  EXPECT_EQ(prefix, 1);
+  EXPECT_EQ(tail, 1);  // the latest input's plan alone
 }
 
 TEST_F(EngineE2eTest, StatisticsCountWhatHappened) {
