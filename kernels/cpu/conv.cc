@@ -37,6 +37,7 @@ struct ConvWorkspace {
   size_t src = 0;      // X in the primitive's layout (when not plain)
   size_t dst = 0;      // Y in the primitive's layout (when not plain)
   size_t col = 0;      // X gathered per tap (taps as channels)
+  size_t r = 0;        // R in Y's layout (a deferred sum of R stored otherwise)
   size_t total = 0;
 };
 
@@ -83,6 +84,9 @@ class ConvKernel final : public PreparedKernel {
     // any primitive without a SlowPostOp: Y = act(Y) after it, over the stored output (a
     // blocked layout's zero padding stays zero).
     bool deferred_activation = false;
+    // Set for a residual added after the activation that the primitive leaves out: Y += R after
+    // it (and after the deferred activation), R reordered into Y's layout where stored otherwise.
+    bool deferred_sum = false;
     ConvPostOps post;
     // The depthwise post-op's weights (packed) and bias (borrowed constant, or zeros).
     std::shared_ptr<const memory> dw_weights;
@@ -106,9 +110,10 @@ class ConvKernel final : public PreparedKernel {
       dst_reorder_ = dnnl::reorder(
           dnnl::reorder::primitive_desc(engine, p_.pd.dst_desc(), engine, p_.dst_plain));
     }
-    if (p_.residual && p_.pd.dst_desc() != p_.residual_md) {
-      residual_reorder_ = dnnl::reorder(
-          dnnl::reorder::primitive_desc(engine, p_.residual_md, engine, p_.pd.dst_desc()));
+    const memory::desc& r_into = p_.deferred_sum ? p_.dst_plain : p_.pd.dst_desc();
+    if ((p_.residual || p_.deferred_sum) && r_into != p_.residual_md) {
+      residual_reorder_ =
+          dnnl::reorder(dnnl::reorder::primitive_desc(engine, p_.residual_md, engine, r_into));
     }
   }
 
@@ -132,14 +137,17 @@ class ConvKernel final : public PreparedKernel {
                : -1;
   }
 
-  // Plain Y += broadcast R, then the activation.
+  // Plain Y += broadcast R, then the activation (or the activation, then the sum).
   void BroadcastEpilogue(const KernelArgs& args) const {
     float* y = static_cast<float*>(args.outputs[0]);
     const float* r = static_cast<const float*>(args.inputs[3]);
     const int64_t stride = p_.epilogue->strides[0].back();
     ForEachRow(*p_.epilogue, [&](int64_t at, const int64_t* offs, int64_t len) {
       for (int64_t i = 0; i < len; ++i) {
-        y[at + i] = ApplyActivation(p_.post.activation, y[at + i] + r[offs[0] + i * stride]);
+        const float sum = r[offs[0] + i * stride];
+        y[at + i] = p_.post.sum_after_activation
+                        ? ApplyActivation(p_.post.activation, y[at + i]) + sum
+                        : ApplyActivation(p_.post.activation, y[at + i] + sum);
       }
     });
   }
@@ -201,10 +209,19 @@ class ConvKernel final : public PreparedKernel {
       if (dst_reorder_) dst_reorder_.execute(stream, dst, dst_plain);
       stream.wait();
       if (p_.epilogue.has_value()) BroadcastEpilogue(args);
-      if (p_.deferred_activation) {
-        ApplyConvActivation(p_.post.activation, static_cast<float*>(args.outputs[0]),
+      const void* r = p_.deferred_sum ? args.inputs[3] : nullptr;
+      if (p_.deferred_sum && residual_reorder_) {
+        memory stored(p_.residual_md, engine, const_cast<void*>(r));
+        memory as_y(p_.dst_plain, engine, ws + p_.workspace.r);
+        residual_reorder_.execute(stream, stored, as_y);
+        stream.wait();
+        r = ws + p_.workspace.r;
+      }
+      if (p_.deferred_activation || p_.deferred_sum) {
+        ApplyConvActivation(p_.deferred_activation ? p_.post.activation : ConvActivation{},
+                            static_cast<float*>(args.outputs[0]),
                             static_cast<int64_t>(p_.dst_plain.get_size() / sizeof(float)),
-                            p_.threads);
+                            p_.threads, static_cast<const float*>(r));
       }
     } catch (const dnnl::error& e) {
       return absl::InternalError(absl::StrCat(label_, ": onednn execution failed: ", e.what()));
@@ -280,10 +297,10 @@ absl::StatusOr<dnnl::primitive_attr> MakeConvAttr(const PrepareContext& context,
     parts->epilogue = std::move(broadcast);
     parts->residual = false;
     parts->post = post;
-  } else if (post.residual) {
+  } else if (post.residual) {  // (a sum after the activation is Run's: deferred_sum)
     ops.append_sum(1.0f);
   }
-  if (!parts->epilogue.has_value() &&  // else applied after the residual, in Run
+  if (!parts->epilogue.has_value() &&  // else applied with the residual, in Run
       !AppendActivation(post.activation, &ops)) {
     return InvalidArgument(context, "activation \"", post.activation.name, "\" is not supported");
   }
@@ -697,35 +714,48 @@ ConvWorkspace LayOutConvWorkspace(const ConvKernel::Parts& parts) {
   const size_t dst_bytes = pd.dst_desc() != parts.dst_plain ? pd.dst_desc().get_size() : 0;
   ws.col = ws.dst + ConvAlignUp(dst_bytes);
   const size_t col_bytes = parts.taps.has_value() ? pd.src_desc().get_size() : 0;
-  ws.total = ws.col + ConvAlignUp(col_bytes);
+  ws.r = ws.col + ConvAlignUp(col_bytes);
+  const bool r_reordered = parts.deferred_sum && parts.residual_md != parts.dst_plain;
+  ws.total = ws.r + ConvAlignUp(r_reordered ? parts.dst_plain.get_size() : 0);
   return ws;
 }
 
 // A convolution with `post` fused: the steps above, Winograd only where `winograd`.
 absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareConvAs(const PrepareContext& context,
-                                                              const ConvPostOps& post,
+                                                              const ConvPostOps& given,
                                                               bool winograd) {
   // oneDNN keeps the OpenMP thread count a primitive is created with: create it with the
   // stream's intra-op threads, not the preparing thread's count (the core count by default).
   UseIntraOpThreads(context.intra_op_threads);
-  ASSIGN_OR_RETURN(ConvGeometry g, CheckConvGeometry(context, post));
+  ASSIGN_OR_RETURN(ConvGeometry g, CheckConvGeometry(context, given));
   std::vector<TensorDesc> outputs = {Desc(DataType::kFloat32, g.y_out)};
   if (g.empty()) {
     return MakeKernel(context, std::move(outputs),
                       [](const KernelArgs&) { return absl::OkStatus(); });
   }
-  ASSIGN_OR_RETURN(std::optional<BroadcastPlan> broadcast, ResidualBroadcast(context, post, g));
-  if (std::unique_ptr<PreparedKernel> own = OwnDepthwiseFor(context, g, post)) return own;
+  ASSIGN_OR_RETURN(std::optional<BroadcastPlan> broadcast, ResidualBroadcast(context, given, g));
+  if (std::unique_ptr<PreparedKernel> own = OwnDepthwiseFor(context, g, given)) return own;
+  const memory::format_tag chain = ChainTag(context);
+  // Y = act(conv) + R: the primitive without R, then R (reordered to Y's layout where stored
+  // otherwise) added over the stored Y, after the activation where that is deferred too.
+  // oneDNN's direct kernels refuse a sum after an activation and its Winograd kernels any sum,
+  // which left YOLO's bottlenecks (x + SiLU(conv)) on channels-last kernels with a reorder at
+  // each end.
+  ConvPostOps post = given;
+  const bool deferred_sum = given.residual && given.sum_after_activation &&
+                            !broadcast.has_value() && !given.depthwise.has_value();
+  if (deferred_sum) post.residual = false;
   try {
     ConvDescs descs = MakeConvDescs(g);
-    const memory::format_tag chain = ChainTag(context);
     ConvKernel::Parts parts;
+    parts.deferred_sum = deferred_sum;
     parts.src_plain = StoredDesc(g.x, post.x, chain);
     parts.dst_plain = StoredDesc(g.y_out, post.y, chain);
     parts.residual_md = StoredDesc(g.y, post.r, chain);
     parts.has_bias = g.has_bias;
     parts.residual = post.residual;
     parts.threads = context.intra_op_threads;
+    parts.post = post;
     ASSIGN_OR_RETURN(const dnnl::primitive_attr attr,
                      MakeConvAttr(context, post, std::move(broadcast), &parts));
     ASSIGN_OR_RETURN(parts.pd, ChooseConvPrimitive(context, g, descs, post, parts, attr, winograd));
@@ -779,11 +809,13 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareConvAs(const PrepareConte
         parts.deferred_activation = true;
       }
     }
-    if (std::optional<TapRegionsConv> own = OwnWinogradFor(context, g, post, parts, winograd)) {
-      return PrepareTapRegionsConv(context, *std::move(own));
-    }
-    if (std::optional<TapRegionsConv> regions = TapRegionsFor(context, g, post, parts)) {
-      return PrepareTapRegionsConv(context, *std::move(regions));
+    if (!deferred_sum) {  // (our own kernels add no deferred sum)
+      if (std::optional<TapRegionsConv> own = OwnWinogradFor(context, g, post, parts, winograd)) {
+        return PrepareTapRegionsConv(context, *std::move(own));
+      }
+      if (std::optional<TapRegionsConv> regions = TapRegionsFor(context, g, post, parts)) {
+        return PrepareTapRegionsConv(context, *std::move(regions));
+      }
     }
     parts.src_md = parts.pd.src_desc();
     TryTapsAsChannels(context, g, descs, post, attr, &parts);
@@ -813,6 +845,8 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareFusedConv(const PrepareCo
     if (!HasInput(context, 3)) return InvalidArgument(context, "the residual input is absent");
     RETURN_IF_ERROR(ExpectType(context, 3, {DataType::kFloat32}));
     post.residual = true;
+    ASSIGN_OR_RETURN(const int64_t after, attrs.GetInt("sum_after_activation", 0));
+    post.sum_after_activation = after != 0;
   }
   return PrepareConvWith(context, post);
 }

@@ -34,6 +34,8 @@ absl::StatusOr<ConvActivation> ReadConvActivation(const runtime::Attributes& att
 /// The epilogue applied to the convolution's output: residual sum, then an activation.
 struct ConvPostOps {
   bool residual = false;
+  // The residual is added after the activation (Y = act(conv) + R), not before.
+  bool sum_after_activation = false;
   ConvActivation activation;
   Storage x = Storage::kPlain;
   Storage y = Storage::kPlain;
@@ -171,8 +173,10 @@ struct OwnDepthwise {
 std::unique_ptr<PreparedKernel> MaybeOwnDepthwise(const PrepareContext& context,
                                                   const OwnDepthwise& dw);
 
-/// `act` applied to y[0, n) in place, on up to `threads` threads (conv_activation.cc).
-void ApplyConvActivation(const ConvActivation& act, float* y, int64_t n, int threads);
+/// `act` applied to y[0, n) in place, on up to `threads` threads (conv_activation.cc), then
+/// add[0, n) added where `add` is not null.
+void ApplyConvActivation(const ConvActivation& act, float* y, int64_t n, int threads,
+                         const float* add = nullptr);
 
 /// Appends `act` (fused_ops.h lists the names; "" is none) to `ops` as oneDNN eltwise post-ops;
 /// false for another name (conv_activation.cc).

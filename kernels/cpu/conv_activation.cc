@@ -112,21 +112,35 @@ void DeferredActivation(const ConvActivation& act, float* y, int64_t n) {
   }
 }
 
+// `act` applied to p[0, len) in place.
+void ActivateRange(const ConvActivation& act, float* p, int64_t len) {
+  if (act.name.empty()) return;
+  if (act.name == "Relu") {
+    for (int64_t i = 0; i < len; ++i) p[i] = std::max(p[i], 0.0f);
+  } else if (act.name == "Clip") {
+    for (int64_t i = 0; i < len; ++i) p[i] = std::min(std::max(p[i], act.clip_min), act.clip_max);
+  } else if (DeferrableActivation(act)) {
+    DeferredActivation(act, p, len);
+  } else {
+    for (int64_t i = 0; i < len; ++i) p[i] = ApplyActivation(act, p[i]);
+  }
+}
+
 }  // namespace
 
-void ApplyConvActivation(const ConvActivation& act, float* y, int64_t n, int threads) {
-  if (act.name.empty()) return;
+void ApplyConvActivation(const ConvActivation& act, float* y, int64_t n, int threads,
+                         const float* add) {
+  if (act.name.empty() && add == nullptr) return;
   ParallelFor(n, threads, 4.0, [&](int64_t begin, int64_t end) {
-    float* p = y + begin;
-    const int64_t len = end - begin;
-    if (act.name == "Relu") {
-      for (int64_t i = 0; i < len; ++i) p[i] = std::max(p[i], 0.0f);
-    } else if (act.name == "Clip") {
-      for (int64_t i = 0; i < len; ++i) p[i] = std::min(std::max(p[i], act.clip_min), act.clip_max);
-    } else if (DeferrableActivation(act)) {
-      DeferredActivation(act, p, len);
-    } else {
-      for (int64_t i = 0; i < len; ++i) p[i] = ApplyActivation(act, p[i]);
+    if (add == nullptr) return ActivateRange(act, y + begin, end - begin);
+    // 32 KiB at a time, while it is in the cache: the activation, then the sum.
+    constexpr int64_t kPiece = 8192;
+    for (int64_t at = begin; at < end; at += kPiece) {
+      const int64_t len = std::min(kPiece, end - at);
+      float* p = y + at;
+      ActivateRange(act, p, len);
+      const float* r = add + at;
+      for (int64_t i = 0; i < len; ++i) p[i] += r[i];
     }
   });
 }

@@ -9,7 +9,8 @@ namespace reprise::kernels::cpu {
 inline constexpr char kFusedDomain[] = "com.reprise";
 
 /// Conv with oneDNN post-ops: inputs X, W, B (optional), R (optional residual, added to the
-/// convolution's output before the activation). Attributes: those of Conv, plus "activation"
+/// convolution's output before the activation, or after it where "sum_after_activation" (int)
+/// is 1: Y = act(conv(X, W) + B) + R). Attributes: those of Conv, plus "activation"
 /// (string: "" for none, "Relu", "LeakyRelu", "Clip", "Sigmoid", "Tanh", "HardSigmoid",
 /// "HardSwish", "Swish", x * sigmoid(x), "Gelu", the exact GELU, or "GeluTanh", its tanh
 /// approximation) with "clip_min" / "clip_max" (floats) for Clip and

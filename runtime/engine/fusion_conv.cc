@@ -475,23 +475,29 @@ int FuseConvPostOps(Graph* graph, const KernelRegistry& registry) {
       const int at = SoleConsumer(*graph, uses, value);
       return at >= 0 && !drop[at] ? at : -1;
     };
-    int next = consumer(out);
-    if (next >= 0) {
+    // An Add of `out` and another value (the residual) that can be absorbed: its node, or -1.
+    auto residual_add = [&](int value, int* other) {
+      const int next = consumer(value);
+      if (next < 0) return -1;
       const Node& add = graph->nodes[next];
-      const int other =
-          add.inputs.size() == 2 ? add.inputs[add.inputs[0] == out ? 1 : 0] : Graph::kNoValue;
+      *other =
+          add.inputs.size() == 2 ? add.inputs[add.inputs[0] == value ? 1 : 0] : Graph::kNoValue;
       // A constant operand is usually a broadcast bias, not a residual of Y's shape.
-      if (add.op == "Add" && fusion::IsDefaultDomain(add) && add.inputs.size() == 2 &&
-          add.outputs.size() == 1 && add.inputs[0] != add.inputs[1] && other != Graph::kNoValue &&
-          !graph->IsConstant(other) && !leaves_add_to_later_conv(i, conv, next, other)) {
-        residual = other;
-        drop[next] = true;
-        last = next;
-        out = add.outputs[0];
-        ++absorbed;
-        next = consumer(out);
-      }
-    }
+      const bool ok = add.op == "Add" && fusion::IsDefaultDomain(add) && add.inputs.size() == 2 &&
+                      add.outputs.size() == 1 && add.inputs[0] != add.inputs[1] &&
+                      *other != Graph::kNoValue && !graph->IsConstant(*other) &&
+                      !leaves_add_to_later_conv(i, conv, next, *other);
+      return ok ? next : -1;
+    };
+    auto absorb_add = [&](int add, int other) {
+      residual = other;
+      drop[add] = true;
+      last = std::max(last, add);
+      out = graph->nodes[add].outputs[0];
+      ++absorbed;
+    };
+    int other = Graph::kNoValue;
+    if (const int add = residual_add(out, &other); add >= 0) absorb_add(add, other);
     if (MatchActivation(*graph, uses, out, drop, &activation)) {
       for (int n : activation.nodes) {
         drop[n] = true;
@@ -499,6 +505,14 @@ int FuseConvPostOps(Graph* graph, const KernelRegistry& registry) {
         ++absorbed;
       }
       out = activation.out;
+    }
+    // The residual added after the activation (YOLO's and CSP blocks' x + SiLU(conv(...))).
+    bool sum_after_activation = false;
+    if (residual == Graph::kNoValue && !activation.name.empty()) {
+      if (const int add = residual_add(out, &other); add >= 0) {
+        absorb_add(add, other);
+        sum_after_activation = true;
+      }
     }
     Node fused;
     fused.op = kFusedConvOp;
@@ -510,6 +524,7 @@ int FuseConvPostOps(Graph* graph, const KernelRegistry& registry) {
     if (residual != Graph::kNoValue) fused.inputs.push_back(residual);
     fused.outputs = {out};
     fused.attributes.Set("activation", activation.name);
+    if (sum_after_activation) fused.attributes.Set("sum_after_activation", int64_t{1});
     if (activation.name == "Clip") {
       fused.attributes.Set("clip_min", activation.lo);
       fused.attributes.Set("clip_max", activation.hi);

@@ -28,7 +28,8 @@ int FoldPadIntoConvAndPool(Graph* graph);
 
 /// Rewrites Conv [→ Add(residual)] [→ an activation: Relu, LeakyRelu, Clip (constant bounds),
 /// Sigmoid, Tanh, HardSigmoid, HardSwish, x * Sigmoid(x) as exported SiLU, or Gelu (FuseGelu's
-/// from Erf or Tanh, or opset 20's)] into one fused conv
+/// from Erf or Tanh, or opset 20's)], or Conv → an activation → Add(residual) (attribute
+/// sum_after_activation 1), into one fused conv
 /// node when `registry` has the fused op; each intermediate must have no other use and not be a
 /// graph output. Plain Convs become fused convs too (with no post-op) so that the layout pass
 /// sees every 2-D convolution. Returns how many nodes were absorbed (Adds and activations).

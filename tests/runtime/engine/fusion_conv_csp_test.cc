@@ -1,0 +1,157 @@
+// YOLO's cross-stage-partial blocks: a residual added after a convolution's activation
+// (x + SiLU(conv(...))) goes into the fused conv (sum_after_activation), and the kernel adds it
+// after the activation. Outputs as the unfused graph's.
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "kernels/cpu/fused_ops.h"
+#include "runtime/engine/fusion_conv.h"
+#include "runtime/engine/model.h"
+#include "tests/runtime/engine/fusion_test_util.h"
+#include "tests/runtime/engine/test_models.h"
+
+namespace reprise::runtime::engine {
+namespace {
+
+using kernels::cpu::kFusedConvOp;
+using testing::CountOps;
+using testing::FloatTensor;
+using testing::ModelBuilder;
+using testing::RandomFloats;
+
+class FusionConvCspTest : public testing::FusionTest {
+ protected:
+  void SetUp() override { RegisterAllBut({kFusedConvOp}); }
+};
+
+// `in` → 3x3 conv (pads 1, weights in ±1/sqrt(fan-in)) → `out`.
+void AddConv3x3(ModelBuilder& b, const std::string& name, const std::string& in,
+                const std::string& out, int64_t c_in, int64_t c_out, uint32_t seed) {
+  const float bound = 1.0f / std::sqrt(static_cast<float>(c_in * 9));
+  b.FloatInit(name + "_w", {c_out, c_in, 3, 3},
+              RandomFloats(c_out * c_in * 9, seed, -bound, bound));
+  b.FloatInit(name + "_b", {c_out}, RandomFloats(c_out, seed + 1));
+  auto& node = b.Node("Conv", {in, name + "_w", name + "_b"}, {out}, name);
+  auto* pads = node.add_attribute();
+  pads->set_name("pads");
+  pads->set_type(onnx::AttributeProto::INTS);
+  for (int i = 0; i < 4; ++i) pads->add_ints(1);
+}
+
+// `in` → `act` ("Silu": x * Sigmoid(x), or a one-input op such as "Relu") → `out`.
+void AddActivation(ModelBuilder& b, const std::string& act, const std::string& in,
+                   const std::string& out) {
+  if (act == "Silu") {
+    b.Node("Sigmoid", {in}, {in + "_sig"});
+    b.Node("Mul", {in, in + "_sig"}, {out});
+  } else {
+    b.Node(act, {in}, {out});
+  }
+}
+
+const Node* FindNamed(const Graph& graph, const std::string& name) {
+  for (const Node& node : graph.nodes) {
+    if (node.name == name) return &node;
+  }
+  return nullptr;
+}
+
+std::string Attr(const Node& node, const char* name) {
+  auto s = node.attributes.GetString(name, "");
+  return s.ok() ? *s : "error";
+}
+
+// A bottleneck y = c(m1(m0(h)) + h) with h = act(a(x)) and each m an activated conv: the Add
+// goes into m1 after its activation; h, a convolution's output, stays blocked as m1's residual.
+// With 32 channels over 16x16 at batch 2, the 3x3 convolutions are Winograd candidates, whose
+// primitive takes no sum at all. Channels of 24 are not whole blocks (zero padding in the
+// blocked layout).
+TEST_F(FusionConvCspTest, TheResidualAfterTheActivationGoesIntoTheConv) {
+  for (const char* act : {"Silu", "Relu"}) {
+    for (int64_t c : {32, 24}) {
+      SCOPED_TRACE(std::string(act) + " c=" + std::to_string(c));
+      ModelBuilder b;
+      b.Input("x", onnx::TensorProto::FLOAT, {2, 8, 16, 16}).Output("y", {2, 8, 16, 16});
+      AddConv3x3(b, "a", "x", "a_out", 8, c, 11);
+      AddActivation(b, act, "a_out", "h");
+      AddConv3x3(b, "m0", "h", "m0_out", c, c, 13);
+      AddActivation(b, act, "m0_out", "m0_act");
+      AddConv3x3(b, "m1", "m0_act", "m1_out", c, c, 15);
+      AddActivation(b, act, "m1_out", "m1_act");
+      b.Node("Add", {"h", "m1_act"}, {"sum"});
+      AddConv3x3(b, "c", "sum", "y", c, 8, 17);
+      auto model =
+          LoadBothWithin(b.Bytes(), FloatTensor({2, 8, 16, 16}, RandomFloats(4096, 19)), 1e-4f);
+      ASSERT_NE(model, nullptr);
+      const Graph& g = model->graph();
+      EXPECT_EQ(CountOps(g, kFusedConvOp), 4);
+      EXPECT_EQ(CountOps(g, "Add"), 0);
+      const Node* m1 = FindNamed(g, "m1");
+      ASSERT_NE(m1, nullptr);
+      ASSERT_EQ(m1->inputs.size(), 4u);
+      EXPECT_EQ(m1->attributes.GetInt("sum_after_activation", 0).value_or(0), 1);
+      EXPECT_EQ(Attr(*m1, "r_layout"), "blocked");
+      EXPECT_EQ(Attr(*m1, "y_layout"), "blocked");
+      // The other convs have no residual.
+      for (const char* name : {"a", "m0", "c"}) {
+        const Node* node = FindNamed(g, name);
+        ASSERT_NE(node, nullptr) << name;
+        EXPECT_EQ(node->inputs.size(), 3u) << name;
+        EXPECT_FALSE(node->attributes.Has("sum_after_activation")) << name;
+      }
+    }
+  }
+}
+
+// The residual stored otherwise than the output: a plain value (a Sigmoid of the input) added
+// to a conv whose output stays blocked (reordered to the output's layout before the sum), and
+// to one whose output is a graph output (plain, as the residual).
+TEST_F(FusionConvCspTest, AResidualStoredOtherwiseIsReorderedBeforeTheSum) {
+  for (bool blocked_out : {true, false}) {
+    SCOPED_TRACE(blocked_out ? "blocked output" : "graph output");
+    ModelBuilder b;
+    b.Input("x", onnx::TensorProto::FLOAT, {2, 16, 16, 16}).Output("y", {2, 16, 16, 16});
+    b.Node("Sigmoid", {"x"}, {"r"});
+    AddConv3x3(b, "m", "x", "m_out", 16, 16, 23);
+    AddActivation(b, "Silu", "m_out", "m_act");
+    b.Node("Add", {"m_act", "r"}, {blocked_out ? "sum" : "y"});
+    if (blocked_out) AddConv3x3(b, "c", "sum", "y", 16, 16, 25);
+    auto model =
+        LoadBothWithin(b.Bytes(), FloatTensor({2, 16, 16, 16}, RandomFloats(8192, 27)), 1e-4f);
+    ASSERT_NE(model, nullptr);
+    const Node* m = FindNamed(model->graph(), "m");
+    ASSERT_NE(m, nullptr);
+    EXPECT_EQ(m->attributes.GetInt("sum_after_activation", 0).value_or(0), 1);
+    EXPECT_EQ(Attr(*m, "r_layout"), "");
+    EXPECT_EQ(Attr(*m, "y_layout"), blocked_out ? "blocked" : "");
+  }
+}
+
+// A residual that only broadcasts ([N, C, 1, 1]) after the activation: added after it.
+TEST_F(FusionConvCspTest, ABroadcastResidualAfterTheActivation) {
+  ModelBuilder b;
+  b.Input("x", onnx::TensorProto::FLOAT, {1, 4, 5, 5}).Output("y", {1, 4, 5, 5});
+  AddConv3x3(b, "m", "x", "m_out", 4, 4, 31);
+  AddActivation(b, "Silu", "m_out", "m_act");
+  auto& mean = b.Node("ReduceMean", {"x"}, {"r"});
+  auto* axes = mean.add_attribute();
+  axes->set_name("axes");
+  axes->set_type(onnx::AttributeProto::INTS);
+  axes->add_ints(2);
+  axes->add_ints(3);
+  b.Node("Add", {"m_act", "r"}, {"y"});
+  auto model =
+      LoadBothWithin(b.Bytes(), FloatTensor({1, 4, 5, 5}, RandomFloats(100, 33, -3, 3)), 1e-4f);
+  ASSERT_NE(model, nullptr);
+  const Node* m = FindNamed(model->graph(), "m");
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(m->inputs.size(), 4u);
+  EXPECT_EQ(m->attributes.GetInt("sum_after_activation", 0).value_or(0), 1);
+  EXPECT_EQ(CountOps(model->graph(), "Add"), 0);
+}
+
+}  // namespace
+}  // namespace reprise::runtime::engine
