@@ -723,6 +723,10 @@ int FuseConcatIntoConvChains(Graph* graph, const KernelRegistry& registry) {
     // blocked layout. The others (a ConvTranspose's or an upsampling's output) stay plain and
     // the kernel reorders them, so that the chain's values around the concatenation need not
     // go plain and back (U-Net's skip connections). A graph input keeps the Concat as it is.
+    // An input of unknown shape or type is taken as the chain's: a Concat's inputs have one
+    // rank and one type (ONNX shape inference loses shapes behind a Slice whose bounds are
+    // computed from a Shape, as in YOLO's split blocks), and the kernel checks them when it is
+    // prepared.
     bool any_chain = false;
     const bool all_4d = std::all_of(concat.inputs.begin(), concat.inputs.end(), [&](int in) {
       const int from = in == Graph::kNoValue ? -1 : producer[in];
@@ -732,7 +736,8 @@ int FuseConcatIntoConvChains(Graph* graph, const KernelRegistry& registry) {
         return true;
       }
       const Value& v = graph->values[in];
-      return v.has_shape && v.dims.size() == 4 && v.dtype == DataType::kFloat32;
+      return (!v.has_shape || v.dims.size() == 4) &&
+             (v.dtype == DataType::kFloat32 || v.dtype == DataType::kUndefined);
     });
     if (!all_4d || !any_chain) continue;
     concat.op = kFusedConcatOp;

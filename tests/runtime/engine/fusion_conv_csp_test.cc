@@ -1,6 +1,7 @@
 // YOLO's cross-stage-partial blocks: a residual added after a convolution's activation
 // (x + SiLU(conv(...))) goes into the fused conv (sum_after_activation), and the kernel adds it
-// after the activation. Outputs as the unfused graph's.
+// after the activation; a concatenation of a split whose shapes shape inference lost stays in
+// the chain of convolutions. Outputs as the unfused graph's.
 #include <cmath>
 #include <memory>
 #include <string>
@@ -151,6 +152,44 @@ TEST_F(FusionConvCspTest, ABroadcastResidualAfterTheActivation) {
   EXPECT_EQ(m->inputs.size(), 4u);
   EXPECT_EQ(m->attributes.GetInt("sum_after_activation", 0).value_or(0), 1);
   EXPECT_EQ(CountOps(model->graph(), "Add"), 0);
+}
+
+// A C2f block as exported from PyTorch: h split in two halves along the channels by Slices whose
+// bounds come from Shape(h) (ONNX shape inference gives their outputs no shape), a bottleneck on
+// the second half, and Concat(first, second, bottleneck) into a convolution. The concatenation
+// is fused (its inputs of unknown shape taken as 4-D float32) and its output stays blocked.
+TEST_F(FusionConvCspTest, AConcatenationOfASplitOfUnknownShapeIsFused) {
+  ModelBuilder b;
+  b.Input("x", onnx::TensorProto::FLOAT, {2, 16, 8, 8}).Output("y", {2, 8, 8, 8});
+  AddConv3x3(b, "a", "x", "a_out", 16, 32, 41);
+  AddActivation(b, "Silu", "a_out", "h");
+  b.Int64Init("one", {}, {1});
+  b.Int64Init("two", {1}, {2});
+  b.Int64Init("zero1", {1}, {0});
+  b.Int64Init("axis1", {1}, {1});
+  b.Int64Init("end", {1}, {int64_t{1} << 40});
+  b.Node("Shape", {"h"}, {"h_shape"});
+  b.Node("Gather", {"h_shape", "one"}, {"channels"});
+  b.Node("Unsqueeze", {"channels", "zero1"}, {"channels1"});
+  b.Node("Div", {"channels1", "two"}, {"half"});
+  b.Node("Slice", {"h", "zero1", "half", "axis1"}, {"s0"});
+  b.Node("Slice", {"h", "half", "end", "axis1"}, {"s1"});
+  AddConv3x3(b, "m", "s1", "m_out", 16, 16, 43);
+  AddActivation(b, "Silu", "m_out", "m_act");
+  b.Node("Add", {"s1", "m_act"}, {"t"});
+  auto& cat = b.Node("Concat", {"s0", "s1", "t"}, {"cat"});
+  testing::SetIntAttr(&cat, "axis", 1);
+  AddConv3x3(b, "c", "cat", "y", 48, 8, 45);
+  auto model = LoadBothWithin(b.Bytes(), FloatTensor({2, 16, 8, 8}, RandomFloats(2048, 47)), 1e-4f);
+  ASSERT_NE(model, nullptr);
+  const Graph& g = model->graph();
+  EXPECT_EQ(CountOps(g, "Concat"), 0);
+  ASSERT_EQ(CountOps(g, kernels::cpu::kFusedConcatOp), 1);
+  for (const Node& node : g.nodes) {
+    if (node.op != kernels::cpu::kFusedConcatOp) continue;
+    EXPECT_EQ(Attr(node, "y_layout"), "blocked");
+    EXPECT_EQ(Attr(node, "x2_layout"), "blocked");  // the bottleneck's conv
+  }
 }
 
 }  // namespace
