@@ -18,6 +18,7 @@ namespace reprise::runtime::engine {
 namespace {
 
 using kernels::cpu::kFusedConvOp;
+using testing::AddConv;
 using testing::CountOps;
 using testing::FloatTensor;
 using testing::ModelBuilder;
@@ -27,20 +28,6 @@ class FusionConvCspTest : public testing::FusionTest {
  protected:
   void SetUp() override { RegisterAllBut({kFusedConvOp}); }
 };
-
-// `in` → 3x3 conv (pads 1, weights in ±1/sqrt(fan-in)) → `out`.
-void AddConv3x3(ModelBuilder& b, const std::string& name, const std::string& in,
-                const std::string& out, int64_t c_in, int64_t c_out, uint32_t seed) {
-  const float bound = 1.0f / std::sqrt(static_cast<float>(c_in * 9));
-  b.FloatInit(name + "_w", {c_out, c_in, 3, 3},
-              RandomFloats(c_out * c_in * 9, seed, -bound, bound));
-  b.FloatInit(name + "_b", {c_out}, RandomFloats(c_out, seed + 1));
-  auto& node = b.Node("Conv", {in, name + "_w", name + "_b"}, {out}, name);
-  auto* pads = node.add_attribute();
-  pads->set_name("pads");
-  pads->set_type(onnx::AttributeProto::INTS);
-  for (int i = 0; i < 4; ++i) pads->add_ints(1);
-}
 
 // `in` → `act` ("Silu": x * Sigmoid(x), or a one-input op such as "Relu") → `out`.
 void AddActivation(ModelBuilder& b, const std::string& act, const std::string& in,
@@ -76,14 +63,14 @@ TEST_F(FusionConvCspTest, TheResidualAfterTheActivationGoesIntoTheConv) {
       SCOPED_TRACE(std::string(act) + " c=" + std::to_string(c));
       ModelBuilder b;
       b.Input("x", onnx::TensorProto::FLOAT, {2, 8, 16, 16}).Output("y", {2, 8, 16, 16});
-      AddConv3x3(b, "a", "x", "a_out", 8, c, 11);
+      AddConv(b, "a", "x", "a_out", 8, c, 11, /*scaled=*/true);
       AddActivation(b, act, "a_out", "h");
-      AddConv3x3(b, "m0", "h", "m0_out", c, c, 13);
+      AddConv(b, "m0", "h", "m0_out", c, c, 13, /*scaled=*/true);
       AddActivation(b, act, "m0_out", "m0_act");
-      AddConv3x3(b, "m1", "m0_act", "m1_out", c, c, 15);
+      AddConv(b, "m1", "m0_act", "m1_out", c, c, 15, /*scaled=*/true);
       AddActivation(b, act, "m1_out", "m1_act");
       b.Node("Add", {"h", "m1_act"}, {"sum"});
-      AddConv3x3(b, "c", "sum", "y", c, 8, 17);
+      AddConv(b, "c", "sum", "y", c, 8, 17, /*scaled=*/true);
       auto model =
           LoadBothWithin(b.Bytes(), FloatTensor({2, 8, 16, 16}, RandomFloats(4096, 19)), 1e-4f);
       ASSERT_NE(model, nullptr);
@@ -116,10 +103,10 @@ TEST_F(FusionConvCspTest, AResidualStoredOtherwiseIsReorderedBeforeTheSum) {
     ModelBuilder b;
     b.Input("x", onnx::TensorProto::FLOAT, {2, 16, 16, 16}).Output("y", {2, 16, 16, 16});
     b.Node("Sigmoid", {"x"}, {"r"});
-    AddConv3x3(b, "m", "x", "m_out", 16, 16, 23);
+    AddConv(b, "m", "x", "m_out", 16, 16, 23, /*scaled=*/true);
     AddActivation(b, "Silu", "m_out", "m_act");
     b.Node("Add", {"m_act", "r"}, {blocked_out ? "sum" : "y"});
-    if (blocked_out) AddConv3x3(b, "c", "sum", "y", 16, 16, 25);
+    if (blocked_out) AddConv(b, "c", "sum", "y", 16, 16, 25, /*scaled=*/true);
     auto model =
         LoadBothWithin(b.Bytes(), FloatTensor({2, 16, 16, 16}, RandomFloats(8192, 27)), 1e-4f);
     ASSERT_NE(model, nullptr);
@@ -135,7 +122,7 @@ TEST_F(FusionConvCspTest, AResidualStoredOtherwiseIsReorderedBeforeTheSum) {
 TEST_F(FusionConvCspTest, ABroadcastResidualAfterTheActivation) {
   ModelBuilder b;
   b.Input("x", onnx::TensorProto::FLOAT, {1, 4, 5, 5}).Output("y", {1, 4, 5, 5});
-  AddConv3x3(b, "m", "x", "m_out", 4, 4, 31);
+  AddConv(b, "m", "x", "m_out", 4, 4, 31, /*scaled=*/true);
   AddActivation(b, "Silu", "m_out", "m_act");
   auto& mean = b.Node("ReduceMean", {"x"}, {"r"});
   auto* axes = mean.add_attribute();
@@ -161,7 +148,7 @@ TEST_F(FusionConvCspTest, ABroadcastResidualAfterTheActivation) {
 TEST_F(FusionConvCspTest, AConcatenationOfASplitOfUnknownShapeIsFused) {
   ModelBuilder b;
   b.Input("x", onnx::TensorProto::FLOAT, {2, 16, 8, 8}).Output("y", {2, 8, 8, 8});
-  AddConv3x3(b, "a", "x", "a_out", 16, 32, 41);
+  AddConv(b, "a", "x", "a_out", 16, 32, 41, /*scaled=*/true);
   AddActivation(b, "Silu", "a_out", "h");
   b.Int64Init("one", {}, {1});
   b.Int64Init("two", {1}, {2});
@@ -174,12 +161,12 @@ TEST_F(FusionConvCspTest, AConcatenationOfASplitOfUnknownShapeIsFused) {
   b.Node("Div", {"channels1", "two"}, {"half"});
   b.Node("Slice", {"h", "zero1", "half", "axis1"}, {"s0"});
   b.Node("Slice", {"h", "half", "end", "axis1"}, {"s1"});
-  AddConv3x3(b, "m", "s1", "m_out", 16, 16, 43);
+  AddConv(b, "m", "s1", "m_out", 16, 16, 43, /*scaled=*/true);
   AddActivation(b, "Silu", "m_out", "m_act");
   b.Node("Add", {"s1", "m_act"}, {"t"});
   auto& cat = b.Node("Concat", {"s0", "s1", "t"}, {"cat"});
   testing::SetIntAttr(&cat, "axis", 1);
-  AddConv3x3(b, "c", "cat", "y", 48, 8, 45);
+  AddConv(b, "c", "cat", "y", 48, 8, 45, /*scaled=*/true);
   auto model = LoadBothWithin(b.Bytes(), FloatTensor({2, 16, 8, 8}, RandomFloats(2048, 47)), 1e-4f);
   ASSERT_NE(model, nullptr);
   const Graph& g = model->graph();

@@ -17,6 +17,24 @@
 
 namespace reprise::runtime::engine::testing {
 
+/// x [N,C,H,W] → 3x3 conv (pads 1) with bias; weights named `name`_w / `name`_b. `scaled`
+/// weights lie in ±1/sqrt(fan-in), so that values keep their magnitude through deep chains (with
+/// weights in ±1 they grow ~15x per layer and the last layer cancels most of it, which makes any
+/// change of summation order look like an error).
+inline void AddConv(ModelBuilder& b, const std::string& name, const std::string& in,
+                    const std::string& out, int64_t c_in, int64_t c_out, uint32_t seed,
+                    bool scaled = false) {
+  const float bound = scaled ? 1.0f / std::sqrt(static_cast<float>(c_in * 9)) : 1.0f;
+  b.FloatInit(name + "_w", {c_out, c_in, 3, 3},
+              RandomFloats(c_out * c_in * 9, seed, -bound, bound));
+  b.FloatInit(name + "_b", {c_out}, RandomFloats(c_out, seed + 1));
+  auto& node = b.Node("Conv", {in, name + "_w", name + "_b"}, {out}, name);
+  auto* pads = node.add_attribute();
+  pads->set_name("pads");
+  pads->set_type(onnx::AttributeProto::INTS);
+  for (int i = 0; i < 4; ++i) pads->add_ints(1);
+}
+
 class FusionTest : public ::testing::Test {
  protected:
   /// Fills registry_ with every CPU kernel and unfused_ with all of them but `fused_ops`.
