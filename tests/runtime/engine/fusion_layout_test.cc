@@ -53,14 +53,21 @@ class FusionLayoutTest : public testing::FusionTest {
 };
 
 // ShuffleNet V2's unit as PyTorch exports it with a dynamic batch: the shapes come from Shape
-// nodes of the concatenation and of the shuffled value; the split reads the channel count.
-std::string ShuffleUnit() {
+// nodes of the concatenation and of the shuffled value; the split reads the channel count. With
+// `convs`, the concatenated values are two 3x3 convolutions' outputs (the branches of a unit)
+// instead of x and -x.
+std::string ShuffleUnit(bool convs = false) {
   ModelBuilder b;
   b.Input("x", onnx::TensorProto::FLOAT, {-1, 4, 3, 5});
   b.Int64Init("k0", {1}, {0}).Int64Init("k1", {1}, {1}).Int64Init("k2", {1}, {2});
   b.Int64Init("k4", {1}, {4}).Int64Init("m1", {1}, {-1});
-  b.Node("Neg", {"x"}, {"a"});
-  SetIntAttr(&b.Node("Concat", {"x", "a"}, {"c"}), "axis", 1);
+  if (convs) {
+    testing::AddConv(b, "left", "x", "l", 4, 4, 31);
+    testing::AddConv(b, "right", "x", "a", 4, 4, 33);
+  } else {
+    b.Node("Neg", {"x"}, {"a"});
+  }
+  SetIntAttr(&b.Node("Concat", {convs ? "l" : "x", "a"}, {"c"}), "axis", 1);
   b.Node("Shape", {"c"}, {"sc"});
   b.Node("Slice", {"sc", "k0", "k1"}, {"n"});
   b.Node("Slice", {"sc", "k1", "k2"}, {"cc"});
@@ -111,6 +118,19 @@ TEST_F(FusionLayoutTest, ChannelShuffleAndSplitMoveOnce) {
       }
     }
   }
+}
+
+// The unit's Concat of two convolutions (which could join the convolutions' chain as a fused
+// concatenation) is left to the channel shuffle, which moves its elements once.
+TEST_F(FusionLayoutTest, AShuffleTakesAConcatenationOfConvolutions) {
+  const TensorValue x = FloatTensor({2, 4, 3, 5}, RandomFloats(2 * 4 * 15, 35));
+  auto model = LoadBothWithin(ShuffleUnit(/*convs=*/true), x, 1e-5f);
+  ASSERT_NE(model, nullptr);
+  const Graph& g = model->graph();
+  EXPECT_EQ(CountOps(g, kernels::cpu::kFusedConcatOp), 0);
+  EXPECT_EQ(CountOps(g, "Concat"), 2);  // the two shape vectors
+  EXPECT_EQ(CountOps(g, "Transpose"), 0);
+  EXPECT_EQ(CountOps(g, kernels::cpu::kFusedConvOp), 2);
 }
 
 // Concat along axis 1, a Transpose that keeps the last axis, and Slices with steps, one of them
