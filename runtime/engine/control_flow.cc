@@ -636,8 +636,8 @@ class KnownOutputsKernel final : public ControlFlowKernel {
 // checks) computed there iteration by iteration, the body planned for each iteration's values,
 // where planning the body once for all of them failed: a carried value that changes shape, or a
 // Resize whose sizes each iteration computes (the mask and keypoint heads of torchvision's
-// detection models). Bounded by max_loop_iterations and, for the values it holds,
-// max_plan_bytes.
+// detection models). Bounded by max_loop_iterations, by max_unrolled_iterations over the whole
+// plan (nested loops included) and, for the values it holds, by max_plan_bytes.
 absl::StatusOr<std::unique_ptr<ControlFlowKernel>> UnrollKnownLoop(
     const Node& node, const std::vector<TensorDesc>& inputs, const KernelRegistry& registry,
     const PlanOptions& options) {
@@ -670,6 +670,12 @@ absl::StatusOr<std::unique_ptr<ControlFlowKernel>> UnrollKnownLoop(
     if (i >= options.max_loop_iterations) {
       return absl::ResourceExhaustedError(absl::StrCat(
           "the loop would run more than the ", options.max_loop_iterations, " iterations allowed"));
+    }
+    if (options.unrolled_iterations != nullptr &&
+        ++*options.unrolled_iterations > options.max_unrolled_iterations) {
+      return absl::ResourceExhaustedError(absl::StrCat("planning would compute more than the ",
+                                                       options.max_unrolled_iterations,
+                                                       " loop iterations allowed one by one"));
     }
     TensorValue number{DataType::kInt64, {}, std::vector<uint8_t>(sizeof(int64_t))};
     std::memcpy(number.bytes.data(), &i, sizeof i);

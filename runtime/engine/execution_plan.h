@@ -29,6 +29,13 @@ struct NamedTensor {
 /// sent by a client, or a condition that never clears, holding a stream forever).
 inline constexpr int64_t kDefaultMaxLoopIterations = int64_t{1} << 24;
 
+/// Iterations that planning may compute one by one (a Loop of known inputs whose body cannot be
+/// planned once for all iterations), in all over one plan and the plans of its subgraphs: each
+/// plans the body anew, so a hostile model's trip count would hold the planner for hours under
+/// kDefaultMaxLoopIterations. torchvision's detection heads loop once per detection (at most a
+/// few hundred).
+inline constexpr int64_t kDefaultMaxUnrolledIterations = 4096;
+
 struct PlanOptions {
   int intra_op_threads = 1;  // passed to every kernel's Prepare
   /// Cap on the bytes one plan owns: input staging, output buffers, values computed at plan
@@ -46,6 +53,10 @@ struct PlanOptions {
   /// (maskrcnn's masks, [0,320,320] as it enters the loop).
   bool input_shapes_are_hints = false;
   int64_t max_loop_iterations = kDefaultMaxLoopIterations;
+  int64_t max_unrolled_iterations = kDefaultMaxUnrolledIterations;
+  /// The iterations computed one by one so far, shared by a plan and its subgraphs' plans
+  /// (ExecutionPlan::Create makes it where it is null).
+  std::shared_ptr<int64_t> unrolled_iterations;
   /// Streams a capture may fork independent branches onto (branch_plan.h); 1: never fork. The
   /// steps of a region of N lanes are prepared with intra_op_threads / N threads (at least 1),
   /// so lanes x threads stay within intra_op_threads.

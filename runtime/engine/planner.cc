@@ -782,6 +782,12 @@ absl::StatusOr<std::unique_ptr<ExecutionPlan>> ExecutionPlan::Create(
   // A last resort: the limits above are checked before each allocation, but a container
   // growing inside a kernel's Prepare can still fail; that is an error status, never an abort.
   try {
+    if (options.unrolled_iterations == nullptr) {
+      PlanOptions counted = options;
+      counted.unrolled_iterations = std::make_shared<int64_t>(0);
+      PlanBuilder builder(graph, registry, counted);
+      return builder.Build(input_shapes, fixed_inputs);
+    }
     PlanBuilder builder(graph, registry, options);
     return builder.Build(input_shapes, fixed_inputs);
   } catch (const std::bad_alloc&) {

@@ -327,6 +327,41 @@ TEST_F(ControlFlowTest, ALoopOfKnownInputsWhoseValueGrowsIsComputedWhenPlanning)
       << out.status();
 }
 
+// Computing a loop iteration by iteration when planning plans its body each time: a hostile
+// trip count with a condition that never clears stops at max_unrolled_iterations for the whole
+// plan (nested loops count together), not at the far larger max_loop_iterations.
+TEST_F(ControlFlowTest, PlanningComputesBoundedLoopIterationsOneByOne) {
+  // The carried value grows by one element each iteration (no plan for all of them).
+  ModelBuilder body = Body({{"v_in", {-1}}});
+  body.Output("c_out", {}, kBool).Output("v_out", {-1});
+  body.Node("Identity", {"c_in"}, {"c_out"});
+  body.FloatInit("one", {1}, {1.0f});
+  testing::SetIntAttr(&body.Node("Concat", {"v_in", "one"}, {"v_out"}), "axis", 0);
+  for (const int64_t trips : {int64_t{40}, int64_t{1} << 40}) {
+    SCOPED_TRACE(trips);
+    ModelBuilder b;
+    b.Input("x", kFloat, {1}).Output("v", {-1});
+    b.Int64Init("trips", {}, {trips});
+    SetGraph(&b.Node("Loop", {"trips", "", "x"}, {"v"}, "growing"), "body", body);
+    auto model = Load(b);
+    ASSERT_NE(model, nullptr);
+    const TensorValue x = FloatTensor({1}, {5});
+    PlanOptions options;
+    options.max_unrolled_iterations = 50;
+    auto plan = ExecutionPlan::Create(model->graph(), *device_->kernels(), {{1}}, options, {&x});
+    if (trips == 40) {
+      ASSERT_TRUE(plan.ok()) << plan.status();
+      auto out = (*plan)->Run({&x});
+      ASSERT_TRUE(out.ok()) << out.status();
+      EXPECT_EQ((*out)[0].value.shape, (Shape{41}));
+      continue;
+    }
+    // The one-plan error, then why the loop was not computed when planning.
+    ASSERT_FALSE(plan.ok());
+    EXPECT_THAT(plan.status().message(), HasSubstr("50 loop iterations allowed one by one"));
+  }
+}
+
 TEST_F(ControlFlowTest, ScanOutputsOfATripCountInputArePlannedPerValue) {
   // The scan output's length is the trip count, an input: each value gets its own plan.
   ModelBuilder body = Body({});
