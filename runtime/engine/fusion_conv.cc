@@ -8,7 +8,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernels/cpu/fused_ops.h"
-#include "runtime/engine/fusion_layout.h"
 #include "runtime/engine/fusion_util.h"
 
 namespace reprise::runtime::engine {
@@ -712,14 +711,10 @@ int FuseChannelOpsIntoConvChains(Graph* graph, const KernelRegistry& registry) {
 int FuseConcatIntoConvChains(Graph* graph, const KernelRegistry& registry) {
   if (!registry.Has(kFusedConcatOp)) return 0;
   const std::vector<int> producer = fusion::Producers(*graph);
-  // A channel shuffle's Concat is left to FuseTransposeChains, which moves its elements once
-  // (ShuffleNet's).
-  const std::vector<bool> shuffled = ConcatsOfTransposeChains(*graph, registry);
   int fused = 0;
-  for (size_t i = 0; i < graph->nodes.size(); ++i) {
-    Node& concat = graph->nodes[i];
+  for (Node& concat : graph->nodes) {
     if (concat.op != "Concat" || !fusion::IsDefaultDomain(concat) || concat.inputs.empty() ||
-        concat.outputs.size() != 1 || concat.outputs[0] == Graph::kNoValue || shuffled[i]) {
+        concat.outputs.size() != 1 || concat.outputs[0] == Graph::kNoValue) {
       continue;
     }
     auto axis = concat.attributes.GetInt("axis", 0);

@@ -276,19 +276,6 @@ bool Rewrite(Graph* graph, const std::vector<int>& producer, const Chain& chain)
 
 }  // namespace
 
-std::vector<bool> ConcatsOfTransposeChains(const Graph& graph, const KernelRegistry& registry) {
-  std::vector<bool> taken(graph.nodes.size(), false);
-  if (!registry.Has(kFusedTransposeOp)) return taken;
-  const std::vector<int> producer = fusion::Producers(graph);
-  const std::vector<std::vector<int>> readers = Readers(graph);
-  for (size_t t = 0; t < graph.nodes.size(); ++t) {
-    if (graph.nodes[t].op != "Transpose") continue;
-    const Chain chain = FindChain(graph, producer, readers, static_cast<int>(t));
-    if (chain.transpose >= 0 && chain.concat >= 0) taken[chain.concat] = true;
-  }
-  return taken;
-}
-
 int FuseTransposeChains(Graph* graph, const KernelRegistry& registry) {
   if (!registry.Has(kFusedTransposeOp)) return 0;
   int fused = 0;

@@ -5,8 +5,6 @@
 #ifndef REPRISE_RUNTIME_ENGINE_FUSION_LAYOUT_H_
 #define REPRISE_RUNTIME_ENGINE_FUSION_LAYOUT_H_
 
-#include <vector>
-
 #include "runtime/core/kernel.h"
 #include "runtime/engine/graph.h"
 
@@ -18,10 +16,6 @@ namespace reprise::runtime::engine {
 /// by the chain's next op and by Shape nodes (which become shape_of nodes of the fused op,
 /// computed at plan time), and must not be a graph output. Returns how many chains were fused.
 int FuseTransposeChains(Graph* graph, const KernelRegistry& registry);
-
-/// Whether each node is a Concat that FuseTransposeChains would take into a chain (a channel
-/// shuffle's Concat → Reshape → Transpose), where `registry` has the fused op.
-std::vector<bool> ConcatsOfTransposeChains(const Graph& graph, const KernelRegistry& registry);
 
 }  // namespace reprise::runtime::engine
 
