@@ -456,5 +456,100 @@ TEST(PoolTest, GlobalPoolsOfLargePlanes) {
   EXPECT_EQ((*max)[0].Values<float>(), best);
 }
 
+// Reference RoiAlign: every output element computed on its own, each sample's bilinear value
+// from the four pixels around it (0 outside the image).
+std::vector<float> ReferenceRoiAlign(const std::vector<float>& x, int64_t c, int64_t h, int64_t w,
+                                     const std::vector<float>& rois,
+                                     const std::vector<int64_t>& batch, int64_t out_h,
+                                     int64_t out_w, int64_t ratio, double scale, bool half_pixel,
+                                     bool max) {
+  std::vector<float> y;
+  const double shift = half_pixel ? 0.5 : 0.0;
+  for (size_t r = 0; r < batch.size(); ++r) {
+    const double x0 = rois[4 * r] * scale - shift, y0 = rois[4 * r + 1] * scale - shift;
+    double rw = rois[4 * r + 2] * scale - shift - x0, rh = rois[4 * r + 3] * scale - shift - y0;
+    if (!half_pixel) rw = std::max(rw, 1.0), rh = std::max(rh, 1.0);
+    const int64_t gh = ratio > 0 ? ratio : static_cast<int64_t>(std::ceil(rh / out_h));
+    const int64_t gw = ratio > 0 ? ratio : static_cast<int64_t>(std::ceil(rw / out_w));
+    for (int64_t ch = 0; ch < c; ++ch) {
+      const float* p = x.data() + (batch[r] * c + ch) * h * w;
+      auto pixel = [&](int64_t i, int64_t j) { return static_cast<double>(p[i * w + j]); };
+      for (int64_t i = 0; i < out_h; ++i) {
+        for (int64_t j = 0; j < out_w; ++j) {
+          std::vector<double> values;
+          for (int64_t a = 0; a < gh; ++a) {
+            for (int64_t b = 0; b < gw; ++b) {
+              double sy = y0 + (i + (a + 0.5) / gh) * rh / out_h;
+              double sx = x0 + (j + (b + 0.5) / gw) * rw / out_w;
+              if (sy < -1 || sy > h || sx < -1 || sx > w) {
+                values.push_back(0);
+                continue;
+              }
+              sy = std::min(std::max(sy, 0.0), static_cast<double>(h - 1));
+              sx = std::min(std::max(sx, 0.0), static_cast<double>(w - 1));
+              const int64_t y_lo = static_cast<int64_t>(sy), x_lo = static_cast<int64_t>(sx);
+              const int64_t y_hi = std::min(y_lo + 1, h - 1), x_hi = std::min(x_lo + 1, w - 1);
+              const double ly = sy - y_lo, lx = sx - x_lo;
+              const double corners[4] = {
+                  (1 - ly) * (1 - lx) * pixel(y_lo, x_lo), (1 - ly) * lx * pixel(y_lo, x_hi),
+                  ly * (1 - lx) * pixel(y_hi, x_lo), ly * lx * pixel(y_hi, x_hi)};
+              values.push_back(max ? *std::max_element(corners, corners + 4)
+                                   : corners[0] + corners[1] + corners[2] + corners[3]);
+            }
+          }
+          double v = 0;
+          if (max && !values.empty()) v = *std::max_element(values.begin(), values.end());
+          if (!max) {
+            for (double s : values) v += s;
+            v /= std::max<double>(static_cast<double>(values.size()), 1.0);
+          }
+          y.push_back(static_cast<float>(v));
+        }
+      }
+    }
+  }
+  return y;
+}
+
+TEST(PoolTest, RoiAlignMatchesTheReferenceOnOneAndTwoThreads) {
+  KernelHarness h;
+  const int64_t n = 2, c = 5, ih = 13, iw = 11;
+  const std::vector<float> image = RandomFloats(n * c * ih * iw, 41);
+  const Tensor x = Tensor::Of<float>({n, c, ih, iw}, image);
+  // Regions inside, partly and wholly outside the image, one of no size, one reversed.
+  const std::vector<float> boxes = {1, 2, 9, 11, -3, -2, 6,   5,   8,  1,  30,  20,  0,    0,
+                                    0, 0, 4, 7,  2,  3,  -20, -20, -9, -9, 0.5, 0.5, 10.5, 12.5};
+  const std::vector<int64_t> batch = {0, 1, 1, 0, 1, 0, 1};
+  const Tensor rois = Tensor::Of<float>({7, 4}, boxes);
+  const Tensor indices = Tensor::Of<int64_t>({7}, batch);
+  struct Case {
+    std::string mode, coords;
+    int64_t out_h, out_w, ratio;
+    float scale;
+  };
+  for (const Case& k :
+       {Case{"avg", "half_pixel", 3, 4, 2, 1.0f}, Case{"avg", "output_half_pixel", 2, 3, 0, 1.0f},
+        Case{"max", "half_pixel", 4, 2, 0, 0.75f}, Case{"avg", "half_pixel", 3, 3, 3, 0.5f}}) {
+    SCOPED_TRACE(k.mode + " " + k.coords + " ratio " + std::to_string(k.ratio));
+    const runtime::Attributes attrs = Attrs({{"mode", k.mode},
+                                             {"coordinate_transformation_mode", k.coords},
+                                             {"output_height", k.out_h},
+                                             {"output_width", k.out_w},
+                                             {"sampling_ratio", k.ratio},
+                                             {"spatial_scale", k.scale}});
+    const std::vector<float> want =
+        ReferenceRoiAlign(image, c, ih, iw, boxes, batch, k.out_h, k.out_w, k.ratio, k.scale,
+                          k.coords == "half_pixel", k.mode == "max");
+    for (int threads : {1, 2}) {
+      auto kernel = h.Prepare("RoiAlign", {x, rois, indices}, attrs, 16, 1, threads);
+      ASSERT_TRUE(kernel.ok()) << kernel.status();
+      auto out = h.RunPrepared(**kernel, {x, rois, indices});
+      ASSERT_TRUE(out.ok()) << out.status();
+      EXPECT_EQ((*out)[0].shape, (Shape{7, c, k.out_h, k.out_w}));
+      ExpectNear((*out)[0].Values<float>(), want);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace reprise::kernels::cpu::testing
