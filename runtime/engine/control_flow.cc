@@ -9,6 +9,7 @@
 #include <string>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/core/capture.h"
@@ -632,6 +633,39 @@ class KnownOutputsKernel final : public ControlFlowKernel {
   size_t owned_ = 0;
 };
 
+// For each loop-carried value of `body`: true where each iteration only appends to it, so the
+// body's carried output k is Concat(carried input k, ...) along axis 0 and nothing else reads
+// either (`list = torch.cat((list, item))` in a scripted loop, as exported). `rank` is each
+// carried value's rank on entry.
+std::vector<bool> AppendedCarriedValues(const Subgraph& body, size_t num_carried,
+                                        const std::vector<size_t>& rank) {
+  std::vector<bool> appended(num_carried, false);
+  const Graph& graph = *body.graph;
+  if (graph.inputs.size() < 2 + num_carried || graph.outputs.size() < 1 + num_carried) {
+    return appended;
+  }
+  absl::flat_hash_map<int, int> readers;
+  for (const Node& node : graph.nodes) {
+    for (int in : node.inputs) {
+      if (in != Graph::kNoValue) ++readers[in];
+    }
+  }
+  for (const GraphOutput& out : graph.outputs) ++readers[out.value];
+  for (size_t k = 0; k < num_carried; ++k) {
+    const int in = graph.inputs[2 + k];
+    const int out = graph.outputs[1 + k].value;
+    if (rank[k] == 0 || readers[in] != 1 || readers[out] != 1) continue;
+    for (const Node& node : graph.nodes) {
+      if (node.outputs.size() != 1 || node.outputs[0] != out) continue;
+      auto axis = node.attributes.GetInt("axis", 1);
+      const int64_t r = static_cast<int64_t>(rank[k]);
+      appended[k] = node.op == "Concat" && node.domain.empty() && !node.inputs.empty() &&
+                    node.inputs[0] == in && axis.ok() && (*axis == 0 || *axis == -r);
+    }
+  }
+  return appended;
+}
+
 // A Loop whose every input is known when planning (a plan for the input values; the caller
 // checks) computed there iteration by iteration, the body planned for each iteration's values,
 // where planning the body once for all of them failed: a carried value that changes shape, or a
@@ -655,16 +689,29 @@ absl::StatusOr<std::unique_ptr<ControlFlowKernel>> UnrollKnownLoop(
   const int64_t trips = m.present ? TripCount(m) : std::numeric_limits<int64_t>::max();
   bool again = !cond.present || ScalarTrue(cond.data, cond.dtype);
   std::vector<TensorValue> carried;
+  std::vector<size_t> ranks;
   for (size_t k = 0; k < num_carried; ++k) {
     const TensorDesc& in = inputs[2 + k];
     if (!in.present) {
       return absl::InvalidArgumentError(absl::StrCat("loop-carried value ", k, " is absent"));
     }
     carried.push_back(CopyTensorValue(in.dtype, in.shape, in.data));
+    ranks.push_back(in.shape.size());
+  }
+  // A value each iteration appends to is kept here and the body is given none of it (zero rows
+  // of the same shape otherwise): its Concat then yields just the rows to append. Each iteration
+  // would otherwise copy the whole list again, quadratic in the iterations.
+  std::vector<bool> appended = AppendedCarriedValues(*body, num_carried, ranks);
+  std::vector<TensorValue> no_rows(num_carried);
+  for (size_t k = 0; k < num_carried; ++k) {
+    if (carried[k].dtype == DataType::kString) appended[k] = false;
+    if (!appended[k]) continue;
+    no_rows[k] = TensorValue{carried[k].dtype, carried[k].shape, {}};
+    no_rows[k].shape[0] = 0;
   }
   const size_t num_scans = node.outputs.size() - num_carried;
   std::vector<std::vector<TensorValue>> scans(num_scans);
-  int64_t held = 0;  // bytes of the scan slices so far
+  int64_t held = 0;  // bytes of the scan slices and appended rows so far
   int64_t i = 0;
   for (; again && i < trips; ++i) {
     if (i >= options.max_loop_iterations) {
@@ -683,7 +730,8 @@ absl::StatusOr<std::unique_ptr<ControlFlowKernel>> UnrollKnownLoop(
     std::vector<TensorDesc> formal = {
         TensorDesc{DataType::kInt64, {}, number.bytes.data(), true},
         TensorDesc{DataType::kBool, {}, condition.bytes.data(), true}};
-    for (const TensorValue& v : carried) {
+    for (size_t k = 0; k < num_carried; ++k) {
+      const TensorValue& v = appended[k] ? no_rows[k] : carried[k];
       formal.push_back(TensorDesc{v.dtype, v.shape, KnownData(v), true});
     }
     auto plan = PlanSubgraph(*body, formal, inputs, registry, options);
@@ -708,7 +756,24 @@ absl::StatusOr<std::unique_ptr<ControlFlowKernel>> UnrollKnownLoop(
         return absl::InvalidArgumentError(absl::StrCat(
             "loop-carried value ", k, " leaves the body as ", DataTypeName(out.dtype)));
       }
-      carried[k] = CopyTensorValue(out.dtype, out.shape, out.data);
+      if (!appended[k]) {
+        carried[k] = CopyTensorValue(out.dtype, out.shape, out.data);
+        continue;
+      }
+      // The Concat checked the other axes against no_rows[k]'s, which are carried[k]'s.
+      TensorValue& list = carried[k];
+      if (out.shape.size() != list.shape.size()) {
+        return absl::InternalError(absl::StrCat("loop-carried value ", k, " changes rank"));
+      }
+      if (!CheckedAdd(list.shape[0], out.shape[0], &list.shape[0]) ||
+          !CheckedAdd(held, static_cast<int64_t>(out.bytes), &held) ||
+          (options.max_plan_bytes > 0 && held > options.max_plan_bytes)) {
+        return absl::ResourceExhaustedError(absl::StrCat("loop-carried value ", k, " passes ",
+                                                         options.max_plan_bytes,
+                                                         " bytes in iteration ", i));
+      }
+      const uint8_t* rows = static_cast<const uint8_t*>(out.data);
+      list.bytes.insert(list.bytes.end(), rows, rows + out.bytes);
     }
     for (size_t k = 0; k < num_scans; ++k) {
       const PlanTensor& out = outs[1 + num_carried + k];

@@ -362,6 +362,76 @@ TEST_F(ControlFlowTest, PlanningComputesBoundedLoopIterationsOneByOne) {
   }
 }
 
+// How the body of AppendingLoop reads its list besides appending a row to it.
+enum class ListReader { kNone, kShape, kSum };
+
+// A loop computed when planning whose body appends a row to a list (Concat along axis 0). The
+// body is given none of the list when nothing else reads it. kShape also reads the list's length
+// (the row is scaled by it); kSum also reads the longer list (its sum, a scan output "sums").
+ModelBuilder AppendingLoop(int64_t trips, int64_t width, ListReader reader) {
+  ModelBuilder body = Body({{"list_in", {-1, width}}});
+  body.Output("c_out", {}, kBool).Output("list_out", {-1, width});
+  if (reader == ListReader::kSum) body.Output("sum", {});
+  body.Node("Identity", {"c_in"}, {"c_out"});
+  std::vector<float> ramp(static_cast<size_t>(width));
+  for (int64_t j = 0; j < width; ++j) ramp[j] = static_cast<float>(j);
+  body.FloatInit("ramp", {1, width}, ramp);
+  testing::SetIntAttr(&body.Node("Cast", {"i"}, {"f"}), "to", 1);
+  body.Node("Add", {"ramp", "f"}, {"row0"});
+  if (reader == ListReader::kShape) {
+    body.Int64Init("zero", {1}, {0});
+    body.Node("Shape", {"list_in"}, {"dims"});
+    testing::SetIntAttr(&body.Node("Gather", {"dims", "zero"}, {"len"}), "axis", 0);
+    testing::SetIntAttr(&body.Node("Cast", {"len"}, {"flen"}), "to", 1);
+    body.Node("Mul", {"row0", "flen"}, {"row"});
+  } else {
+    body.Node("Identity", {"row0"}, {"row"});
+  }
+  testing::SetIntAttr(&body.Node("Concat", {"list_in", "row"}, {"list_out"}), "axis", 0);
+  if (reader == ListReader::kSum) {
+    testing::SetIntAttr(&body.Node("ReduceSum", {"list_out"}, {"sum"}), "keepdims", 0);
+  }
+  ModelBuilder b;
+  b.Input("x", kFloat, {1, width}).Output("list", {-1, width});
+  std::vector<std::string> outputs = {"list"};
+  if (reader == ListReader::kSum) {
+    b.Output("sums", {-1});
+    outputs.push_back("sums");
+  }
+  b.Int64Init("trips", {}, {trips});
+  SetGraph(&b.Node("Loop", {"trips", "", "x"}, outputs, "appending"), "body", body);
+  return b;
+}
+
+TEST_F(ControlFlowTest, ALoopAppendingToAListComputesItWhenPlanning) {
+  const int64_t trips = 30, width = 5;
+  for (const ListReader reader : {ListReader::kNone, ListReader::kShape, ListReader::kSum}) {
+    SCOPED_TRACE(static_cast<int>(reader));
+    auto model = Load(AppendingLoop(trips, width, reader));
+    ASSERT_NE(model, nullptr);
+    const TensorValue x = FloatTensor({1, width}, {-1, -2, -3, -4, -5});
+    auto plan = ExecutionPlan::Create(model->graph(), *device_->kernels(), {{1, width}}, {}, {&x});
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    auto out = (*plan)->Run({&x});
+    ASSERT_TRUE(out.ok()) << out.status();
+    std::vector<float> want = {-1, -2, -3, -4, -5};
+    std::vector<float> sums;
+    float sum = -15;
+    for (int64_t i = 0; i < trips; ++i) {
+      for (int64_t j = 0; j < width; ++j) {
+        want.push_back(static_cast<float>((j + i) * (reader == ListReader::kShape ? i + 1 : 1)));
+        sum += want.back();
+      }
+      sums.push_back(sum);
+    }
+    EXPECT_EQ((*out)[0].value.shape, (Shape{trips + 1, width}));
+    EXPECT_EQ(Floats((*out)[0].value), want);
+    if (reader == ListReader::kSum) {
+      EXPECT_EQ(Floats((*out)[1].value), sums);
+    }
+  }
+}
+
 TEST_F(ControlFlowTest, ScanOutputsOfATripCountInputArePlannedPerValue) {
   // The scan output's length is the trip count, an input: each value gets its own plan.
   ModelBuilder body = Body({});
