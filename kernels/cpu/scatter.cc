@@ -113,6 +113,10 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareScatterElements(
   const int64_t total = runtime::NumElements(data.shape);
   const int64_t axis_dim = data.shape[axis];
   const bool is64 = indices.dtype == DataType::kInt64;
+  const bool last_axis = axis == rank - 1;
+  const int64_t axis_stride = data_strides[axis];
+  const int64_t row_length = index_shape[rank - 1];
+  const int64_t rows = row_length == 0 ? 0 : count / row_length;
   const std::string op = NodeLabel(context);
   FunctionKernel::RunFn run;
   const bool ok = DispatchScatter(data.dtype, reduction, [&]<typename T>() {
@@ -126,14 +130,22 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareScatterElements(
         if (!Wrap(&index, axis_dim)) return IndexError(op, index, axis_dim);
       }
       if (y != x) std::memcpy(y, x, static_cast<size_t>(total) * sizeof(T));
+      // Row by row along the last axis: the row's offset in the data (without the axis's term
+      // where the axis is not the last) once, then each element's own index.
       std::vector<int64_t> pos(static_cast<size_t>(rank), 0);
-      for (int64_t i = 0; i < count; ++i) {
-        int64_t index = IndexAt(args.inputs[1], is64, i);
-        Wrap(&index, axis_dim);
-        int64_t offset = 0;
-        for (int64_t d = 0; d < rank; ++d) offset += (d == axis ? index : pos[d]) * data_strides[d];
-        Combine(reduction, y + offset, u[i]);
-        for (int64_t d = rank; d-- > 0;) {
+      for (int64_t row = 0; row < rows; ++row) {
+        int64_t base = 0;
+        for (int64_t d = 0; d + 1 < rank; ++d) {
+          if (d != axis) base += pos[d] * data_strides[d];
+        }
+        const int64_t first = row * row_length;
+        for (int64_t j = 0; j < row_length; ++j) {
+          int64_t index = IndexAt(args.inputs[1], is64, first + j);
+          Wrap(&index, axis_dim);
+          const int64_t offset = last_axis ? base + index : base + index * axis_stride + j;
+          Combine(reduction, y + offset, u[first + j]);
+        }
+        for (int64_t d = rank - 1; d-- > 0;) {
           if (++pos[d] < index_shape[d]) break;
           pos[d] = 0;
         }

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/kernels/cpu/kernel_test_util.h"
@@ -93,6 +94,42 @@ TEST(CoverageOpsTest, ScatterAndGatherNdCheckEveryIndex) {
   EXPECT_FALSE(h.Run("ScatterElements",
                      {data, Tensor::Of<int64_t>({1, 1}, {-3}), Tensor::Of<float>({1, 1}, {0})})
                    .ok());
+}
+
+TEST(CoverageOpsTest, ScatterElementsOfIndicesSmallerThanTheDataOnEachAxis) {
+  KernelHarness h;
+  const Shape data_shape = {3, 4, 5}, index_shape = {2, 3, 4};
+  const std::vector<float> data = RandomFloats(60, 51);
+  const std::vector<float> updates = RandomFloats(24, 52);
+  for (const int64_t axis : {0, 1, 2, -1}) {
+    for (const std::string reduction : {"none", "add"}) {
+      SCOPED_TRACE(absl::StrCat("axis ", axis, " ", reduction));
+      const int64_t a = axis < 0 ? axis + 3 : axis;
+      // Indices in [-dim, dim), repeated, so that "add" sums several updates into one place.
+      std::vector<int64_t> indices;
+      for (int64_t i = 0; i < 24; ++i)
+        indices.push_back((i * 7) % (2 * data_shape[a]) - data_shape[a]);
+      std::vector<float> want = data;
+      int64_t i = 0;
+      for (int64_t p = 0; p < 2; ++p) {
+        for (int64_t q = 0; q < 3; ++q) {
+          for (int64_t r = 0; r < 4; ++r, ++i) {
+            int64_t at[3] = {p, q, r};
+            at[a] = indices[i] < 0 ? indices[i] + data_shape[a] : indices[i];
+            float& dst = want[(at[0] * 4 + at[1]) * 5 + at[2]];
+            dst = reduction == "add" ? dst + updates[i] : updates[i];
+          }
+        }
+      }
+      auto out =
+          h.Run("ScatterElements",
+                {Tensor::Of<float>(data_shape, data), Tensor::Of<int64_t>(index_shape, indices),
+                 Tensor::Of<float>(index_shape, updates)},
+                Attrs({{"axis", axis}, {"reduction", reduction}}));
+      ASSERT_TRUE(out.ok()) << out.status();
+      EXPECT_EQ((*out)[0].Values<float>(), want);
+    }
+  }
 }
 
 TEST(CoverageOpsTest, OneHotAndWindows) {
