@@ -166,7 +166,8 @@ absl::StatusOr<int64_t> HostBytes(const PreparedKernel& kernel) {
 }
 
 absl::StatusOr<std::vector<TensorValue>> EvaluateOnHost(const PreparedKernel& kernel,
-                                                        const std::vector<const void*>& inputs) {
+                                                        const std::vector<const void*>& inputs,
+                                                        TensorValue* in_place) {
   RETURN_IF_ERROR(HostBytes(kernel).status());
   const size_t count = kernel.outputs().size();
   std::vector<TensorValue> outputs(count);
@@ -184,6 +185,18 @@ absl::StatusOr<std::vector<TensorValue>> EvaluateOnHost(const PreparedKernel& ke
       return absl::InternalError(absl::StrCat(
           kernel.op(), ": output ", i, " is stored in ", kernel.output_storage_bytes(i),
           " bytes, not the ", dense, " of a plain value; it cannot be computed at plan time"));
+    }
+    if (i == 0 && in_place != nullptr) {
+      if (desc.dtype == DataType::kString || in_place->dtype != desc.dtype ||
+          in_place->bytes.size() != dense || dense == 0 || inputs.empty() ||
+          inputs[0] != in_place->bytes.data()) {
+        return absl::InternalError(
+            absl::StrCat(kernel.op(), ": output 0 cannot be written over ", "its first input"));
+      }
+      outputs[0] = std::move(*in_place);
+      outputs[0].shape = desc.shape;
+      out_ptrs.push_back(outputs[0].bytes.data());
+      continue;
     }
     if (desc.dtype != DataType::kString && dense > 0) {
       outputs[i].dtype = desc.dtype;

@@ -59,8 +59,12 @@ absl::Status OptimizeForInference(Graph* graph, const KernelRegistry& registry,
 /// (one per kernel output). For folding at load time and at plan time. INVALID_ARGUMENT when an
 /// output's shape is not concrete or the sizes overflow; INTERNAL when a non-string output is
 /// stored padded (output_storage_bytes above its dense size: the values are plain).
+/// `in_place`, when given, becomes output 0 instead of a new value: its bytes are output 0's
+/// dense size and `inputs[0]` points at them (a kernel that updates its first input in place,
+/// such as ScatterElements; the caller's value is no longer read by anyone else).
 absl::StatusOr<std::vector<TensorValue>> EvaluateOnHost(const PreparedKernel& kernel,
-                                                        const std::vector<const void*>& inputs);
+                                                        const std::vector<const void*>& inputs,
+                                                        TensorValue* in_place = nullptr);
 
 /// The bytes EvaluateOnHost would allocate for `kernel` (outputs and workspace), checked.
 absl::StatusOr<int64_t> HostBytes(const PreparedKernel& kernel);

@@ -256,7 +256,13 @@ class PlanBuilder {
       kernel = std::move(prepared).value();
     }
     const std::vector<TensorDesc>& outs = kernel->outputs();
-    for (const TensorDesc& out : outs) {
+    // Computed now, output 0 may take over a first input no one reads afterwards: as it is, with
+    // another shape (Reshape, ...), or updated in place (ScatterElements, ...).
+    const bool same_bytes = all_known && KeepsItsBytes(node);
+    const bool reuse_first =
+        (same_bytes || (all_known && UpdatesItsFirstInput(node))) && DeadFirstInput(node, outs);
+    for (size_t i = 0; i < outs.size(); ++i) {
+      const TensorDesc& out = outs[i];
       const bool bad_dim =
           std::any_of(out.shape.begin(), out.shape.end(), [](int64_t d) { return d < 0; });
       if (bad_dim || DataTypeSize(out.dtype) == 0) {
@@ -272,7 +278,8 @@ class PlanBuilder {
                                    "output of ", DataTypeName(out.dtype), " ",
                                    ShapeToString(out.shape), " overflows a 64-bit byte count")));
       }
-      if (options_.max_plan_bytes > 0 && *bytes > options_.max_plan_bytes - owned_) {
+      if (options_.max_plan_bytes > 0 && *bytes > options_.max_plan_bytes - owned_ &&
+          !(i == 0 && reuse_first)) {
         return NodeError(node,
                          OverCap(*bytes, absl::StrCat("an output of ", DataTypeName(out.dtype), " ",
                                                       ShapeToString(out.shape))));
@@ -298,17 +305,30 @@ class PlanBuilder {
       // Every input is known: compute the node now (e.g. Shape -> Gather -> Concat).
       std::vector<const void*> ptrs;
       for (const TensorDesc& d : descs) ptrs.push_back(d.data);
-      for (const TensorDesc& out : outs) {
-        absl::Status reserved = Reserve(static_cast<int64_t>(ByteSize(out.dtype, out.shape)),
-                                        "a value computed at plan time");
+      int64_t taken_bytes = 0;
+      std::optional<TensorValue> taken;
+      if (reuse_first) taken = TakeKnown(node.inputs[0], &taken_bytes);
+      if (taken.has_value() && same_bytes) {
+        taken->shape = outs[0].shape;
+        SetKnown(node.outputs[0], *std::move(taken), taken_bytes);
+        computed_now_ = true;
+        ++plan_->folded_nodes_;
+        return absl::OkStatus();
+      }
+      for (size_t i = taken.has_value() ? 1 : 0; i < outs.size(); ++i) {
+        absl::Status reserved =
+            Reserve(static_cast<int64_t>(ByteSize(outs[i].dtype, outs[i].shape)),
+                    "a value computed at plan time");
         if (!reserved.ok()) return NodeError(node, reserved);
       }
-      auto values = EvaluateOnHost(*kernel, ptrs);
+      auto values = EvaluateOnHost(*kernel, ptrs, taken.has_value() ? &*taken : nullptr);
       if (!values.ok()) return NodeError(node, values.status());
       for (size_t i = 0; i < node.outputs.size(); ++i) {
         if (node.outputs[i] == Graph::kNoValue) continue;
         SetKnown(node.outputs[i], std::move((*values)[i]),
-                 static_cast<int64_t>(ByteSize(outs[i].dtype, outs[i].shape)));
+                 i == 0 && taken.has_value()
+                     ? taken_bytes
+                     : static_cast<int64_t>(ByteSize(outs[i].dtype, outs[i].shape)));
       }
       computed_now_ = true;
       ++plan_->folded_nodes_;
@@ -564,6 +584,52 @@ class PlanBuilder {
     const TensorValue& t = *plan_->known_.back();
     slots_[value] = Slot{Where::kKnown, t.dtype, t.shape, KnownData(t), -1};
     known_of_[value] = KnownEntry{plan_->known_.size() - 1, reserved};
+  }
+
+  // Whether output 0 of `node` holds input 0's bytes unchanged (only its shape differs).
+  static bool KeepsItsBytes(const Node& node) {
+    return (node.domain.empty() || node.domain == "ai.onnx") &&
+           (node.op == "Reshape" || node.op == "Flatten" || node.op == "Squeeze" ||
+            node.op == "Unsqueeze" || node.op == "Identity");
+  }
+
+  // Whether `node`'s kernel may write output 0 over input 0 (it copies input 0 into output 0
+  // unless the two are one, then updates it).
+  static bool UpdatesItsFirstInput(const Node& node) {
+    return (node.domain.empty() || node.domain == "ai.onnx") &&
+           (node.op == "ScatterElements" || node.op == "Scatter" || node.op == "ScatterND");
+  }
+
+  // Whether input 0 of `node` is a value computed at plan time that nothing reads after `node`
+  // (no other node, step, view, alias or graph output), read once by `node`, and of output 0's
+  // type and byte size, so that output 0 may take over its bytes (TakeKnown).
+  bool DeadFirstInput(const Node& node, const std::vector<TensorDesc>& outs) const {
+    if (node.inputs.empty() || node.outputs.empty() || outs.empty() ||
+        node.outputs[0] == Graph::kNoValue) {
+      return false;
+    }
+    const int in = node.inputs[0];
+    if (in == Graph::kNoValue || kept_[in] || uses_left_[in] != 1 ||
+        std::count(node.inputs.begin(), node.inputs.end(), in) != 1) {
+      return false;
+    }
+    auto it = known_of_.find(in);
+    if (it == known_of_.end() || plan_->known_[it->second.index] == nullptr) return false;
+    const TensorValue& value = *plan_->known_[it->second.index];
+    return value.dtype != DataType::kString && value.dtype == outs[0].dtype &&
+           !value.bytes.empty() && value.bytes.size() == ByteSize(outs[0].dtype, outs[0].shape);
+  }
+
+  // The plan-time value `value` taken out of the plan (its bytes keep their address); `*reserved`
+  // gets the bytes counted for it. Only for a value DeadFirstInput accepted.
+  TensorValue TakeKnown(int value, int64_t* reserved) {
+    auto it = known_of_.find(value);
+    TensorValue taken = std::move(*plan_->known_[it->second.index]);
+    plan_->known_[it->second.index].reset();
+    *reserved = it->second.reserved;
+    slots_[value].known = nullptr;
+    known_of_.erase(it);
+    return taken;
   }
 
   // How many node inputs read each value (a subgraph's outer values are inputs of its node too).

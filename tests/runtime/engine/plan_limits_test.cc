@@ -184,6 +184,77 @@ TEST_F(PlanLimitsTest, APlanComputedWhilePlanningKeepsOnlyWhatItReturns) {
   EXPECT_EQ(testing::Int64s((*out)[0].value), want);
 }
 
+// A value computed at plan time that only one node reads, and that node's output of the same
+// size, share their bytes: a ScatterElements updates it in place and a Reshape takes it as it is.
+// The fixed x (64 KiB) and three 64 KiB values in turn (2x, the scatter, the reshape) plan under a
+// 160 KiB cap; one new value per node would hold three at once.
+TEST_F(PlanLimitsTest, AValueComputedWhilePlanningIsUpdatedInPlaceByItsLastReader) {
+  ModelBuilder b;
+  b.Input("x", onnx::TensorProto::FLOAT, {128, 128})
+      .Output("r", {16384})
+      .Output("z", {1, -1}, onnx::TensorProto::INT64);
+  b.Int64Init("rows", {1, 128}, std::vector<int64_t>(128, 3));
+  b.FloatInit("sevens", {1, 128}, std::vector<float>(128, 7.0f));
+  b.Int64Init("flat", {1}, {16384});
+  b.Node("Add", {"x", "x"}, {"a"});
+  testing::SetIntAttr(&b.Node("ScatterElements", {"a", "rows", "sevens"}, {"s"}), "axis", 0);
+  b.Node("Reshape", {"s", "flat"}, {"r"});
+  onnx::NodeProto& reduce = b.Node("ReduceMax", {"x"}, {"m"});
+  testing::SetIntsAttr(&reduce, "axes", {1});
+  testing::SetIntAttr(&reduce, "keepdims", 0);
+  b.Node("NonZero", {"m"}, {"z"});
+  ModelOptions options;
+  options.max_plan_bytes = 160 << 10;
+  auto model = Model::LoadBytes(b.Bytes(), registry_, options);
+  ASSERT_TRUE(model.ok()) << model.status();
+  ASSERT_TRUE((*model)->keyed_by_all_values());
+
+  const std::vector<float> x = testing::RandomFloats(128 * 128, 11);
+  const TensorValue xv = testing::FloatTensor({128, 128}, x);
+  bool keyed = false;
+  absl::StatusOr<std::unique_ptr<ExecutionPlan>> plan = (*model)->PlanForInputs({&xv}, &keyed);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_TRUE((*plan)->steps().empty());
+
+  absl::StatusOr<std::vector<NamedTensor>> out = testing::RunPlan(**model, {{"x", xv}});
+  ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_EQ(out->size(), 2u);
+  std::vector<float> want;
+  for (size_t i = 0; i < x.size(); ++i) want.push_back(i / 128 == 3 ? 7.0f : x[i] + x[i]);
+  EXPECT_EQ((*out)[0].value.shape, (Shape{16384}));
+  EXPECT_EQ(testing::Floats((*out)[0].value), want);
+}
+
+// The same scatter, but a later node also reads its first input: the scatter writes a new value.
+TEST_F(PlanLimitsTest, AValueComputedWhilePlanningThatALaterNodeReadsIsNotUpdatedInPlace) {
+  ModelBuilder b;
+  b.Input("x", onnx::TensorProto::FLOAT, {4, 4})
+      .Output("s", {4, 4})
+      .Output("t", {4, 4})
+      .Output("z", {2, -1}, onnx::TensorProto::INT64);
+  b.Int64Init("rows", {1, 4}, {3, 3, 3, 3});
+  b.FloatInit("sevens", {1, 4}, {7, 7, 7, 7});
+  b.Node("Add", {"x", "x"}, {"a"});
+  testing::SetIntAttr(&b.Node("ScatterElements", {"a", "rows", "sevens"}, {"s"}), "axis", 0);
+  b.Node("Neg", {"a"}, {"t"});
+  b.Node("NonZero", {"x"}, {"z"});
+  auto model = Model::LoadBytes(b.Bytes(), registry_);
+  ASSERT_TRUE(model.ok()) << model.status();
+  ASSERT_TRUE((*model)->keyed_by_all_values());
+  const std::vector<float> x = testing::RandomFloats(16, 12);
+  absl::StatusOr<std::vector<NamedTensor>> out =
+      testing::RunPlan(**model, {{"x", testing::FloatTensor({4, 4}, x)}});
+  ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_EQ(out->size(), 3u);
+  std::vector<float> scattered, negated;
+  for (size_t i = 0; i < x.size(); ++i) {
+    scattered.push_back(i / 4 == 3 ? 7.0f : x[i] + x[i]);
+    negated.push_back(-(x[i] + x[i]));
+  }
+  EXPECT_EQ(testing::Floats((*out)[0].value), scattered);
+  EXPECT_EQ(testing::Floats((*out)[1].value), negated);
+}
+
 // A value computed at plan time that a step reads when the plan runs is kept, though no later node
 // reads it: f = ReduceSum(Cast(Shape(x))) (N + 4) is read by the step x + f, and the values
 // computed after it (g = Cast(Shape(x)) * 1000, an output) would take its memory if it were freed.
