@@ -66,6 +66,7 @@ absl::Status RegisterCpuKernels(runtime::KernelRegistry* registry,
   RETURN_IF_ERROR(RegisterConvKernels(registry));
   RETURN_IF_ERROR(RegisterConvTransposeKernels(registry));
   RETURN_IF_ERROR(RegisterPoolKernels(registry));
+  RETURN_IF_ERROR(RegisterRoiAlignKernels(registry));
   RETURN_IF_ERROR(RegisterOnednnPoolKernels(registry));
   RETURN_IF_ERROR(RegisterOnednnConcatKernels(registry));
   RETURN_IF_ERROR(RegisterChainKernels(registry));

@@ -51,8 +51,10 @@ absl::Status RegisterEinsumKernels(runtime::KernelRegistry* registry);
 absl::Status RegisterConvKernels(runtime::KernelRegistry* registry);
 /// conv_transpose.cc: ConvTranspose (sgemm + col2im).
 absl::Status RegisterConvTransposeKernels(runtime::KernelRegistry* registry);
-/// pool.cc: MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool, MaxUnpool, RoiAlign.
+/// pool.cc: MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool, MaxUnpool.
 absl::Status RegisterPoolKernels(runtime::KernelRegistry* registry);
+/// roi_align.cc: RoiAlign.
+absl::Status RegisterRoiAlignKernels(runtime::KernelRegistry* registry);
 absl::Status RegisterOnednnPoolKernels(runtime::KernelRegistry* registry);
 absl::Status RegisterOnednnConcatKernels(runtime::KernelRegistry* registry);
 /// chain_ops.cc: FusedGlobalAveragePool, FusedChannelScale (our loops over the chain's layouts).
