@@ -46,6 +46,80 @@ struct RoiTap {
   bool valid = false;
 };
 
+// One row of a bin's samples (`taps`, `count` of them) added into acc[0..c) for every channel,
+// or, with `max_mode`, their maximum taken (`first`: the bin's first row, whose first sample
+// sets it). `image` is one image's pixels channels-last ([h * w][c]), so that each tap reads c
+// consecutive floats. Each channel gets the same operations, in the same order, as the planar
+// loop gives it.
+// Products and sums stay separate operations (no fused multiply-add), as in the planar loop.
+#pragma GCC push_options
+#pragma GCC optimize("fp-contract=off")
+#define REPRISE_ROI_ROW_ARGS                                                                   \
+  const float *image, int64_t c, const RoiTap *taps, int64_t count, bool max_mode, bool first, \
+      double *acc
+__attribute__((always_inline)) inline void RoiRowChannelsLastBody(REPRISE_ROI_ROW_ARGS) {
+  for (int64_t ix = 0; ix < count; ++ix) {
+    const RoiTap& tap = taps[ix];
+    const bool take = max_mode && first && ix == 0;
+    if (!tap.valid) {
+      for (int64_t ch = 0; ch < c; ++ch) {
+        acc[ch] = take ? 0.0 : max_mode ? std::max(acc[ch], 0.0) : acc[ch] + 0.0;
+      }
+      continue;
+    }
+    const float* p1 = image + tap.at[0] * c;
+    const float* p2 = image + tap.at[1] * c;
+    const float* p3 = image + tap.at[2] * c;
+    const float* p4 = image + tap.at[3] * c;
+    const double w1 = tap.weight[0], w2 = tap.weight[1], w3 = tap.weight[2], w4 = tap.weight[3];
+    if (max_mode) {
+      for (int64_t ch = 0; ch < c; ++ch) {
+        const double v = std::max({w1 * p1[ch], w2 * p2[ch], w3 * p3[ch], w4 * p4[ch]});
+        acc[ch] = take ? v : std::max(acc[ch], v);
+      }
+    } else {
+      for (int64_t ch = 0; ch < c; ++ch) {
+        acc[ch] += w1 * p1[ch] + w2 * p2[ch] + w3 * p3[ch] + w4 * p4[ch];
+      }
+    }
+  }
+}
+using RoiRowFn = void (*)(REPRISE_ROI_ROW_ARGS);
+__attribute__((target("avx512f"))) void RoiRowAvx512(REPRISE_ROI_ROW_ARGS) {
+  RoiRowChannelsLastBody(image, c, taps, count, max_mode, first, acc);
+}
+__attribute__((target("avx2"))) void RoiRowAvx2(REPRISE_ROI_ROW_ARGS) {
+  RoiRowChannelsLastBody(image, c, taps, count, max_mode, first, acc);
+}
+void RoiRowBaseline(REPRISE_ROI_ROW_ARGS) {
+  RoiRowChannelsLastBody(image, c, taps, count, max_mode, first, acc);
+}
+#undef REPRISE_ROI_ROW_ARGS
+#pragma GCC pop_options
+
+// `images` images of c planes of hw floats each, written channels-last into `out`, in blocks of
+// 16 pixels (one cache line of each plane) over the intra-op threads.
+void ToChannelsLast(const float* in, int64_t images, int64_t c, int64_t hw, float* out,
+                    int threads) {
+  constexpr int64_t kBlock = 16;
+  const int64_t blocks = (hw + kBlock - 1) / kBlock;
+  ParallelFor(
+      images * blocks, threads, static_cast<double>(c * kBlock),
+      [&](int64_t first, int64_t end) {
+        for (int64_t item = first; item < end; ++item) {
+          const int64_t image = item / blocks;
+          const int64_t p0 = (item % blocks) * kBlock;
+          const int64_t p1 = std::min(p0 + kBlock, hw);
+          const float* src = in + image * c * hw;
+          float* dst = out + image * hw * c;
+          for (int64_t ch = 0; ch < c; ++ch) {
+            for (int64_t p = p0; p < p1; ++p) dst[p * c + ch] = src[ch * hw + p];
+          }
+        }
+      },
+      1);
+}
+
 // RoiAlign (opset 10 and 16; float32): each region of interest [x1, y1, x2, y2] of image
 // batch_indices[r] pooled into output_height x output_width bins, each the average (or maximum)
 // of sampling_ratio^2 bilinear samples (adaptive, ceil(bin size), when sampling_ratio is 0).
@@ -98,8 +172,19 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareRoiAlign(const PrepareCon
   const double region_cost = static_cast<double>(c) * static_cast<double>(out_h) *
                              static_cast<double>(out_w) * static_cast<double>(samples) * 8.0;
   const int threads = context.intra_op_threads;
+  // Many samples over a map of many channels: the map is first made channels-last in the
+  // workspace, so that each tap's channels are read in vectors (the samples must outnumber the
+  // map's pixels a quarter to one for the copy to pay).
+  const bool channels_last =
+      c >= 8 && 4.0 * static_cast<double>(r_count) * static_cast<double>(out_h * out_w) *
+                        static_cast<double>(samples) >=
+                    static_cast<double>(n) * static_cast<double>(h) * static_cast<double>(w);
+  const size_t workspace =
+      channels_last ? static_cast<size_t>(n * c * h * w) * sizeof(float) : size_t{0};
+  const RoiRowFn row_fn = PickForThisCpu(&RoiRowAvx512, &RoiRowAvx2, &RoiRowBaseline);
   return MakeKernel(
-      context, {Desc(DataType::kFloat32, {r_count, c, out_h, out_w})}, [=](const KernelArgs& args) {
+      context, {Desc(DataType::kFloat32, {r_count, c, out_h, out_w})},
+      [=](const KernelArgs& args) {
         const float* in = static_cast<const float*>(args.inputs[0]);
         const float* roi = static_cast<const float*>(args.inputs[1]);
         const int64_t* batch = static_cast<const int64_t*>(args.inputs[2]);
@@ -129,6 +214,8 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareRoiAlign(const PrepareCon
                 absl::StrCat(op, ": region ", r, " is not finite or too large"));
           }
         }
+        float* nhwc = static_cast<float*>(args.workspace);
+        if (channels_last) ToChannelsLast(in, n, c, h * w, nhwc, threads);
         ParallelFor(
             r_count, threads, region_cost,
             [&](int64_t first_region, int64_t end_region) {
@@ -175,6 +262,11 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareRoiAlign(const PrepareCon
                                   row.hi * w + col.hi};
                         tap.weight = {(1 - ly) * (1 - lx), (1 - ly) * lx, ly * (1 - lx), ly * lx};
                       }
+                      if (channels_last) {
+                        row_fn(nhwc + batch[r] * h * w * c, c, taps.data(), grid_w, max_mode,
+                               iy == 0, acc.data());
+                        continue;
+                      }
                       for (int64_t ch = 0; ch < c; ++ch) {
                         const float* plane = image + ch * h * w;
                         double a = acc[ch];
@@ -209,7 +301,8 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareRoiAlign(const PrepareCon
             },
             1);
         return absl::OkStatus();
-      });
+      },
+      workspace);
 }
 
 }  // namespace

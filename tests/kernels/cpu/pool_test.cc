@@ -513,40 +513,45 @@ std::vector<float> ReferenceRoiAlign(const std::vector<float>& x, int64_t c, int
 
 TEST(PoolTest, RoiAlignMatchesTheReferenceOnOneAndTwoThreads) {
   KernelHarness h;
-  const int64_t n = 2, c = 5, ih = 13, iw = 11;
-  const std::vector<float> image = RandomFloats(n * c * ih * iw, 41);
-  const Tensor x = Tensor::Of<float>({n, c, ih, iw}, image);
-  // Regions inside, partly and wholly outside the image, one of no size, one reversed.
-  const std::vector<float> boxes = {1, 2, 9, 11, -3, -2, 6,   5,   8,  1,  30,  20,  0,    0,
-                                    0, 0, 4, 7,  2,  3,  -20, -20, -9, -9, 0.5, 0.5, 10.5, 12.5};
-  const std::vector<int64_t> batch = {0, 1, 1, 0, 1, 0, 1};
-  const Tensor rois = Tensor::Of<float>({7, 4}, boxes);
-  const Tensor indices = Tensor::Of<int64_t>({7}, batch);
-  struct Case {
-    std::string mode, coords;
-    int64_t out_h, out_w, ratio;
-    float scale;
-  };
-  for (const Case& k :
-       {Case{"avg", "half_pixel", 3, 4, 2, 1.0f}, Case{"avg", "output_half_pixel", 2, 3, 0, 1.0f},
-        Case{"max", "half_pixel", 4, 2, 0, 0.75f}, Case{"avg", "half_pixel", 3, 3, 3, 0.5f}}) {
-    SCOPED_TRACE(k.mode + " " + k.coords + " ratio " + std::to_string(k.ratio));
-    const runtime::Attributes attrs = Attrs({{"mode", k.mode},
-                                             {"coordinate_transformation_mode", k.coords},
-                                             {"output_height", k.out_h},
-                                             {"output_width", k.out_w},
-                                             {"sampling_ratio", k.ratio},
-                                             {"spatial_scale", k.scale}});
-    const std::vector<float> want =
-        ReferenceRoiAlign(image, c, ih, iw, boxes, batch, k.out_h, k.out_w, k.ratio, k.scale,
-                          k.coords == "half_pixel", k.mode == "max");
-    for (int threads : {1, 2}) {
-      auto kernel = h.Prepare("RoiAlign", {x, rois, indices}, attrs, 16, 1, threads);
-      ASSERT_TRUE(kernel.ok()) << kernel.status();
-      auto out = h.RunPrepared(**kernel, {x, rois, indices});
-      ASSERT_TRUE(out.ok()) << out.status();
-      EXPECT_EQ((*out)[0].shape, (Shape{7, c, k.out_h, k.out_w}));
-      ExpectNear((*out)[0].Values<float>(), want);
+  // 5 channels run the planar loop; 19 make the map channels-last first (8 or more, and many
+  // samples for the 13 x 11 map).
+  for (const int64_t c : {5, 19}) {
+    SCOPED_TRACE(c);
+    const int64_t n = 2, ih = 13, iw = 11;
+    const std::vector<float> image = RandomFloats(n * c * ih * iw, 41);
+    const Tensor x = Tensor::Of<float>({n, c, ih, iw}, image);
+    // Regions inside, partly and wholly outside the image, one of no size, one reversed.
+    const std::vector<float> boxes = {1, 2, 9, 11, -3, -2, 6,   5,   8,  1,  30,  20,  0,    0,
+                                      0, 0, 4, 7,  2,  3,  -20, -20, -9, -9, 0.5, 0.5, 10.5, 12.5};
+    const std::vector<int64_t> batch = {0, 1, 1, 0, 1, 0, 1};
+    const Tensor rois = Tensor::Of<float>({7, 4}, boxes);
+    const Tensor indices = Tensor::Of<int64_t>({7}, batch);
+    struct Case {
+      std::string mode, coords;
+      int64_t out_h, out_w, ratio;
+      float scale;
+    };
+    for (const Case& k :
+         {Case{"avg", "half_pixel", 3, 4, 2, 1.0f}, Case{"avg", "output_half_pixel", 2, 3, 0, 1.0f},
+          Case{"max", "half_pixel", 4, 2, 0, 0.75f}, Case{"avg", "half_pixel", 3, 3, 3, 0.5f}}) {
+      SCOPED_TRACE(k.mode + " " + k.coords + " ratio " + std::to_string(k.ratio));
+      const runtime::Attributes attrs = Attrs({{"mode", k.mode},
+                                               {"coordinate_transformation_mode", k.coords},
+                                               {"output_height", k.out_h},
+                                               {"output_width", k.out_w},
+                                               {"sampling_ratio", k.ratio},
+                                               {"spatial_scale", k.scale}});
+      const std::vector<float> want =
+          ReferenceRoiAlign(image, c, ih, iw, boxes, batch, k.out_h, k.out_w, k.ratio, k.scale,
+                            k.coords == "half_pixel", k.mode == "max");
+      for (int threads : {1, 2}) {
+        auto kernel = h.Prepare("RoiAlign", {x, rois, indices}, attrs, 16, 1, threads);
+        ASSERT_TRUE(kernel.ok()) << kernel.status();
+        auto out = h.RunPrepared(**kernel, {x, rois, indices});
+        ASSERT_TRUE(out.ok()) << out.status();
+        EXPECT_EQ((*out)[0].shape, (Shape{7, c, k.out_h, k.out_w}));
+        ExpectNear((*out)[0].Values<float>(), want);
+      }
     }
   }
 }
