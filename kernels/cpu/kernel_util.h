@@ -308,6 +308,8 @@ void CopyStridedRange(const BroadcastPlan& plan, const T* in, T* out, int64_t be
     const T* p = in + offs[0];
     if (stride == 1) {
       std::memcpy(out + out_at, p, static_cast<size_t>(n) * sizeof(T));
+    } else if (stride == 0) {  // one element repeated (a broadcast's innermost axis)
+      std::fill(out + out_at, out + out_at + n, *p);
     } else {
       for (int64_t i = 0; i < n; ++i) out[out_at + i] = p[i * stride];
     }
