@@ -333,6 +333,18 @@ bool WinogradShape(const ConvGeometry& g) {
          g.w[1] >= kWinogradMinInputChannels;
 }
 
+// Output pixels (batch x height x width) from which a convolution run once (computed when
+// planning: PrepareContext::run_once) takes Winograd: its weight transform, made for that one run,
+// costs more than it saves on a smaller output (keypointrcnn_resnet50_fpn's keypoint head,
+// 512 -> 512 over 2-4 regions of 14x14, per image: oneDNN's F(4x4, 3x3) transform about 43 ms
+// per layer, eight layers; maskrcnn's mask head, 256 -> 256 over 100 regions of 14x14: about
+// 11 ms of transform for about 24 ms saved).
+constexpr int64_t kRunOnceWinogradMinPixels = 8192;
+
+bool WinogradPaysOnce(const PrepareContext& context, const ConvGeometry& g) {
+  return !context.run_once || OutputPixels(g) >= kRunOnceWinogradMinPixels;
+}
+
 // Whether oneDNN's Winograd gives each intra-op thread enough work (kWinogradMinThreadMacs).
 // C x M x pixels is checked: a product beyond the bound (or int64) is enough work.
 bool WinogradFeedsThreads(const PrepareContext& context, const ConvGeometry& g) {
@@ -409,7 +421,8 @@ absl::StatusOr<dnnl::convolution_forward::primitive_desc> ChooseConvPrimitive(
                               : post.y == Storage::kPlain ? AnyLayout(parts.dst_plain)
                                                           : parts.dst_plain;
   std::optional<dnnl::convolution_forward::primitive_desc> chosen;
-  if (winograd && WinogradShape(g) && !nhwc && WinogradFeedsThreads(context, g)) {
+  if (winograd && WinogradShape(g) && !nhwc && WinogradFeedsThreads(context, g) &&
+      WinogradPaysOnce(context, g)) {
     chosen = make(dnnl::algorithm::convolution_winograd, src_md, dst_md);
     if (chosen.has_value() && !WinogradTilesBlock(g, *chosen)) chosen.reset();
   }
@@ -626,9 +639,9 @@ std::optional<TapRegionsConv> OwnWinogradFor(const PrepareContext& context, cons
                                              const ConvKernel::Parts& parts, bool winograd) {
   if (!winograd || g.x.size() != 4 || g.group != 1 || !g.known_weights ||
       parts.epilogue.has_value() || post.depthwise.has_value() || !WinogradShape(g) ||
-      OutputPixels(g) < kOwnWinogradMinPixels || g.win.kernel[0] != 3 || g.win.kernel[1] != 3 ||
-      g.x[1] < kOwnWinogradMinChannels || g.w[0] < kOwnWinogradMinChannels ||
-      g.x[1] * g.w[0] < kOwnWinogradMinProduct ||
+      !WinogradPaysOnce(context, g) || OutputPixels(g) < kOwnWinogradMinPixels ||
+      g.win.kernel[0] != 3 || g.win.kernel[1] != 3 || g.x[1] < kOwnWinogradMinChannels ||
+      g.w[0] < kOwnWinogradMinChannels || g.x[1] * g.w[0] < kOwnWinogradMinProduct ||
       (absl::StrContains(parts.pd.impl_info_str(), "wino") &&
        !CpuOptionsOf(context).conv_own_winograd_always)) {
     return std::nullopt;
@@ -860,7 +873,8 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareConvWith(const PrepareCon
   if (phases != nullptr) return phases;
   ASSIGN_OR_RETURN(std::unique_ptr<PreparedKernel> kernel, PrepareConvAs(context, post, winograd));
   const auto* conv = dynamic_cast<const ConvKernel*>(kernel.get());
-  if (conv == nullptr || !conv->winograd_2x3()) return kernel;
+  // A kernel run once has no runs to time: oneDNN's choice stands.
+  if (conv == nullptr || !conv->winograd_2x3() || context.run_once) return kernel;
   // oneDNN's F(2x2, 3x3) kernel loses to the direct one on shapes its own choice and the bounds
   // above miss (onednn_winograd_grid, 14x14, batch 1, ms direct / Winograd: one thread 96 -> 208
   // 0.36 / 0.65, yet 128 -> 256 0.55 / 0.29; two threads 224 -> 224 0.37 / 0.80, yet 176 -> 352

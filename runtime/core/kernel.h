@@ -90,6 +90,10 @@ struct PrepareContext {
   int num_outputs = 1;                     // how many outputs the node declares
   const Attributes* attributes = nullptr;  // never null when passed by the engine
   int intra_op_threads = 1;
+  /// Set where the kernel runs once, on inputs all known when planning or loading (a value
+  /// computed then): it may skip set-up that pays only over many runs (Winograd's weight
+  /// transform for a small output, racing two ways by timed runs).
+  bool run_once = false;
   /// The preparing registry's state (set by KernelRegistry::Prepare; null when it has none or
   /// when a factory is called directly). A kernel keeps it only if it needs it at Run.
   std::shared_ptr<KernelState> kernel_state;

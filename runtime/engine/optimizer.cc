@@ -252,7 +252,9 @@ absl::StatusOr<int> FoldConstants(Graph* graph, const KernelRegistry& registry,
       }
       descs.push_back(std::move(desc));
     }
-    auto kernel = registry.Prepare(MakePrepareContext(node, graph->opset, descs, 1));
+    PrepareContext context = MakePrepareContext(node, graph->opset, descs, 1);
+    context.run_once = true;
+    auto kernel = registry.Prepare(context);
     if (!kernel.ok()) return NodeError(node, kernel.status());
     auto host_bytes = HostBytes(**kernel);
     if (!host_bytes.ok()) return NodeError(node, host_bytes.status());

@@ -250,8 +250,10 @@ class PlanBuilder {
       kernel = *std::move(planned);
     } else {
       const std::optional<Node> plain = PlainWhereKnown(node, descs, all_known);
-      auto prepared = registry_.Prepare(MakePrepareContext(
-          plain.has_value() ? *plain : node, graph_.opset, descs, options_.intra_op_threads));
+      PrepareContext context = MakePrepareContext(plain.has_value() ? *plain : node, graph_.opset,
+                                                  descs, options_.intra_op_threads);
+      context.run_once = all_known;
+      auto prepared = registry_.Prepare(context);
       if (!prepared.ok()) return NodeError(node, prepared.status());
       kernel = std::move(prepared).value();
     }

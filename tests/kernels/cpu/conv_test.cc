@@ -6,6 +6,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/fused_ops.h"
@@ -494,6 +495,36 @@ TEST(ConvMiscTest, PlainEndsTakeTheBlockedKernel) {
   auto out = h.RunPrepared(**plain, in);
   ASSERT_TRUE(out.ok()) << out.status();
   ExpectNear((*out)[0].Values<float>(), ReferenceConv(p, x, w, b));
+}
+
+// A convolution run once (computed when planning) takes Winograd only over a large output: its
+// weight transform would cost more than it saves on 2 x 14 x 14 pixels, not on 2 x 64 x 64.
+TEST(ConvMiscTest, AConvolutionRunOnceTakesWinogradOnlyOverALargeOutput) {
+  KernelHarness h;
+  int checked = 0;
+  for (const int64_t size : {14, 64}) {
+    SCOPED_TRACE(size);
+    const ConvCase p{2, 32, size, size, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+    const auto x = RandomFloats(2 * 32 * size * size, 131);
+    const auto w = RandomFloats(32 * 32 * 9, 132);
+    const auto b = RandomFloats(32, 133);
+    const std::vector<Tensor> in = {Tensor::Of<float>({2, 32, size, size}, x),
+                                    Tensor::Of<float>({32, 32, 3, 3}, w, true),
+                                    Tensor::Of<float>({32}, b, true)};
+    const runtime::Attributes attrs = Attrs({{"pads", std::vector<int64_t>{1, 1, 1, 1}}});
+    auto many = h.Prepare("Conv", in, attrs, 17, 1, 1, false);
+    ASSERT_TRUE(many.ok()) << many.status();
+    if (!absl::StrContains((*many)->implementation(), "wino")) continue;  // none on this CPU
+    ++checked;
+    auto once = h.Prepare("Conv", in, attrs, 17, 1, 1, true);
+    ASSERT_TRUE(once.ok()) << once.status();
+    EXPECT_EQ(absl::StrContains((*once)->implementation(), "wino"), size == 64)
+        << (*once)->implementation();
+    auto out = h.RunPrepared(**once, in);
+    ASSERT_TRUE(out.ok()) << out.status();
+    ExpectNear((*out)[0].Values<float>(), ReferenceConv(p, x, w, b));
+  }
+  if (checked == 0) GTEST_SKIP() << "no Winograd convolution on this CPU";
 }
 
 // A depthwise convolution whose input is stored in the blocked layout and whose output is plain

@@ -43,7 +43,7 @@ std::vector<runtime::TensorDesc> KernelHarness::Descs(const std::vector<Tensor>&
 
 absl::StatusOr<std::unique_ptr<runtime::PreparedKernel>> KernelHarness::Prepare(
     const std::string& op, const std::vector<Tensor>& inputs, const runtime::Attributes& attrs,
-    int opset, int num_outputs, int threads) const {
+    int opset, int num_outputs, int threads, bool run_once) const {
   std::vector<runtime::TensorDesc> descs = Descs(inputs);
   runtime::PrepareContext context;
   context.op = op;
@@ -53,6 +53,7 @@ absl::StatusOr<std::unique_ptr<runtime::PreparedKernel>> KernelHarness::Prepare(
   context.num_outputs = num_outputs;
   context.attributes = &attrs;
   context.intra_op_threads = threads;
+  context.run_once = run_once;
   return registry_->Prepare(context);
 }
 

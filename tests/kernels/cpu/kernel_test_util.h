@@ -89,11 +89,11 @@ class KernelHarness {
   KernelHarness(const KernelHarness&) = delete;
   KernelHarness& operator=(const KernelHarness&) = delete;
 
-  /// Prepares `op` for `inputs` with `threads` intra-op threads.
+  /// Prepares `op` for `inputs` with `threads` intra-op threads (`run_once`: PrepareContext's).
   absl::StatusOr<std::unique_ptr<runtime::PreparedKernel>> Prepare(
       const std::string& op, const std::vector<Tensor>& inputs,
-      const runtime::Attributes& attrs = {}, int opset = 17, int num_outputs = 1,
-      int threads = 1) const;
+      const runtime::Attributes& attrs = {}, int opset = 17, int num_outputs = 1, int threads = 1,
+      bool run_once = false) const;
 
   /// Runs a prepared kernel on `inputs` into freshly allocated outputs.
   absl::StatusOr<std::vector<Tensor>> RunPrepared(const runtime::PreparedKernel& kernel,
