@@ -51,9 +51,14 @@ struct RoiTap {
 // sets it). `image` is one image's pixels channels-last ([h * w][c]), so that each tap reads c
 // consecutive floats. Each channel gets the same operations, in the same order, as the planar
 // loop gives it.
-// Products and sums stay separate operations (no fused multiply-add), as in the planar loop.
+// Products and sums stay separate operations (no fused multiply-add), as in the planar loop
+// (clang: for the rest of the file, the planar loop included).
+#if defined(__clang__)
+#pragma clang fp contract(off)
+#elif defined(__GNUC__)
 #pragma GCC push_options
 #pragma GCC optimize("fp-contract=off")
+#endif
 #define REPRISE_ROI_ROW_ARGS                                                                   \
   const float *image, int64_t c, const RoiTap *taps, int64_t count, bool max_mode, bool first, \
       double *acc
@@ -95,7 +100,9 @@ void RoiRowBaseline(REPRISE_ROI_ROW_ARGS) {
   RoiRowChannelsLastBody(image, c, taps, count, max_mode, first, acc);
 }
 #undef REPRISE_ROI_ROW_ARGS
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC pop_options
+#endif
 
 // `images` images of c planes of hw floats each, written channels-last into `out`, in blocks of
 // 16 pixels (one cache line of each plane) over the intra-op threads.
