@@ -259,8 +259,8 @@ class PlanBuilder {
     }
     const std::vector<TensorDesc>& outs = kernel->outputs();
     // Computed now, output 0 may take over a first input no one reads afterwards: as it is, with
-    // another shape (Reshape, ...), or updated in place (ScatterElements, ...).
-    const bool same_bytes = all_known && KeepsItsBytes(node);
+    // another shape (a view op: Reshape, ...), or updated in place (ScatterElements, ...).
+    const bool same_bytes = all_known && IsViewOp(node);
     const bool reuse_first =
         (same_bytes || (all_known && UpdatesItsFirstInput(node))) && DeadFirstInput(node, outs);
     for (size_t i = 0; i < outs.size(); ++i) {
@@ -588,13 +588,6 @@ class PlanBuilder {
     known_of_[value] = KnownEntry{plan_->known_.size() - 1, reserved};
   }
 
-  // Whether output 0 of `node` holds input 0's bytes unchanged (only its shape differs).
-  static bool KeepsItsBytes(const Node& node) {
-    return (node.domain.empty() || node.domain == "ai.onnx") &&
-           (node.op == "Reshape" || node.op == "Flatten" || node.op == "Squeeze" ||
-            node.op == "Unsqueeze" || node.op == "Identity");
-  }
-
   // Whether `node`'s kernel may write output 0 over input 0 (it copies input 0 into output 0
   // unless the two are one, then updates it).
   static bool UpdatesItsFirstInput(const Node& node) {
@@ -622,8 +615,9 @@ class PlanBuilder {
            !value.bytes.empty() && value.bytes.size() == ByteSize(outs[0].dtype, outs[0].shape);
   }
 
-  // The plan-time value `value` taken out of the plan (its bytes keep their address); `*reserved`
-  // gets the bytes counted for it. Only for a value DeadFirstInput accepted.
+  // The plan-time value `value` (one in known_of_) taken out of the plan, its bytes keeping their
+  // address; `*reserved` gets the bytes Reserve counted for it, which the caller gives back or
+  // passes on.
   TensorValue TakeKnown(int value, int64_t* reserved) {
     auto it = known_of_.find(value);
     TensorValue taken = std::move(*plan_->known_[it->second.index]);
@@ -660,13 +654,13 @@ class PlanBuilder {
     // The inputs no node reads any more, and the outputs no node reads at all.
     for (const std::vector<int>* values : {&node.inputs, &node.outputs}) {
       for (int value : *values) {
-        if (value == Graph::kNoValue || uses_left_[value] > 0 || kept_[value]) continue;
-        auto it = known_of_.find(value);
-        if (it == known_of_.end()) continue;
-        plan_->known_[it->second.index].reset();
-        owned_ -= it->second.reserved;
-        slots_[value].known = nullptr;
-        known_of_.erase(it);
+        if (value == Graph::kNoValue || uses_left_[value] > 0 || kept_[value] ||
+            !known_of_.contains(value)) {
+          continue;
+        }
+        int64_t reserved = 0;
+        TakeKnown(value, &reserved);  // and dropped
+        owned_ -= reserved;
       }
     }
   }
