@@ -159,7 +159,7 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareConstantOfShape(
                              " bytes");
     }
     dtype = tensor->dtype;
-    value = tensor->bytes;
+    value.assign(tensor->bytes.begin(), tensor->bytes.end());
   }
   const int64_t n = runtime::NumElements(dims);
   return MakeKernel(context, {Desc(dtype, dims)}, [value, n](const KernelArgs& args) {

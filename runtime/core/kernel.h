@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <new>
 #include <span>
 #include <string>
 #include <variant>
@@ -19,11 +20,33 @@
 
 namespace reprise::runtime {
 
+/// std::allocator whose default construction leaves a trivial element as it is: `resize(n)` and
+/// `vector(n)` of ValueBytes do not write zeros. A value computed at plan time is sized, then
+/// written whole by its kernel (as the arena's buffers are at every run); zeroing it first wrote
+/// each byte twice, on one thread (a detector's per-image tail made about 0.9 GB of such values,
+/// 141 ms of zeroing). Size-only construction is for bytes written whole next; `assign(n, 0)`
+/// and `vector(n, 0)` still fill.
+template <typename T>
+struct DefaultInitAllocator : std::allocator<T> {
+  template <typename U>
+  struct rebind {
+    using other = DefaultInitAllocator<U>;
+  };
+  DefaultInitAllocator() = default;
+  template <typename U>
+  DefaultInitAllocator(const DefaultInitAllocator<U>&) noexcept {}
+  template <typename U>
+  void construct(U* p) noexcept {
+    ::new (static_cast<void*>(p)) U;
+  }
+};
+using ValueBytes = std::vector<uint8_t, DefaultInitAllocator<uint8_t>>;
+
 /// A small host-side tensor value (attributes such as ConstantOfShape's `value`).
 struct TensorValue {
   DataType dtype = DataType::kUndefined;
   Shape shape;
-  std::vector<uint8_t> bytes;  // row-major, NumElements(shape) * DataTypeSize(dtype)
+  ValueBytes bytes;  // row-major, NumElements(shape) * DataTypeSize(dtype)
   /// kString only: the bytes that the StringElement views in `bytes` point into. Shared and
   /// never changed once the value is made, so that a copy of the value stays valid. Build string
   /// values with runtime/core/string_tensor.h, which keeps the two consistent.

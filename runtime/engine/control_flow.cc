@@ -724,7 +724,7 @@ absl::StatusOr<std::unique_ptr<ControlFlowKernel>> UnrollKnownLoop(
                                                        options.max_unrolled_iterations,
                                                        " loop iterations allowed one by one"));
     }
-    TensorValue number{DataType::kInt64, {}, std::vector<uint8_t>(sizeof(int64_t))};
+    TensorValue number{DataType::kInt64, {}, ValueBytes(sizeof(int64_t))};
     std::memcpy(number.bytes.data(), &i, sizeof i);
     const TensorValue condition{DataType::kBool, {}, {uint8_t{1}}};
     std::vector<TensorDesc> formal = {

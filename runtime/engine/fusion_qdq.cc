@@ -145,7 +145,7 @@ int AddConstant(Graph* graph, const std::string& base, DataType dtype, Shape sha
   auto tensor = std::make_unique<TensorValue>();
   tensor->dtype = dtype;
   tensor->shape = std::move(shape);
-  tensor->bytes = std::move(bytes);
+  tensor->bytes.assign(bytes.begin(), bytes.end());
   graph->constants[id] = std::move(tensor);
   return id;
 }

@@ -749,7 +749,8 @@ absl::Status StreamSession::RunWhole(const ValidatedInputs& inputs, OutputVisito
     carrier.dtype = view.dtype;
     carrier.shape = view.shape;
     if (s.model->IsValueKeyCandidate(carrier)) {
-      carrier.bytes.resize(static_cast<size_t>(NumElements(view.shape)) * DataTypeSize(view.dtype));
+      carrier.bytes.assign(static_cast<size_t>(NumElements(view.shape)) * DataTypeSize(view.dtype),
+                           0);
       size_t at = 0;
       for (const auto& piece : view.pieces) {
         if (piece.size() > carrier.bytes.size() - at) {

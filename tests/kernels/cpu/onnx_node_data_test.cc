@@ -111,7 +111,8 @@ bool ToAttribute(const onnx::AttributeProto& a, runtime::AttributeValue* out) {
     case onnx::AttributeProto::TENSOR: {
       HostTensor t;
       if (!ToHost(a.t(), &t)) return false;
-      *out = runtime::TensorValue{t.dtype, t.shape, t.bytes};
+      *out = runtime::TensorValue{t.dtype, t.shape,
+                                  runtime::ValueBytes(t.bytes.begin(), t.bytes.end())};
       return true;
     }
     default:

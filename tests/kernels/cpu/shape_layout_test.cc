@@ -92,8 +92,7 @@ TEST(ShapeOpsTest, FlattenSqueezeUnsqueezeAcrossOpsets) {
 
 TEST(ShapeOpsTest, ConstantOfShapeAndRange) {
   KernelHarness h;
-  runtime::TensorValue value{DataType::kInt64, {1}, {}};
-  value.bytes.resize(8);
+  runtime::TensorValue value{DataType::kInt64, {1}, runtime::ValueBytes(8, 0)};
   const int64_t seven = 7;
   std::memcpy(value.bytes.data(), &seven, 8);
   auto out =

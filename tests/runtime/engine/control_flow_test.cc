@@ -39,7 +39,7 @@ void SetGraph(onnx::NodeProto* node, const std::string& name, const ModelBuilder
 }
 
 TensorValue Int64Scalar(int64_t v) {
-  TensorValue t{DataType::kInt64, {}, std::vector<uint8_t>(8)};
+  TensorValue t{DataType::kInt64, {}, ValueBytes(8, 0)};
   std::memcpy(t.bytes.data(), &v, 8);
   return t;
 }

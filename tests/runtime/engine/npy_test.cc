@@ -11,7 +11,7 @@ namespace {
 using ::testing::HasSubstr;
 
 TEST(NpyTest, WritesTheStandardHeader) {
-  TensorValue t{DataType::kFloat32, {2, 3}, std::vector<uint8_t>(24, 0)};
+  TensorValue t{DataType::kFloat32, {2, 3}, ValueBytes(24, 0)};
   auto bytes = SerializeNpy(t);
   ASSERT_TRUE(bytes.ok());
   EXPECT_EQ(bytes->substr(0, 8), std::string("\x93NUMPY\x01\x00", 8));
@@ -21,7 +21,7 @@ TEST(NpyTest, WritesTheStandardHeader) {
   EXPECT_EQ((*bytes)[10 + header_len - 1], '\n');
   EXPECT_EQ(bytes->size(), 10 + header_len + 24);
 
-  TensorValue v{DataType::kInt64, {5}, std::vector<uint8_t>(40, 0)};
+  TensorValue v{DataType::kInt64, {5}, ValueBytes(40, 0)};
   EXPECT_THAT(*SerializeNpy(v), HasSubstr("'shape': (5,)"));
   TensorValue s{DataType::kUInt8, {}, {7}};
   EXPECT_THAT(*SerializeNpy(s), HasSubstr("'descr': '|u1'"));

@@ -107,7 +107,7 @@ TEST_F(OptimizerTest, InferenceDropoutWithMaskGivesAnAllTrueMask) {
   EXPECT_EQ(Floats((*out)[0].value), (std::vector<float>{1, 2, 3, 4, 5, 6}));
   EXPECT_EQ((*out)[1].value.dtype, DataType::kBool);
   EXPECT_EQ((*out)[1].value.shape, (Shape{3, 2}));
-  EXPECT_EQ((*out)[1].value.bytes, std::vector<uint8_t>(6, 1));
+  EXPECT_EQ((*out)[1].value.bytes, ValueBytes(6, 1));
 }
 
 TEST_F(OptimizerTest, TrainingDropoutIsRefused) {

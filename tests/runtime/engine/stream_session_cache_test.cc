@@ -80,7 +80,7 @@ TEST_F(StreamSessionCacheTest, BadInputsNameTheInputTheExpectedAndTheGiven) {
   ASSERT_FALSE(out.ok());
   EXPECT_THAT(out.status().message(), HasSubstr("unknown input(s) \"extra\""));
 
-  TensorValue int_x{DataType::kInt64, {1, 2}, std::vector<uint8_t>(16)};
+  TensorValue int_x{DataType::kInt64, {1, 2}, ValueBytes(16, 0)};
   out = session->Run({{"x", int_x}, {"s", s}});
   ASSERT_FALSE(out.ok());
   EXPECT_THAT(out.status().message(),
@@ -95,7 +95,7 @@ TEST_F(StreamSessionCacheTest, BadInputsNameTheInputTheExpectedAndTheGiven) {
   EXPECT_THAT(out.status().message(), HasSubstr("input \"x\" has shape [2], expected [N,2]"));
 
   TensorValue short_x = x;
-  short_x.bytes.resize(4);
+  short_x.bytes = ValueBytes(x.bytes.begin(), x.bytes.begin() + 4);
   out = session->Run({{"x", short_x}, {"s", s}});
   ASSERT_FALSE(out.ok());
   EXPECT_THAT(out.status().message(), HasSubstr("input \"x\" has 4 bytes"));
@@ -155,7 +155,7 @@ TEST_F(StreamSessionCacheTest, ShapeGivenAsAnInputKeysPlansByValue) {
   EXPECT_FALSE((*model)->Plan({{6}, {2}}).ok());
 
   auto shape_tensor = [](int64_t a, int64_t c) {
-    TensorValue t{DataType::kInt64, {2}, std::vector<uint8_t>(16)};
+    TensorValue t{DataType::kInt64, {2}, ValueBytes(16, 0)};
     std::memcpy(t.bytes.data(), &a, 8);
     std::memcpy(t.bytes.data() + 8, &c, 8);
     return t;

@@ -509,7 +509,7 @@ TEST(StreamSessionValueKeyTest, ShapeGivenAsAnInputKeysInstancesByValue) {
   auto model = Model::LoadBytes(b.Bytes(), *registry);
   ASSERT_TRUE(model.ok()) << model.status();
   auto shape_tensor = [](int64_t a, int64_t c) {
-    TensorValue t{DataType::kInt64, {2}, std::vector<uint8_t>(16)};
+    TensorValue t{DataType::kInt64, {2}, ValueBytes(16, 0)};
     std::memcpy(t.bytes.data(), &a, 8);
     std::memcpy(t.bytes.data() + 8, &c, 8);
     return t;

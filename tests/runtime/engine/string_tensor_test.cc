@@ -169,7 +169,7 @@ TEST_F(StringTensorTest, ViewsOutliveTheirBufferAndReplaysSeeNewValues) {
     for (int i = 0; i < 8; ++i) v[i] = base + i;
     x.bytes.resize(32);
     std::memcpy(x.bytes.data(), v.data(), 32);
-    TensorValue w{DataType::kFloat32, {1024}, std::vector<uint8_t>(4096, 0x41)};
+    TensorValue w{DataType::kFloat32, {1024}, ValueBytes(4096, 0x41)};
     StreamRunInfo info;
     auto out = (*session)->Run({{"x", x}, {"w", w}}, &info);
     ASSERT_TRUE(out.ok()) << out.status();
