@@ -521,11 +521,14 @@ class PlanBuilder {
   // Reshape, Flatten, Squeeze and Unsqueeze only relabel the shape: the output can be a view
   // of the input's buffer (an alias in the memory plan; no step). Not for graph outputs, which
   // have their own buffers. Returns false when the node must run.
+  // A Cast is one when its input already has the type it casts to (ViewOf and DeadFirstInput
+  // check that the output keeps the input's type): torchvision's detectors cast each RoiAlign
+  // output, float, to float.
   static bool IsViewOp(const Node& node) {
     return (node.domain.empty() || node.domain == "ai.onnx") && !node.inputs.empty() &&
            node.outputs.size() == 1 &&
            (node.op == "Reshape" || node.op == "Flatten" || node.op == "Squeeze" ||
-            node.op == "Unsqueeze");
+            node.op == "Unsqueeze" || node.op == "Cast");
   }
 
   bool ViewOf(const Node& node, const std::vector<TensorDesc>& outs) {

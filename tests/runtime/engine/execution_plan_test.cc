@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <set>
 
@@ -104,6 +105,37 @@ TEST_F(ExecutionPlanTest, ReshapeFamilyNodesAreViewsUnlessTheyAreGraphOutputs) {
   EXPECT_EQ(Floats((*out)[0].value), expected);
   EXPECT_EQ((*out)[1].value.shape, (Shape{12}));
   EXPECT_EQ(Floats((*out)[1].value), expected);
+}
+
+TEST_F(ExecutionPlanTest, ACastToTheTypeItsInputHasIsAViewAndAnotherCastIsAStep) {
+  // a = x + 1; c = Cast(a, float) reads a's buffer; y = c * 2; i = Cast(c, int32), of the same
+  // element size but another type, is a step of its own.
+  ModelBuilder b;
+  b.Input("x", onnx::TensorProto::FLOAT, {2, 3})
+      .Output("y", {2, 3})
+      .Output("i", {2, 3}, onnx::TensorProto::INT32);
+  b.FloatInit("one", {1}, {1}).FloatInit("two", {1}, {2});
+  b.Node("Add", {"x", "one"}, {"a"});
+  testing::SetIntAttr(&b.Node("Cast", {"a"}, {"c"}), "to", onnx::TensorProto::FLOAT);
+  b.Node("Mul", {"c", "two"}, {"y"});
+  testing::SetIntAttr(&b.Node("Cast", {"c"}, {"i"}), "to", onnx::TensorProto::INT32);
+  auto model = Model::LoadBytes(b.Bytes(), registry_);
+  ASSERT_TRUE(model.ok()) << model.status();
+  auto plan = (*model)->Plan({{2, 3}});
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ((*plan)->view_nodes(), 1);
+  std::vector<std::string> ops;
+  for (const PlanStep& step : (*plan)->steps()) ops.push_back(step.op);
+  std::sort(ops.begin(), ops.end());
+  EXPECT_EQ(ops, (std::vector<std::string>{"Add", "Cast", "Mul"}));
+  TensorValue x = FloatTensor({2, 3}, {-2.5f, -1, 0, 0.5f, 3, 7.25f});
+  auto out = (*plan)->Run({&x});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(Floats((*out)[0].value), (std::vector<float>{-3, 0, 2, 3, 8, 16.5f}));
+  ASSERT_EQ((*out)[1].value.dtype, DataType::kInt32);
+  std::vector<int32_t> ints(6);
+  std::memcpy(ints.data(), (*out)[1].value.bytes.data(), sizeof(int32_t) * 6);
+  EXPECT_EQ(ints, (std::vector<int32_t>{-1, 0, 1, 1, 4, 8}));
 }
 
 TEST_F(ExecutionPlanTest, RunsGraphsOfBinaryOpsEagerly) {

@@ -185,9 +185,10 @@ TEST_F(PlanLimitsTest, APlanComputedWhilePlanningKeepsOnlyWhatItReturns) {
 }
 
 // A value computed at plan time that only one node reads, and that node's output of the same
-// size, share their bytes: a ScatterElements updates it in place and a Reshape takes it as it is.
-// The fixed x (64 KiB) and three 64 KiB values in turn (2x, the scatter, the reshape) plan under a
-// 160 KiB cap; one new value per node would hold three at once.
+// size, share their bytes: a ScatterElements updates it in place, and a Cast to the type it has
+// and a Reshape take it as it is. The fixed x (64 KiB) and four 64 KiB values in turn (2x, the
+// scatter, the cast, the reshape) plan under a 160 KiB cap; one new value per node would hold
+// three at once.
 TEST_F(PlanLimitsTest, AValueComputedWhilePlanningIsUpdatedInPlaceByItsLastReader) {
   ModelBuilder b;
   b.Input("x", onnx::TensorProto::FLOAT, {128, 128})
@@ -198,7 +199,8 @@ TEST_F(PlanLimitsTest, AValueComputedWhilePlanningIsUpdatedInPlaceByItsLastReade
   b.Int64Init("flat", {1}, {16384});
   b.Node("Add", {"x", "x"}, {"a"});
   testing::SetIntAttr(&b.Node("ScatterElements", {"a", "rows", "sevens"}, {"s"}), "axis", 0);
-  b.Node("Reshape", {"s", "flat"}, {"r"});
+  testing::SetIntAttr(&b.Node("Cast", {"s"}, {"c"}), "to", onnx::TensorProto::FLOAT);
+  b.Node("Reshape", {"c", "flat"}, {"r"});
   onnx::NodeProto& reduce = b.Node("ReduceMax", {"x"}, {"m"});
   testing::SetIntsAttr(&reduce, "axes", {1});
   testing::SetIntAttr(&reduce, "keepdims", 0);
