@@ -71,11 +71,14 @@ absl::StatusOr<std::vector<Tensor>> KernelHarness::RunPrepared(
                             kernel.output_storage_bytes(outputs.size())));
     outputs.push_back(std::move(t));
   }
-  // Separate heap blocks of exactly the right size, so that overruns are caught by ASan.
+  // Separate heap blocks of exactly the right size, so that overruns are caught by ASan. They
+  // start as NaNs (bytes 0xFF), as the arena and a value computed at plan time hold whatever was
+  // there before: a kernel must write every byte of its outputs.
   std::vector<std::unique_ptr<uint8_t[]>> blocks;
   std::vector<void*> out_ptrs;
   for (const Tensor& t : outputs) {
     blocks.push_back(std::make_unique<uint8_t[]>(t.bytes.size()));
+    if (!t.bytes.empty()) std::memset(blocks.back().get(), 0xFF, t.bytes.size());
     out_ptrs.push_back(blocks.back().get());
   }
   // The workspace starts as NaNs (bytes 0xFF), as a plan's shared arena holds other steps'
