@@ -8,6 +8,7 @@
 #include "kernels/cpu/families.h"
 #include "kernels/cpu/kernel_util.h"
 #include "kernels/cpu/layout_views.h"
+#include "kernels/cpu/output_clearing.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/core/checked_size.h"
 
@@ -162,12 +163,41 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareConstantOfShape(
     value.assign(tensor->bytes.begin(), tensor->bytes.end());
   }
   const int64_t n = runtime::NumElements(dims);
-  return MakeKernel(context, {Desc(dtype, dims)}, [value, n](const KernelArgs& args) {
-    uint8_t* out = static_cast<uint8_t*>(args.outputs[0]);
-    const size_t size = value.size();
-    for (int64_t i = 0; i < n; ++i) std::memcpy(out + i * size, value.data(), size);
-    return absl::OkStatus();
+  // Zeros (the usual value) are streamed over a large output, another value is filled as its
+  // type; either split over the intra-op threads (a detector's RoI pooling starts from zeros of
+  // [1000, 256, 7, 7] per image).
+  const int threads = context.intra_op_threads;
+  const size_t bytes = static_cast<size_t>(n) * value.size();
+  if (std::all_of(value.begin(), value.end(), [](uint8_t b) { return b == 0; })) {
+    return MakeKernel(context, {Desc(dtype, dims)}, [bytes, threads](const KernelArgs& args) {
+      if (bytes >= kClearOutputMinBytes) {
+        StreamZeros(args.outputs[0], bytes, threads);
+      } else if (bytes > 0) {
+        std::memset(args.outputs[0], 0, bytes);
+      }
+      return absl::OkStatus();
+    });
+  }
+  FunctionKernel::RunFn run;
+  const bool typed = DispatchBySize(value.size(), [&]<typename T>() {
+    T element;
+    std::memcpy(&element, value.data(), sizeof(T));
+    run = [element, n, threads](const KernelArgs& args) {
+      T* out = static_cast<T*>(args.outputs[0]);
+      ParallelFor(n, threads, 0.25,
+                  [&](int64_t begin, int64_t end) { std::fill(out + begin, out + end, element); });
+      return absl::OkStatus();
+    };
   });
+  if (!typed) {
+    run = [value, n](const KernelArgs& args) {
+      uint8_t* out = static_cast<uint8_t*>(args.outputs[0]);
+      const size_t size = value.size();
+      for (int64_t i = 0; i < n; ++i) std::memcpy(out + i * size, value.data(), size);
+      return absl::OkStatus();
+    };
+  }
+  return MakeKernel(context, {Desc(dtype, dims)}, std::move(run));
 }
 
 absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareRange(const PrepareContext& context) {

@@ -121,6 +121,64 @@ TEST(ShapeOpsTest, ConstantOfShapeAndRange) {
           .ok());
 }
 
+// Every element of a large and a small output, of zeros (streamed over a large output) and of
+// other values of 1, 4 and 8 bytes, on one and two threads (the harness's outputs start as 0xFF).
+TEST(ShapeOpsTest, ConstantOfShapeFillsEveryElementOnOneAndTwoThreads) {
+  KernelHarness h;
+  auto value_of = [](DataType dtype, const void* bytes, size_t size) {
+    runtime::TensorValue v{dtype, {1}, runtime::ValueBytes(size, 0)};
+    std::memcpy(v.bytes.data(), bytes, size);
+    return v;
+  };
+  const float two_and_half = 2.5f;
+  const int8_t minus_three = -3;
+  const int64_t zero64 = 0;
+  const int32_t big = 123456789;
+  struct Case {
+    runtime::Attributes attrs;
+    DataType dtype;
+    std::vector<uint8_t> element;
+  };
+  std::vector<Case> cases;
+  cases.push_back({{}, DataType::kFloat32, std::vector<uint8_t>(4, 0)});
+  cases.push_back({Attrs({{"value", value_of(DataType::kFloat32, &two_and_half, 4)}}),
+                   DataType::kFloat32,
+                   {0, 0, 0x20, 0x40}});
+  cases.push_back(
+      {Attrs({{"value", value_of(DataType::kInt8, &minus_three, 1)}}), DataType::kInt8, {0xFD}});
+  cases.push_back({Attrs({{"value", value_of(DataType::kInt64, &zero64, 8)}}), DataType::kInt64,
+                   std::vector<uint8_t>(8, 0)});
+  cases.push_back({Attrs({{"value", value_of(DataType::kInt32, &big, 4)}}),
+                   DataType::kInt32,
+                   {0x15, 0xCD, 0x5B, 0x07}});
+  for (const Case& c : cases) {
+    for (const std::vector<int64_t>& dims :
+         {std::vector<int64_t>{3, 70001}, std::vector<int64_t>{5}, std::vector<int64_t>{0, 4}}) {
+      for (int threads : {1, 2}) {
+        auto kernel =
+            h.Prepare("ConstantOfShape",
+                      {Tensor::Of<int64_t>({static_cast<int64_t>(dims.size())}, dims, true)},
+                      c.attrs, 17, 1, threads);
+        ASSERT_TRUE(kernel.ok()) << kernel.status();
+        auto out = h.RunPrepared(**kernel,
+                                 {Tensor::Of<int64_t>({static_cast<int64_t>(dims.size())}, dims)});
+        ASSERT_TRUE(out.ok()) << out.status();
+        ASSERT_EQ((*out)[0].dtype, c.dtype);
+        EXPECT_EQ((*out)[0].shape, dims);
+        const size_t size = c.element.size();
+        const size_t n = (*out)[0].bytes.size() / size;
+        ASSERT_EQ(static_cast<int64_t>(n), dims[0] * (dims.size() > 1 ? dims[1] : 1));
+        size_t wrong = 0;
+        for (size_t i = 0; i < n; ++i) {
+          wrong += std::memcmp((*out)[0].bytes.data() + i * size, c.element.data(), size) != 0;
+        }
+        EXPECT_EQ(wrong, 0u) << runtime::DataTypeName(c.dtype) << " of " << n << " on " << threads
+                             << " threads";
+      }
+    }
+  }
+}
+
 // Transposes against the index formula: batched 2-D transposes of 4-byte elements (NCHW <->
 // NHWC, outer axes that do not coalesce, partial 8 x 8 tiles at the right and bottom edges) go
 // through tiles transposed in vector registers where the CPU has AVX2; 8-byte, 1-byte and other
