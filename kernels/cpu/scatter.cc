@@ -118,37 +118,81 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareScatterElements(
   const int64_t row_length = index_shape[rank - 1];
   const int64_t rows = row_length == 0 ? 0 : count / row_length;
   const std::string op = NodeLabel(context);
+  // Two elements whose coordinates differ on an axis other than `axis` never write one place, so
+  // the elements are split over the intra-op threads along such an axis: the outermost one of the
+  // rows' axes with more than one entry (rows of the index space along its last axis), else the
+  // last axis itself when it is not `axis`. Each thread then writes its places in the order of
+  // one thread, and repeated indices (a reduction's order too) come out as they would serially.
+  int64_t split = -1;
+  for (int64_t d = 0; d + 1 < rank && split < 0; ++d) {
+    if (d != axis && index_shape[d] > 1) split = d;
+  }
+  if (split < 0 && !last_axis && row_length > 1) split = rank - 1;
+  int64_t outer = 1, inner_rows = 1;  // rows' axes before and after `split` (split < rank - 1)
+  if (split >= 0 && split + 1 < rank) {
+    for (int64_t d = 0; d < split; ++d) outer *= index_shape[d];
+    for (int64_t d = split + 1; d + 1 < rank; ++d) inner_rows *= index_shape[d];
+  }
+  const int64_t parts = split < 0 ? 1 : index_shape[split];
+  const double part_cost =
+      parts > 0 ? 2.0 * static_cast<double>(count) / static_cast<double>(parts) : 0.0;
+  const int threads = context.intra_op_threads;
   FunctionKernel::RunFn run;
   const bool ok = DispatchScatter(data.dtype, reduction, [&]<typename T>() {
     run = [=](const KernelArgs& args) {
       const T* x = static_cast<const T*>(args.inputs[0]);
       const T* u = static_cast<const T*>(args.inputs[2]);
       T* y = static_cast<T*>(args.outputs[0]);
+      const void* indices_data = args.inputs[1];
       // Every index first: nothing is written when one is out of range.
-      for (int64_t i = 0; i < count; ++i) {
-        int64_t index = IndexAt(args.inputs[1], is64, i);
-        if (!Wrap(&index, axis_dim)) return IndexError(op, index, axis_dim);
-      }
+      RETURN_IF_ERROR(ParallelForStatus(count, threads, 1.0, [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) {
+          int64_t index = IndexAt(indices_data, is64, i);
+          if (!Wrap(&index, axis_dim)) return IndexError(op, index, axis_dim);
+        }
+        return absl::OkStatus();
+      }));
       if (y != x) std::memcpy(y, x, static_cast<size_t>(total) * sizeof(T));
-      // Row by row along the last axis: the row's offset in the data (without the axis's term
-      // where the axis is not the last) once, then each element's own index.
-      std::vector<int64_t> pos(static_cast<size_t>(rank), 0);
-      for (int64_t row = 0; row < rows; ++row) {
-        int64_t base = 0;
-        for (int64_t d = 0; d + 1 < rank; ++d) {
-          if (d != axis) base += pos[d] * data_strides[d];
+      // Rows [row_begin, row_end), elements [j_begin, j_end) of each: the row's offset in the
+      // data (without the axis's term where the axis is not the last) once, then each element's
+      // own index.
+      auto scatter_rows = [&](int64_t row_begin, int64_t row_end, int64_t j_begin, int64_t j_end) {
+        std::vector<int64_t> pos(static_cast<size_t>(rank), 0);
+        for (int64_t d = rank - 1, rest = row_begin; d-- > 0;) {
+          pos[d] = rest % index_shape[d];
+          rest /= index_shape[d];
         }
-        const int64_t first = row * row_length;
-        for (int64_t j = 0; j < row_length; ++j) {
-          int64_t index = IndexAt(args.inputs[1], is64, first + j);
-          Wrap(&index, axis_dim);
-          const int64_t offset = last_axis ? base + index : base + index * axis_stride + j;
-          Combine(reduction, y + offset, u[first + j]);
+        for (int64_t row = row_begin; row < row_end; ++row) {
+          int64_t base = 0;
+          for (int64_t d = 0; d + 1 < rank; ++d) {
+            if (d != axis) base += pos[d] * data_strides[d];
+          }
+          const int64_t first = row * row_length;
+          for (int64_t j = j_begin; j < j_end; ++j) {
+            int64_t index = IndexAt(indices_data, is64, first + j);
+            Wrap(&index, axis_dim);
+            const int64_t offset = last_axis ? base + index : base + index * axis_stride + j;
+            Combine(reduction, y + offset, u[first + j]);
+          }
+          for (int64_t d = rank - 1; d-- > 0;) {
+            if (++pos[d] < index_shape[d]) break;
+            pos[d] = 0;
+          }
         }
-        for (int64_t d = rank - 1; d-- > 0;) {
-          if (++pos[d] < index_shape[d]) break;
-          pos[d] = 0;
-        }
+      };
+      if (rows == 0) return absl::OkStatus();
+      if (split < 0) {
+        scatter_rows(0, rows, 0, row_length);
+      } else if (split == rank - 1) {
+        ParallelFor(parts, threads, part_cost,
+                    [&](int64_t begin, int64_t end) { scatter_rows(0, rows, begin, end); });
+      } else {
+        ParallelFor(parts, threads, part_cost, [&](int64_t begin, int64_t end) {
+          for (int64_t o = 0; o < outer; ++o) {
+            scatter_rows((o * parts + begin) * inner_rows, (o * parts + end) * inner_rows, 0,
+                         row_length);
+          }
+        });
       }
       return absl::OkStatus();
     };

@@ -132,6 +132,63 @@ TEST(CoverageOpsTest, ScatterElementsOfIndicesSmallerThanTheDataOnEachAxis) {
   }
 }
 
+// Large enough to be split over two threads: along an axis of the rows other than `axis`, along
+// the last axis, or not at all (the last axis scattered, the others of one entry). Indices repeat
+// many times, so that "none" keeps the last update and "add" and "max" combine in the serial order:
+// the same bits on one and two threads as the reference loop's.
+TEST(CoverageOpsTest, ScatterElementsOnTwoThreadsMatchesTheSerialOrder) {
+  KernelHarness h;
+  struct Case {
+    Shape data, indices;
+    int64_t axis;
+  };
+  const std::vector<Case> cases = {{{6, 40, 60}, {5, 40, 60}, 0},
+                                   {{6, 40, 60}, {6, 40, 50}, 2},
+                                   {{6, 40, 300}, {1, 40, 300}, 1},
+                                   {{50, 300}, {40, 300}, 0},
+                                   {{10, 600}, {1, 600}, 1}};
+  for (const Case& c : cases) {
+    const int64_t rank = static_cast<int64_t>(c.data.size());
+    const int64_t n = runtime::NumElements(c.data), count = runtime::NumElements(c.indices);
+    const std::vector<float> data = RandomFloats(static_cast<size_t>(n), 61);
+    const std::vector<float> updates = RandomFloats(static_cast<size_t>(count), 62);
+    std::vector<int64_t> indices;
+    const int64_t dim = c.data[c.axis];
+    for (int64_t i = 0; i < count; ++i) indices.push_back((i * 37 + i / 7) % (2 * dim) - dim);
+    for (const std::string reduction : {"none", "add", "max"}) {
+      std::vector<float> want = data;
+      for (int64_t i = 0; i < count; ++i) {
+        int64_t offset = 0, rest = i, stride = 1;
+        for (int64_t d = rank - 1; d >= 0; --d) {
+          int64_t at = rest % c.indices[d];
+          rest /= c.indices[d];
+          if (d == c.axis) at = indices[i] < 0 ? indices[i] + dim : indices[i];
+          offset += at * stride;
+          stride *= c.data[d];
+        }
+        float& dst = want[offset];
+        if (reduction == "none") dst = updates[i];
+        if (reduction == "add") dst = dst + updates[i];
+        if (reduction == "max") dst = std::max(dst, updates[i]);
+      }
+      for (int threads : {1, 2}) {
+        SCOPED_TRACE(absl::StrCat(runtime::ShapeToString(c.indices), " axis ", c.axis, " ",
+                                  reduction, " threads ", threads));
+        const std::vector<Tensor> inputs = {Tensor::Of<float>(c.data, data),
+                                            Tensor::Of<int64_t>(c.indices, indices),
+                                            Tensor::Of<float>(c.indices, updates)};
+        auto kernel =
+            h.Prepare("ScatterElements", inputs,
+                      Attrs({{"axis", c.axis}, {"reduction", reduction}}), 18, 1, threads);
+        ASSERT_TRUE(kernel.ok()) << kernel.status();
+        auto out = h.RunPrepared(**kernel, inputs);
+        ASSERT_TRUE(out.ok()) << out.status();
+        EXPECT_EQ((*out)[0].Values<float>(), want);
+      }
+    }
+  }
+}
+
 TEST(CoverageOpsTest, OneHotAndWindows) {
   KernelHarness h;
   auto out = h.Run(
