@@ -2,7 +2,10 @@
 // covers every output_padding / output_shape combination, split over the output channels. When
 // the windows tile the output (strides equal to the kernel, no dilation or padding, no output
 // padding: U-Net's 2x2 / 2 upsampling), every output takes exactly one tap, so it is written once
-// as bias + column instead of filled and added into.
+// as bias + column instead of filled and added into. With at least as many products (images x
+// groups) as threads, each thread runs whole products on one thread (ForEachProductRange).
+#include <omp.h>
+
 #include <algorithm>
 #include <memory>
 #include <vector>
@@ -96,8 +99,13 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareConvTranspose(
   const int64_t taps = g.kernel[0] * g.kernel[1] * g.kernel[2];
   const int64_t rows = out_group * taps;  // rows of the column buffer
   const bool has_bias = HasInput(context, 2);
-  const size_t workspace = static_cast<size_t>(rows * in_size) * sizeof(float);
   const int threads = context.intra_op_threads;
+  // The products (one per image and group) go to the threads one by one where there are enough
+  // of them (ForEachProductRange), each thread with a column buffer of its own.
+  const int64_t products = batch * group;
+  const int slots = threads > 1 && products >= threads ? threads : 1;
+  const size_t workspace = static_cast<size_t>(rows * in_size) * sizeof(float) * slots;
+  const int64_t macs = rows * in_size * in_group;
   bool tiles = true;  // each output position is reached by exactly one tap of one input
   for (int i = 0; i < 3; ++i) {
     tiles = tiles && g.strides[i] == g.kernel[i] && g.dilations[i] == 1 && g.pads_begin[i] == 0 &&
@@ -113,14 +121,19 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareConvTranspose(
         const float* wp = static_cast<const float*>(args.inputs[1]);
         const float* bias = has_bias ? static_cast<const float*>(args.inputs[2]) : nullptr;
         float* yp = static_cast<float*>(args.outputs[0]);
-        float* cols = static_cast<float*>(args.workspace);
-        for (int64_t n = 0; n < batch; ++n) {
-          for (int64_t gi = 0; gi < group; ++gi) {
+        return ForEachProductRange(products, macs, threads, [&](int64_t p0, int64_t p1) {
+          // A thread of the split (or the caller alone) takes its own column buffer.
+          int slot = omp_get_thread_num();
+          if (slot >= slots) slot = 0;
+          float* cols = static_cast<float*>(args.workspace) + slot * rows * in_size;
+          for (int64_t p = p0; p < p1; ++p) {
+            const int64_t n = p / group, gi = p % group;
             // cols[rows, in_size] = W_g^T [rows, in_group] * X_g [in_group, in_size]
             const float* wg = wp + gi * in_group * rows;
             const float* xg = xp + (n * group + gi) * in_group * in_size;
             RETURN_IF_ERROR(Sgemm(true, false, rows, in_size, in_group, 1.0f, wg, rows, xg, in_size,
                                   0.0f, cols, in_size));
+            // Over the threads when the products are not split (nested, this runs on one).
             ParallelFor(
                 out_group, threads, channel_cost,
                 [&](int64_t m0, int64_t m1) {
@@ -139,8 +152,8 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareConvTranspose(
                 },
                 1);
           }
-        }
-        return absl::OkStatus();
+          return absl::OkStatus();
+        });
       },
       workspace);
 }

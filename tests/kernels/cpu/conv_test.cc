@@ -585,8 +585,9 @@ TEST(ConvMiscTest, ErrorsNameTheNodeAndShapes) {
 
 // Reference ConvTranspose 2-D, weights [C, M/group, KH, KW], over windows that overlap (strides
 // under the kernel, padding, output padding), that tile the output (strides equal to the kernel:
-// one tap per output, written once), and that leave gaps (strides over the kernel); batch 2,
-// with and without bias, one and two threads.
+// one tap per output, written once), and that leave gaps (strides over the kernel); batch 2 and
+// 5 (products of an image and a group split over the threads), with and without bias, one and
+// two threads.
 TEST(ConvTransposeTest, MatchesScatterReference) {
   KernelHarness h;
   struct Case {
@@ -595,12 +596,15 @@ TEST(ConvTransposeTest, MatchesScatterReference) {
     int threads;
   };
   const Case cases[] = {
-      {1, 4, 3, 4, 2, 3, 3, 2, 2, 3, 1, 0, 0, 1, 1, 0, true, 1},   // overlapping, padded
-      {2, 6, 5, 7, 1, 20, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0, true, 2},  // 2x2 / 2 tiles the output
-      {2, 4, 3, 5, 2, 18, 3, 3, 3, 3, 0, 0, 0, 0, 0, 0, true, 2},  // 3x3 / 3 tiles
-      {1, 3, 4, 3, 1, 17, 2, 2, 2, 2, 0, 0, 0, 0, 1, 1, true, 2},  // output padding: a gap row
-      {1, 2, 3, 3, 1, 5, 2, 2, 3, 3, 0, 0, 0, 0, 0, 0, false, 1},  // gaps, no bias
-      {1, 2, 3, 4, 1, 16, 2, 2, 2, 2, 1, 0, 0, 1, 0, 0, true, 2},  // 2x2 / 2 padded: not tiled
+      {1, 4, 3, 4, 2, 3, 3, 2, 2, 3, 1, 0, 0, 1, 1, 0, true, 1},    // overlapping, padded
+      {2, 6, 5, 7, 1, 20, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0, true, 2},   // 2x2 / 2 tiles the output
+      {2, 4, 3, 5, 2, 18, 3, 3, 3, 3, 0, 0, 0, 0, 0, 0, true, 2},   // 3x3 / 3 tiles
+      {1, 3, 4, 3, 1, 17, 2, 2, 2, 2, 0, 0, 0, 0, 1, 1, true, 2},   // output padding: a gap row
+      {1, 2, 3, 3, 1, 5, 2, 2, 3, 3, 0, 0, 0, 0, 0, 0, false, 1},   // gaps, no bias
+      {1, 2, 3, 4, 1, 16, 2, 2, 2, 2, 1, 0, 0, 1, 0, 0, true, 2},   // 2x2 / 2 padded: not tiled
+      {5, 6, 4, 5, 3, 4, 3, 3, 2, 2, 1, 1, 0, 0, 1, 1, true, 2},    // 15 small products
+      {4, 16, 8, 8, 1, 16, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0, true, 2},  // 4 split over 2 threads
+      {4, 16, 8, 8, 2, 8, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, true, 2},   // 8 split, overlapping
   };
   for (const Case& k : cases) {
     SCOPED_TRACE(::testing::Message()
