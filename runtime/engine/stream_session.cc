@@ -567,7 +567,7 @@ absl::StatusOr<Entry*> StreamSession::Impl::FindOrMake(
     std::lock_guard<std::mutex> lock(mu);
     counters.budget_refusals += 1;
     return absl::ResourceExhaustedError(absl::StrCat(
-        "the plan for ", signature, " needs ", bytes + owned,
+        "the plan for ", display, " needs ", bytes + owned,
         " bytes, more than the whole capture.memory_budget_bytes (", options.budget->limit(), ")"));
   }
   // Share the stream's arena when it is large enough; otherwise this plan needs a new one (and
@@ -611,7 +611,7 @@ absl::StatusOr<Entry*> StreamSession::Impl::FindOrMake(
         entry->info.batch_rows = ordered[0]->shape[0];
       }
       raw = entry.get();
-      entries.emplace(signature, std::move(entry));
+      entries.emplace(std::move(signature), std::move(entry));
     }
     raw->plan = std::move(plan);
     raw->device_plan = std::move(placed);

@@ -120,6 +120,32 @@ TEST_F(PlanLimitsTest, ABudgetSmallerThanOnePlanRefusesIt) {
   EXPECT_EQ(budget.used(), 0u);
 }
 
+// A plan keyed by a whole input's value is refused under the budget naming that input by its
+// shape, size and hash, as the instance list does, and not by its bytes (64 KiB here).
+TEST_F(PlanLimitsTest, ABudgetRefusalOfAPlanKeyedByAWholeInputNamesItsSizeNotItsBytes) {
+  ModelBuilder b;
+  b.Input("x", onnx::TensorProto::FLOAT, {128, 128}).Output("z", {2, -1}, onnx::TensorProto::INT64);
+  b.Node("NonZero", {"x"}, {"z"});
+  ModelOptions whole;
+  whole.split_at_value_dependent_nodes = false;
+  auto model = Model::LoadBytes(b.Bytes(), registry_, whole);
+  ASSERT_TRUE(model.ok()) << model.status();
+  ASSERT_TRUE((*model)->keyed_by_all_values());
+  InstanceBudget budget(32 << 10);
+  StreamSessionOptions options;
+  options.budget = &budget;
+  std::unique_ptr<StreamSession> session = Session(*model, options);
+  ASSERT_NE(session, nullptr);
+  std::vector<float> x(128 * 128, 0.0f);
+  x[5] = 1.0f;
+  absl::StatusOr<std::vector<NamedTensor>> out =
+      session->Run({{"x", testing::FloatTensor({128, 128}, x)}});
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(out.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(out.status().message(), HasSubstr("the plan for x:[128,128]=<65536 bytes #"));
+  EXPECT_LT(out.status().message().size(), 1000u);
+}
+
 TEST_F(PlanLimitsTest, EvictedSignaturesAreForgottenBeyondABound) {
   std::shared_ptr<const Model> model = AddModel(0);
   ASSERT_NE(model, nullptr);
