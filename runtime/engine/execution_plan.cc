@@ -52,6 +52,15 @@ absl::StatusOr<size_t> StageViewInto(const std::vector<PlanTensor>& inputs, size
         absl::StrCat("input \"", input.name, "\" has ", given, " bytes, its buffer ", input.bytes));
   }
   view.CopyTo(input.data, input.bytes);
+  // A value-keyed plan runs only the value it was made for (its key may be a digest of it).
+  // String views point at each request's own bytes: not compared.
+  if (input.fixed_value != nullptr && input.dtype != DataType::kString && input.bytes > 0 &&
+      std::memcmp(input.fixed_value, input.data, input.bytes) != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("input \"", input.name,
+                     "\" differs from the value this plan was made for (its value decides "
+                     "shapes, so each value needs its own plan)"));
+  }
   return given;
 }
 

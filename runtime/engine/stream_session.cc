@@ -8,6 +8,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -245,11 +246,16 @@ std::string StreamSession::Impl::Signature(const std::vector<const TensorValue*>
       signature += text;
       if (display != nullptr) *display += text;
     } else {
-      // A whole input keys the plan (a model planned per input value): its bytes, exactly, in
-      // the key; only their count in what the instance list shows.
+      // A whole input keys the plan (a model planned per input value) by a digest of its bytes:
+      // two 64-bit hashes of the process's own seed, which a client cannot aim at. The plan
+      // holds the bytes it was made for and refuses others when staged (StageViewInto), so a
+      // digest that collides fails that run, never runs another input's plan. The bytes
+      // themselves in the key cost a copy per request (54 MB for a cut detector's tail).
+      const absl::string_view bytes(reinterpret_cast<const char*>(ordered[i]->bytes.data()),
+                                    ordered[i]->bytes.size());
+      const uint64_t digest[2] = {absl::HashOf(bytes), absl::HashOf(bytes.size(), bytes)};
       signature.push_back('=');
-      signature.append(reinterpret_cast<const char*>(ordered[i]->bytes.data()),
-                       ordered[i]->bytes.size());
+      signature.append(reinterpret_cast<const char*>(digest), sizeof digest);
       if (display != nullptr) {
         // A hash of the bytes tells the entries apart in the list (not a key: no collision
         // can matter there).
@@ -338,8 +344,8 @@ bool StreamSession::Impl::EvictLru(const Entry* keep) {
     victim->info.state = "evicted";
     victim->info.reason = "freed by the instance bound or the memory budget";
   }
-  // Keys that hold whole inputs (a model planned per input value) are not kept for their
-  // statistics: remembered evicted keys would hold that many inputs' bytes.
+  // Keys of whole inputs (a model planned per input value) are not kept for their statistics:
+  // such an input seldom comes again, and the map would grow by one key per input.
   if (model->keyed_by_all_values()) entries.erase(victim_it);
   RecountBytes();
   counters.live_instances -= 1;
@@ -710,7 +716,8 @@ absl::StatusOr<std::unique_ptr<StreamSession>> StreamSession::Create(
   impl->branch_streams = BranchStreams(device);
   if (const Model::SplitModels* split = impl->model->value_split();
       split != nullptr && !impl->on_device) {
-    // The tail's plans hold their inputs' bytes as keys, and a new input seldom comes again:
+    // The tail's plans hold their inputs' bytes (the values they were made for), and a new
+    // input seldom comes again:
     // the latest alone is kept (a second one kept for its packed weights gained nothing on
     // fasterrcnn_mobilenet_v3_large_320_fpn and cost retinanet_resnet50_fpn 160 MB).
     StreamSessionOptions tail_options = options;

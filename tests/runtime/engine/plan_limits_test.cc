@@ -1,6 +1,7 @@
 // limits.max_plan_bytes and allocation failures at the plan boundary (hostile-input issue).
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -11,6 +12,7 @@
 #include "runtime/engine/execution_plan.h"
 #include "runtime/engine/model.h"
 #include "runtime/engine/stream_session.h"
+#include "runtime/engine/validated_inputs.h"
 #include "tests/runtime/engine/test_models.h"
 
 namespace reprise::runtime::engine {
@@ -144,6 +146,42 @@ TEST_F(PlanLimitsTest, ABudgetRefusalOfAPlanKeyedByAWholeInputNamesItsSizeNotIts
   EXPECT_EQ(out.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(out.status().message(), HasSubstr("the plan for x:[128,128]=<65536 bytes #"));
   EXPECT_LT(out.status().message().size(), 1000u);
+}
+
+// A plan made for a whole input's value stages only that value: its cache key is a digest of
+// the bytes, and a digest that collides must fail the run, never run another input's plan.
+TEST_F(PlanLimitsTest, APlanKeyedByAWholeInputStagesOnlyThatValue) {
+  ModelBuilder b;
+  b.Input("x", onnx::TensorProto::FLOAT, {2, 40}).Output("z", {2, -1}, onnx::TensorProto::INT64);
+  b.Node("NonZero", {"x"}, {"z"});
+  ModelOptions whole;
+  whole.split_at_value_dependent_nodes = false;
+  auto model = Model::LoadBytes(b.Bytes(), registry_, whole);
+  ASSERT_TRUE(model.ok()) << model.status();
+  std::vector<float> x(80, 0.0f);
+  x[3] = 1.0f;
+  const TensorValue xv = testing::FloatTensor({2, 40}, x);
+  bool keyed = false;
+  absl::StatusOr<std::unique_ptr<ExecutionPlan>> plan = (*model)->PlanForInputs({&xv}, &keyed);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_TRUE(keyed);
+  auto view_of = [](const TensorValue& v) {
+    InputView view;
+    view.dtype = v.dtype;
+    view.shape = v.shape;
+    view.pieces.push_back(std::span<const uint8_t>(v.bytes.data(), v.bytes.size()));
+    return view;
+  };
+  absl::StatusOr<size_t> same = (*plan)->StageView(0, view_of(xv));
+  ASSERT_TRUE(same.ok()) << same.status();
+  EXPECT_EQ(*same, xv.bytes.size());
+  std::vector<float> y = x;
+  y[79] = 2.0f;
+  const TensorValue yv = testing::FloatTensor({2, 40}, y);
+  absl::StatusOr<size_t> other = (*plan)->StageView(0, view_of(yv));
+  ASSERT_FALSE(other.ok());
+  EXPECT_EQ(other.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(other.status().message(), HasSubstr("differs from the value this plan was made for"));
 }
 
 TEST_F(PlanLimitsTest, EvictedSignaturesAreForgottenBeyondABound) {
