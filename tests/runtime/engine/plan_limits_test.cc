@@ -37,6 +37,19 @@ class PlanLimitsTest : public ::testing::Test {
     return model.ok() ? *model : nullptr;
   }
 
+  // z = NonZero(x), x float [rows, cols], planned per input value as one model (not cut).
+  std::shared_ptr<const Model> NonZeroModel(int64_t rows, int64_t cols) {
+    ModelBuilder b;
+    b.Input("x", onnx::TensorProto::FLOAT, {rows, cols})
+        .Output("z", {2, -1}, onnx::TensorProto::INT64);
+    b.Node("NonZero", {"x"}, {"z"});
+    ModelOptions whole;
+    whole.split_at_value_dependent_nodes = false;
+    auto model = Model::LoadBytes(b.Bytes(), registry_, whole);
+    EXPECT_TRUE(model.ok()) << model.status();
+    return model.ok() ? *model : nullptr;
+  }
+
   // A replaying session of `model` on the CPU device (kept alive by the fixture).
   std::unique_ptr<StreamSession> Session(std::shared_ptr<const Model> model,
                                          StreamSessionOptions options) {
@@ -125,18 +138,13 @@ TEST_F(PlanLimitsTest, ABudgetSmallerThanOnePlanRefusesIt) {
 // A plan keyed by a whole input's value is refused under the budget naming that input by its
 // shape, size and hash, as the instance list does, and not by its bytes (64 KiB here).
 TEST_F(PlanLimitsTest, ABudgetRefusalOfAPlanKeyedByAWholeInputNamesItsSizeNotItsBytes) {
-  ModelBuilder b;
-  b.Input("x", onnx::TensorProto::FLOAT, {128, 128}).Output("z", {2, -1}, onnx::TensorProto::INT64);
-  b.Node("NonZero", {"x"}, {"z"});
-  ModelOptions whole;
-  whole.split_at_value_dependent_nodes = false;
-  auto model = Model::LoadBytes(b.Bytes(), registry_, whole);
-  ASSERT_TRUE(model.ok()) << model.status();
-  ASSERT_TRUE((*model)->keyed_by_all_values());
+  std::shared_ptr<const Model> model = NonZeroModel(128, 128);
+  ASSERT_NE(model, nullptr);
+  ASSERT_TRUE(model->keyed_by_all_values());
   InstanceBudget budget(32 << 10);
   StreamSessionOptions options;
   options.budget = &budget;
-  std::unique_ptr<StreamSession> session = Session(*model, options);
+  std::unique_ptr<StreamSession> session = Session(model, options);
   ASSERT_NE(session, nullptr);
   std::vector<float> x(128 * 128, 0.0f);
   x[5] = 1.0f;
@@ -151,18 +159,13 @@ TEST_F(PlanLimitsTest, ABudgetRefusalOfAPlanKeyedByAWholeInputNamesItsSizeNotIts
 // A plan made for a whole input's value stages only that value: its cache key is a digest of
 // the bytes, and a digest that collides must fail the run, never run another input's plan.
 TEST_F(PlanLimitsTest, APlanKeyedByAWholeInputStagesOnlyThatValue) {
-  ModelBuilder b;
-  b.Input("x", onnx::TensorProto::FLOAT, {2, 40}).Output("z", {2, -1}, onnx::TensorProto::INT64);
-  b.Node("NonZero", {"x"}, {"z"});
-  ModelOptions whole;
-  whole.split_at_value_dependent_nodes = false;
-  auto model = Model::LoadBytes(b.Bytes(), registry_, whole);
-  ASSERT_TRUE(model.ok()) << model.status();
+  std::shared_ptr<const Model> model = NonZeroModel(2, 40);
+  ASSERT_NE(model, nullptr);
   std::vector<float> x(80, 0.0f);
   x[3] = 1.0f;
   const TensorValue xv = testing::FloatTensor({2, 40}, x);
   bool keyed = false;
-  absl::StatusOr<std::unique_ptr<ExecutionPlan>> plan = (*model)->PlanForInputs({&xv}, &keyed);
+  absl::StatusOr<std::unique_ptr<ExecutionPlan>> plan = model->PlanForInputs({&xv}, &keyed);
   ASSERT_TRUE(plan.ok()) << plan.status();
   ASSERT_TRUE(keyed);
   auto view_of = [](const TensorValue& v) {
