@@ -204,33 +204,6 @@ bool InstanceBudget::TryReserve(uint64_t bytes) {
   return true;
 }
 
-namespace {
-
-// A 32-bit hash of `size` bytes for the instance list: FNV-1a over 8-byte words in four
-// independent lanes (the tail of a cut detector is keyed by some 50 MB of its frontier, which
-// FNV-1a byte by byte, one multiply after another, took 84-106 ms to hash per request), the lanes
-// and the last bytes folded in at the end. The same bytes give the same hash in every process.
-uint32_t DisplayHash(const uint8_t* data, size_t size) {
-  constexpr uint64_t kPrime = 1099511628211ull;
-  uint64_t lanes[4] = {14695981039346656037ull, 14695981039346656037ull ^ 1,
-                       14695981039346656037ull ^ 2, 14695981039346656037ull ^ 3};
-  size_t at = 0;
-  for (; at + 32 <= size; at += 32) {
-    for (int l = 0; l < 4; ++l) {
-      uint64_t word;
-      std::memcpy(&word, data + at + 8 * l, sizeof word);
-      lanes[l] = (lanes[l] ^ word) * kPrime;
-    }
-  }
-  uint64_t hash = lanes[0];
-  for (int l = 1; l < 4; ++l) hash = (hash ^ lanes[l]) * kPrime;
-  for (; at < size; ++at) hash = (hash ^ data[at]) * kPrime;
-  hash = (hash ^ size) * kPrime;
-  return static_cast<uint32_t>(hash ^ (hash >> 32));
-}
-
-}  // namespace
-
 std::string StreamSession::Impl::Signature(const std::vector<const TensorValue*>& ordered,
                                            std::string* display) const {
   std::string signature;
@@ -246,22 +219,20 @@ std::string StreamSession::Impl::Signature(const std::vector<const TensorValue*>
       signature += text;
       if (display != nullptr) *display += text;
     } else {
-      // A whole input keys the plan (a model planned per input value) by a digest of its bytes:
-      // two 64-bit hashes of the process's own seed, which a client cannot aim at. The plan
+      // A whole input keys the plan (a model planned per input value) by a 64-bit hash of its
+      // bytes, of the process's own seed (absl::Hash), which a client cannot aim at. The plan
       // holds the bytes it was made for and refuses others when staged (StageViewInto), so a
-      // digest that collides fails that run, never runs another input's plan. The bytes
-      // themselves in the key cost a copy per request (54 MB for a cut detector's tail).
-      const absl::string_view bytes(reinterpret_cast<const char*>(ordered[i]->bytes.data()),
-                                    ordered[i]->bytes.size());
-      const uint64_t digest[2] = {absl::HashOf(bytes), absl::HashOf(bytes.size(), bytes)};
+      // hash that collides fails that run, never runs another input's plan. The bytes in the
+      // key cost a copy per request, and byte-by-byte FNV-1a for the instance list 84-106 ms
+      // (a cut detector's tail, keyed by 54 MB of its frontier).
+      const uint64_t digest = absl::HashOf(absl::string_view(
+          reinterpret_cast<const char*>(ordered[i]->bytes.data()), ordered[i]->bytes.size()));
       signature.push_back('=');
-      signature.append(reinterpret_cast<const char*>(digest), sizeof digest);
+      signature.append(reinterpret_cast<const char*>(&digest), sizeof digest);
       if (display != nullptr) {
-        // A hash of the bytes tells the entries apart in the list (not a key: no collision
-        // can matter there).
+        // The same hash, folded to 32 bits, tells the entries apart in the list.
         absl::StrAppend(display, "=<", ordered[i]->bytes.size(), " bytes #",
-                        absl::Hex(DisplayHash(ordered[i]->bytes.data(), ordered[i]->bytes.size()),
-                                  absl::kZeroPad8),
+                        absl::Hex(static_cast<uint32_t>(digest ^ (digest >> 32)), absl::kZeroPad8),
                         ">");
       }
     }
