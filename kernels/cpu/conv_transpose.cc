@@ -126,6 +126,8 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareConvTranspose(
           int slot = omp_get_thread_num();
           if (slot >= slots) slot = 0;
           float* cols = static_cast<float*>(args.workspace) + slot * rows * in_size;
+          // A thread of the split scatters alone; the caller alone uses the threads.
+          const int scatter_threads = omp_in_parallel() ? 1 : threads;
           for (int64_t p = p0; p < p1; ++p) {
             const int64_t n = p / group, gi = p % group;
             // cols[rows, in_size] = W_g^T [rows, in_group] * X_g [in_group, in_size]
@@ -133,9 +135,8 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareConvTranspose(
             const float* xg = xp + (n * group + gi) * in_group * in_size;
             RETURN_IF_ERROR(Sgemm(true, false, rows, in_size, in_group, 1.0f, wg, rows, xg, in_size,
                                   0.0f, cols, in_size));
-            // Over the threads when the products are not split (nested, this runs on one).
             ParallelFor(
-                out_group, threads, channel_cost,
+                out_group, scatter_threads, channel_cost,
                 [&](int64_t m0, int64_t m1) {
                   for (int64_t m = m0; m < m1; ++m) {
                     const int64_t channel = gi * out_group + m;

@@ -50,6 +50,23 @@ class PlanLimitsTest : public ::testing::Test {
     return model.ok() ? *model : nullptr;
   }
 
+  // `b`'s graph ending in z = NonZero(ReduceMax(`from`) over axis 1), loaded under a cap of
+  // `max_plan_bytes`: planned per input value, so its nodes are computed while planning.
+  std::shared_ptr<const Model> KeyedByRowMaxes(ModelBuilder* b, const std::string& from,
+                                               int64_t max_plan_bytes) {
+    onnx::NodeProto& reduce = b->Node("ReduceMax", {from}, {"m"});
+    testing::SetIntsAttr(&reduce, "axes", {1});
+    testing::SetIntAttr(&reduce, "keepdims", 0);
+    b->Node("NonZero", {"m"}, {"z"});
+    ModelOptions options;
+    options.max_plan_bytes = max_plan_bytes;
+    auto model = Model::LoadBytes(b->Bytes(), registry_, options);
+    EXPECT_TRUE(model.ok()) << model.status();
+    if (!model.ok()) return nullptr;
+    EXPECT_TRUE((*model)->keyed_by_all_values());
+    return *model;
+  }
+
   // A replaying session of `model` on the CPU device (kept alive by the fixture).
   std::unique_ptr<StreamSession> Session(std::shared_ptr<const Model> model,
                                          StreamSessionOptions options) {
@@ -217,22 +234,15 @@ TEST_F(PlanLimitsTest, APlanComputedWhilePlanningKeepsOnlyWhatItReturns) {
     b.Node("Add", {prev, "x"}, {next});
     prev = next;
   }
-  onnx::NodeProto& reduce = b.Node("ReduceMax", {prev}, {"m"});
-  testing::SetIntsAttr(&reduce, "axes", {1});
-  testing::SetIntAttr(&reduce, "keepdims", 0);
-  b.Node("NonZero", {"m"}, {"z"});
-  ModelOptions options;
-  options.max_plan_bytes = 512 << 10;
-  auto model = Model::LoadBytes(b.Bytes(), registry_, options);
-  ASSERT_TRUE(model.ok()) << model.status();
-  ASSERT_TRUE((*model)->keyed_by_all_values());
+  std::shared_ptr<const Model> model = KeyedByRowMaxes(&b, prev, 512 << 10);
+  ASSERT_NE(model, nullptr);
 
   // x: row r holds r - 64 everywhere, so m[r] = 17 (r - 64), zero for row 64 only.
   std::vector<float> x(128 * 128);
   for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(static_cast<int>(i / 128) - 64);
   const TensorValue xv = testing::FloatTensor({128, 128}, x);
   bool keyed = false;
-  absl::StatusOr<std::unique_ptr<ExecutionPlan>> plan = (*model)->PlanForInputs({&xv}, &keyed);
+  absl::StatusOr<std::unique_ptr<ExecutionPlan>> plan = model->PlanForInputs({&xv}, &keyed);
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_TRUE(keyed);
   EXPECT_TRUE((*plan)->steps().empty());
@@ -240,7 +250,7 @@ TEST_F(PlanLimitsTest, APlanComputedWhilePlanningKeepsOnlyWhatItReturns) {
   EXPECT_EQ((*plan)->OwnedRegions().size(), 3u);
   EXPECT_LT((*plan)->owned_bytes(), 3u * 65536u);
 
-  absl::StatusOr<std::vector<NamedTensor>> out = testing::RunPlan(**model, {{"x", xv}});
+  absl::StatusOr<std::vector<NamedTensor>> out = testing::RunPlan(*model, {{"x", xv}});
   ASSERT_TRUE(out.ok()) << out.status();
   ASSERT_EQ(out->size(), 1u);
   std::vector<int64_t> want;
@@ -268,24 +278,17 @@ TEST_F(PlanLimitsTest, AValueComputedWhilePlanningIsUpdatedInPlaceByItsLastReade
   testing::SetIntAttr(&b.Node("ScatterElements", {"a", "rows", "sevens"}, {"s"}), "axis", 0);
   testing::SetIntAttr(&b.Node("Cast", {"s"}, {"c"}), "to", onnx::TensorProto::FLOAT);
   b.Node("Reshape", {"c", "flat"}, {"r"});
-  onnx::NodeProto& reduce = b.Node("ReduceMax", {"x"}, {"m"});
-  testing::SetIntsAttr(&reduce, "axes", {1});
-  testing::SetIntAttr(&reduce, "keepdims", 0);
-  b.Node("NonZero", {"m"}, {"z"});
-  ModelOptions options;
-  options.max_plan_bytes = 160 << 10;
-  auto model = Model::LoadBytes(b.Bytes(), registry_, options);
-  ASSERT_TRUE(model.ok()) << model.status();
-  ASSERT_TRUE((*model)->keyed_by_all_values());
+  std::shared_ptr<const Model> model = KeyedByRowMaxes(&b, "x", 160 << 10);
+  ASSERT_NE(model, nullptr);
 
   const std::vector<float> x = testing::RandomFloats(128 * 128, 11);
   const TensorValue xv = testing::FloatTensor({128, 128}, x);
   bool keyed = false;
-  absl::StatusOr<std::unique_ptr<ExecutionPlan>> plan = (*model)->PlanForInputs({&xv}, &keyed);
+  absl::StatusOr<std::unique_ptr<ExecutionPlan>> plan = model->PlanForInputs({&xv}, &keyed);
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_TRUE((*plan)->steps().empty());
 
-  absl::StatusOr<std::vector<NamedTensor>> out = testing::RunPlan(**model, {{"x", xv}});
+  absl::StatusOr<std::vector<NamedTensor>> out = testing::RunPlan(*model, {{"x", xv}});
   ASSERT_TRUE(out.ok()) << out.status();
   ASSERT_EQ(out->size(), 2u);
   std::vector<float> want;
