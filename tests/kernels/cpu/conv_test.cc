@@ -587,7 +587,7 @@ TEST(ConvMiscTest, ErrorsNameTheNodeAndShapes) {
 // under the kernel, padding, output padding), that tile the output (strides equal to the kernel:
 // one tap per output, written once), and that leave gaps (strides over the kernel); batch 2 and
 // 5 (products of an image and a group split over the threads), with and without bias, one and
-// two threads.
+// two threads; images sharing one GEMM in chunks, the last one short.
 TEST(ConvTransposeTest, MatchesScatterReference) {
   KernelHarness h;
   struct Case {
@@ -605,6 +605,11 @@ TEST(ConvTransposeTest, MatchesScatterReference) {
       {5, 6, 4, 5, 3, 4, 3, 3, 2, 2, 1, 1, 0, 0, 1, 1, true, 2},    // 15 small products
       {4, 16, 8, 8, 1, 16, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0, true, 2},  // 4 split over 2 threads
       {4, 16, 8, 8, 2, 8, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, true, 2},   // 8 split, overlapping
+      // Images share a GEMM up to 256 columns: 3 + 2 images of 100 per group, split over 2
+      // threads; 4 + 3 images of 81 on one thread; 272 columns each, one GEMM per image.
+      {5, 4, 10, 10, 2, 3, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, true, 2},
+      {7, 2, 9, 9, 1, 5, 4, 4, 2, 2, 1, 1, 1, 1, 0, 0, false, 1},
+      {3, 3, 16, 17, 1, 4, 3, 3, 1, 1, 1, 1, 1, 1, 0, 0, true, 1},
   };
   for (const Case& k : cases) {
     SCOPED_TRACE(::testing::Message()
