@@ -122,9 +122,14 @@ absl::StatusOr<Storage> LayoutAttr(const runtime::PrepareContext& context, absl:
 
 memory::desc StoredDesc(const runtime::Shape& dims, Storage how, memory::format_tag chain) {
   if (dims.size() == 3 && how != Storage::kPlain) {
-    // A 1-D convolution's value: channels-last (the layout oneDNN's 1-D convolutions prefer).
-    return memory::desc(memory::dims(dims.begin(), dims.end()), memory::data_type::f32,
-                        memory::format_tag::nwc);
+    // A 1-D convolution's value: channels-last (nwc), or blocked as the chain's channel blocks
+    // over its one spatial axis (nCw16c, nCw8c; channels-last where the chain has none).
+    const memory::format_tag tag = how == Storage::kNhwc ? memory::format_tag::nwc
+                                   : chain == memory::format_tag::nChw16c
+                                       ? memory::format_tag::nCw16c
+                                   : chain == memory::format_tag::nChw8c ? memory::format_tag::nCw8c
+                                                                         : memory::format_tag::nwc;
+    return memory::desc(memory::dims(dims.begin(), dims.end()), memory::data_type::f32, tag);
   }
   if (dims.size() != 4 || how == Storage::kPlain) return PlainDesc(dims);
   return memory::desc(memory::dims(dims.begin(), dims.end()), memory::data_type::f32,

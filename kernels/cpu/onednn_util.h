@@ -89,8 +89,8 @@ dnnl::memory::format_tag ChainTag(const runtime::PrepareContext& context);
 absl::StatusOr<Storage> LayoutAttr(const runtime::PrepareContext& context, absl::string_view name);
 
 /// `dims` stored as `how` (plain for anything but 3-D and 4-D), `chain` being the blocked
-/// layout (ChainTag) of 4-D values; a 3-D value (a 1-D convolution's) not stored plain is
-/// channels-last (nwc).
+/// layout (ChainTag) of 4-D values; a 3-D value (a 1-D convolution's) stored channels-last is
+/// nwc, one stored blocked has the chain's channel blocks (nCw16c, nCw8c; nwc without them).
 dnnl::memory::desc StoredDesc(const runtime::Shape& dims, Storage how,
                               dnnl::memory::format_tag chain);
 

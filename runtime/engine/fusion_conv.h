@@ -73,8 +73,9 @@ int FuseChannelOpsIntoConvChains(Graph* graph, const KernelRegistry& registry);
 /// (otherwise each of its blocked inputs would be reordered there, once per concatenation that
 /// reads it). The producer gets "y_layout"="blocked", each consumer "x_layout", "r_layout" or
 /// (a concatenation's input k) "x<k>_layout".
-/// A 1-D fused conv's value read only by 1-D fused convs is marked the same way; those kernels
-/// store it channels-last (nwc). Only the ends of a chain of convolutions are then reordered.
+/// A 1-D fused conv's value read only by 1-D fused convs is kept too: "nhwc" (stored nwc) where
+/// its producer or a reader is wider than 1, else "blocked" (nCw16c or nCw8c). Only the ends of
+/// a chain of convolutions are then reordered.
 /// Returns how many values are kept blocked.
 int KeepBlockedLayoutBetweenConvs(Graph* graph);
 

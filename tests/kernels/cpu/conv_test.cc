@@ -8,6 +8,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "dnnl.hpp"
 #include "gtest/gtest.h"
 #include "kernels/cpu/fused_ops.h"
 #include "tests/kernels/cpu/kernel_test_util.h"
@@ -549,6 +550,54 @@ TEST(ConvMiscTest, DepthwiseReadsABlockedInputInPlace) {
   }
   EXPECT_LT((*kernel)->workspace_bytes(), 2 * static_cast<size_t>(c * size * size) * sizeof(float))
       << impl;
+}
+
+// A 1-D convolution's value between convolutions: "nhwc" stores it channels-last (nwc),
+// "blocked" in channel blocks over its one axis (nCw16c or nCw8c, padding channels past 20),
+// each element where that layout puts it.
+TEST(ConvMiscTest, OneDimensionalValuesStoreChannelsLastOrBlocked) {
+  KernelHarness h;
+  const int64_t c = 16, m = 20, len = 30;
+  const std::vector<Tensor> in = {Tensor::Of<float>({1, c, len}, RandomFloats(c * len, 71)),
+                                  Tensor::Of<float>({m, c, 1}, RandomFloats(m * c, 72), true),
+                                  Tensor::Of<float>({m}, RandomFloats(m, 73), true)};
+  auto plain = h.Prepare(kFusedConvOp, in, Attrs({}));
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  auto want = h.RunPrepared(**plain, in);
+  ASSERT_TRUE(want.ok()) << want.status();
+  const std::vector<float> y = (*want)[0].Values<float>();
+  for (const std::string layout : {"nhwc", "blocked"}) {
+    SCOPED_TRACE(layout);
+    auto kernel = h.Prepare(kFusedConvOp, in, Attrs({{"y_layout", layout}}));
+    ASSERT_TRUE(kernel.ok()) << kernel.status();
+    const size_t floats = (*kernel)->output_storage_bytes(0) / sizeof(float);
+    std::vector<float> stored(floats, 1.0f);
+    std::vector<const void*> ins = {in[0].bytes.data(), in[1].bytes.data(), in[2].bytes.data()};
+    void* outs[] = {stored.data()};
+    std::vector<uint8_t> ws((*kernel)->workspace_bytes() + 64);
+    runtime::KernelArgs args;
+    args.inputs = ins.data();
+    args.outputs = outs;
+    args.workspace = ws.data();
+    ASSERT_TRUE((*kernel)->Run(args).ok());
+    // Channels-last is one block of all 20 channels (also "blocked" where oneDNN has neither
+    // AVX2 nor AVX-512 code); else blocks of 16 (AVX-512) or 8 (AVX2).
+    const int isa = static_cast<int>(dnnl::get_effective_cpu_isa());
+    const auto has = [&](dnnl::cpu_isa level) {
+      return (isa & static_cast<int>(level)) == static_cast<int>(level);
+    };
+    const int64_t block = layout == "nhwc"                  ? m
+                          : has(dnnl::cpu_isa::avx512_core) ? 16
+                          : has(dnnl::cpu_isa::avx2)        ? 8
+                                                            : m;
+    ASSERT_EQ(static_cast<int64_t>(floats), (m + block - 1) / block * block * len);
+    for (int64_t ch = 0; ch < m; ++ch) {
+      for (int64_t l = 0; l < len; ++l) {
+        const float got = stored[(ch / block * len + l) * block + ch % block];
+        ASSERT_NEAR(got, y[ch * len + l], 1e-4f) << "channel " << ch << " position " << l;
+      }
+    }
+  }
 }
 
 TEST(ConvMiscTest, ErrorsNameTheNodeAndShapes) {

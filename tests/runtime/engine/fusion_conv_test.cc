@@ -1,6 +1,7 @@
 #include "runtime/engine/fusion_conv.h"
 
 #include <cmath>
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
@@ -158,8 +159,9 @@ void AddConv1d(ModelBuilder& b, const std::string& name, const std::string& in,
 }
 
 // A speech front end's 1-D convolutions: a value that only 1-D convs read (as X or as the
-// residual) stays channels-last between them; one that anything else reads (here a Neg) or
-// that is a graph output stays plain. The outputs match the unfused graph's.
+// residual) stays channels-last between them, as convolutions wider than 1 write or read each;
+// one that anything else reads (here a Neg) or that is a graph output stays plain. The outputs
+// match the unfused graph's.
 TEST_F(FusionConvTest, OneDimensionalConvChainsKeepTheirLayout) {
   for (int64_t batch : {1, 2}) {
     SCOPED_TRACE(batch);
@@ -190,18 +192,53 @@ TEST_F(FusionConvTest, OneDimensionalConvChainsKeepTheirLayout) {
       if (node.name == "a" || node.name == "e") {
         EXPECT_EQ(y, "") << node.name;
       } else {
-        EXPECT_EQ(y, "blocked") << node.name;
-        EXPECT_EQ(StringAttr(node, "x_layout"), node.name == "b" ? "" : "blocked") << node.name;
+        EXPECT_EQ(y, "nhwc") << node.name;
+        EXPECT_EQ(StringAttr(node, "x_layout"), node.name == "b" ? "" : "nhwc") << node.name;
         ++blocked;
       }
       if (node.inputs.size() == 4) {
-        EXPECT_EQ(StringAttr(node, "r_layout"), "blocked");
+        EXPECT_EQ(StringAttr(node, "r_layout"), "nhwc");
       }
     }
     EXPECT_EQ(blocked, 3);  // b, c and d
     const Node* e = FindNamed(g, "e");
     ASSERT_NE(e, nullptr);
-    EXPECT_EQ(StringAttr(*e, "x_layout"), "blocked");
+    EXPECT_EQ(StringAttr(*e, "x_layout"), "nhwc");
+  }
+}
+
+// PointNet's shared per-point layers: 1-D pointwise convolutions. A value between pointwise
+// convolutions only stays blocked (channel blocks, so that the chain's end reorders without a
+// transpose); one that a wider convolution reads stays channels-last. The outputs match the
+// unfused graph's.
+TEST_F(FusionConvTest, PointwiseOneDimensionalChainsStayBlocked) {
+  for (int64_t batch : {1, 3}) {
+    SCOPED_TRACE(batch);
+    ModelBuilder b;
+    b.Input("x", onnx::TensorProto::FLOAT, {batch, 8, 129})
+        .Output("u", {batch, 4, 17})
+        .Output("v", {batch, 4, 16});
+    AddConv1d(b, "p", "x", "p_out", 8, 16, 1, 61);  // length 65
+    b.Node("Relu", {"p_out"}, {"p_relu"});
+    AddConv1d(b, "q", "p_relu", "q_out", 16, 16, 1, 63);  // length 33
+    AddConv1d(b, "r", "q_out", "u", 16, 4, 1, 65);        // length 17
+    AddConv1d(b, "s", "q_out", "v", 16, 4, 3, 67);        // length 16
+    const TensorValue x = FloatTensor({batch, 8, 129}, RandomFloats(batch * 8 * 129, 69));
+    auto model = LoadBoth(b.Bytes(), x);
+    ASSERT_NE(model, nullptr);
+    const Graph& g = model->graph();
+    ASSERT_EQ(CountOps(g, kFusedConvOp), 4);
+    const std::map<std::string, std::pair<std::string, std::string>> want = {
+        {"p", {"", "blocked"}},
+        {"q", {"blocked", "nhwc"}},
+        {"r", {"nhwc", ""}},
+        {"s", {"nhwc", ""}}};
+    for (const auto& [name, layouts] : want) {
+      const Node* node = FindNamed(g, name);
+      ASSERT_NE(node, nullptr) << name;
+      EXPECT_EQ(StringAttr(*node, "x_layout"), layouts.first) << name;
+      EXPECT_EQ(StringAttr(*node, "y_layout"), layouts.second) << name;
+    }
   }
 }
 
