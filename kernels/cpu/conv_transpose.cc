@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernels/cpu/families.h"
+#include "kernels/cpu/faster_way.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/kernel_util.h"
 #include "kernels/cpu/window.h"
@@ -23,18 +24,30 @@ namespace {
 
 // The columns (images x input positions) from which one GEMM per image is enough.
 constexpr int64_t kMinGemmColumns = 256;
+// The most rows (images x input positions) of one packed product: PreferPackedProduct's bound.
+constexpr int64_t kPackedRows = 256;
 
-// out (one output channel's plane) += its taps' columns (tap t's in_size values at col +
-// t * tap_stride), each input position's value added where its tap lands (skipped outside the
-// output).
-void ScatterAdd(const Window& g, const float* col, int64_t tap_stride, float* out) {
+// Where the columns of one output channel lie: tap t's value for input position s at
+// col[t * tap + s * pos]. The GEMM writes them tap by tap (pos 1); the packed product position by
+// position (tap 1, pos the row length).
+struct ColumnStrides {
+  int64_t tap = 0;
+  int64_t pos = 1;
+  int64_t image = 0;  // from one image's columns to the next one's
+};
+
+// out (one output channel's plane) += its taps' columns, each input position's value added where
+// its tap lands (skipped outside the output). kUnitPos: strides.pos is 1.
+template <bool kUnitPos>
+void ScatterAdd(const Window& g, const float* col, ColumnStrides strides, float* out) {
+  const int64_t pos = kUnitPos ? 1 : strides.pos;
   const int64_t taps = g.kernel[0] * g.kernel[1] * g.kernel[2];
   const int64_t sw = g.strides[2];
   for (int64_t t = 0; t < taps; ++t) {
     const int64_t kd = t / (g.kernel[1] * g.kernel[2]);
     const int64_t kh = (t / g.kernel[2]) % g.kernel[1];
     const int64_t kw = t % g.kernel[2];
-    const float* tap = col + t * tap_stride;
+    const float* tap = col + t * strides.tap;
     // The inputs along W whose tap lands inside the output: ow = iw * sw + shift in [0, OW).
     const int64_t shift = kw * g.dilations[2] - g.pads_begin[2];
     const int64_t iw0 = shift >= 0 ? 0 : (-shift + sw - 1) / sw;
@@ -47,10 +60,10 @@ void ScatterAdd(const Window& g, const float* col, int64_t tap_stride, float* ou
       for (int64_t ih = 0; ih < g.input[1]; ++ih) {
         const int64_t oh = ih * g.strides[1] - g.pads_begin[1] + kh * g.dilations[1];
         if (oh < 0 || oh >= g.output[1]) continue;
-        const float* src = tap + (id * g.input[1] + ih) * g.input[2];
+        const float* src = tap + (id * g.input[1] + ih) * g.input[2] * pos;
         float* dst = out + (od * g.output[1] + oh) * g.output[2];
         float* d = dst + shift;
-        for (int64_t iw = iw0; iw < iw1; ++iw) d[iw * sw] += src[iw];
+        for (int64_t iw = iw0; iw < iw1; ++iw) d[iw * sw] += src[iw * pos];
       }
     }
   }
@@ -58,35 +71,39 @@ void ScatterAdd(const Window& g, const float* col, int64_t tap_stride, float* ou
 
 // out = bias + the columns when the windows tile the output (strides == kernel, nothing else):
 // output (od, oh, ow) is input (od / sd, oh / sh, ow / sw)'s tap (od % sd, oh % sh, ow % sw).
-// Row by output row, the row's taps along W interleaved. Tap t's columns start at col +
-// t * tap_stride.
-void ScatterTiles(const Window& g, const float* col, int64_t tap_stride, float bias, float* out) {
+// Row by output row, the row's taps along W interleaved.
+template <bool kUnitPos>
+void ScatterTiles(const Window& g, const float* col, ColumnStrides strides, float bias,
+                  float* out) {
   const int64_t kh_count = g.kernel[1], kw_count = g.kernel[2];
+  const int64_t pos = kUnitPos ? 1 : strides.pos, tap = strides.tap;
   for (int64_t od = 0; od < g.output[0]; ++od) {
     const int64_t id = od / g.kernel[0], kd = od % g.kernel[0];
     for (int64_t oh = 0; oh < g.output[1]; ++oh) {
       const int64_t ih = oh / kh_count, kh = oh % kh_count;
-      const float* src = col + ((kd * kh_count + kh) * kw_count) * tap_stride +
-                         (id * g.input[1] + ih) * g.input[2];
+      const float* src =
+          col + ((kd * kh_count + kh) * kw_count) * tap + (id * g.input[1] + ih) * g.input[2] * pos;
       float* dst = out + (od * g.output[1] + oh) * g.output[2];
       if (kw_count == 2) {
-        const float* src1 = src + tap_stride;
+        const float* src1 = src + tap;
         for (int64_t iw = 0; iw < g.input[2]; ++iw) {
-          dst[2 * iw] = src[iw] + bias;
-          dst[2 * iw + 1] = src1[iw] + bias;
+          dst[2 * iw] = src[iw * pos] + bias;
+          dst[2 * iw + 1] = src1[iw * pos] + bias;
         }
         continue;
       }
       for (int64_t kw = 0; kw < kw_count; ++kw) {
-        const float* s = src + kw * tap_stride;
-        for (int64_t iw = 0; iw < g.input[2]; ++iw) dst[iw * kw_count + kw] = s[iw] + bias;
+        const float* s = src + kw * tap;
+        for (int64_t iw = 0; iw < g.input[2]; ++iw) dst[iw * kw_count + kw] = s[iw * pos] + bias;
       }
     }
   }
 }
 
-absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareConvTranspose(
-    const PrepareContext& context) {
+// The kernel on the packed product where `try_packed` and it applies (*packed set), else on
+// sgemm.
+absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareConvTransposeWith(
+    const PrepareContext& context, bool try_packed, bool* used_packed) {
   ASSIGN_OR_RETURN(int64_t group, CheckConvInputs(context, /*transposed=*/true));
   const Shape& x = context.inputs[0].shape;
   const Shape& w = context.inputs[1].shape;
@@ -111,17 +128,43 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareConvTranspose(
   const int64_t rows = out_group * taps;  // rows of the column buffer
   const bool has_bias = HasInput(context, 2);
   const int threads = context.intra_op_threads;
-  // Images share one GEMM (their inputs side by side as its columns) until it has
-  // kMinGemmColumns columns: sgemm packs W once per call, which outweighed the product itself
-  // for small images (a generator's 512 -> 256 4x4/2 over 4x4 images: 16 columns per image).
-  const int64_t chunk = std::clamp<int64_t>((kMinGemmColumns + in_size - 1) / in_size, 1, batch);
+  // Constant weights of one group, where PreferPackedProduct says so (few input positions by
+  // many weights: a generator's 512 -> 256 4x4/2 over 4x4 images), are packed once for oneDNN's
+  // matmul: per image, X^T [in_size, C] (transposed into the workspace) times W [C, rows] gives
+  // the columns position by position. Otherwise sgemm packs W on every call, and images share
+  // one GEMM (their inputs side by side as its columns) until it has kMinGemmColumns columns,
+  // so that the packing does not outweigh the product (16 columns per image there).
+  // Images share a packed product too, up to kPackedRows positions (PreferPackedProduct's
+  // bound); a last, shorter chunk has a product of its own (the packed weights are shared).
+  std::shared_ptr<const PackedProduct> packed, packed_rest;
+  const int64_t packed_chunk = std::clamp<int64_t>(kPackedRows / in_size, 1, batch);
+  if (try_packed && group == 1 && context.inputs[1].data != nullptr && !context.run_once) {
+    const auto* weights = static_cast<const float*>(context.inputs[1].data);
+    packed = PackedProduct::Make(context, packed_chunk * in_size, rows, in_group, in_group,
+                                 /*trans_b=*/false, weights, rows);
+    if (packed != nullptr && batch % packed_chunk != 0) {
+      packed_rest = PackedProduct::Make(context, batch % packed_chunk * in_size, rows, in_group,
+                                        in_group, /*trans_b=*/false, weights, rows);
+      if (packed_rest == nullptr) packed = nullptr;
+    }
+  }
+  *used_packed = packed != nullptr;
+  const int64_t chunk =
+      packed != nullptr ? packed_chunk
+                        : std::clamp<int64_t>((kMinGemmColumns + in_size - 1) / in_size, 1, batch);
   const int64_t chunks = (batch + chunk - 1) / chunk;
   const int64_t columns = chunk * in_size;  // of the column buffer (and the gathered input)
   // The products (one per image chunk and group) go to the threads one by one where there are
-  // enough of them (ForEachProductRange), each thread with buffers of its own.
+  // enough of them (ForEachProductRange), each thread with buffers of its own: the columns, the
+  // gathered (or transposed) input, the packed product's scratchpad.
   const int64_t products = chunks * group;
   const int slots = threads > 1 && products >= threads ? threads : 1;
-  const int64_t slot_floats = rows * columns + (chunk > 1 ? in_group * columns : 0);
+  const int64_t gathered_floats = chunk > 1 || packed != nullptr ? in_group * columns : 0;
+  const size_t scratch_bytes = std::max(packed != nullptr ? packed->scratch_bytes() : 0,
+                                        packed_rest != nullptr ? packed_rest->scratch_bytes() : 0);
+  const int64_t scratch_floats = static_cast<int64_t>((scratch_bytes + 63) / 64 * 16);
+  const int64_t slot_floats =
+      (rows * columns + 15) / 16 * 16 + (gathered_floats + 15) / 16 * 16 + scratch_floats;
   ASSIGN_OR_RETURN(const int64_t workspace,
                    runtime::DenseByteSize({slot_floats, static_cast<int64_t>(slots)}, sizeof(float),
                                           "ConvTranspose's column buffers"));
@@ -146,7 +189,8 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareConvTranspose(
           int slot = omp_get_thread_num();
           if (slot >= slots) slot = 0;
           float* cols = static_cast<float*>(args.workspace) + slot * slot_floats;
-          float* gathered = cols + rows * columns;
+          float* gathered = cols + (rows * columns + 15) / 16 * 16;
+          float* scratch = gathered + (gathered_floats + 15) / 16 * 16;
           // A thread of the split scatters alone; the caller alone uses the threads.
           const int scatter_threads = omp_in_parallel() ? 1 : threads;
           for (int64_t p = p0; p < p1; ++p) {
@@ -157,7 +201,21 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareConvTranspose(
             // the images' inputs side by side (gathered when more than one).
             const float* wg = wp + gi * in_group * rows;
             const float* xg = xp + (n0 * group + gi) * in_group * in_size;
-            if (images > 1) {
+            ColumnStrides strides{width, 1, in_size};
+            if (packed != nullptr) {
+              // cols[width, rows] = X^T [width, C] * W [C, rows], X^T being the images'
+              // inputs transposed one below the other.
+              for (int64_t j = 0; j < images; ++j) {
+                const float* xj = xg + j * in_group * in_size;
+                float* aj = gathered + j * in_size * in_group;
+                for (int64_t c = 0; c < in_group; ++c) {
+                  for (int64_t i = 0; i < in_size; ++i) aj[i * in_group + c] = xj[c * in_size + i];
+                }
+              }
+              const PackedProduct& product = images == chunk ? *packed : *packed_rest;
+              RETURN_IF_ERROR(product.Run(gathered, cols, scratch));
+              strides = ColumnStrides{1, rows, in_size * rows};
+            } else if (images > 1) {
               for (int64_t c = 0; c < in_group; ++c) {
                 for (int64_t j = 0; j < images; ++j) {
                   std::copy_n(xg + (j * group * in_group + c) * in_size, in_size,
@@ -166,8 +224,10 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareConvTranspose(
               }
               xg = gathered;
             }
-            RETURN_IF_ERROR(Sgemm(true, false, rows, width, in_group, 1.0f, wg, rows, xg, width,
-                                  0.0f, cols, width));
+            if (packed == nullptr) {
+              RETURN_IF_ERROR(Sgemm(true, false, rows, width, in_group, 1.0f, wg, rows, xg, width,
+                                    0.0f, cols, width));
+            }
             ParallelFor(
                 images * out_group, scatter_threads, channel_cost,
                 [&](int64_t i0, int64_t i1) {
@@ -176,12 +236,18 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareConvTranspose(
                     const int64_t channel = gi * out_group + m;
                     float* out = yp + ((n0 + j) * group * out_group + channel) * out_size;
                     const float b = bias != nullptr ? bias[channel] : 0.0f;
-                    const float* col_m = cols + m * taps * width + j * in_size;
-                    if (tiles) {
-                      ScatterTiles(g, col_m, width, b, out);
+                    const float* col_m = cols + m * taps * strides.tap + j * strides.image;
+                    if (tiles && strides.pos == 1) {
+                      ScatterTiles<true>(g, col_m, strides, b, out);
+                    } else if (tiles) {
+                      ScatterTiles<false>(g, col_m, strides, b, out);
                     } else {
                       std::fill(out, out + out_size, b);
-                      ScatterAdd(g, col_m, width, out);
+                      if (strides.pos == 1) {
+                        ScatterAdd<true>(g, col_m, strides, out);
+                      } else {
+                        ScatterAdd<false>(g, col_m, strides, out);
+                      }
                     }
                   }
                 },
@@ -191,6 +257,21 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareConvTranspose(
         });
       },
       static_cast<size_t>(workspace));
+}
+
+// The packed product beat sgemm's for a generator's few input positions (512 -> 256 4x4/2
+// over 4x4 images, batch 1, one thread: 1054 -> 727 us) but not for the mask head's
+// (256 -> 256 2x2/2 over 100 images of 14x14: 110-120 -> 131-135 ms, its columns read across
+// rows in the scatter): both, the faster by timed runs (FasterOf).
+absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareConvTranspose(
+    const PrepareContext& context) {
+  bool packed = false;
+  ASSIGN_OR_RETURN(std::unique_ptr<PreparedKernel> kernel,
+                   PrepareConvTransposeWith(context, /*try_packed=*/true, &packed));
+  if (!packed) return kernel;
+  ASSIGN_OR_RETURN(std::unique_ptr<PreparedKernel> plain,
+                   PrepareConvTransposeWith(context, /*try_packed=*/false, &packed));
+  return FasterOf(std::move(plain), std::move(kernel), NextTrialPhase());
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "dnnl.hpp"
 #include "gtest/gtest.h"
+#include "kernels/cpu/faster_way.h"
 #include "kernels/cpu/fused_ops.h"
 #include "tests/kernels/cpu/kernel_test_util.h"
 
@@ -636,13 +637,14 @@ TEST(ConvMiscTest, ErrorsNameTheNodeAndShapes) {
 // under the kernel, padding, output padding), that tile the output (strides equal to the kernel:
 // one tap per output, written once), and that leave gaps (strides over the kernel); batch 2 and
 // 5 (products of an image and a group split over the threads), with and without bias, one and
-// two threads; images sharing one GEMM in chunks, the last one short.
+// two threads; images sharing one GEMM in chunks, the last one short; constant weights packed.
 TEST(ConvTransposeTest, MatchesScatterReference) {
   KernelHarness h;
   struct Case {
     int64_t n, c, ih, iw, group, mg, kh, kw, sh, sw, pt, pl, pb, pr, oph, opw;
     bool bias;
     int threads;
+    bool constant_weights = false;  // known at prepare: packed once where that pays
   };
   const Case cases[] = {
       {1, 4, 3, 4, 2, 3, 3, 2, 2, 3, 1, 0, 0, 1, 1, 0, true, 1},    // overlapping, padded
@@ -659,6 +661,12 @@ TEST(ConvTransposeTest, MatchesScatterReference) {
       {5, 4, 10, 10, 2, 3, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, true, 2},
       {7, 2, 9, 9, 1, 5, 4, 4, 2, 2, 1, 1, 1, 1, 0, 0, false, 1},
       {3, 3, 16, 17, 1, 4, 3, 3, 1, 1, 1, 1, 1, 1, 0, 0, true, 1},
+      // Constant weights of 2^18 values over 16 positions: the packed product, columns
+      // position by position, overlapping windows and tiles, one and two threads.
+      {2, 256, 4, 4, 1, 64, 4, 4, 2, 2, 1, 1, 1, 1, 0, 0, true, 2, true},
+      {3, 256, 4, 4, 1, 256, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0, false, 1, true},
+      // 90 positions: two images per packed product, then one.
+      {3, 256, 9, 10, 1, 256, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0, true, 2, true},
   };
   for (const Case& k : cases) {
     SCOPED_TRACE(::testing::Message()
@@ -686,8 +694,9 @@ TEST(ConvTransposeTest, MatchesScatterReference) {
                       x[((img * k.c + ci) * k.ih + y) * k.iw + xx] *
                       w[((ci * k.mg + m) * k.kh + ki) * k.kw + kj];
                 }
-    std::vector<Tensor> inputs = {Tensor::Of<float>({k.n, k.c, k.ih, k.iw}, x),
-                                  Tensor::Of<float>({k.c, k.mg, k.kh, k.kw}, w)};
+    std::vector<Tensor> inputs = {
+        Tensor::Of<float>({k.n, k.c, k.ih, k.iw}, x),
+        Tensor::Of<float>({k.c, k.mg, k.kh, k.kw}, w, k.constant_weights)};
     if (k.bias) inputs.push_back(Tensor::Of<float>({m_all}, b));
     auto kernel = h.Prepare("ConvTranspose", inputs,
                             Attrs({{"group", k.group},
@@ -697,11 +706,18 @@ TEST(ConvTransposeTest, MatchesScatterReference) {
                                    {"output_padding", std::vector<int64_t>{k.oph, k.opw}}}),
                             17, 1, k.threads);
     ASSERT_TRUE(kernel.ok()) << kernel.status();
-    auto out = h.RunPrepared(**kernel, inputs);
-    ASSERT_TRUE(out.ok()) << out.status();
-    ASSERT_EQ((*out)[0].shape, (Shape{k.n, m_all, oh, ow}));
-    std::vector<float> want_f(want.begin(), want.end());
-    ExpectNear((*out)[0].Values<float>(), want_f);
+    // With the packed product, the kernel times it against sgemm's (FasterOf): both ways.
+    const auto ways = FasterOfWays(**kernel);
+    EXPECT_EQ(ways[0] != nullptr, k.constant_weights);
+    std::vector<const runtime::PreparedKernel*> runs = {kernel->get()};
+    if (ways[0] != nullptr) runs = {ways[0], ways[1]};
+    for (const runtime::PreparedKernel* run : runs) {
+      auto out = h.RunPrepared(*run, inputs);
+      ASSERT_TRUE(out.ok()) << out.status();
+      ASSERT_EQ((*out)[0].shape, (Shape{k.n, m_all, oh, ow}));
+      std::vector<float> want_f(want.begin(), want.end());
+      ExpectNear((*out)[0].Values<float>(), want_f);
+    }
   }
 }
 
