@@ -233,5 +233,80 @@ TEST(DepthwiseConvTest, OneDnnWhereOursIsOffOrCannot) {
   CheckCase(on, kCases[0], DwActivation{"Gelu"}, true, 1, block, false);
 }
 
+// 1-D depthwise convolutions ([N, C, L], a Conformer's width 31 among them) go to our kernel
+// over [N, C, 1, L] in the blocked layout, their plain or channels-last ends reordered into and
+// out of it: every output against the reference, a padding lane past 20 channels included.
+TEST(DepthwiseConvTest, OneDimensionalOnesRunOursThroughTheBlockedLayout) {
+  KernelHarness h;
+  const int64_t block = ChainBlock(h);
+  ASSERT_GE(block, 0);
+  if (block == 0) GTEST_SKIP() << "the chain layout here is channels-last";
+  struct Case {
+    int64_t n, c, len, k, stride, dilation, pad_l, pad_r;
+    std::string x_layout, y_layout;
+  };
+  const Case cases[] = {
+      {2, 20, 49, 31, 1, 1, 15, 15, "nchw", "nchw"},  // a Conformer's, padding lanes
+      {1, 32, 40, 5, 2, 2, 3, 1, "nhwc", "nchw"},     // strided, dilated, channels-last in
+      {3, 16, 17, 3, 1, 1, 1, 1, "nchw", "nhwc"},     // channels-last out
+  };
+  for (const Case& k : cases) {
+    for (int threads : {1, 2}) {
+      SCOPED_TRACE(::testing::Message() << "c" << k.c << " k" << k.k << " " << k.x_layout << " -> "
+                                        << k.y_layout << " threads " << threads);
+      const DwCase p = {k.n,      k.c, 1,          k.len, 1,       k.k, 1,
+                        k.stride, 1,   k.dilation, 0,     k.pad_l, 0,   k.pad_r};
+      const DwActivation act{"Swish"};
+      const auto x = RandomFloats(k.n * k.c * k.len, 21, -2.0f, 2.0f);
+      const auto w = RandomFloats(k.c * k.k, 22);
+      const auto b = RandomFloats(k.c, 23);
+      const std::vector<float> want = Reference(p, act, x, w, b);
+      const int64_t out_len = OutSize(k.len, k.k, k.stride, k.dilation, k.pad_l, k.pad_r);
+      const std::vector<Tensor> in = {Tensor::Of<float>({k.n, k.c, k.len}, x),
+                                      Tensor::Of<float>({k.c, 1, k.k}, w, true),
+                                      Tensor::Of<float>({k.c}, b, true)};
+      runtime::Attributes attrs = Attrs({{"group", k.c},
+                                         {"strides", std::vector<int64_t>{k.stride}},
+                                         {"dilations", std::vector<int64_t>{k.dilation}},
+                                         {"pads", std::vector<int64_t>{k.pad_l, k.pad_r}},
+                                         {"activation", act.name}});
+      attrs.Set("x_layout", k.x_layout);
+      attrs.Set("y_layout", k.y_layout);
+      auto kernel = h.Prepare(kFusedConvOp, in, attrs, 17, 1, threads);
+      ASSERT_TRUE(kernel.ok()) << kernel.status();
+      EXPECT_NE((*kernel)->implementation().find("(1-D, blocked)"), std::string::npos)
+          << (*kernel)->implementation();
+      // X and Y as stored: [N, C, L], or channels-last [N, L, C].
+      const auto stored = [](const std::vector<float>& v, int64_t n, int64_t c, int64_t len,
+                             bool last) {
+        std::vector<float> out(v.size());
+        for (int64_t i = 0; i < n; ++i)
+          for (int64_t ch = 0; ch < c; ++ch)
+            for (int64_t l = 0; l < len; ++l) {
+              out[last ? (i * len + l) * c + ch : (i * c + ch) * len + l] =
+                  v[(i * c + ch) * len + l];
+            }
+        return out;
+      };
+      const std::vector<float> x_in = stored(x, k.n, k.c, k.len, k.x_layout == "nhwc");
+      ASSERT_EQ((*kernel)->output_storage_bytes(0),
+                static_cast<size_t>(k.n * k.c * out_len) * sizeof(float));
+      std::vector<float> y(k.n * k.c * out_len, 7.0f);
+      std::vector<const void*> ins = {x_in.data(), in[1].bytes.data(), in[2].bytes.data()};
+      void* outs[] = {y.data()};
+      std::vector<uint8_t> ws((*kernel)->workspace_bytes() + 64);
+      runtime::KernelArgs args;
+      args.inputs = ins.data();
+      args.outputs = outs;
+      args.workspace = ws.data();
+      ASSERT_TRUE((*kernel)->Run(args).ok());
+      const std::vector<float> want_stored = stored(want, k.n, k.c, out_len, k.y_layout == "nhwc");
+      for (size_t i = 0; i < y.size(); ++i) {
+        ASSERT_NEAR(y[i], want_stored[i], 1e-5 + 1e-5 * std::fabs(want_stored[i])) << "at " << i;
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace reprise::kernels::cpu::testing
