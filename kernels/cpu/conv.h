@@ -173,6 +173,15 @@ struct OwnDepthwise {
 std::unique_ptr<PreparedKernel> MaybeOwnDepthwise(const PrepareContext& context,
                                                   const OwnDepthwise& dw);
 
+struct ConvGeometry;
+
+/// A 1-D depthwise convolution (constant weights and bias, no residual or fused depthwise) on
+/// our depthwise kernel, over [N, C, 1, L] in the channel-blocked layout (nCw16c / nCw8c are
+/// nChw16c / nChw8c with one row), X and Y reordered into and out of it in the workspace where
+/// they are stored otherwise; null where the device's options or the chain layout rule it out.
+std::unique_ptr<PreparedKernel> OwnDepthwise1dFor(const PrepareContext& context,
+                                                  const ConvGeometry& g, const ConvPostOps& post);
+
 /// `act` applied to y[0, n) in place, on up to `threads` threads (conv_activation.cc), then
 /// add[0, n) added where `add` is not null.
 void ApplyConvActivation(const ConvActivation& act, float* y, int64_t n, int threads,
