@@ -4,9 +4,10 @@
 Architectures outside tools/models/zoo that users bring: one or two of each torchvision 0.14
 classification family, the segmentation models, transformer encoders and decoders of a few
 sizes built from torch.nn, recurrent models (the coverage issue's LSTM tagger and GRU
-classifier, and larger ones) and a few small models for single effects (a residual MLP of
-many tiny layers, a U-Net, 1-D convolutions with GroupNorm). `--list` prints every model with
-its input shape and what it is.
+classifier, and larger ones), a few small models for single effects (a residual MLP of
+many tiny layers, a U-Net, 1-D convolutions with GroupNorm) and architectures of other fields
+(point clouds, a GAN generator, audio and time-series 1-D convolutions, style transfer, a speech
+Conformer, MLP-Mixer). `--list` prints every model with its input shape and what it is.
 
     /usr/bin/python3 tools/models/export_broad_zoo.py --out DIR [--only a,b] [--force] [--list]
 
@@ -19,7 +20,7 @@ models return their `out` head only. Every export is checked with onnx.checker. 
 fails to export is reported with its exception and skipped; DIR/failed.json lists them.
 Exit status 1 when any model failed, 0 otherwise. With Debian 12's PyTorch 1.13 /
 torchvision 0.14, swin_v2_t fails ("Exporting the operator 'aten::zero' to ONNX opset version
-17 is not supported": its attention zeroes part of the qkv bias in place); the other 45 export.
+17 is not supported": its attention zeroes part of the qkv bias in place); the other 53 export.
 Left out to keep the benchmark's time sane: the larger variants of each family (resnet34/101/
 152, vgg13-19 and the _bn ones, densenet161-201, efficientnet_b2-b7 and v2_m/l, regnet's larger
 sizes, convnext_small-large, swin_s/b, vit_b_32/l/h, mnasnet0_75/1_3, shufflenet x1.5/x2.0,
@@ -322,6 +323,238 @@ def super_resolution(torch):
                          nn.Conv2d(32, 9, 3, padding=1), nn.PixelShuffle(3))
 
 
+def pointnet_cls(torch):
+    nn = torch.nn
+
+    # PointNet's classifier without its input transforms: shared per-point layers (pointwise
+    # 1-D convolutions with BatchNorm), a max over the points, an MLP head.
+    class PointNet(nn.Module):
+        def __init__(self):
+            super().__init__()
+            layers, cin = [], 3
+            for cout in (64, 128, 1024):
+                layers += [nn.Conv1d(cin, cout, 1), nn.BatchNorm1d(cout), nn.ReLU()]
+                cin = cout
+            self.points = nn.Sequential(*layers)
+            self.head = nn.Sequential(nn.Linear(1024, 512), nn.ReLU(), nn.Linear(512, 256),
+                                      nn.ReLU(), nn.Linear(256, 40))
+
+        def forward(self, x):
+            return self.head(torch.max(self.points(x), 2)[0])
+
+    return PointNet()
+
+
+def dcgan_generator(torch):
+    nn = torch.nn
+    # DCGAN's generator: 4x4 ConvTranspose layers (stride 2 after the first), BatchNorm, ReLU,
+    # Tanh, from a 100-value code to a 64x64 image.
+    layers, cin = [], 100
+    for i, cout in enumerate((512, 256, 128, 64)):
+        layers += [nn.ConvTranspose2d(cin, cout, 4, 1 if i == 0 else 2, 0 if i == 0 else 1,
+                                      bias=False), nn.BatchNorm2d(cout), nn.ReLU()]
+        cin = cout
+    return nn.Sequential(*layers, nn.ConvTranspose2d(cin, 3, 4, 2, 1, bias=False), nn.Tanh())
+
+
+def wavenet_style(torch):
+    nn = torch.nn
+    functional = torch.nn.functional
+
+    # WaveNet's stack: causal dilated width-2 convolutions (left Pad), tanh x sigmoid gates,
+    # 1x1 residual and skip sums, 12 layers of 64 channels.
+    class WaveNet(nn.Module):
+        def __init__(self, channels=64, layers=12):
+            super().__init__()
+            self.dilations = [2 ** (i % 6) for i in range(layers)]
+            self.inp = nn.Conv1d(1, channels, 1)
+            self.filters = nn.ModuleList(nn.Conv1d(channels, channels, 2, dilation=d)
+                                         for d in self.dilations)
+            self.gates = nn.ModuleList(nn.Conv1d(channels, channels, 2, dilation=d)
+                                       for d in self.dilations)
+            self.res = nn.ModuleList(nn.Conv1d(channels, channels, 1) for _ in self.dilations)
+            self.out = nn.Conv1d(channels, 256, 1)
+
+        def forward(self, x):
+            x = self.inp(x)
+            skip = 0
+            for d, f, g, r in zip(self.dilations, self.filters, self.gates, self.res):
+                padded = functional.pad(x, (d, 0))
+                h = r(torch.tanh(f(padded)) * torch.sigmoid(g(padded)))
+                x = x + h
+                skip = skip + h
+            return self.out(functional.relu(skip))
+
+    return WaveNet()
+
+
+def tcn_dilated(torch):
+    nn = torch.nn
+    functional = torch.nn.functional
+
+    # A temporal convolutional network: residual blocks of two dilated width-3 convolutions
+    # with BatchNorm, 128 channels, dilations 1-8.
+    class Tcn(nn.Module):
+        def __init__(self, channels=128, blocks=8):
+            super().__init__()
+            self.inp = nn.Conv1d(40, channels, 1)
+
+            def conv(d):
+                return nn.Conv1d(channels, channels, 3, padding=d, dilation=d)
+
+            self.blocks = nn.ModuleList(
+                nn.Sequential(conv(2 ** (i % 4)), nn.BatchNorm1d(channels), nn.ReLU(),
+                              conv(2 ** (i % 4)), nn.BatchNorm1d(channels))
+                for i in range(blocks))
+            self.out = nn.Conv1d(channels, 30, 1)
+
+        def forward(self, x):
+            x = self.inp(x)
+            for block in self.blocks:
+                x = functional.relu(x + block(x))
+            return self.out(x)
+
+    return Tcn()
+
+
+def ecg_resnet1d(torch):
+    nn = torch.nn
+
+    # A 1-D ResNet for 12-lead ECG: a width-15 strided stem, max pooling, stages of width-7
+    # convolutions with BatchNorm (strided at each stage's start), a mean over time.
+    def stage(cin, cout, stride):
+        return nn.Sequential(nn.Conv1d(cin, cout, 7, stride, 3, bias=False), nn.BatchNorm1d(cout),
+                             nn.ReLU(), nn.Conv1d(cout, cout, 7, 1, 3, bias=False),
+                             nn.BatchNorm1d(cout), nn.ReLU())
+
+    class Ecg(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.body = nn.Sequential(nn.Conv1d(12, 64, 15, 2, 7), nn.BatchNorm1d(64), nn.ReLU(),
+                                      nn.MaxPool1d(3, 2, 1), stage(64, 64, 1), stage(64, 128, 2),
+                                      stage(128, 256, 2), stage(256, 512, 2))
+            self.fc = nn.Linear(512, 5)
+
+        def forward(self, x):
+            return self.fc(self.body(x).mean(-1))
+
+    return Ecg()
+
+
+def style_transfer(torch):
+    nn = torch.nn
+    functional = torch.nn.functional
+
+    # Fast neural style transfer: reflection-padded convolutions with InstanceNorm, five
+    # residual blocks, nearest 2x upsampling instead of transposed convolutions.
+    def conv(cin, cout, k, stride=1, norm=True):
+        layers = [nn.ReflectionPad2d(k // 2), nn.Conv2d(cin, cout, k, stride)]
+        return nn.Sequential(*layers, nn.InstanceNorm2d(cout, affine=True), nn.ReLU()) \
+            if norm else nn.Sequential(*layers)
+
+    class Style(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.down = nn.Sequential(conv(3, 32, 9), conv(32, 64, 3, 2), conv(64, 128, 3, 2))
+            self.res = nn.ModuleList(
+                nn.Sequential(conv(128, 128, 3), conv(128, 128, 3, norm=False),
+                              nn.InstanceNorm2d(128, affine=True)) for _ in range(5))
+            self.up1, self.up2 = conv(128, 64, 3), conv(64, 32, 3)
+            self.last = conv(32, 3, 9, norm=False)
+
+        def forward(self, x):
+            x = self.down(x)
+            for block in self.res:
+                x = x + block(x)
+            x = self.up1(functional.interpolate(x, scale_factor=2, mode="nearest"))
+            x = self.up2(functional.interpolate(x, scale_factor=2, mode="nearest"))
+            return self.last(x)
+
+    return Style()
+
+
+def conformer_small(torch):
+    nn = torch.nn
+    functional = torch.nn.functional
+
+    # A speech Conformer: 2-D convolutional subsampling, then blocks of half feed-forward,
+    # self-attention, a convolution module (pointwise, GLU, depthwise width 31, BatchNorm, SiLU,
+    # pointwise) and half feed-forward; d 144, 4 heads, 4 blocks.
+    class Block(nn.Module):
+        def __init__(self, d=144, heads=4, k=31):
+            super().__init__()
+
+            def feed_forward():
+                return nn.Sequential(nn.LayerNorm(d), nn.Linear(d, 4 * d), nn.SiLU(),
+                                     nn.Linear(4 * d, d))
+
+            self.ff1, self.ff2 = feed_forward(), feed_forward()
+            self.norm_att = nn.LayerNorm(d)
+            self.att = nn.MultiheadAttention(d, heads, batch_first=True)
+            self.norm_conv = nn.LayerNorm(d)
+            self.pw1, self.pw2 = nn.Conv1d(d, 2 * d, 1), nn.Conv1d(d, d, 1)
+            self.dw = nn.Conv1d(d, d, k, padding=k // 2, groups=d)
+            self.bn = nn.BatchNorm1d(d)
+            self.norm_out = nn.LayerNorm(d)
+
+        def forward(self, x):
+            x = x + 0.5 * self.ff1(x)
+            y = self.norm_att(x)
+            x = x + self.att(y, y, y, need_weights=False)[0]
+            c = functional.glu(self.pw1(self.norm_conv(x).transpose(1, 2)), dim=1)
+            c = self.pw2(functional.silu(self.bn(self.dw(c))))
+            x = x + c.transpose(1, 2)
+            return self.norm_out(x + 0.5 * self.ff2(x))
+
+    class Conformer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.sub = nn.Sequential(nn.Conv2d(1, 144, 3, 2), nn.ReLU(), nn.Conv2d(144, 144, 3, 2),
+                                     nn.ReLU())
+            self.proj = nn.Linear(144 * 19, 144)
+            self.blocks = nn.ModuleList(Block() for _ in range(4))
+
+        def forward(self, x):
+            x = self.sub(x.unsqueeze(1))
+            x = self.proj(x.permute(0, 2, 1, 3).flatten(2))
+            for block in self.blocks:
+                x = block(x)
+            return x
+
+    return Conformer()
+
+
+def mlp_mixer(torch):
+    nn = torch.nn
+
+    # MLP-Mixer: 16x16 patches, then blocks mixing across the 196 tokens (through a transpose)
+    # and across the 256 channels, LayerNorm and GELU; 6 blocks.
+    class MixerBlock(nn.Module):
+        def __init__(self, d=256, tokens=196):
+            super().__init__()
+            self.norm1, self.norm2 = nn.LayerNorm(d), nn.LayerNorm(d)
+            self.tokens = nn.Sequential(nn.Linear(tokens, 256), nn.GELU(), nn.Linear(256, tokens))
+            self.channels = nn.Sequential(nn.Linear(d, 1024), nn.GELU(), nn.Linear(1024, d))
+
+        def forward(self, x):
+            x = x + self.tokens(self.norm1(x).transpose(1, 2)).transpose(1, 2)
+            return x + self.channels(self.norm2(x))
+
+    class Mixer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.stem = nn.Conv2d(3, 256, 16, 16)
+            self.blocks = nn.Sequential(*(MixerBlock() for _ in range(6)))
+            self.norm = nn.LayerNorm(256)
+            self.head = nn.Linear(256, 1000)
+
+        def forward(self, x):
+            x = self.blocks(self.stem(x).flatten(2).transpose(1, 2))
+            return self.head(self.norm(x).mean(1))
+
+    return Mixer()
+
+
 # name: (builder, input shape without batch, what it is)
 MODELS = {
     # torchvision classification, one or two per family, at 224x224 unless said.
@@ -413,6 +646,28 @@ MODELS = {
                    "2x upsampling, two heads, 320x320"),
     "espcn_x3": (super_resolution, (1, 120, 160),
                  "ESPCN-style 3x super-resolution: Tanh convolutions, PixelShuffle, 120x160"),
+    "pointnet_cls": (pointnet_cls, (3, 1024),
+                     "PointNet classifier: pointwise Conv1d 3->64->128->1024, max over 1024 "
+                     "points, MLP head"),
+    "dcgan_generator": (dcgan_generator, (100, 1, 1),
+                        "DCGAN generator: 4x4 ConvTranspose x5, BatchNorm, ReLU, Tanh, to 64x64"),
+    "wavenet_style": (wavenet_style, (1, 4000),
+                      "WaveNet-style: causal dilated Conv1d x24, tanh x sigmoid gates, 1x1 "
+                      "residual and skip sums, 4000 samples"),
+    "tcn_dilated": (tcn_dilated, (40, 1000),
+                    "temporal convolutional network: dilated width-3 Conv1d residual blocks, "
+                    "BatchNorm, 40x1000"),
+    "ecg_resnet1d": (ecg_resnet1d, (12, 2500),
+                     "1-D ResNet for 12-lead ECG: width-15/7 Conv1d, BatchNorm, MaxPool1d, "
+                     "mean over time, 2500 samples"),
+    "style_transfer": (style_transfer, (3, 128, 128),
+                       "fast neural style transfer: ReflectionPad, InstanceNorm, residual blocks, "
+                       "nearest upsampling, 128x128"),
+    "conformer_small": (conformer_small, (200, 80),
+                        "speech Conformer: Conv2d subsampling, 4 blocks of feed-forward, "
+                        "attention and depthwise width-31 Conv1d with GLU, 200 frames"),
+    "mlp_mixer": (mlp_mixer, IMAGE,
+                  "MLP-Mixer: 16x16 patches, token and channel MLPs, LayerNorm, GELU, 6 blocks"),
 }
 
 
