@@ -233,6 +233,24 @@ void ParallelFor(int64_t n, int threads, double cost_per_item,
   }
 }
 
+void ParallelCopy(void* dst, const void* src, size_t bytes, int threads) {
+  constexpr size_t kPiece = size_t{64} << 10;
+  if (bytes < 2 * kPiece || threads <= 1) {
+    if (bytes > 0) std::memcpy(dst, src, bytes);
+    return;
+  }
+  const int64_t pieces = static_cast<int64_t>((bytes + kPiece - 1) / kPiece);
+  ParallelFor(
+      pieces, threads, static_cast<double>(kPiece),
+      [&](int64_t begin, int64_t end) {
+        const size_t from = static_cast<size_t>(begin) * kPiece;
+        const size_t to = std::min(bytes, static_cast<size_t>(end) * kPiece);
+        std::memcpy(static_cast<uint8_t*>(dst) + from, static_cast<const uint8_t*>(src) + from,
+                    to - from);
+      },
+      1);
+}
+
 absl::Status ParallelForStatus(int64_t n, int threads, double cost_per_item,
                                absl::FunctionRef<absl::Status(int64_t, int64_t)> fn,
                                int64_t grain) {

@@ -291,6 +291,12 @@ void ParallelFor(int64_t n, int threads, double cost_per_item,
                  absl::FunctionRef<void(int64_t, int64_t)> fn, int64_t grain = 16,
                  double min_work = kMinParallelWork);
 
+/// Copies `bytes` from `src` to `dst` (which do not overlap) in 64 KiB pieces over up to
+/// `threads` OpenMP threads of the calling thread (one below 128 KiB): a request's input
+/// staged into a plan's buffer comes from memory, not the cache, and one core copied 4.8 MB in
+/// 382 us, two in 224 us (9.8 MB: 938 and 451 us; this VM, source evicted first).
+void ParallelCopy(void* dst, const void* src, size_t bytes, int threads);
+
 /// ParallelFor for ranges that can fail: every range runs, and the result is the first error
 /// a range returned (OK when none did).
 absl::Status ParallelForStatus(int64_t n, int threads, double cost_per_item,

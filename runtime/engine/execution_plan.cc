@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/cpu/kernel_util.h"
 #include "runtime/core/string_tensor.h"
 
 namespace reprise::runtime::engine {
@@ -35,12 +36,12 @@ absl::Status ExecutionPlan::StageInput(size_t index, const TensorValue& value) {
                      "\" differs from the value this plan was made for (its value "
                      "decides shapes, so each value needs its own plan)"));
   }
-  if (input.bytes > 0) std::memcpy(input.data, value.bytes.data(), input.bytes);
+  kernels::cpu::ParallelCopy(input.data, value.bytes.data(), input.bytes, intra_op_threads_);
   return absl::OkStatus();
 }
 
 absl::StatusOr<size_t> StageViewInto(const std::vector<PlanTensor>& inputs, size_t index,
-                                     const InputView& view) {
+                                     const InputView& view, int threads) {
   if (index >= inputs.size()) {
     return absl::OutOfRangeError(
         absl::StrCat("input index ", index, ", the plan has ", inputs.size(), " inputs"));
@@ -51,7 +52,9 @@ absl::StatusOr<size_t> StageViewInto(const std::vector<PlanTensor>& inputs, size
     return absl::OutOfRangeError(
         absl::StrCat("input \"", input.name, "\" has ", given, " bytes, its buffer ", input.bytes));
   }
-  view.CopyTo(input.data, input.bytes);
+  view.CopyTo(input.data, input.bytes, [threads](void* to, const void* from, size_t bytes) {
+    kernels::cpu::ParallelCopy(to, from, bytes, threads);
+  });
   // A value-keyed plan runs only the value it was made for (its key may be a digest of it).
   // String views point at each request's own bytes: not compared.
   if (input.fixed_value != nullptr && input.dtype != DataType::kString && input.bytes > 0 &&
@@ -65,7 +68,7 @@ absl::StatusOr<size_t> StageViewInto(const std::vector<PlanTensor>& inputs, size
 }
 
 absl::StatusOr<size_t> ExecutionPlan::StageView(size_t index, const InputView& view) {
-  return StageViewInto(inputs_, index, view);
+  return StageViewInto(inputs_, index, view, intra_op_threads_);
 }
 
 absl::Status ExecutionPlan::UseArena(std::shared_ptr<AlignedBuffer> arena) {

@@ -102,11 +102,12 @@ struct PlanTensor {
   bool known = false;
 };
 
-/// Copies `view`'s pieces into the staging buffer of `inputs[index]` and zeros the rest of it
-/// (ExecutionPlan::StageView and DevicePlan::StageView). OUT_OF_RANGE for an index past the
-/// inputs or pieces larger than the buffer; returns the bytes copied.
+/// Copies `view`'s pieces into the staging buffer of `inputs[index]` on up to `threads`
+/// threads (kernels::cpu::ParallelCopy) and zeros the rest of it (ExecutionPlan::StageView
+/// and DevicePlan::StageView). OUT_OF_RANGE for an index past the inputs or pieces larger
+/// than the buffer; returns the bytes copied.
 absl::StatusOr<size_t> StageViewInto(const std::vector<PlanTensor>& inputs, size_t index,
-                                     const InputView& view);
+                                     const InputView& view, int threads = 1);
 
 /// The result of planning a graph for fixed input shapes: shapes of every tensor propagated
 /// through the kernels' Prepare, values computable at plan time computed (shape subgraphs),

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/container/inlined_vector.h"
+#include "absl/functional/function_ref.h"
 #include "runtime/core/data_type.h"
 #include "runtime/core/kernel.h"
 
@@ -37,12 +38,14 @@ struct InputView {
     return n;
   }
 
-  /// Copies the pieces to `out`, one after the other, and zeros the rest of its `bytes` (a
-  /// batch's padding rows). The caller has checked that piece_bytes() <= `bytes`.
-  void CopyTo(uint8_t* out, size_t bytes) const {
+  /// Copies the pieces to `out`, one after the other, with `copy` (memcpy's arguments), and
+  /// zeros the rest of its `bytes` (a batch's padding rows). The caller has checked that
+  /// piece_bytes() <= `bytes`.
+  void CopyTo(uint8_t* out, size_t bytes,
+              absl::FunctionRef<void(void*, const void*, size_t)> copy) const {
     size_t at = 0;
     for (const auto& piece : pieces) {
-      if (!piece.empty()) std::memcpy(out + at, piece.data(), piece.size());
+      if (!piece.empty()) copy(out + at, piece.data(), piece.size());
       at += piece.size();
     }
     if (at < bytes) std::memset(out + at, 0, bytes - at);

@@ -47,6 +47,22 @@ TEST(ParallelForTest, CoversEveryIndexOnceWithinTheThreadCount) {
   }
 }
 
+// ParallelCopy: every byte where it belongs, nothing past the end, for sizes below, at and
+// past the 64 KiB pieces' split (an odd tail included), on one to three threads.
+TEST(ParallelForTest, ParallelCopyCopiesEveryByteAndNoMore) {
+  for (int threads : {1, 2, 3}) {
+    for (size_t bytes : {size_t{0}, size_t{1}, size_t{65536}, size_t{131072}, size_t{200'003},
+                         size_t{1'048'577}}) {
+      SCOPED_TRACE(::testing::Message() << bytes << " bytes, " << threads << " threads");
+      std::vector<uint8_t> src(bytes), dst(bytes + 64, 0xEE);
+      for (size_t i = 0; i < bytes; ++i) src[i] = static_cast<uint8_t>(i * 131 + i / 65536);
+      ParallelCopy(dst.data(), src.data(), bytes, threads);
+      for (size_t i = 0; i < bytes; ++i) ASSERT_EQ(dst[i], src[i]) << "byte " << i;
+      for (size_t i = bytes; i < dst.size(); ++i) ASSERT_EQ(dst[i], 0xEE) << "past the end " << i;
+    }
+  }
+}
+
 TEST(ParallelForTest, SmallWorkStaysOnTheCallingThread) {
   int calls = 0;
   bool in_parallel = true;
