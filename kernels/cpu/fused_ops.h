@@ -59,6 +59,11 @@ inline constexpr char kFusedConcatOp[] = "com.reprise.FusedConcat";
 /// it stands for a Shape node that read one of the chain's inner values.
 inline constexpr char kFusedTransposeOp[] = "com.reprise.FusedTranspose";
 
+/// Resize (inputs and attributes as ONNX's) of a 4-D float32 value inside a chain of
+/// convolutions, in H and W only: X and Y stored as "x_layout" and "y_layout" say (the same
+/// one: plain, "nhwc" or "blocked"), resize.cc.
+inline constexpr char kFusedResizeOp[] = "com.reprise.FusedResize";
+
 /// GlobalAveragePool of a 4-D float32 value inside a chain of convolutions: X stored as
 /// "x_layout" ("nchw", "nhwc" or "blocked", as for kFusedConvOp); Y [N,C,1,1] plain.
 inline constexpr char kFusedGlobalAveragePoolOp[] = "com.reprise.FusedGlobalAveragePool";

@@ -12,8 +12,11 @@
 #include <string>
 #include <vector>
 
+#include "dnnl.hpp"
 #include "kernels/cpu/families.h"
+#include "kernels/cpu/fused_ops.h"
 #include "kernels/cpu/kernel_util.h"
+#include "kernels/cpu/onednn_util.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/core/checked_size.h"
 
@@ -210,6 +213,197 @@ absl::StatusOr<AxisTaps> MakeTaps(const PrepareContext& context, const ResizeOpt
   return taps;
 }
 
+// Where a 4-D value's elements lie, channels taken `lanes` at a time (LanesResizeKernel): the
+// lanes of image n's group g at pixel (h, w) start at base(n, g) + (h W + w) pixel and lie
+// lane_stride apart. Channels-last: one group of all C lanes; channel blocks: a group per block
+// (padding lanes past C stored as zeros); plain: the other end's grouping, lanes H W apart.
+struct LaneLayout {
+  int64_t lanes = 0, groups = 0, pixel = 0, lane_stride = 0, group_stride = 0, image_stride = 0;
+  bool plain = false;  // lanes past C are not stored
+};
+
+LaneLayout LaneLayoutOf(const PrepareContext& context, const Shape& v, Storage how,
+                        int64_t plain_lanes) {
+  const int64_t c = v[1], pixels = v[2] * v[3];
+  LaneLayout l;
+  if (how == Storage::kPlain) {
+    l.lanes = plain_lanes;
+    l.groups = (c + plain_lanes - 1) / plain_lanes;
+    l.pixel = 1;
+    l.lane_stride = pixels;
+    l.group_stride = plain_lanes * pixels;
+    l.image_stride = c * pixels;
+    l.plain = true;
+    return l;
+  }
+  const dnnl::memory::format_tag chain = ChainTag(context);
+  const int64_t block = how == Storage::kNhwc                        ? 0
+                        : chain == dnnl::memory::format_tag::nChw16c ? 16
+                        : chain == dnnl::memory::format_tag::nChw8c  ? 8
+                                                                     : 0;
+  l.lanes = block == 0 ? c : block;
+  l.groups = (c + l.lanes - 1) / l.lanes;
+  l.pixel = l.lanes;
+  l.lane_stride = 1;
+  l.group_stride = pixels * l.lanes;
+  l.image_stride = l.groups * l.group_stride;
+  return l;
+}
+
+// One output row of LanesResizeKernel with both ends storing a pixel's L lanes together: each
+// pixel the weighted sum of its taps' pixels, in registers.
+template <int L>
+void LaneRow(const float* in, int64_t in_w, const AxisTaps& rows, int64_t oh, const AxisTaps& cols,
+             int64_t out_w, float* out) {
+  const size_t rk = static_cast<size_t>(oh * kMaxTaps);
+  for (int64_t ow = 0; ow < out_w; ++ow, out += L) {
+    const size_t ck = static_cast<size_t>(ow * kMaxTaps);
+    float acc[L] = {};
+    for (int a = 0; a < rows.count[oh]; ++a) {
+      const float* row = in + rows.index[rk + a] * in_w * L;
+      for (int b = 0; b < cols.count[ow]; ++b) {
+        const float w = rows.weight[rk + a] * cols.weight[ck + b];
+        const float* px = row + cols.index[ck + b] * L;
+        for (int l = 0; l < L; ++l) acc[l] += w * px[l];
+      }
+    }
+    for (int l = 0; l < L; ++l) out[l] = acc[l];
+  }
+}
+
+// Resize of an image in H and W only, from and to a conv chain's layouts (channels-last or
+// channel blocks at either end, or plain at one): each output pixel's lanes are the weighted
+// sum of its row and column taps' pixels, so that a chain's value is resized without leaving
+// its layout (a detector's or a segmentation decoder's upsampling between convolutions).
+class LanesResizeKernel final : public PreparedKernel {
+ public:
+  LanesResizeKernel(std::string op, Shape out, LaneLayout in, LaneLayout to, int64_t images,
+                    int64_t channels, int64_t in_w, AxisTaps rows, AxisTaps cols, int threads)
+      : op_(std::move(op)),
+        outputs_({Desc(DataType::kFloat32, out)}),
+        in_(in),
+        to_(to),
+        images_(images),
+        channels_(channels),
+        in_w_(in_w),
+        out_h_(out[2]),
+        out_w_(out[3]),
+        rows_(std::move(rows)),
+        cols_(std::move(cols)),
+        threads_(threads) {
+    // One tap of weight 1 per output row and column (nearest), both ends storing a pixel's
+    // lanes together: pixels are copied, and a row from the same source row as the one above
+    // is that row copied (upsampling by a whole factor).
+    auto single = [](const AxisTaps& t) {
+      for (size_t i = 0; i < t.count.size(); ++i) {
+        if (t.count[i] != 1 || t.weight[i * kMaxTaps] != 1.0f) return false;
+      }
+      return true;
+    };
+    copies_ = single(rows_) && single(cols_) && in_.lane_stride == 1 && to_.lane_stride == 1;
+  }
+
+  absl::string_view op() const override { return op_; }
+  const std::vector<TensorDesc>& outputs() const override { return outputs_; }
+  size_t output_storage_bytes(size_t i) const override {
+    return i == 0 ? static_cast<size_t>(images_ * to_.image_stride) * sizeof(float) : 0;
+  }
+  std::string implementation() const override { return "reprise_resize_lanes"; }
+
+  absl::Status Run(const KernelArgs& args) const override {
+    const float* xp = static_cast<const float*>(args.inputs[0]);
+    float* yp = static_cast<float*>(args.outputs[0]);
+    const int64_t lanes = in_.lanes, groups = in_.groups;
+    if (copies_) {
+      ParallelFor(
+          images_ * groups * out_h_, threads_, static_cast<double>(out_w_ * lanes) / 4,
+          [&](int64_t first, int64_t end) {
+            for (int64_t r = first; r < end; ++r) {
+              const int64_t oh = r % out_h_, g = r / out_h_ % groups, n = r / out_h_ / groups;
+              const float* in = xp + n * in_.image_stride + g * in_.group_stride;
+              float* out = yp + n * to_.image_stride + g * to_.group_stride + oh * out_w_ * lanes;
+              const int64_t source = rows_.index[oh * kMaxTaps];
+              if (oh > 0 && r > first && rows_.index[(oh - 1) * kMaxTaps] == source) {
+                std::copy_n(out - out_w_ * lanes, out_w_ * lanes, out);
+                continue;
+              }
+              const float* row = in + source * in_w_ * lanes;
+              for (int64_t ow = 0; ow < out_w_; ++ow) {
+                std::copy_n(row + cols_.index[ow * kMaxTaps] * lanes, lanes, out + ow * lanes);
+              }
+            }
+          },
+          1);
+      return absl::OkStatus();
+    }
+    ParallelFor(
+        images_ * groups * out_h_, threads_, static_cast<double>(out_w_ * lanes) * 2,
+        [&](int64_t first, int64_t end) {
+          std::vector<float> acc(static_cast<size_t>(lanes));
+          std::vector<float> pixels(to_.lane_stride == 1 ? 0 : static_cast<size_t>(out_w_ * lanes));
+          for (int64_t r = first; r < end; ++r) {
+            const int64_t oh = r % out_h_, g = r / out_h_ % groups, n = r / out_h_ / groups;
+            // Lanes that hold channels (a group of plain channels may be short).
+            const int64_t valid = std::min(lanes, channels_ - g * lanes);
+            const int64_t in_lanes = in_.plain ? valid : lanes;
+            const int64_t out_lanes = to_.plain ? valid : lanes;
+            const float* in = xp + n * in_.image_stride + g * in_.group_stride;
+            float* out = yp + n * to_.image_stride + g * to_.group_stride;
+            if (in_.lane_stride == 1 && (lanes == 16 || lanes == 8)) {
+              // In registers; into a plain output through a row of pixels, then plane by plane.
+              float* row = to_.lane_stride == 1 ? out + oh * out_w_ * lanes : pixels.data();
+              if (lanes == 16) {
+                LaneRow<16>(in, in_w_, rows_, oh, cols_, out_w_, row);
+              } else {
+                LaneRow<8>(in, in_w_, rows_, oh, cols_, out_w_, row);
+              }
+              for (int64_t l = 0; to_.lane_stride != 1 && l < out_lanes; ++l) {
+                float* o = out + l * to_.lane_stride + oh * out_w_;
+                for (int64_t ow = 0; ow < out_w_; ++ow) o[ow] = row[ow * lanes + l];
+              }
+              continue;
+            }
+            const size_t rk = static_cast<size_t>(oh * kMaxTaps);
+            for (int64_t ow = 0; ow < out_w_; ++ow) {
+              const size_t ck = static_cast<size_t>(ow * kMaxTaps);
+              std::fill(acc.begin(), acc.end(), 0.0f);
+              for (int a = 0; a < rows_.count[oh]; ++a) {
+                const int64_t row = rows_.index[rk + a] * in_w_;
+                for (int b = 0; b < cols_.count[ow]; ++b) {
+                  const float w = rows_.weight[rk + a] * cols_.weight[ck + b];
+                  const float* px = in + (row + cols_.index[ck + b]) * in_.pixel;
+                  if (in_.lane_stride == 1) {
+                    for (int64_t l = 0; l < in_lanes; ++l) acc[l] += w * px[l];
+                  } else {
+                    for (int64_t l = 0; l < in_lanes; ++l) {
+                      acc[l] += w * px[l * in_.lane_stride];
+                    }
+                  }
+                }
+              }
+              float* o = out + (oh * out_w_ + ow) * to_.pixel;
+              if (to_.lane_stride == 1) {
+                std::copy_n(acc.begin(), out_lanes, o);
+              } else {
+                for (int64_t l = 0; l < out_lanes; ++l) o[l * to_.lane_stride] = acc[l];
+              }
+            }
+          }
+        },
+        1);
+    return absl::OkStatus();
+  }
+
+ private:
+  std::string op_;
+  std::vector<TensorDesc> outputs_;
+  LaneLayout in_, to_;
+  int64_t images_, channels_, in_w_, out_h_, out_w_;
+  AxisTaps rows_, cols_;
+  int threads_;
+  bool copies_ = false;
+};
+
 absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareResize(const PrepareContext& context) {
   RETURN_IF_ERROR(ExpectInputCount(context, 1, 4));
   RETURN_IF_ERROR(ExpectType(context, 0, {DataType::kFloat32}));
@@ -325,9 +519,46 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareResize(const PrepareConte
                      MakeTaps(context, opt, x[i], out[i], scales[i], roi[i], roi[rank + i]));
     taps.push_back(std::move(t));
   }
+  const int threads = context.intra_op_threads;
+  // A conv chain's value (kFusedResizeOp, x_layout / y_layout): images and channels kept, no
+  // extrapolated position.
+  ASSIGN_OR_RETURN(const Storage x_layout, LayoutAttr(context, "x_layout"));
+  ASSIGN_OR_RETURN(const Storage y_layout, LayoutAttr(context, "y_layout"));
+  if (x_layout != Storage::kPlain || y_layout != Storage::kPlain) {
+    const bool outside =
+        rank == 4 &&
+        (std::any_of(taps[2].outside.begin(), taps[2].outside.end(), [](bool o) { return o; }) ||
+         std::any_of(taps[3].outside.begin(), taps[3].outside.end(), [](bool o) { return o; }));
+    // Each image and channel its own (one tap of weight 1 on itself), as the fusion's
+    // conditions give.
+    auto same = [&](size_t d) {
+      for (int64_t i = 0; i < out[d]; ++i) {
+        const size_t k = static_cast<size_t>(i * kMaxTaps);
+        for (int t = 0; t < taps[d].count[i]; ++t) {
+          const bool self = taps[d].index[k + t] == i;
+          if (taps[d].weight[k + t] != (self ? 1.0f : 0.0f)) return false;
+        }
+      }
+      return true;
+    };
+    if (rank != 4 || x[0] != out[0] || x[1] != out[1] || outside ||
+        runtime::NumElements(out) == 0 || !same(0) || !same(1)) {
+      return Unimplemented(context, "a resize in the chain's layout keeps images and channels, ",
+                           "without extrapolation");
+    }
+    // The lanes come from the chain's end (both ends alike when both are the chain's).
+    const Storage chain_end = x_layout != Storage::kPlain ? x_layout : y_layout;
+    const int64_t lanes = LaneLayoutOf(context, x, chain_end, 1).lanes;
+    const LaneLayout in = LaneLayoutOf(context, x, x_layout, lanes);
+    const LaneLayout to = LaneLayoutOf(context, out, y_layout, lanes);
+    if (in.lanes != to.lanes) {
+      return Unimplemented(context, "a resize from channels-last to channel blocks");
+    }
+    return std::make_unique<LanesResizeKernel>(std::string(context.op), out, in, to, x[0], x[1],
+                                               x[3], taps[2], taps[3], threads);
+  }
   const std::vector<int64_t> strides = ContiguousStrides(x);
   const int64_t count = runtime::NumElements(out);
-  const int threads = context.intra_op_threads;
   // Rough cost of an output element: its taps (2 per resized axis when linear, 4 when cubic).
   double cost = 2;
   for (size_t i = 0; i < rank; ++i) {
@@ -672,6 +903,7 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareGridSample(const PrepareC
 
 absl::Status RegisterResizeKernels(runtime::KernelRegistry* registry) {
   RETURN_IF_ERROR(registry->Register("Resize", &PrepareResize));
+  RETURN_IF_ERROR(registry->Register(kFusedResizeOp, &PrepareResize));
   RETURN_IF_ERROR(registry->Register("Upsample", &PrepareUpsample));
   RETURN_IF_ERROR(registry->Register("GridSample", &PrepareGridSample));
   return absl::OkStatus();

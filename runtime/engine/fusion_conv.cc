@@ -24,6 +24,7 @@ using kernels::cpu::kFusedConvOp;
 using kernels::cpu::kFusedDomain;
 using kernels::cpu::kFusedGlobalAveragePoolOp;
 using kernels::cpu::kFusedMaxPoolOp;
+using kernels::cpu::kFusedResizeOp;
 
 const TensorValue* FloatConstant(const Graph& graph, int value) {
   if (value == Graph::kNoValue) return nullptr;
@@ -145,7 +146,7 @@ int64_t Conv1dWidth(const Graph& graph, const Node& node) {
 // pooling, a fused concatenation or a fused channel scale.
 bool WritesAnyLayout(const Graph& graph, const Node& node) {
   return IsConv2d(graph, node) || node.op == kFusedMaxPoolOp || node.op == kFusedAveragePoolOp ||
-         node.op == kFusedConcatOp || node.op == kFusedChannelScaleOp;
+         node.op == kFusedConcatOp || node.op == kFusedChannelScaleOp || node.op == kFusedResizeOp;
 }
 
 // A node that reads a 4-D value in any of the layouts as its input `input`: input 0 (and 3, the
@@ -153,7 +154,8 @@ bool WritesAnyLayout(const Graph& graph, const Node& node) {
 bool IsLayoutAware(const Graph& graph, const Node& node, size_t input) {
   if (node.op == kFusedConcatOp) return true;
   if (node.op == kFusedMaxPoolOp || node.op == kFusedAveragePoolOp || node.op == kFusedConvDwOp ||
-      node.op == kFusedGlobalAveragePoolOp || node.op == kFusedChannelScaleOp) {
+      node.op == kFusedGlobalAveragePoolOp || node.op == kFusedChannelScaleOp ||
+      node.op == kFusedResizeOp) {
     return input == 0;
   }
   return IsConv2d(graph, node) && (input == 0 || input == 3);
@@ -648,6 +650,45 @@ int FusePoolsIntoConvChains(Graph* graph, const KernelRegistry& registry) {
   return fused;
 }
 
+// A Resize (opset 11 or later: X, roi, scales[, sizes]) of a 4-D float32 value in H and W only,
+// nearest or linear, without tf_crop_and_resize, tf_half_pixel_for_nn or opset 18's
+// attributes: four scales known at plan time and 1 on N and C, or sizes known and equal to X's
+// known N and C.
+bool ResizesImagesOnly(const Graph& graph, const Node& node) {
+  if (node.inputs.size() < 3 || node.inputs.size() > 4 || node.outputs.size() != 1 ||
+      node.attributes.Has("antialias") || node.attributes.Has("axes") ||
+      node.attributes.Has("keep_aspect_ratio_policy")) {
+    return false;
+  }
+  // Every other coordinate mode maps an axis of scale 1 onto itself (tf_half_pixel_for_nn
+  // rounds i + 0.5, up with nearest_mode ceil).
+  const auto mode = node.attributes.GetString("mode", "nearest");
+  const auto coords = node.attributes.GetString("coordinate_transformation_mode", "half_pixel");
+  if (!mode.ok() || (*mode != "nearest" && *mode != "linear") || !coords.ok() ||
+      *coords == "tf_crop_and_resize" || *coords == "tf_half_pixel_for_nn") {
+    return false;
+  }
+  const Value& x = graph.values[node.inputs[0]];
+  if (x.dtype != DataType::kFloat32) return false;
+  // Four scales: X is 4-D (its inferred shape may be gone after fusion).
+  const TensorValue* scales = FloatConstant(graph, node.inputs[2]);
+  if (scales != nullptr && NumElements(scales->shape) == 4) {
+    const std::vector<float> s = ToFloats(*scales);
+    return s[0] == 1.0f && s[1] == 1.0f &&
+           (node.inputs.size() == 3 || node.inputs[3] == Graph::kNoValue);
+  }
+  if (node.inputs.size() != 4 || node.inputs[3] == Graph::kNoValue) return false;
+  const TensorValue* sizes = graph.FindConstant(node.inputs[3]);
+  if (sizes == nullptr || sizes->dtype != DataType::kInt64 || NumElements(sizes->shape) != 4 ||
+      sizes->bytes.size() != 4 * sizeof(int64_t)) {
+    return false;
+  }
+  int64_t n_c[2];
+  std::memcpy(n_c, sizes->bytes.data(), sizeof(n_c));
+  return x.has_shape && x.dims.size() == 4 && x.dims[0].known() && x.dims[1].known() &&
+         n_c[0] == x.dims[0].value && n_c[1] == x.dims[1].value;
+}
+
 int FuseChannelOpsIntoConvChains(Graph* graph, const KernelRegistry& registry) {
   const std::vector<int> producer = fusion::Producers(*graph);
   const std::vector<int> uses = graph->UseCounts();
@@ -666,6 +707,9 @@ int FuseChannelOpsIntoConvChains(Graph* graph, const KernelRegistry& registry) {
     if (node.op == "GlobalAveragePool" && registry.Has(kFusedGlobalAveragePoolOp) &&
         node.inputs.size() == 1 && node.outputs.size() == 1 && from_chain(node.inputs[0])) {
       node.op = kFusedGlobalAveragePoolOp;
+    } else if (node.op == "Resize" && registry.Has(kFusedResizeOp) && from_chain(node.inputs[0]) &&
+               ResizesImagesOnly(*graph, node)) {
+      node.op = kFusedResizeOp;
     } else if (node.op == "Mul" && registry.Has(kFusedChannelScaleOp) && node.inputs.size() == 2 &&
                node.outputs.size() == 1) {
       // Either operand may be the chain's value; it becomes input 0.

@@ -61,14 +61,17 @@ int FuseConcatIntoConvChains(Graph* graph, const KernelRegistry& registry);
 /// whose depthwise output and projection input then keep the blocked layout. An inference
 /// BatchNormalization (constant parameters, only Y used) of such a value becomes the same op
 /// with its factor and shift as new constants (DenseNet's after each concatenation), and a Relu
-/// that is the only reader of a channel scale becomes its activation. Returns how many nodes
-/// were rewritten or absorbed.
+/// that is the only reader of a channel scale becomes its activation. A Resize of such a value
+/// in H and W only (ResizesImagesOnly in fusion_conv.cc: nearest or linear, scales 1 on N and C)
+/// becomes kernels::cpu::kFusedResizeOp, which reads and writes the chain's layouts (a
+/// detector's upsampling between convolutions). Returns how many nodes were rewritten or
+/// absorbed.
 int FuseChannelOpsIntoConvChains(Graph* graph, const KernelRegistry& registry);
 
 /// Marks values stored in the convolution kernels' blocked layout (channel blocks, e.g.
 /// nChw16c; the kernels pick the block for the machine): a value produced by a 2-D fused conv
-/// (or a fused pooling or concatenation) whose every use is a 2-D fused conv (as its input X or
-/// its residual), a fused pooling or a fused concatenation, and which is not a graph
+/// (or a fused pooling, concatenation, channel op or resize) whose every use is a 2-D fused conv
+/// (as its input X or its residual) or one of those fused ops, and which is not a graph
 /// output. A fused concatenation counts as such a use only when its own output is kept blocked
 /// (otherwise each of its blocked inputs would be reordered there, once per concatenation that
 /// reads it). The producer gets "y_layout"="blocked", each consumer "x_layout", "r_layout" or

@@ -8,7 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "dnnl.hpp"
 #include "gtest/gtest.h"
+#include "kernels/cpu/fused_ops.h"
 #include "tests/kernels/cpu/kernel_test_util.h"
 
 namespace reprise::kernels::cpu::testing {
@@ -672,6 +674,92 @@ TEST(ResizeTest, PlanarPathMatchesTheGeneralLoop) {
     EXPECT_EQ((*planar)[0].shape, (Shape{1, 2, c.oh, c.ow}));
     EXPECT_EQ((*planar)[0].Values<float>(), (*general)[0].Values<float>());
   }
+}
+
+// The chain's Resize (kFusedResizeOp) from and to stored layouts: channel blocks of 16 or 8
+// (20 channels: padding lanes, which stay zero), channels-last, and plain at one end, for
+// nearest 2x, linear 2x and a linear shrink, two images, one and two threads; every element
+// against the plain Resize's.
+TEST(ResizeTest, ChainResizeMatchesThePlainOneInEveryLayout) {
+  KernelHarness h;
+  const int64_t n = 2, c = 20, ih = 5, iw = 7;
+  const std::vector<float> x = RandomFloats(n * c * ih * iw, 71);
+  // The CPU's channel block (as the chain layout: 16 with AVX-512, 8 with AVX2, else none).
+  const int isa = static_cast<int>(dnnl::get_effective_cpu_isa());
+  const auto has = [&](dnnl::cpu_isa level) {
+    return (isa & static_cast<int>(level)) == static_cast<int>(level);
+  };
+  const int64_t chain_block = has(dnnl::cpu_isa::avx512_core) ? 16
+                              : has(dnnl::cpu_isa::avx2)      ? 8
+                                                              : 0;
+  // [N, C, H, W] stored as `layout` (block 0: plain), zeros in padding lanes.
+  auto store = [&](const std::vector<float>& v, int64_t hh, int64_t ww, const std::string& layout) {
+    if (layout == "nchw") return v;
+    const int64_t block = layout == "nhwc" || chain_block == 0 ? c : chain_block;
+    const int64_t groups = (c + block - 1) / block;
+    std::vector<float> out(static_cast<size_t>(n * groups * block * hh * ww), 0.0f);
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t k = 0; k < c; ++k)
+        for (int64_t p = 0; p < hh * ww; ++p) {
+          out[((i * groups + k / block) * hh * ww + p) * block + k % block] =
+              v[(i * c + k) * hh * ww + p];
+        }
+    return out;
+  };
+  struct Case {
+    const char* mode;
+    int64_t oh, ow;
+  };
+  for (const Case& rc : {Case{"nearest", 10, 14}, Case{"linear", 10, 14}, Case{"linear", 3, 4}}) {
+    const runtime::Attributes plain_attrs = Attrs({{"mode", std::string(rc.mode)}});
+    const std::vector<Tensor> in = {Tensor::Of<float>({n, c, ih, iw}, x), Tensor::Absent(),
+                                    Tensor::Absent(),
+                                    Tensor::Of<int64_t>({4}, {n, c, rc.oh, rc.ow}, true)};
+    auto want = h.Run("Resize", in, plain_attrs);
+    ASSERT_TRUE(want.ok()) << want.status();
+    const std::vector<float> want_plain = (*want)[0].Values<float>();
+    for (const auto& [x_layout, y_layout] :
+         {std::pair<std::string, std::string>{"blocked", "blocked"},
+          {"blocked", "nchw"},
+          {"nchw", "blocked"},
+          {"nhwc", "nhwc"}}) {
+      for (int threads : {1, 2}) {
+        SCOPED_TRACE(::testing::Message()
+                     << rc.mode << " " << rc.oh << "x" << rc.ow << " " << x_layout << " -> "
+                     << y_layout << " threads " << threads);
+        runtime::Attributes attrs = plain_attrs;
+        attrs.Set("x_layout", x_layout);
+        attrs.Set("y_layout", y_layout);
+        auto kernel = h.Prepare(kFusedResizeOp, in, attrs, 17, 1, threads);
+        ASSERT_TRUE(kernel.ok()) << kernel.status();
+        const std::vector<float> x_stored = store(x, ih, iw, x_layout);
+        const std::vector<float> want_stored = store(want_plain, rc.oh, rc.ow, y_layout);
+        ASSERT_EQ((*kernel)->output_storage_bytes(0), want_stored.size() * sizeof(float));
+        std::vector<float> y(want_stored.size(), 7.0f);  // every element must be written
+        std::vector<const void*> ins = {x_stored.data(), nullptr, nullptr, in[3].bytes.data()};
+        void* outs[] = {y.data()};
+        std::vector<uint8_t> ws((*kernel)->workspace_bytes() + 64);
+        runtime::KernelArgs args;
+        args.inputs = ins.data();
+        args.outputs = outs;
+        args.workspace = ws.data();
+        ASSERT_TRUE((*kernel)->Run(args).ok());
+        for (size_t i = 0; i < y.size(); ++i) {
+          ASSERT_NEAR(y[i], want_stored[i], 1e-5f + 1e-5f * std::fabs(want_stored[i])) << i;
+        }
+      }
+    }
+  }
+  // Images or channels resized, or extrapolation: refused in a chain layout.
+  const std::vector<Tensor> resize_c = {Tensor::Of<float>({n, c, ih, iw}, x), Tensor::Absent(),
+                                        Tensor::Absent(),
+                                        Tensor::Of<int64_t>({4}, {n, 2 * c, ih, iw}, true)};
+  EXPECT_EQ(
+      h.Prepare(kFusedResizeOp, resize_c,
+                Attrs({{"x_layout", std::string("blocked")}, {"y_layout", std::string("blocked")}}))
+          .status()
+          .code(),
+      absl::StatusCode::kUnimplemented);
 }
 
 }  // namespace

@@ -1,8 +1,10 @@
-// YOLO's cross-stage-partial blocks: a residual added after a convolution's activation
-// (x + SiLU(conv(...))) goes into the fused conv (sum_after_activation), and the kernel adds it
-// after the activation; a concatenation of a split whose shapes shape inference lost stays in
-// the chain of convolutions. Outputs as the unfused graph's.
+// Convolution chains beyond the plain ones. YOLO's cross-stage-partial blocks: a residual added
+// after a convolution's activation (x + SiLU(conv(...))) goes into the fused conv
+// (sum_after_activation), and the kernel adds it after the activation; a concatenation of a
+// split whose shapes shape inference lost stays in the chain of convolutions. A Resize between
+// convolutions, and PointNet's pointwise 1-D chains. Outputs as the unfused graph's.
 #include <cmath>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -18,7 +20,9 @@ namespace reprise::runtime::engine {
 namespace {
 
 using kernels::cpu::kFusedConvOp;
+using kernels::cpu::kFusedResizeOp;
 using testing::AddConv;
+using testing::AddConv1d;
 using testing::CountOps;
 using testing::FloatTensor;
 using testing::ModelBuilder;
@@ -176,6 +180,84 @@ TEST_F(FusionConvCspTest, AConcatenationOfASplitOfUnknownShapeIsFused) {
     if (node.op != kernels::cpu::kFusedConcatOp) continue;
     EXPECT_EQ(Attr(node, "y_layout"), "blocked");
     EXPECT_EQ(Attr(node, "x2_layout"), "blocked");  // the bottleneck's conv
+  }
+}
+
+// A detector's upsampling between convolutions: a Resize of H and W only (scales 1 on N and C),
+// nearest or linear, stays in the chain's layout (kFusedResizeOp, both ends blocked). One that
+// resizes channels, or rounds with tf_half_pixel_for_nn (which moves an axis of scale 1 with
+// nearest_mode ceil), stays a plain Resize. The outputs match the unfused graph's.
+TEST_F(FusionConvCspTest, ResizeBetweenConvolutionsKeepsTheChainLayout) {
+  struct Case {
+    std::vector<float> scales;
+    std::string mode, coords;
+    bool fused;
+  };
+  const Case cases[] = {{{1, 1, 2, 2}, "nearest", "asymmetric", true},
+                        {{1, 1, 2, 2}, "linear", "half_pixel", true},
+                        {{1, 1, 0.5f, 0.5f}, "linear", "align_corners", true},
+                        {{1, 2, 2, 2}, "nearest", "asymmetric", false},
+                        {{1, 1, 2, 2}, "nearest", "tf_half_pixel_for_nn", false}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(::testing::Message() << c.mode << " " << c.coords << " scale C " << c.scales[1]);
+    const int64_t out_c = c.scales[1] == 1 ? 8 : 16;
+    const int64_t side = static_cast<int64_t>(8 * c.scales[2]);
+    ModelBuilder b;
+    b.Input("x", onnx::TensorProto::FLOAT, {1, 8, 8, 8}).Output("y", {1, 8, side, side});
+    AddConv(b, "a", "x", "a_out", 8, 8, 81, true);
+    b.FloatInit("scales", {4}, c.scales);
+    auto& up = b.Node("Resize", {"a_out", "", "scales"}, {"up_out"}, "up");
+    for (const auto& [name, value] : {std::pair<std::string, std::string>{"mode", c.mode},
+                                      {"coordinate_transformation_mode", c.coords}}) {
+      auto* attr = up.add_attribute();
+      attr->set_name(name);
+      attr->set_type(onnx::AttributeProto::STRING);
+      attr->set_s(value);
+    }
+    AddConv(b, "b", "up_out", "y", out_c, 8, 83, true);
+    const TensorValue x = FloatTensor({1, 8, 8, 8}, RandomFloats(8 * 8 * 8, 85));
+    auto model = LoadBothWithin(b.Bytes(), x, 1e-4f);
+    ASSERT_NE(model, nullptr);
+    const Node* node = FindNamed(model->graph(), "up");
+    ASSERT_NE(node, nullptr);
+    EXPECT_EQ(node->op, c.fused ? std::string(kFusedResizeOp) : std::string("Resize"));
+    EXPECT_EQ(Attr(*node, "x_layout"), c.fused ? "blocked" : "");
+    EXPECT_EQ(Attr(*node, "y_layout"), c.fused ? "blocked" : "");
+  }
+}
+
+// PointNet's shared per-point layers: 1-D pointwise convolutions. A value between pointwise
+// convolutions only stays blocked (channel blocks, so that the chain's end reorders without a
+// transpose); one that a wider convolution reads stays channels-last. The outputs match the
+// unfused graph's.
+TEST_F(FusionConvCspTest, PointwiseOneDimensionalChainsStayBlocked) {
+  for (int64_t batch : {1, 3}) {
+    SCOPED_TRACE(batch);
+    ModelBuilder b;
+    b.Input("x", onnx::TensorProto::FLOAT, {batch, 8, 129})
+        .Output("u", {batch, 4, 17})
+        .Output("v", {batch, 4, 16});
+    AddConv1d(b, "p", "x", "p_out", 8, 16, 1, 61);  // length 65
+    b.Node("Relu", {"p_out"}, {"p_relu"});
+    AddConv1d(b, "q", "p_relu", "q_out", 16, 16, 1, 63);  // length 33
+    AddConv1d(b, "r", "q_out", "u", 16, 4, 1, 65);        // length 17
+    AddConv1d(b, "s", "q_out", "v", 16, 4, 3, 67);        // length 16
+    const TensorValue x = FloatTensor({batch, 8, 129}, RandomFloats(batch * 8 * 129, 69));
+    auto model = LoadBothWithin(b.Bytes(), x, 1e-4f);
+    ASSERT_NE(model, nullptr);
+    const Graph& g = model->graph();
+    ASSERT_EQ(CountOps(g, kFusedConvOp), 4);
+    const std::map<std::string, std::pair<std::string, std::string>> want = {
+        {"p", {"", "blocked"}},
+        {"q", {"blocked", "nhwc"}},
+        {"r", {"nhwc", ""}},
+        {"s", {"nhwc", ""}}};
+    for (const auto& [name, layouts] : want) {
+      const Node* node = FindNamed(g, name);
+      ASSERT_NE(node, nullptr) << name;
+      EXPECT_EQ(Attr(*node, "x_layout"), layouts.first) << name;
+      EXPECT_EQ(Attr(*node, "y_layout"), layouts.second) << name;
+    }
   }
 }
 

@@ -1,7 +1,6 @@
 #include "runtime/engine/fusion_conv.h"
 
 #include <cmath>
-#include <map>
 #include <random>
 #include <string>
 #include <vector>
@@ -19,6 +18,7 @@ namespace {
 
 using kernels::cpu::kFusedConvOp;
 using testing::AddConv;
+using testing::AddConv1d;
 using testing::CountOps;
 using testing::Floats;
 using testing::FloatTensor;
@@ -145,19 +145,6 @@ TEST_F(FusionConvTest, BlockedChainsWithPaddedChannelsAndWinogradMatchThePlainGr
   }
 }
 
-// x [N,C,L] → 1-D conv (kernel `k`, stride 2) with bias, weights in ±1/sqrt(fan-in).
-void AddConv1d(ModelBuilder& b, const std::string& name, const std::string& in,
-               const std::string& out, int64_t c_in, int64_t c_out, int64_t k, uint32_t seed) {
-  const float bound = 1.0f / std::sqrt(static_cast<float>(c_in * k));
-  b.FloatInit(name + "_w", {c_out, c_in, k}, RandomFloats(c_out * c_in * k, seed, -bound, bound));
-  b.FloatInit(name + "_b", {c_out}, RandomFloats(c_out, seed + 1));
-  auto& node = b.Node("Conv", {in, name + "_w", name + "_b"}, {out}, name);
-  auto* strides = node.add_attribute();
-  strides->set_name("strides");
-  strides->set_type(onnx::AttributeProto::INTS);
-  strides->add_ints(2);
-}
-
 // A speech front end's 1-D convolutions: a value that only 1-D convs read (as X or as the
 // residual) stays channels-last between them, as convolutions wider than 1 write or read each;
 // one that anything else reads (here a Neg) or that is a graph output stays plain. The outputs
@@ -204,41 +191,6 @@ TEST_F(FusionConvTest, OneDimensionalConvChainsKeepTheirLayout) {
     const Node* e = FindNamed(g, "e");
     ASSERT_NE(e, nullptr);
     EXPECT_EQ(StringAttr(*e, "x_layout"), "nhwc");
-  }
-}
-
-// PointNet's shared per-point layers: 1-D pointwise convolutions. A value between pointwise
-// convolutions only stays blocked (channel blocks, so that the chain's end reorders without a
-// transpose); one that a wider convolution reads stays channels-last. The outputs match the
-// unfused graph's.
-TEST_F(FusionConvTest, PointwiseOneDimensionalChainsStayBlocked) {
-  for (int64_t batch : {1, 3}) {
-    SCOPED_TRACE(batch);
-    ModelBuilder b;
-    b.Input("x", onnx::TensorProto::FLOAT, {batch, 8, 129})
-        .Output("u", {batch, 4, 17})
-        .Output("v", {batch, 4, 16});
-    AddConv1d(b, "p", "x", "p_out", 8, 16, 1, 61);  // length 65
-    b.Node("Relu", {"p_out"}, {"p_relu"});
-    AddConv1d(b, "q", "p_relu", "q_out", 16, 16, 1, 63);  // length 33
-    AddConv1d(b, "r", "q_out", "u", 16, 4, 1, 65);        // length 17
-    AddConv1d(b, "s", "q_out", "v", 16, 4, 3, 67);        // length 16
-    const TensorValue x = FloatTensor({batch, 8, 129}, RandomFloats(batch * 8 * 129, 69));
-    auto model = LoadBoth(b.Bytes(), x);
-    ASSERT_NE(model, nullptr);
-    const Graph& g = model->graph();
-    ASSERT_EQ(CountOps(g, kFusedConvOp), 4);
-    const std::map<std::string, std::pair<std::string, std::string>> want = {
-        {"p", {"", "blocked"}},
-        {"q", {"blocked", "nhwc"}},
-        {"r", {"nhwc", ""}},
-        {"s", {"nhwc", ""}}};
-    for (const auto& [name, layouts] : want) {
-      const Node* node = FindNamed(g, name);
-      ASSERT_NE(node, nullptr) << name;
-      EXPECT_EQ(StringAttr(*node, "x_layout"), layouts.first) << name;
-      EXPECT_EQ(StringAttr(*node, "y_layout"), layouts.second) << name;
-    }
   }
 }
 

@@ -35,6 +35,20 @@ inline void AddConv(ModelBuilder& b, const std::string& name, const std::string&
   for (int i = 0; i < 4; ++i) pads->add_ints(1);
 }
 
+// x [N,C,L] → 1-D conv (kernel `k`, stride 2) with bias, weights in ±1/sqrt(fan-in).
+inline void AddConv1d(ModelBuilder& b, const std::string& name, const std::string& in,
+                      const std::string& out, int64_t c_in, int64_t c_out, int64_t k,
+                      uint32_t seed) {
+  const float bound = 1.0f / std::sqrt(static_cast<float>(c_in * k));
+  b.FloatInit(name + "_w", {c_out, c_in, k}, RandomFloats(c_out * c_in * k, seed, -bound, bound));
+  b.FloatInit(name + "_b", {c_out}, RandomFloats(c_out, seed + 1));
+  auto& node = b.Node("Conv", {in, name + "_w", name + "_b"}, {out}, name);
+  auto* strides = node.add_attribute();
+  strides->set_name("strides");
+  strides->set_type(onnx::AttributeProto::INTS);
+  strides->add_ints(2);
+}
+
 class FusionTest : public ::testing::Test {
  protected:
   /// Fills registry_ with every CPU kernel and unfused_ with all of them but `fused_ops`.
