@@ -659,35 +659,6 @@ std::optional<TapRegionsConv> OwnWinogradFor(const PrepareContext& context, cons
   return conv;
 }
 
-// Our depthwise kernel (conv_depthwise.cc) in place of oneDNN's, where the device's options allow
-// it: a 2-D depthwise convolution with constant weights and bias, no residual, X and Y in the
-// chain's channel-blocked layout. Null otherwise.
-std::unique_ptr<PreparedKernel> OwnDepthwiseFor(const PrepareContext& context,
-                                                const ConvGeometry& g, const ConvPostOps& post) {
-  const memory::format_tag chain = ChainTag(context);
-  const int64_t lanes = chain == memory::format_tag::nChw16c  ? 16
-                        : chain == memory::format_tag::nChw8c ? 8
-                                                              : 0;
-  if (!CpuOptionsOf(context).conv_own_depthwise || lanes == 0 || g.x.size() != 4 ||
-      g.group != g.x[1] || g.w[0] != g.x[1] || g.w[1] != 1 || !g.known_weights || post.residual ||
-      post.depthwise.has_value() || post.x != Storage::kBlocked || post.y != Storage::kBlocked ||
-      (g.has_bias && context.inputs[2].data == nullptr)) {
-    return nullptr;
-  }
-  OwnDepthwise dw;
-  dw.x = g.x;
-  dw.y = g.y;
-  dw.kernel = g.win.kernel;
-  dw.strides = g.win.strides;
-  dw.dilations = g.win.dilations;
-  dw.pads_begin = g.win.pads_begin;
-  dw.weights = static_cast<const float*>(g.weights);
-  dw.bias = g.has_bias ? static_cast<const float*>(context.inputs[2].data) : nullptr;
-  dw.activation = post.activation;
-  dw.lanes = lanes;
-  return MaybeOwnDepthwise(context, dw);
-}
-
 // Step 6: the weights known at plan time in the primitive's layout (shared through the device's
 // cache), and the fused depthwise convolution's weights and bias.
 absl::Status PackConvWeights(const PrepareContext& context, const ConvGeometry& g,
@@ -753,7 +724,6 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareConvAs(const PrepareConte
   }
   ASSIGN_OR_RETURN(std::optional<BroadcastPlan> broadcast, ResidualBroadcast(context, given, g));
   if (std::unique_ptr<PreparedKernel> own = OwnDepthwiseFor(context, g, given)) return own;
-  if (std::unique_ptr<PreparedKernel> own = OwnDepthwise1dFor(context, g, given)) return own;
   const memory::format_tag chain = ChainTag(context);
   // Y = act(conv) + R: the primitive without R, then R (reordered to Y's layout where stored
   // otherwise) added over the stored Y, after the activation where that is deferred too.

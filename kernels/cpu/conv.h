@@ -175,12 +175,14 @@ std::unique_ptr<PreparedKernel> MaybeOwnDepthwise(const PrepareContext& context,
 
 struct ConvGeometry;
 
-/// A 1-D depthwise convolution (constant weights and bias, no residual or fused depthwise) on
-/// our depthwise kernel, over [N, C, 1, L] in the channel-blocked layout (nCw16c / nCw8c are
-/// nChw16c / nChw8c with one row), X and Y reordered into and out of it in the workspace where
-/// they are stored otherwise; null where the device's options or the chain layout rule it out.
-std::unique_ptr<PreparedKernel> OwnDepthwise1dFor(const PrepareContext& context,
-                                                  const ConvGeometry& g, const ConvPostOps& post);
+/// Our depthwise kernel (conv_depthwise.cc) in place of oneDNN's, where the device's options
+/// allow it and the chain's layout has channel blocks: a depthwise convolution with constant
+/// weights and bias, no residual or fused depthwise; 2-D with X and Y in the blocked layout, or
+/// 1-D with any ends (over [N, C, 1, L] in the blocked layout, which nCw16c / nCw8c are byte for
+/// byte, X and Y reordered into and out of it in the workspace where stored otherwise). Null
+/// otherwise.
+std::unique_ptr<PreparedKernel> OwnDepthwiseFor(const PrepareContext& context,
+                                                const ConvGeometry& g, const ConvPostOps& post);
 
 /// `act` applied to y[0, n) in place, on up to `threads` threads (conv_activation.cc), then
 /// add[0, n) added where `add` is not null.

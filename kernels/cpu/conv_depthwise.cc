@@ -534,35 +534,42 @@ class Depthwise1dKernel final : public PreparedKernel {
   size_t x_at_ = 0, y_at_ = 0, total_ = 0;
 };
 
-// Depthwise1dKernel for a 1-D depthwise convolution (constant weights and bias, no residual
-// or fused depthwise) where the device's options allow our depthwise kernel; null otherwise.
 }  // namespace
 
-std::unique_ptr<PreparedKernel> OwnDepthwise1dFor(const PrepareContext& context,
-                                                  const ConvGeometry& g, const ConvPostOps& post) {
+std::unique_ptr<PreparedKernel> OwnDepthwiseFor(const PrepareContext& context,
+                                                const ConvGeometry& g, const ConvPostOps& post) {
   const memory::format_tag chain = ChainTag(context);
   const int64_t lanes = chain == memory::format_tag::nChw16c  ? 16
                         : chain == memory::format_tag::nChw8c ? 8
                                                               : 0;
-  if (!CpuOptionsOf(context).conv_own_depthwise || lanes == 0 || g.x.size() != 3 ||
+  const bool one_d = g.x.size() == 3;
+  if (!CpuOptionsOf(context).conv_own_depthwise || lanes == 0 || (g.x.size() != 4 && !one_d) ||
       g.group != g.x[1] || g.w[0] != g.x[1] || g.w[1] != 1 || !g.known_weights || post.residual ||
       post.depthwise.has_value() || g.y != g.y_out ||
-      (g.has_bias && context.inputs[2].data == nullptr)) {
+      (g.has_bias && context.inputs[2].data == nullptr) ||
+      (!one_d && (post.x != Storage::kBlocked || post.y != Storage::kBlocked))) {
     return nullptr;
   }
+  // A 1-D convolution as a 2-D one over one row: [N, C, L] as [N, C, 1, L], a window's [k]
+  // as [row, k].
+  const auto two_d = [&](const std::vector<int64_t>& v, int64_t row) {
+    std::vector<int64_t> out = v;
+    if (one_d) out.insert(out.end() - 1, row);
+    return out;
+  };
   OwnDepthwise dw;
-  dw.x = {g.x[0], g.x[1], 1, g.x[2]};
-  dw.y = {g.y[0], g.y[1], 1, g.y[2]};
-  dw.kernel = {1, g.win.kernel[0]};
-  dw.strides = {1, g.win.strides[0]};
-  dw.dilations = {1, g.win.dilations[0]};
-  dw.pads_begin = {0, g.win.pads_begin[0]};
+  dw.x = two_d(g.x, 1);
+  dw.y = two_d(g.y, 1);
+  dw.kernel = two_d(g.win.kernel, 1);
+  dw.strides = two_d(g.win.strides, 1);
+  dw.dilations = two_d(g.win.dilations, 1);
+  dw.pads_begin = two_d(g.win.pads_begin, 0);
   dw.weights = static_cast<const float*>(g.weights);
   dw.bias = g.has_bias ? static_cast<const float*>(context.inputs[2].data) : nullptr;
   dw.activation = post.activation;
   dw.lanes = lanes;
   std::unique_ptr<PreparedKernel> inner = MaybeOwnDepthwise(context, dw);
-  if (inner == nullptr) return nullptr;
+  if (inner == nullptr || !one_d) return inner;
   std::vector<TensorDesc> outputs = {Desc(DataType::kFloat32, g.y)};
   return std::make_unique<Depthwise1dKernel>(
       context.op, std::move(outputs), std::move(inner), StoredDesc(g.x, post.x, chain),

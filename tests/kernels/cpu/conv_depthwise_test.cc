@@ -143,13 +143,7 @@ void CheckCase(const KernelHarness& h, const DwCase& p, const DwActivation& act,
   std::vector<float> y(p.n * padded * oh * ow, 7.0f);  // every lane must be written
   std::vector<const void*> ins = {x_stored.data(), in[1].bytes.data()};
   if (bias) ins.push_back(in[2].bytes.data());
-  void* outs[] = {y.data()};
-  std::vector<uint8_t> ws((*kernel)->workspace_bytes() + 64);
-  runtime::KernelArgs args;
-  args.inputs = ins.data();
-  args.outputs = outs;
-  args.workspace = ws.data();
-  ASSERT_TRUE((*kernel)->Run(args).ok());
+  ASSERT_TRUE(RunOnBuffers(**kernel, ins, y.data()).ok());
   const int64_t pixels = oh * ow;
   for (int64_t i = 0; i < p.n; ++i)
     for (int64_t ch = 0; ch < padded; ++ch)
@@ -293,13 +287,7 @@ TEST(DepthwiseConvTest, OneDimensionalOnesRunOursThroughTheBlockedLayout) {
                 static_cast<size_t>(k.n * k.c * out_len) * sizeof(float));
       std::vector<float> y(k.n * k.c * out_len, 7.0f);
       std::vector<const void*> ins = {x_in.data(), in[1].bytes.data(), in[2].bytes.data()};
-      void* outs[] = {y.data()};
-      std::vector<uint8_t> ws((*kernel)->workspace_bytes() + 64);
-      runtime::KernelArgs args;
-      args.inputs = ins.data();
-      args.outputs = outs;
-      args.workspace = ws.data();
-      ASSERT_TRUE((*kernel)->Run(args).ok());
+      ASSERT_TRUE(RunOnBuffers(**kernel, ins, y.data()).ok());
       const std::vector<float> want_stored = stored(want, k.n, k.c, out_len, k.y_layout == "nhwc");
       for (size_t i = 0; i < y.size(); ++i) {
         ASSERT_NEAR(y[i], want_stored[i], 1e-5 + 1e-5 * std::fabs(want_stored[i])) << "at " << i;

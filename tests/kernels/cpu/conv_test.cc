@@ -364,13 +364,7 @@ TEST(ConvMiscTest, ActivationsWinogradCannotFuseMatchReference) {
       const size_t floats = (*blocked)->output_storage_bytes(0) / sizeof(float);
       std::vector<float> stored(floats, 1.0f);
       std::vector<const void*> ins = {in[0].bytes.data(), in[1].bytes.data(), in[2].bytes.data()};
-      void* outs[] = {stored.data()};
-      std::vector<uint8_t> ws((*blocked)->workspace_bytes() + 64);
-      runtime::KernelArgs args;
-      args.inputs = ins.data();
-      args.outputs = outs;
-      args.workspace = ws.empty() ? nullptr : ws.data();
-      ASSERT_TRUE((*blocked)->Run(args).ok());
+      ASSERT_TRUE(RunOnBuffers(**blocked, ins, stored.data()).ok());
       // nChw16c or nChw8c: element (c, i, j) of one image lies at block c / B, then i, j, c % B;
       // channels-last (the chain layout where oneDNN has no blocked code, e.g. capped at SSE4.1)
       // is one block of all 20 channels.
@@ -574,13 +568,7 @@ TEST(ConvMiscTest, OneDimensionalValuesStoreChannelsLastOrBlocked) {
     const size_t floats = (*kernel)->output_storage_bytes(0) / sizeof(float);
     std::vector<float> stored(floats, 1.0f);
     std::vector<const void*> ins = {in[0].bytes.data(), in[1].bytes.data(), in[2].bytes.data()};
-    void* outs[] = {stored.data()};
-    std::vector<uint8_t> ws((*kernel)->workspace_bytes() + 64);
-    runtime::KernelArgs args;
-    args.inputs = ins.data();
-    args.outputs = outs;
-    args.workspace = ws.data();
-    ASSERT_TRUE((*kernel)->Run(args).ok());
+    ASSERT_TRUE(RunOnBuffers(**kernel, ins, stored.data()).ok());
     // Channels-last is one block of all 20 channels (also "blocked" where oneDNN has neither
     // AVX2 nor AVX-512 code); else blocks of 16 (AVX-512) or 8 (AVX2).
     const int isa = static_cast<int>(dnnl::get_effective_cpu_isa());

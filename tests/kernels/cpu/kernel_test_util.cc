@@ -108,6 +108,17 @@ absl::StatusOr<std::vector<Tensor>> KernelHarness::Run(const std::string& op,
   return RunPrepared(**kernel, inputs);
 }
 
+absl::Status RunOnBuffers(const runtime::PreparedKernel& kernel,
+                          const std::vector<const void*>& inputs, void* output) {
+  std::vector<uint8_t> workspace(kernel.workspace_bytes() + 64);
+  void* outputs[] = {output};
+  runtime::KernelArgs args;
+  args.inputs = inputs.data();
+  args.outputs = outputs;
+  args.workspace = workspace.data();
+  return kernel.Run(args);
+}
+
 runtime::Attributes Attrs(
     std::initializer_list<std::pair<std::string, runtime::AttributeValue>> values) {
   runtime::Attributes attrs;

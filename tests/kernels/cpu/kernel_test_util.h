@@ -119,6 +119,11 @@ class KernelHarness {
 };
 
 /// Attributes from a list of (name, value) pairs.
+/// Runs a prepared kernel of one output on raw buffers: inputs and the output stored in a
+/// layout that a Tensor cannot show (channel blocks, channels-last), with a fresh workspace.
+absl::Status RunOnBuffers(const runtime::PreparedKernel& kernel,
+                          const std::vector<const void*>& inputs, void* output);
+
 runtime::Attributes Attrs(
     std::initializer_list<std::pair<std::string, runtime::AttributeValue>> values);
 

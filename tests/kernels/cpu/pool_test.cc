@@ -285,14 +285,8 @@ TEST(PoolTest, FusedPoolsOverChannelsInnermostStorage) {
                       n * (lanes == 0 ? c : (c + lanes - 1) / lanes * lanes) * o * o);
             const std::vector<float> in = store(x, x_lanes, plane);
             std::vector<float> stored(floats, 7.0f);
-            const void* ins[] = {in.data()};
-            void* outs[] = {stored.data()};
-            std::vector<uint8_t> ws((*kernel)->workspace_bytes() + 64);
-            runtime::KernelArgs args;
-            args.inputs = ins;
-            args.outputs = outs;
-            args.workspace = ws.data();
-            ASSERT_TRUE((*kernel)->Run(args).ok());
+            const std::vector<const void*> ins = {in.data()};
+            ASSERT_TRUE(RunOnBuffers(**kernel, ins, stored.data()).ok());
             // Every stored float: the reference's value, or zero in a padding lane.
             const std::vector<float> expected = store(want, lanes, o * o);
             std::vector<float> padding_lanes =

@@ -737,13 +737,7 @@ TEST(ResizeTest, ChainResizeMatchesThePlainOneInEveryLayout) {
         ASSERT_EQ((*kernel)->output_storage_bytes(0), want_stored.size() * sizeof(float));
         std::vector<float> y(want_stored.size(), 7.0f);  // every element must be written
         std::vector<const void*> ins = {x_stored.data(), nullptr, nullptr, in[3].bytes.data()};
-        void* outs[] = {y.data()};
-        std::vector<uint8_t> ws((*kernel)->workspace_bytes() + 64);
-        runtime::KernelArgs args;
-        args.inputs = ins.data();
-        args.outputs = outs;
-        args.workspace = ws.data();
-        ASSERT_TRUE((*kernel)->Run(args).ok());
+        ASSERT_TRUE(RunOnBuffers(**kernel, ins, y.data()).ok());
         for (size_t i = 0; i < y.size(); ++i) {
           ASSERT_NEAR(y[i], want_stored[i], 1e-5f + 1e-5f * std::fabs(want_stored[i])) << i;
         }
