@@ -460,7 +460,7 @@ class Depthwise1dKernel final : public PreparedKernel {
   Depthwise1dKernel(absl::string_view op, std::vector<TensorDesc> outputs,
                     std::unique_ptr<PreparedKernel> inner, memory::desc x_stored,
                     memory::desc x_blocked, memory::desc y_blocked, memory::desc y_stored,
-                    int threads)
+                    int threads, size_t num_inputs)
       : op_(op),
         outputs_(std::move(outputs)),
         inner_(std::move(inner)),
@@ -468,7 +468,8 @@ class Depthwise1dKernel final : public PreparedKernel {
         x_blocked_(x_blocked),
         y_blocked_(y_blocked),
         y_stored_(y_stored),
-        threads_(threads) {
+        threads_(threads),
+        num_inputs_(num_inputs) {
     const dnnl::engine& engine = CpuEngine();
     if (x_stored_ != x_blocked_) {
       x_reorder_ =
@@ -498,7 +499,7 @@ class Depthwise1dKernel final : public PreparedKernel {
     try {
       const dnnl::engine& engine = CpuEngine();
       dnnl::stream stream(engine);
-      std::vector<const void*> inputs(args.inputs, args.inputs + 3);
+      std::vector<const void*> inputs(args.inputs, args.inputs + num_inputs_);
       void* y = args.outputs[0];
       if (x_reorder_) {
         memory from(x_stored_, engine, const_cast<void*>(args.inputs[0]));
@@ -530,6 +531,7 @@ class Depthwise1dKernel final : public PreparedKernel {
   std::unique_ptr<PreparedKernel> inner_;
   memory::desc x_stored_, x_blocked_, y_blocked_, y_stored_;
   int threads_ = 1;
+  size_t num_inputs_ = 0;  // X, W and B when given
   dnnl::reorder x_reorder_, y_reorder_;
   size_t x_at_ = 0, y_at_ = 0, total_ = 0;
 };
@@ -547,7 +549,8 @@ std::unique_ptr<PreparedKernel> OwnDepthwiseFor(const PrepareContext& context,
       g.group != g.x[1] || g.w[0] != g.x[1] || g.w[1] != 1 || !g.known_weights || post.residual ||
       post.depthwise.has_value() || g.y != g.y_out ||
       (g.has_bias && context.inputs[2].data == nullptr) ||
-      (!one_d && (post.x != Storage::kBlocked || post.y != Storage::kBlocked))) {
+      (!one_d && (post.x != Storage::kBlocked || post.y != Storage::kBlocked)) ||
+      (one_d && g.group < 2)) {  // (one channel: an ordinary convolution, on oneDNN)
     return nullptr;
   }
   // A 1-D convolution as a 2-D one over one row: [N, C, L] as [N, C, 1, L], a window's [k]
@@ -574,7 +577,7 @@ std::unique_ptr<PreparedKernel> OwnDepthwiseFor(const PrepareContext& context,
   return std::make_unique<Depthwise1dKernel>(
       context.op, std::move(outputs), std::move(inner), StoredDesc(g.x, post.x, chain),
       StoredDesc(g.x, Storage::kBlocked, chain), StoredDesc(g.y, Storage::kBlocked, chain),
-      StoredDesc(g.y, post.y, chain), context.intra_op_threads);
+      StoredDesc(g.y, post.y, chain), context.intra_op_threads, context.inputs.size());
 }
 
 }  // namespace reprise::kernels::cpu

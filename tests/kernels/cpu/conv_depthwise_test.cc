@@ -238,11 +238,12 @@ TEST(DepthwiseConvTest, OneDimensionalOnesRunOursThroughTheBlockedLayout) {
   struct Case {
     int64_t n, c, len, k, stride, dilation, pad_l, pad_r;
     std::string x_layout, y_layout;
+    bool bias = true;
   };
   const Case cases[] = {
-      {2, 20, 49, 31, 1, 1, 15, 15, "nchw", "nchw"},  // a Conformer's, padding lanes
-      {1, 32, 40, 5, 2, 2, 3, 1, "nhwc", "nchw"},     // strided, dilated, channels-last in
-      {3, 16, 17, 3, 1, 1, 1, 1, "nchw", "nhwc"},     // channels-last out
+      {2, 20, 49, 31, 1, 1, 15, 15, "nchw", "nchw"},      // a Conformer's, padding lanes
+      {1, 32, 40, 5, 2, 2, 3, 1, "nhwc", "nchw"},         // strided, dilated, channels-last in
+      {3, 16, 17, 3, 1, 1, 1, 1, "nchw", "nhwc", false},  // channels-last out, no bias
   };
   for (const Case& k : cases) {
     for (int threads : {1, 2}) {
@@ -253,12 +254,12 @@ TEST(DepthwiseConvTest, OneDimensionalOnesRunOursThroughTheBlockedLayout) {
       const DwActivation act{"Swish"};
       const auto x = RandomFloats(k.n * k.c * k.len, 21, -2.0f, 2.0f);
       const auto w = RandomFloats(k.c * k.k, 22);
-      const auto b = RandomFloats(k.c, 23);
+      const auto b = k.bias ? RandomFloats(k.c, 23) : std::vector<float>{};
       const std::vector<float> want = Reference(p, act, x, w, b);
       const int64_t out_len = OutSize(k.len, k.k, k.stride, k.dilation, k.pad_l, k.pad_r);
-      const std::vector<Tensor> in = {Tensor::Of<float>({k.n, k.c, k.len}, x),
-                                      Tensor::Of<float>({k.c, 1, k.k}, w, true),
-                                      Tensor::Of<float>({k.c}, b, true)};
+      std::vector<Tensor> in = {Tensor::Of<float>({k.n, k.c, k.len}, x),
+                                Tensor::Of<float>({k.c, 1, k.k}, w, true)};
+      if (k.bias) in.push_back(Tensor::Of<float>({k.c}, b, true));
       runtime::Attributes attrs = Attrs({{"group", k.c},
                                          {"strides", std::vector<int64_t>{k.stride}},
                                          {"dilations", std::vector<int64_t>{k.dilation}},
@@ -286,7 +287,8 @@ TEST(DepthwiseConvTest, OneDimensionalOnesRunOursThroughTheBlockedLayout) {
       ASSERT_EQ((*kernel)->output_storage_bytes(0),
                 static_cast<size_t>(k.n * k.c * out_len) * sizeof(float));
       std::vector<float> y(k.n * k.c * out_len, 7.0f);
-      std::vector<const void*> ins = {x_in.data(), in[1].bytes.data(), in[2].bytes.data()};
+      std::vector<const void*> ins = {x_in.data(), in[1].bytes.data()};
+      if (k.bias) ins.push_back(in[2].bytes.data());
       ASSERT_TRUE(RunOnBuffers(**kernel, ins, y.data()).ok());
       const std::vector<float> want_stored = stored(want, k.n, k.c, out_len, k.y_layout == "nhwc");
       for (size_t i = 0; i < y.size(); ++i) {
