@@ -521,10 +521,11 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareResize(const PrepareConte
   }
   const int threads = context.intra_op_threads;
   // A conv chain's value (kFusedResizeOp, x_layout / y_layout): images and channels kept, no
-  // extrapolated position.
+  // extrapolated position. An empty output has no bytes in any layout: the plain kernel below.
   ASSIGN_OR_RETURN(const Storage x_layout, LayoutAttr(context, "x_layout"));
   ASSIGN_OR_RETURN(const Storage y_layout, LayoutAttr(context, "y_layout"));
-  if (x_layout != Storage::kPlain || y_layout != Storage::kPlain) {
+  if ((x_layout != Storage::kPlain || y_layout != Storage::kPlain) &&
+      runtime::NumElements(out) > 0) {
     const bool outside =
         rank == 4 &&
         (std::any_of(taps[2].outside.begin(), taps[2].outside.end(), [](bool o) { return o; }) ||
@@ -541,8 +542,7 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareResize(const PrepareConte
       }
       return true;
     };
-    if (rank != 4 || x[0] != out[0] || x[1] != out[1] || outside ||
-        runtime::NumElements(out) == 0 || !same(0) || !same(1)) {
+    if (rank != 4 || x[0] != out[0] || x[1] != out[1] || outside || !same(0) || !same(1)) {
       return Unimplemented(context, "a resize in the chain's layout keeps images and channels, ",
                            "without extrapolation");
     }

@@ -744,6 +744,20 @@ TEST(ResizeTest, ChainResizeMatchesThePlainOneInEveryLayout) {
       }
     }
   }
+  // A shrink to no rows (scale 0.1 of 5 rows): an empty output in any layout, run as such.
+  for (const std::string layout : {"blocked", "nhwc"}) {
+    const std::vector<Tensor> to_none = {Tensor::Of<float>({n, c, ih, iw}, x), Tensor::Absent(),
+                                         Tensor::Of<float>({4}, {1, 1, 0.1f, 1}, true)};
+    runtime::Attributes attrs = Attrs({{"mode", std::string("linear")}});
+    attrs.Set("x_layout", layout);
+    attrs.Set("y_layout", layout);
+    auto empty = h.Prepare(kFusedResizeOp, to_none, attrs);
+    ASSERT_TRUE(empty.ok()) << layout << ": " << empty.status();
+    EXPECT_EQ((*empty)->outputs()[0].shape, (Shape{n, c, 0, iw}));
+    EXPECT_EQ((*empty)->output_storage_bytes(0), 0u);
+    auto ran = h.RunPrepared(**empty, to_none);
+    ASSERT_TRUE(ran.ok()) << ran.status();
+  }
   // Images or channels resized, or extrapolation: refused in a chain layout.
   const std::vector<Tensor> resize_c = {Tensor::Of<float>({n, c, ih, iw}, x), Tensor::Absent(),
                                         Tensor::Absent(),
