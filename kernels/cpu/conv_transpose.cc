@@ -24,8 +24,6 @@ namespace {
 
 // The columns (images x input positions) from which one GEMM per image is enough.
 constexpr int64_t kMinGemmColumns = 256;
-// The most rows (images x input positions) of one packed product: PreferPackedProduct's bound.
-constexpr int64_t kPackedRows = 256;
 
 // Where the columns of one output channel lie: tap t's value for input position s at
 // col[t * tap + s * pos]. The GEMM writes them tap by tap (pos 1); the packed product position by
@@ -134,10 +132,10 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareConvTransposeWith(
   // the columns position by position. Otherwise sgemm packs W on every call, and images share
   // one GEMM (their inputs side by side as its columns) until it has kMinGemmColumns columns,
   // so that the packing does not outweigh the product (16 columns per image there).
-  // Images share a packed product too, up to kPackedRows positions (PreferPackedProduct's
-  // bound); a last, shorter chunk has a product of its own (the packed weights are shared).
+  // Images share a packed product too, up to PreferPackedProduct's bound on its rows; a last,
+  // shorter chunk has a product of its own (the packed weights are shared).
   std::shared_ptr<const PackedProduct> packed, packed_rest;
-  const int64_t packed_chunk = std::clamp<int64_t>(kPackedRows / in_size, 1, batch);
+  const int64_t packed_chunk = std::clamp<int64_t>(kPackedProductMaxRows / in_size, 1, batch);
   if (try_packed && group == 1 && context.inputs[1].data != nullptr && !context.run_once) {
     const auto* weights = static_cast<const float*>(context.inputs[1].data);
     packed = PackedProduct::Make(context, packed_chunk * in_size, rows, in_group, in_group,

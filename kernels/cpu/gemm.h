@@ -29,6 +29,9 @@ absl::Status Sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, 
 absl::Status ForEachProductRange(int64_t count, int64_t macs, int threads,
                                  absl::FunctionRef<absl::Status(int64_t, int64_t)> products);
 
+/// The most rows of A for which PreferPackedProduct takes an untransposed B.
+inline constexpr int64_t kPackedProductMaxRows = 256;
+
 /// Where PackedProduct beats sgemm (bench machine, one thread): a transposed B (sgemm's NT path:
 /// 8x9216x4096 18.5 -> 5.4 ms), or up to 256 rows against at least 2^18 weights (128x512x2048
 /// 2.3 -> 1.3 ms). Many rows or few weights gain nothing and pay the primitive's fixed cost

@@ -26,7 +26,7 @@
 namespace reprise::kernels::cpu {
 
 bool PreferPackedProduct(int64_t m, int64_t n, int64_t k, bool trans_b) {
-  return trans_b || (m <= 256 && k * n >= (int64_t{1} << 18));
+  return trans_b || (m <= kPackedProductMaxRows && k * n >= (int64_t{1} << 18));
 }
 
 namespace {
