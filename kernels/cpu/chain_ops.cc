@@ -23,50 +23,6 @@ namespace {
 
 using dnnl::memory;
 
-// Where element (n, c, h, w) of a 4-D value is stored, in floats:
-// n * n_stride + (c / block) * c_stride + h * h_stride + w * w_stride + c % block.
-// Plain: block 1, c_stride H * W. Channels-last: block 1, c_stride 1. Channel blocks (nChw16c,
-// nChw8c): block 16 or 8, c_stride H * W * block; the channels past C in the last block are
-// padding (written as zeros).
-struct Placement {
-  int64_t block = 1;
-  int64_t n_stride = 0, c_stride = 0, h_stride = 0, w_stride = 0;
-
-  int64_t At(int64_t n, int64_t c, int64_t h, int64_t w) const {
-    return n * n_stride + (c / block) * c_stride + h * h_stride + w * w_stride + c % block;
-  }
-  // Consecutive channels lie next to each other: `lanes` of them from a multiple of `lanes`.
-  bool ChannelsInner() const { return block > 1 || c_stride == 1; }
-  bool operator==(const Placement& o) const {
-    return block == o.block && n_stride == o.n_stride && c_stride == o.c_stride &&
-           h_stride == o.h_stride && w_stride == o.w_stride;
-  }
-};
-
-// The placement of a 4-D float value stored as `how` (a plain descriptor, channels-last, or
-// the chain's blocked layout `chain`).
-absl::StatusOr<Placement> PlacementOf(const runtime::PrepareContext& context, const Shape& dims,
-                                      Storage how) {
-  const memory::desc desc = StoredDesc(dims, how, ChainTag(context));
-  const dnnl_memory_desc_t& md = desc.data;
-  const auto& blocking = md.format_desc.blocking;
-  if (md.ndims != 4 || md.format_kind != dnnl_blocked || blocking.inner_nblks > 1 ||
-      (blocking.inner_nblks == 1 && blocking.inner_idxs[0] != 1)) {
-    return Unimplemented(context, "the stored layout of ", runtime::ShapeToString(dims),
-                         " is not plain, channels-last or channel blocks");
-  }
-  Placement p;
-  p.block = blocking.inner_nblks == 1 ? blocking.inner_blks[0] : 1;
-  p.n_stride = blocking.strides[0];
-  p.c_stride = blocking.strides[1];
-  p.h_stride = blocking.strides[2];
-  p.w_stride = blocking.strides[3];
-  return p;
-}
-
-// Channels handled together when they lie next to each other: a block, or all of them.
-int64_t Lanes(const Placement& p, int64_t channels) { return p.block > 1 ? p.block : channels; }
-
 // Every (h, w) of an image's group of lanes is one row of `lanes` floats, the rows one after
 // another (channel blocks and channels-last are stored so).
 bool RowsAreContiguous(const Placement& p, int64_t channels, int64_t width) {

@@ -136,4 +136,23 @@ memory::desc StoredDesc(const runtime::Shape& dims, Storage how, memory::format_
                       how == Storage::kNhwc ? memory::format_tag::nhwc : chain);
 }
 
+absl::StatusOr<Placement> PlacementOf(const runtime::PrepareContext& context,
+                                      const runtime::Shape& dims, Storage how) {
+  const memory::desc desc = StoredDesc(dims, how, ChainTag(context));
+  const dnnl_memory_desc_t& md = desc.data;
+  const auto& blocking = md.format_desc.blocking;
+  if (md.ndims != 4 || md.format_kind != dnnl_blocked || blocking.inner_nblks > 1 ||
+      (blocking.inner_nblks == 1 && blocking.inner_idxs[0] != 1)) {
+    return Unimplemented(context, "the stored layout of ", runtime::ShapeToString(dims),
+                         " is not plain, channels-last or channel blocks");
+  }
+  Placement p;
+  p.block = blocking.inner_nblks == 1 ? blocking.inner_blks[0] : 1;
+  p.n_stride = blocking.strides[0];
+  p.c_stride = blocking.strides[1];
+  p.h_stride = blocking.strides[2];
+  p.w_stride = blocking.strides[3];
+  return p;
+}
+
 }  // namespace reprise::kernels::cpu

@@ -94,6 +94,36 @@ absl::StatusOr<Storage> LayoutAttr(const runtime::PrepareContext& context, absl:
 dnnl::memory::desc StoredDesc(const runtime::Shape& dims, Storage how,
                               dnnl::memory::format_tag chain);
 
+/// Where element (n, c, h, w) of a 4-D value is stored, in floats:
+/// n * n_stride + (c / block) * c_stride + h * h_stride + w * w_stride + c % block.
+/// Plain: block 1, c_stride H * W. Channels-last: block 1, c_stride 1. Channel blocks (nChw16c,
+/// nChw8c): block 16 or 8, c_stride H * W * block; the channels past C in the last block are
+/// padding (written as zeros).
+struct Placement {
+  int64_t block = 1;
+  int64_t n_stride = 0, c_stride = 0, h_stride = 0, w_stride = 0;
+
+  int64_t At(int64_t n, int64_t c, int64_t h, int64_t w) const {
+    return n * n_stride + (c / block) * c_stride + h * h_stride + w * w_stride + c % block;
+  }
+  /// Consecutive channels lie next to each other: `lanes` of them from a multiple of `lanes`.
+  bool ChannelsInner() const { return block > 1 || c_stride == 1; }
+  bool operator==(const Placement& o) const {
+    return block == o.block && n_stride == o.n_stride && c_stride == o.c_stride &&
+           h_stride == o.h_stride && w_stride == o.w_stride;
+  }
+};
+
+/// The placement of a 4-D float value stored as `how` (StoredDesc with the chain's layout of
+/// the device preparing `context`); UNIMPLEMENTED for another kind of layout.
+absl::StatusOr<Placement> PlacementOf(const runtime::PrepareContext& context,
+                                      const runtime::Shape& dims, Storage how);
+
+/// Channels handled together when they lie next to each other: a block, or all of them.
+inline int64_t Lanes(const Placement& p, int64_t channels) {
+  return p.block > 1 ? p.block : channels;
+}
+
 }  // namespace reprise::kernels::cpu
 
 #endif  // REPRISE_KERNELS_CPU_ONEDNN_UTIL_H_

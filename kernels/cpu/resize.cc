@@ -12,7 +12,6 @@
 #include <string>
 #include <vector>
 
-#include "dnnl.hpp"
 #include "kernels/cpu/families.h"
 #include "kernels/cpu/fused_ops.h"
 #include "kernels/cpu/kernel_util.h"
@@ -222,31 +221,23 @@ struct LaneLayout {
   bool plain = false;  // lanes past C are not stored
 };
 
-LaneLayout LaneLayoutOf(const PrepareContext& context, const Shape& v, Storage how,
-                        int64_t plain_lanes) {
-  const int64_t c = v[1], pixels = v[2] * v[3];
+// `v` stored as `how` (PlacementOf), taken `plain_lanes` channels at a time where plain. The
+// rows of a pixel's lanes must be the image's width apart (every stored layout here is).
+absl::StatusOr<LaneLayout> LaneLayoutOf(const PrepareContext& context, const Shape& v, Storage how,
+                                        int64_t plain_lanes) {
+  ASSIGN_OR_RETURN(const Placement p, PlacementOf(context, v, how));
   LaneLayout l;
-  if (how == Storage::kPlain) {
-    l.lanes = plain_lanes;
-    l.groups = (c + plain_lanes - 1) / plain_lanes;
-    l.pixel = 1;
-    l.lane_stride = pixels;
-    l.group_stride = plain_lanes * pixels;
-    l.image_stride = c * pixels;
-    l.plain = true;
-    return l;
+  l.plain = how == Storage::kPlain;  // (a 1x1 plain map also has its channels next to each other)
+  l.lanes = l.plain ? plain_lanes : Lanes(p, v[1]);
+  l.groups = (v[1] + l.lanes - 1) / l.lanes;
+  l.pixel = p.w_stride;
+  l.lane_stride = l.plain ? p.c_stride : 1;
+  l.group_stride = l.plain ? l.lanes * p.c_stride : p.c_stride;
+  l.image_stride = p.n_stride;
+  if (p.h_stride != v[3] * p.w_stride) {
+    return Unimplemented(context, "rows of the stored ", runtime::ShapeToString(v),
+                         " are not its width apart");
   }
-  const dnnl::memory::format_tag chain = ChainTag(context);
-  const int64_t block = how == Storage::kNhwc                        ? 0
-                        : chain == dnnl::memory::format_tag::nChw16c ? 16
-                        : chain == dnnl::memory::format_tag::nChw8c  ? 8
-                                                                     : 0;
-  l.lanes = block == 0 ? c : block;
-  l.groups = (c + l.lanes - 1) / l.lanes;
-  l.pixel = l.lanes;
-  l.lane_stride = 1;
-  l.group_stride = pixels * l.lanes;
-  l.image_stride = l.groups * l.group_stride;
   return l;
 }
 
@@ -548,9 +539,9 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareResize(const PrepareConte
     }
     // The lanes come from the chain's end (both ends alike when both are the chain's).
     const Storage chain_end = x_layout != Storage::kPlain ? x_layout : y_layout;
-    const int64_t lanes = LaneLayoutOf(context, x, chain_end, 1).lanes;
-    const LaneLayout in = LaneLayoutOf(context, x, x_layout, lanes);
-    const LaneLayout to = LaneLayoutOf(context, out, y_layout, lanes);
+    ASSIGN_OR_RETURN(const LaneLayout end, LaneLayoutOf(context, x, chain_end, 1));
+    ASSIGN_OR_RETURN(const LaneLayout in, LaneLayoutOf(context, x, x_layout, end.lanes));
+    ASSIGN_OR_RETURN(const LaneLayout to, LaneLayoutOf(context, out, y_layout, end.lanes));
     if (in.lanes != to.lanes) {
       return Unimplemented(context, "a resize from channels-last to channel blocks");
     }
