@@ -4,10 +4,16 @@
 // around a concatenation (fire modules, Inception blocks, dense blocks).
 // In the plain layout, and in the blocked one when every input has whole channel blocks, an
 // image of the output is its inputs' images one after another: the kernel copies those runs.
-// An input stored otherwise is first reordered (oneDNN) into that layout in the workspace; an
-// output stored otherwise is assembled there and reordered. (oneDNN's own concatenation was
-// measured 20-30x slower than the copies on these shapes.)
+// An output stored blocked whose inputs do not all have whole blocks (GhostNet's 36 + 36
+// channels) is gathered block by block: each output vector of 16 (8) lanes takes its lanes from
+// at most two blocks of each input it overlaps, one permutation of a block's lanes each.
+// An input stored otherwise is first reordered (oneDNN) into the assembly layout in the
+// workspace; an output stored otherwise is assembled there and reordered. (oneDNN's own
+// concatenation was measured 20-30x slower than the copies on these shapes.)
+#include <immintrin.h>
+
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -31,6 +37,92 @@ namespace {
 
 using dnnl::memory;
 
+// Output lanes of one channel block taken from one block of one input: lane l (a bit of `mask`)
+// is lane `lane[l]` of block `block` of input piece `piece`.
+struct Take {
+  size_t piece = 0;
+  int64_t block = 0;
+  uint32_t mask = 0;
+  std::array<int32_t, 16> lane{};
+};
+
+// What GatherBlocks reads: output block b of an image is takes[first[b] .. first[b + 1]), at
+// most `lanes` of them (each gives at least one lane); lanes no take gives are padding (zeros).
+struct Gather {
+  const float* const* sources;  // each piece's image 0, stored blocked
+  const int64_t* source_image;  // floats per image of each piece
+  float* y;
+  int64_t y_image, plane, y_blocks;
+  const Take* takes;
+  const size_t* first;
+};
+
+// Items [begin, end) of images x y_blocks x plane pixels: one output vector each. ForEachRun
+// calls run(out, takes, from, count, p0, p1) for the pixels [p0, p1) of one output block: its
+// `count` takes read from[t] + p * lanes.
+#define REPRISE_GATHER_ARGS const Gather &g, int64_t begin, int64_t end
+template <typename Run>
+__attribute__((always_inline)) inline void ForEachRun(REPRISE_GATHER_ARGS, int64_t lanes,
+                                                      Run&& run) {
+  for (int64_t item = begin; item < end;) {
+    const int64_t nb = item / g.plane, p0 = item % g.plane;
+    const int64_t p1 = std::min(g.plane, p0 + (end - item));
+    const int64_t n = nb / g.y_blocks, b = nb % g.y_blocks;
+    const Take* takes = g.takes + g.first[b];
+    const int count = static_cast<int>(g.first[b + 1] - g.first[b]);
+    const float* from[16];
+    for (int t = 0; t < count; ++t) {
+      from[t] = g.sources[takes[t].piece] + n * g.source_image[takes[t].piece] +
+                takes[t].block * g.plane * lanes;
+    }
+    run(g.y + n * g.y_image + b * g.plane * lanes, takes, from, count, p0, p1);
+    item += p1 - p0;
+  }
+}
+
+__attribute__((target("avx512f"))) void GatherBlocksAvx512(REPRISE_GATHER_ARGS) {
+  ForEachRun(
+      g, begin, end, 16,
+      [](float* out, const Take* takes, const float* const* from, int count, int64_t p0, int64_t p1)
+          __attribute__((target("avx512f"))) {
+            __m512i index[16];
+            for (int t = 0; t < count; ++t) index[t] = _mm512_loadu_si512(takes[t].lane.data());
+            for (int64_t p = p0; p < p1; ++p) {
+              __m512 v = _mm512_setzero_ps();
+              for (int t = 0; t < count; ++t) {
+                v = _mm512_mask_permutexvar_ps(v, static_cast<__mmask16>(takes[t].mask), index[t],
+                                               _mm512_loadu_ps(from[t] + p * 16));
+              }
+              _mm512_storeu_ps(out + p * 16, v);
+            }
+          });
+}
+__attribute__((target("avx2"))) void GatherBlocksAvx2(REPRISE_GATHER_ARGS) {
+  ForEachRun(
+      g, begin, end, 8,
+      [](float* out, const Take* takes, const float* const* from, int count, int64_t p0,
+         int64_t p1) __attribute__((target("avx2"))) {
+        __m256i index[8];
+        __m256 mask[8];
+        const __m256i bits = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+        for (int t = 0; t < count; ++t) {
+          index[t] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(takes[t].lane.data()));
+          const __m256i set =
+              _mm256_and_si256(_mm256_set1_epi32(static_cast<int>(takes[t].mask)), bits);
+          mask[t] = _mm256_castsi256_ps(_mm256_cmpeq_epi32(set, bits));
+        }
+        for (int64_t p = p0; p < p1; ++p) {
+          __m256 v = _mm256_setzero_ps();
+          for (int t = 0; t < count; ++t) {
+            v = _mm256_blendv_ps(
+                v, _mm256_permutevar8x32_ps(_mm256_loadu_ps(from[t] + p * 8), index[t]), mask[t]);
+          }
+          _mm256_storeu_ps(out + p * 8, v);
+        }
+      });
+}
+#undef REPRISE_GATHER_ARGS
+
 class ConcatKernel final : public PreparedKernel {
  public:
   // One input with elements: its channels, and the reorder into the assembly layout (or none).
@@ -39,7 +131,8 @@ class ConcatKernel final : public PreparedKernel {
     int64_t channels = 0;
     memory::desc stored, assembled;
     std::optional<dnnl::reorder> reorder;
-    size_t at = 0;  // the reordered copy's workspace offset
+    size_t at = 0;      // the reordered copy's workspace offset
+    int64_t image = 0;  // floats per image as assembled
   };
   struct Parts {
     std::string label;
@@ -51,6 +144,11 @@ class ConcatKernel final : public PreparedKernel {
     std::optional<dnnl::reorder> y_reorder;
     size_t y_at = 0, total = 0;
     int threads = 1;
+    // The gather (an output in channel blocks of `lanes` whose inputs are not all whole blocks;
+    // none when `first` is empty): output block b is takes[first[b] .. first[b + 1]).
+    int64_t lanes = 0;
+    std::vector<Take> takes;
+    std::vector<size_t> first;
   };
 
   explicit ConcatKernel(Parts parts) : p_(std::move(parts)) {}
@@ -58,6 +156,9 @@ class ConcatKernel final : public PreparedKernel {
   absl::string_view op() const override { return kFusedConcatOp; }
   const std::vector<TensorDesc>& outputs() const override { return p_.outputs; }
   size_t workspace_bytes() const override { return p_.total; }
+  std::string implementation() const override {
+    return p_.first.empty() ? "own copies of runs" : "own gather of channel blocks";
+  }
   size_t output_storage_bytes(size_t i) const override {
     return i == 0 ? p_.y_stored.get_size() : 0;
   }
@@ -85,26 +186,11 @@ class ConcatKernel final : public PreparedKernel {
         }
         sources.push_back(static_cast<const float*>(x));
       }
-      // Output image n is the inputs' images n in turn: float f of the whole output is float
-      // f % image of image f / image, which lies in the input whose channels cover it.
-      const int64_t image = p_.channels * p_.plane;
-      ParallelFor(p_.images * image, p_.threads, 1.0, [&](int64_t begin, int64_t end) {
-        int64_t f = begin;
-        while (f < end) {
-          const int64_t n = f / image;
-          int64_t within = f % image, offset = 0;
-          size_t k = 0;
-          while (within >= offset + p_.pieces[k].channels * p_.plane) {
-            offset += p_.pieces[k].channels * p_.plane;
-            ++k;
-          }
-          const int64_t run = p_.pieces[k].channels * p_.plane;
-          const int64_t count = std::min(end - f, offset + run - within);
-          std::memcpy(y + f, sources[k] + n * run + (within - offset),
-                      static_cast<size_t>(count) * sizeof(float));
-          f += count;
-        }
-      });
+      if (!p_.first.empty()) {
+        GatherInto(sources.data(), y);
+      } else {
+        CopyRunsInto(sources.data(), y);
+      }
       if (p_.y_reorder.has_value()) {
         memory from(p_.y_assembled, engine, y);
         memory to(p_.y_stored, engine, args.outputs[0]);
@@ -118,6 +204,42 @@ class ConcatKernel final : public PreparedKernel {
   }
 
  private:
+  // Output image n is the inputs' images n in turn: float f of the whole output is float
+  // f % image of image f / image, which lies in the input whose channels cover it.
+  void CopyRunsInto(const float* const* sources, float* y) const {
+    const int64_t image = p_.channels * p_.plane;
+    ParallelFor(p_.images * image, p_.threads, 1.0, [&](int64_t begin, int64_t end) {
+      int64_t f = begin;
+      while (f < end) {
+        const int64_t n = f / image;
+        int64_t within = f % image, offset = 0;
+        size_t k = 0;
+        while (within >= offset + p_.pieces[k].channels * p_.plane) {
+          offset += p_.pieces[k].channels * p_.plane;
+          ++k;
+        }
+        const int64_t run = p_.pieces[k].channels * p_.plane;
+        const int64_t count = std::min(end - f, offset + run - within);
+        std::memcpy(y + f, sources[k] + n * run + (within - offset),
+                    static_cast<size_t>(count) * sizeof(float));
+        f += count;
+      }
+    });
+  }
+
+  // One output vector per (image, output block, pixel), split over the threads.
+  void GatherInto(const float* const* sources, float* y) const {
+    absl::InlinedVector<int64_t, 8> source_image;
+    for (const Piece& piece : p_.pieces) source_image.push_back(piece.image);
+    const int64_t y_blocks = static_cast<int64_t>(p_.first.size()) - 1;
+    const Gather g{
+        sources,         source_image.data(), y, y_blocks * p_.plane * p_.lanes, p_.plane, y_blocks,
+        p_.takes.data(), p_.first.data()};
+    const auto fn = p_.lanes == 16 ? &GatherBlocksAvx512 : &GatherBlocksAvx2;
+    ParallelFor(p_.images * y_blocks * p_.plane, p_.threads, 2.0 * static_cast<double>(p_.lanes),
+                [&](int64_t begin, int64_t end) { fn(g, begin, end); });
+  }
+
   Parts p_;
 };
 
@@ -166,15 +288,20 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareFusedConcat(const Prepare
   }
   const memory::format_tag chain = ChainTag(context);
   ASSIGN_OR_RETURN(Storage y_storage, LayoutAttr(context, "y_layout"));
-  // Assemble in the blocked layout when the output is stored so and every input has whole
-  // channel blocks (an image is then its inputs' images in turn, as in the plain layout).
+  // Assemble in the blocked layout when the output is stored so: by runs when every input has
+  // whole channel blocks (an image is then its inputs' images in turn, as in the plain layout),
+  // else by the gather where it runs (else in the plain layout).
   const int64_t block = ChannelBlock(chain);
   bool whole_blocks = block > 0;
   for (const runtime::TensorDesc& in : context.inputs) {
     if (block > 0 && in.shape[1] % block != 0) whole_blocks = false;
   }
-  const Storage assembly =
-      y_storage == Storage::kBlocked && whole_blocks ? Storage::kBlocked : Storage::kPlain;
+  // The gather has copies for AVX-512F (blocks of 16) and AVX2 (of 8), the CPUs whose chains
+  // have those blocks.
+  const bool gather = (block == 16 && OwnCopyLevel() == 2) || (block == 8 && OwnCopyLevel() >= 1);
+  const Storage assembly = y_storage == Storage::kBlocked && (whole_blocks || gather)
+                               ? Storage::kBlocked
+                               : Storage::kPlain;
   try {
     const dnnl::engine& engine = CpuEngine();
     ConcatKernel::Parts parts;
@@ -203,7 +330,31 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareFusedConcat(const Prepare
       piece.stored = StoredDesc(x, storage, chain);
       piece.assembled = StoredDesc(x, assembly, chain);
       reorder(piece.stored, piece.assembled, piece.assembled.get_size(), &piece.reorder, &piece.at);
+      piece.image = static_cast<int64_t>(piece.assembled.get_size() / sizeof(float)) / y[0];
       parts.pieces.push_back(std::move(piece));
+    }
+    if (assembly == Storage::kBlocked && !whole_blocks) {
+      parts.lanes = block;
+      parts.first.push_back(0);
+      // Output channel c of block c / block, lane c % block: channel c - offset of the piece
+      // that covers it, in that piece's block (c - offset) / block.
+      size_t k = 0;
+      int64_t offset = 0;
+      for (int64_t b = 0; b * block < y[1]; ++b) {
+        for (int64_t l = 0; l < block && b * block + l < y[1]; ++l) {
+          const int64_t c = b * block + l;
+          while (c >= offset + parts.pieces[k].channels) offset += parts.pieces[k++].channels;
+          const int64_t from = c - offset;
+          const size_t begin = parts.first.back();
+          if (parts.takes.size() == begin || parts.takes.back().piece != k ||
+              parts.takes.back().block != from / block) {
+            parts.takes.push_back(Take{k, from / block, 0, {}});
+          }
+          parts.takes.back().mask |= 1u << l;
+          parts.takes.back().lane[static_cast<size_t>(l)] = static_cast<int32_t>(from % block);
+        }
+        parts.first.push_back(parts.takes.size());
+      }
     }
     parts.y_stored = StoredDesc(y, y_storage, chain);
     parts.y_assembled = StoredDesc(y, assembly, chain);

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/fused_ops.h"
 #include "kernels/cpu/kernel_util.h"
@@ -258,6 +259,91 @@ TEST(ParallelKernelsTest, FusedConcatenationSplitsItsCopyAnywhere) {
     ASSERT_TRUE(out.ok()) << out.status();
     EXPECT_EQ((*out)[0].shape, (Shape{images, 37, 40, 40}));
     EXPECT_EQ((*out)[0].Values<float>(), want);
+  }
+}
+
+// NCHW floats of `images` x `channels` x `pixels` stored as [N][groups][pixels][lanes], the
+// padding lanes zero (lanes 0: NCHW as it is; lanes == channels: channels-last).
+std::vector<float> StoreInLanes(const std::vector<float>& v, int64_t images, int64_t channels,
+                                int64_t pixels, int64_t lanes) {
+  if (lanes == 0) return v;
+  const int64_t groups = (channels + lanes - 1) / lanes;
+  std::vector<float> out(images * groups * lanes * pixels, 0.0f);
+  for (int64_t i = 0; i < images; ++i)
+    for (int64_t k = 0; k < channels; ++k)
+      for (int64_t q = 0; q < pixels; ++q)
+        out[((i * groups + k / lanes) * pixels + q) * lanes + k % lanes] =
+            v[(i * channels + k) * pixels + q];
+  return out;
+}
+
+// An output in channel blocks whose inputs are not all whole blocks is gathered lane by lane
+// from the inputs' blocks: GhostNet's 36 + 36 channels, and 5 + 20 + 3 + 17 channels (an
+// output block taking lanes from up to four inputs, an input's channels crossing its own block
+// boundary) with inputs stored blocked, plain and channels-last, at one to three threads. Every
+// stored float is the concatenation's, and the padding lanes are zeros.
+TEST(ParallelKernelsTest, FusedConcatenationGathersPartialChannelBlocks) {
+  KernelHarness h;
+  const int64_t images = 2, plane = 7 * 9;
+  // This CPU's blocked layout: 20 channels stored as 32 (blocks of 16), 24 (of 8) or 20 floats
+  // per pixel (channels-last, no blocks: the copies of runs through the plain layout).
+  const std::vector<Tensor> probe_in = {Tensor::Of<float>({1, 20, 1, 1}, RandomFloats(20, 40))};
+  auto probe = h.Prepare(kFusedConcatOp, probe_in,
+                         Attrs({{"axis", int64_t{1}},
+                                {"x0_layout", std::string("blocked")},
+                                {"y_layout", std::string("blocked")}}));
+  ASSERT_TRUE(probe.ok()) << probe.status();
+  const int64_t per_pixel = static_cast<int64_t>((*probe)->output_storage_bytes(0)) / 4;
+  const int64_t block = per_pixel == 32 ? 16 : per_pixel == 24 ? 8 : 0;
+  struct Case {
+    std::vector<int64_t> channels;
+    std::vector<std::string> layouts;
+  };
+  for (const Case& c : {Case{{36, 36}, {"blocked", "blocked"}},
+                        Case{{5, 20, 3, 17}, {"blocked", "blocked", "blocked", "blocked"}},
+                        Case{{5, 20, 3, 17}, {"nchw", "blocked", "nhwc", "blocked"}}}) {
+    std::vector<Tensor> inputs;
+    std::vector<std::vector<float>> stored_inputs;
+    runtime::Attributes attrs = Attrs({{"axis", int64_t{1}}, {"y_layout", std::string("blocked")}});
+    int64_t total = 0;
+    for (size_t k = 0; k < c.channels.size(); ++k) {
+      const int64_t ch = c.channels[k];
+      const auto x = RandomFloats(images * ch * plane, 41 + static_cast<int>(k));
+      inputs.push_back(Tensor::Of<float>({images, ch, 7, 9}, x));
+      attrs.Set(absl::StrCat("x", k, "_layout"), c.layouts[k]);
+      const int64_t lanes = c.layouts[k] == "nchw"   ? 0
+                            : c.layouts[k] == "nhwc" ? ch
+                                                     : (block == 0 ? ch : block);
+      stored_inputs.push_back(StoreInLanes(x, images, ch, plane, lanes));
+      total += ch;
+    }
+    // The concatenation in NCHW, then as the output is stored.
+    std::vector<float> want;
+    for (int64_t n = 0; n < images; ++n) {
+      for (size_t k = 0; k < inputs.size(); ++k) {
+        const std::vector<float> x = inputs[k].Values<float>();
+        const int64_t run = c.channels[k] * plane;
+        want.insert(want.end(), x.begin() + n * run, x.begin() + (n + 1) * run);
+      }
+    }
+    const int64_t y_lanes = block == 0 ? total : block;
+    const std::vector<float> expected = StoreInLanes(want, images, total, plane, y_lanes);
+    for (int threads : {1, 2, 3}) {
+      SCOPED_TRACE(::testing::Message()
+                   << c.channels.size() << " inputs, " << threads << " threads, block " << block);
+      auto kernel = h.Prepare(kFusedConcatOp, inputs, attrs, 17, 1, threads);
+      ASSERT_TRUE(kernel.ok()) << kernel.status();
+      EXPECT_EQ((*kernel)->implementation(),
+                block == 0 ? "own copies of runs" : "own gather of channel blocks");
+      ASSERT_EQ((*kernel)->output_storage_bytes(0), expected.size() * sizeof(float));
+      std::vector<float> stored(expected.size(), 7.0f);
+      std::vector<const void*> ins;
+      for (const auto& x : stored_inputs) ins.push_back(x.data());
+      ASSERT_TRUE(testing::RunOnBuffers(**kernel, ins, stored.data()).ok());
+      for (size_t i = 0; i < expected.size(); ++i) {
+        ASSERT_EQ(stored[i], expected[i]) << "stored float " << i;
+      }
+    }
   }
 }
 
