@@ -109,6 +109,129 @@ template <bool kMax>
 float RowExtremeBaseline(const float* p, int64_t n) {
   return RowExtremeBody<Floats4, kMax>(p, n);
 }
+
+// v[0] = the lanes' extremes of `lanes` vectors v[j] (v[j]'s in lane j): a tree of lane
+// shuffles, each level halving the partial extremes per vector and doubling the vectors per
+// result (from a pair, the low halves of each run side by side against the high halves).
+template <bool kMax>
+__attribute__((always_inline)) inline void MergeExtremes(Floats16* v) {
+  for (int j = 0; j < 16; j += 2) {
+    Floats16 lo = __builtin_shufflevector(v[j], v[j + 1], 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19,
+                                          20, 21, 22, 23);
+    const Floats16 hi = __builtin_shufflevector(v[j], v[j + 1], 8, 9, 10, 11, 12, 13, 14, 15, 24,
+                                                25, 26, 27, 28, 29, 30, 31);
+    TakeExtreme<kMax>(hi, &lo);
+    v[j / 2] = lo;
+  }
+  for (int j = 0; j < 8; j += 2) {
+    Floats16 lo = __builtin_shufflevector(v[j], v[j + 1], 0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19,
+                                          24, 25, 26, 27);
+    const Floats16 hi = __builtin_shufflevector(v[j], v[j + 1], 4, 5, 6, 7, 12, 13, 14, 15, 20, 21,
+                                                22, 23, 28, 29, 30, 31);
+    TakeExtreme<kMax>(hi, &lo);
+    v[j / 2] = lo;
+  }
+  for (int j = 0; j < 4; j += 2) {
+    Floats16 lo = __builtin_shufflevector(v[j], v[j + 1], 0, 1, 4, 5, 8, 9, 12, 13, 16, 17, 20, 21,
+                                          24, 25, 28, 29);
+    const Floats16 hi = __builtin_shufflevector(v[j], v[j + 1], 2, 3, 6, 7, 10, 11, 14, 15, 18, 19,
+                                                22, 23, 26, 27, 30, 31);
+    TakeExtreme<kMax>(hi, &lo);
+    v[j / 2] = lo;
+  }
+  Floats16 lo = __builtin_shufflevector(v[0], v[1], 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24,
+                                        26, 28, 30);
+  const Floats16 hi = __builtin_shufflevector(v[0], v[1], 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23,
+                                              25, 27, 29, 31);
+  TakeExtreme<kMax>(hi, &lo);
+  v[0] = lo;
+}
+template <bool kMax>
+__attribute__((always_inline)) inline void MergeExtremes(Floats8* v) {
+  for (int j = 0; j < 8; j += 2) {
+    Floats8 lo = __builtin_shufflevector(v[j], v[j + 1], 0, 1, 2, 3, 8, 9, 10, 11);
+    const Floats8 hi = __builtin_shufflevector(v[j], v[j + 1], 4, 5, 6, 7, 12, 13, 14, 15);
+    TakeExtreme<kMax>(hi, &lo);
+    v[j / 2] = lo;
+  }
+  for (int j = 0; j < 4; j += 2) {
+    Floats8 lo = __builtin_shufflevector(v[j], v[j + 1], 0, 1, 4, 5, 8, 9, 12, 13);
+    const Floats8 hi = __builtin_shufflevector(v[j], v[j + 1], 2, 3, 6, 7, 10, 11, 14, 15);
+    TakeExtreme<kMax>(hi, &lo);
+    v[j / 2] = lo;
+  }
+  Floats8 lo = __builtin_shufflevector(v[0], v[1], 0, 2, 4, 6, 8, 10, 12, 14);
+  const Floats8 hi = __builtin_shufflevector(v[0], v[1], 1, 3, 5, 7, 9, 11, 13, 15);
+  TakeExtreme<kMax>(hi, &lo);
+  v[0] = lo;
+}
+template <bool kMax>
+__attribute__((always_inline)) inline void MergeExtremes(Floats4* v) {
+  for (int j = 0; j < 4; j += 2) {
+    Floats4 lo = __builtin_shufflevector(v[j], v[j + 1], 0, 1, 4, 5);
+    const Floats4 hi = __builtin_shufflevector(v[j], v[j + 1], 2, 3, 6, 7);
+    TakeExtreme<kMax>(hi, &lo);
+    v[j / 2] = lo;
+  }
+  Floats4 lo = __builtin_shufflevector(v[0], v[1], 0, 2, 4, 6);
+  const Floats4 hi = __builtin_shufflevector(v[0], v[1], 1, 3, 5, 7);
+  TakeExtreme<kMax>(hi, &lo);
+  v[0] = lo;
+}
+
+// y[o] = the extreme of row o of x (rows of n values one after another) for o in [first, end),
+// as RowExtremeBody gives it. Rows of one to 16 vectors go a vector's lanes of rows at a time:
+// each row's vectors (its last one overlapping the one before when n is not a multiple of the
+// lanes, which an extreme allows) taken to one vector, then the rows' vectors merged
+// (MergeExtremes). Short rows (ReduceMax over a point's 16 or 20 neighbours) thus cost a few
+// instructions each, not a call and a horizontal pass.
+template <typename V, bool kMax>
+__attribute__((always_inline)) inline void RowsExtremeBody(const float* x, int64_t n, float* y,
+                                                           int64_t first, int64_t end) {
+  constexpr int64_t kLanes = sizeof(V) / sizeof(float);
+  constexpr float kInit = kMax ? -INFINITY : INFINITY;
+  int64_t o = first;
+  if (n >= kLanes && n <= 16 * kLanes) {
+    for (; o + kLanes <= end; o += kLanes) {
+      V a[kLanes];
+      for (int64_t j = 0; j < kLanes; ++j) {
+        const float* p = x + (o + j) * n;
+        a[j] = V{} + kInit;
+        for (int64_t k = 0;; k += kLanes) {
+          const int64_t at = std::min(k, n - kLanes);
+          V v;
+          LoadFloats(p + at, &v);
+          TakeExtreme<kMax>(v, &a[j]);
+          if (at == n - kLanes) break;
+        }
+      }
+      MergeExtremes<kMax>(a);
+      StoreFloats(y + o, a[0]);
+    }
+  }
+  for (; o < end; ++o) y[o] = RowExtremeBody<V, kMax>(x + o * n, n);
+}
+template <bool kMax>
+__attribute__((target("avx512f"))) void RowsExtremeAvx512(const float* x, int64_t n, float* y,
+                                                          int64_t first, int64_t end) {
+  RowsExtremeBody<Floats16, kMax>(x, n, y, first, end);
+}
+template <bool kMax>
+__attribute__((target("avx2,fma"))) void RowsExtremeAvx2(const float* x, int64_t n, float* y,
+                                                         int64_t first, int64_t end) {
+  RowsExtremeBody<Floats8, kMax>(x, n, y, first, end);
+}
+template <bool kMax>
+void RowsExtremeBaseline(const float* x, int64_t n, float* y, int64_t first, int64_t end) {
+  RowsExtremeBody<Floats4, kMax>(x, n, y, first, end);
+}
+template <bool kMax>
+void RowsExtreme(const float* x, int64_t n, float* y, int64_t first, int64_t end) {
+  static const auto fn =
+      PickForThisCpu(&RowsExtremeAvx512<kMax>, &RowsExtremeAvx2<kMax>, &RowsExtremeBaseline<kMax>);
+  fn(x, n, y, first, end);
+}
+
 // The copy for this CPU, picked on first use.
 template <bool kMax>
 float RowExtreme(const float* p, int64_t n) {
@@ -230,17 +353,20 @@ FunctionKernel::RunFn FastFloatReduce(const ReducedBlock& b, int threads) {
       float* y = static_cast<float*>(args.outputs[0]);
       const int64_t rows = b.outer * b.inner;
       ParallelFor(rows, threads, static_cast<double>(b.reduced), [&](int64_t first, int64_t end) {
+        if constexpr (kExtreme) {
+          if (b.inner == 1) {
+            RowsExtreme<kOp == Reduce::kMax>(x, b.reduced, y, first, end);
+            return;
+          }
+        }
         if (b.inner == 1) {
           for (int64_t o = first; o < end; ++o) {
             const float* p = x + o * b.reduced;
             if constexpr (kSums) {
               y[o] = static_cast<float>(
                   Finish<kOp, double>(LongRowSum(p, b.reduced, 0.0f, kSquares), b.reduced));
-            } else if constexpr (kLse) {
-              y[o] = LogSumExpOfRow(p, b.reduced);
             } else {
-              y[o] = b.reduced > 0 ? RowExtreme<kOp == Reduce::kMax>(p, b.reduced)
-                                   : Init<kOp, float>();
+              y[o] = LogSumExpOfRow(p, b.reduced);
             }
           }
           return;

@@ -139,33 +139,48 @@ TEST(ReduceTest, FloatReductionsOverRunsOfAxesMatchADoubleReference) {
 // ReduceMax / ReduceMin over the last axis (vector lanes, four vectors in flight, then a tail):
 // rows of 1 to 70 values, the extreme in the last place, a row of infinities gives that
 // infinity, NaN (first and last in a row) is skipped as the comparisons skip it.
+// ReduceMax and ReduceMin over the last axis of 37 rows (groups of a vector's lanes of rows
+// merged by lane shuffles, then single rows; rows shorter than a vector, rows whose last vector
+// overlaps the one before, rows of more than 16 vectors) on one and two threads: in the first
+// group and again in the second, a row whose maximum comes last, one whose minimum comes first,
+// a row of -inf and one starting and ending with NaN (skipped).
 TEST(ReduceTest, RowExtremesOverShortAndInfiniteRows) {
   KernelHarness h;
-  for (int64_t dim : {1, 5, 8, 33, 70}) {
-    SCOPED_TRACE(dim);
-    std::vector<float> x = RandomFloats(4 * dim, 88, -5.0f, 5.0f);
-    x[dim - 1] = 9.0f;                                             // row 0: the maximum last
-    x[dim] = -9.0f;                                                // row 1: the minimum first
-    for (int64_t k = 0; k < dim; ++k) x[2 * dim + k] = -INFINITY;  // row 2
-    x[3 * dim] = NAN;                                              // row 3 starts with NaN
-    x[4 * dim - 1] = NAN;                                          // and ends with it
+  const int64_t rows = 37;
+  for (int64_t dim : {1, 5, 8, 16, 20, 33, 70, 300}) {
+    std::vector<float> x = RandomFloats(rows * dim, 88, -5.0f, 5.0f);
+    for (const int64_t first : {int64_t{0}, int64_t{18}}) {
+      float* r = x.data() + first * dim;
+      r[dim - 1] = 9.0f;                                             // the maximum last
+      r[dim] = -9.0f;                                                // the minimum first
+      for (int64_t k = 0; k < dim; ++k) r[2 * dim + k] = -INFINITY;  // a row of -inf
+      r[3 * dim] = NAN;                                              // starts with NaN
+      r[4 * dim - 1] = NAN;                                          // and ends with it
+    }
     for (const std::string op : {"ReduceMax", "ReduceMin"}) {
-      auto out = h.Run(op, {Tensor::Of<float>({4, dim}, x)},
-                       Attrs({{"axes", std::vector<int64_t>{1}}, {"keepdims", int64_t{0}}}), 13);
-      ASSERT_TRUE(out.ok()) << out.status();
-      const std::vector<float> got = (*out)[0].Values<float>();
-      ASSERT_EQ(got.size(), 4u);
-      for (int64_t r = 0; r < 4; ++r) {
-        float want = op == "ReduceMax" ? -INFINITY : INFINITY;
-        bool any = false;
-        for (int64_t k = 0; k < dim; ++k) {
-          const float v = x[r * dim + k];
-          if (std::isnan(v)) continue;
-          any = true;
-          want = op == "ReduceMax" ? std::max(want, v) : std::min(want, v);
+      for (const int threads : {1, 2}) {
+        SCOPED_TRACE(::testing::Message() << op << " dim " << dim << " threads " << threads);
+        const std::vector<Tensor> in = {Tensor::Of<float>({rows, dim}, x)};
+        auto kernel =
+            h.Prepare(op, in, Attrs({{"axes", std::vector<int64_t>{1}}, {"keepdims", int64_t{0}}}),
+                      13, 1, threads);
+        ASSERT_TRUE(kernel.ok()) << kernel.status();
+        auto out = h.RunPrepared(**kernel, in);
+        ASSERT_TRUE(out.ok()) << out.status();
+        const std::vector<float> got = (*out)[0].Values<float>();
+        ASSERT_EQ(got.size(), static_cast<size_t>(rows));
+        for (int64_t r = 0; r < rows; ++r) {
+          float want = op == "ReduceMax" ? -INFINITY : INFINITY;
+          bool any = false;
+          for (int64_t k = 0; k < dim; ++k) {
+            const float v = x[r * dim + k];
+            if (std::isnan(v)) continue;
+            any = true;
+            want = op == "ReduceMax" ? std::max(want, v) : std::min(want, v);
+          }
+          if (!any) continue;  // a row of NaN only (dim 1)
+          EXPECT_EQ(got[r], want) << "row " << r;
         }
-        if (!any) continue;  // a row of NaN only (dim 1)
-        EXPECT_EQ(got[r], want) << op << " row " << r;
       }
     }
   }
