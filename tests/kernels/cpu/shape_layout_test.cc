@@ -180,8 +180,9 @@ TEST(ShapeOpsTest, ConstantOfShapeFillsEveryElementOnOneAndTwoThreads) {
 }
 
 // Transposes against the index formula: batched 2-D transposes of 4-byte elements (NCHW <->
-// NHWC, outer axes that do not coalesce, partial 8 x 8 tiles at the right and bottom edges) go
-// through tiles transposed in vector registers where the CPU has AVX2; 8-byte, 1-byte and other
+// NHWC, outer axes that do not coalesce, partial 8 x 8 tiles at the right and bottom edges, wide
+// matrices taken in chunks of columns) go through tiles transposed in vector registers where the
+// CPU has AVX2; 8-byte, 1-byte and other
 // permutations copy element by element. One and two threads.
 TEST(LayoutTest, TransposesMatchTheIndexFormula) {
   KernelHarness h;
@@ -194,6 +195,7 @@ TEST(LayoutTest, TransposesMatchTheIndexFormula) {
       {{2, 12, 10, 9}, {0, 3, 1, 2}},  // NHWC -> NCHW: [2][9, 120], a one-row edge
       {{3, 4, 17, 19}, {1, 0, 3, 2}},  // outer axes [4, 3] with their own strides
       {{21, 16}, {1, 0}},              // whole tiles only
+      {{2, 1037, 11}, {0, 2, 1}},      // [2][11, 1037]: chunks of 512, 512 and 13 columns
       {{4, 6, 10}, {1, 0, 2}},         // rows copied as they are
       {{5, 3, 8}, {2, 1, 0}},          // too few rows for a tile
   };
