@@ -106,6 +106,10 @@ struct SeparablePlane {
   int64_t in_w, out_h, out_w, stride, kernel;
   int64_t interior_begin, interior_end;  // InteriorRange along W
   bool include_pad;
+  // The average's divisor along W per output column (the padded window's width with
+  // include_pad, else its taps inside), as a float: a row's divisors are its row count times
+  // these, divided by in one vectorised pass.
+  const float* column_divisor;
 };
 
 // The scratch floats PoolPlane2d needs: the reduced row, and for strides above 2 the phases the
@@ -207,11 +211,11 @@ __attribute__((always_inline)) inline void PoolPlane2dBody(const float* __restri
       }
     }
     if (!kMax) {
-      const int64_t rows_in = r1 - r0;
+      const float rows = static_cast<float>(p.include_pad ? th.padded[oh] : r1 - r0);
+      const float* __restrict columns = p.column_divisor;
       for (int64_t ow = 0; ow < out_w; ++ow) {
-        const int64_t divisor =
-            p.include_pad ? th.padded[oh] * tw.padded[ow] : rows_in * (tw.last[ow] - tw.first[ow]);
-        out[ow] = divisor > 0 ? out[ow] / static_cast<float>(divisor) : 0.0f;
+        const float divisor = rows * columns[ow];
+        out[ow] = divisor > 0.0f ? out[ow] / divisor : 0.0f;
       }
     }
   }
@@ -463,6 +467,13 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PreparePool(const PrepareContext
                          !with_indices;
   const std::pair<int64_t, int64_t> interior = InteriorRange(taps[2], g.kernel[2]);
   const PoolPlaneFn plane_fn = PoolPlane2d<kMax>();
+  std::vector<float> column_divisor;
+  if (separable) {
+    for (int64_t ow = 0; ow < g.output[2]; ++ow) {
+      column_divisor.push_back(static_cast<float>(
+          include_pad != 0 ? taps[2].padded[ow] : taps[2].last[ow] - taps[2].first[ow]));
+    }
+  }
   return MakeKernel(context, std::move(outputs), [=](const KernelArgs& args) {
     const float* xp = static_cast<const float*>(args.inputs[0]);
     float* yp = static_cast<float*>(args.outputs[0]);
@@ -473,9 +484,17 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PreparePool(const PrepareContext
     const int64_t dil_d = g.dilations[0], dil_h = g.dilations[1], dil_w = g.dilations[2];
     const int64_t in_h = g.input[1], in_w = g.input[2];
     if (separable) {
-      const SeparablePlane plane{
-          &th,          &tw,         in_w,           g.output[1],     g.output[2],
-          g.strides[2], g.kernel[2], interior.first, interior.second, include_pad != 0};
+      const SeparablePlane plane{&th,
+                                 &tw,
+                                 in_w,
+                                 g.output[1],
+                                 g.output[2],
+                                 g.strides[2],
+                                 g.kernel[2],
+                                 interior.first,
+                                 interior.second,
+                                 include_pad != 0,
+                                 column_divisor.data()};
       ParallelFor(
           planes, threads, plane_cost,
           [&](int64_t first_plane, int64_t end_plane) {
