@@ -1,6 +1,7 @@
-// kFusedGlobalAveragePoolOp / kFusedChannelScaleOp: a squeeze-and-excitation block's global
-// average and its per-channel scale (EfficientNet, MobileNetV3, RegNetY), and a BatchNormalization
-// with its ReLU that no convolution absorbs (DenseNet's), inside a chain of convolutions, as our
+// kFusedGlobalAveragePoolOp / kFusedChannelScaleOp / kFusedAddOp: a squeeze-and-excitation
+// block's global average and its per-channel scale (EfficientNet, MobileNetV3, RegNetY), a
+// BatchNormalization with its ReLU that no convolution absorbs (DenseNet's), and a residual sum
+// of two such values (ConvMixer's), inside a chain of convolutions, as our
 // own loops over the layout each value is stored in ("x_layout", "y_layout":
 // plain, channels-last or the chain's channel blocks; onednn_util.h, Storage). The block's
 // depthwise output and its projection's input then stay in the convolutions' layout instead of
@@ -61,6 +62,18 @@ void AffineRows(const float* __restrict from, const float* __restrict scale,
     for (int l = 0; l < kLanes; ++l) {
       const float v = from[r * kLanes + l] * s[l] + t[l];
       to[r * kLanes + l] = kRelu ? std::max(v, 0.0f) : v;
+    }
+  }
+}
+
+// Zeros in the channels of `y` (4-D `x`, placed as `py`) past x's C in its last block.
+void ZeroPaddingLanes(const Placement& py, const Shape& x, float* y) {
+  const int64_t padded = (x[1] + py.block - 1) / py.block * py.block;
+  for (int64_t n = 0; n < x[0]; ++n) {
+    for (int64_t c = x[1]; c < padded; ++c) {
+      for (int64_t h = 0; h < x[2]; ++h) {
+        for (int64_t w = 0; w < x[3]; ++w) y[py.At(n, c, h, w)] = 0.0f;
+      }
     }
   }
 }
@@ -224,14 +237,71 @@ class ChannelScaleKernel final : public PreparedKernel {
                     }
                   }
                 });
-    const int64_t padded = (channels + py.block - 1) / py.block * py.block;
-    for (int64_t n = 0; n < n_images; ++n) {
-      for (int64_t c = channels; c < padded; ++c) {
-        for (int64_t h = 0; h < height; ++h) {
-          for (int64_t w = 0; w < width; ++w) y[py.At(n, c, h, w)] = 0.0f;
-        }
-      }
+    ZeroPaddingLanes(py, p_.x, y);
+    return absl::OkStatus();
+  }
+
+ private:
+  Parts p_;
+};
+
+// Y = X0 + X1 (or X0 - X1), then max(., 0) with kRelu.
+template <bool kSubtract, bool kRelu>
+void AddRange(const float* __restrict a, const float* __restrict b, float* __restrict y,
+              int64_t count) {
+  for (int64_t i = 0; i < count; ++i) {
+    const float v = kSubtract ? a[i] - b[i] : a[i] + b[i];
+    y[i] = kRelu ? std::max(v, 0.0f) : v;
+  }
+}
+
+class AddKernel final : public PreparedKernel {
+ public:
+  struct Parts {
+    Shape x;
+    Placement p0, p1, py;
+    size_t y_bytes = 0;
+    bool subtract = false, relu = false;
+    std::vector<TensorDesc> outputs;
+    int threads = 1;
+  };
+
+  explicit AddKernel(Parts parts) : p_(std::move(parts)) {}
+
+  absl::string_view op() const override { return kFusedAddOp; }
+  const std::vector<TensorDesc>& outputs() const override { return p_.outputs; }
+  size_t output_storage_bytes(size_t i) const override { return i == 0 ? p_.y_bytes : 0; }
+
+  absl::Status Run(const KernelArgs& args) const override {
+    const float* a = static_cast<const float*>(args.inputs[0]);
+    const float* b = static_cast<const float*>(args.inputs[1]);
+    float* y = static_cast<float*>(args.outputs[0]);
+    const auto range = p_.subtract ? (p_.relu ? &AddRange<true, true> : &AddRange<true, false>)
+                                   : (p_.relu ? &AddRange<false, true> : &AddRange<false, false>);
+    if (p_.p0 == p_.py && p_.p1 == p_.py) {
+      // One storage: float by float over all of it (a block's padding lanes: 0 + 0).
+      const int64_t count = static_cast<int64_t>(p_.y_bytes / sizeof(float));
+      ParallelFor(count, p_.threads, 1.0, [&](int64_t begin, int64_t end) {
+        range(a + begin, b + begin, y + begin, end - begin);
+      });
+      return absl::OkStatus();
     }
+    // Any placements: one (image, channel) plane at a time; then the output's padding.
+    const int64_t channels = p_.x[1], height = p_.x[2], width = p_.x[3];
+    const Placement &p0 = p_.p0, &p1 = p_.p1, &py = p_.py;
+    ParallelFor(p_.x[0] * channels, p_.threads, 2.0 * static_cast<double>(height * width),
+                [&](int64_t begin, int64_t end) {
+                  for (int64_t item = begin; item < end; ++item) {
+                    const int64_t n = item / channels, c = item % channels;
+                    for (int64_t h = 0; h < height; ++h) {
+                      for (int64_t w = 0; w < width; ++w) {
+                        const float u = a[p0.At(n, c, h, w)], v = b[p1.At(n, c, h, w)];
+                        range(&u, &v, y + py.At(n, c, h, w), 1);
+                      }
+                    }
+                  }
+                });
+    ZeroPaddingLanes(py, p_.x, y);
     return absl::OkStatus();
   }
 
@@ -273,6 +343,16 @@ absl::StatusOr<PerChannel> PerChannelInput(const PrepareContext& context, size_t
   return p;
 }
 
+// "activation": "" or Relu.
+absl::StatusOr<bool> ReluActivation(const PrepareContext& context) {
+  absl::StatusOr<std::string> activation = AttrsOf(context).GetString("activation", "");
+  if (!activation.ok()) return activation.status();
+  if (!activation->empty() && *activation != "Relu") {
+    return InvalidArgument(context, "activation \"", *activation, "\" is neither \"\" nor Relu");
+  }
+  return *activation == "Relu";
+}
+
 absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareChannelScale(const PrepareContext& context) {
   RETURN_IF_ERROR(ExpectInputCount(context, 2, 3));
   RETURN_IF_ERROR(ExpectType(context, 0, {DataType::kFloat32}));
@@ -286,12 +366,7 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareChannelScale(const Prepar
   if (p.has_shift) {
     ASSIGN_OR_RETURN(p.shift, PerChannelInput(context, 2, p.x));
   }
-  absl::StatusOr<std::string> activation = AttrsOf(context).GetString("activation", "");
-  if (!activation.ok()) return activation.status();
-  if (!activation->empty() && *activation != "Relu") {
-    return InvalidArgument(context, "activation \"", *activation, "\" is neither \"\" nor Relu");
-  }
-  p.relu = *activation == "Relu";
+  ASSIGN_OR_RETURN(p.relu, ReluActivation(context));
   ASSIGN_OR_RETURN(Storage x_storage, LayoutAttr(context, "x_layout"));
   ASSIGN_OR_RETURN(Storage y_storage, LayoutAttr(context, "y_layout"));
   ASSIGN_OR_RETURN(p.px, PlacementOf(context, p.x, x_storage));
@@ -302,10 +377,38 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareChannelScale(const Prepar
   return std::make_unique<ChannelScaleKernel>(std::move(p));
 }
 
+absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareAdd(const PrepareContext& context) {
+  RETURN_IF_ERROR(ExpectInputCount(context, 2, 2));
+  AddKernel::Parts p;
+  p.x = context.inputs[0].shape;
+  for (size_t k = 0; k < 2; ++k) {
+    RETURN_IF_ERROR(ExpectType(context, k, {DataType::kFloat32}));
+    if (context.inputs[k].shape != p.x || p.x.size() != 4) {
+      return InvalidArgument(context, "inputs ", runtime::ShapeToString(p.x), " and ",
+                             runtime::ShapeToString(context.inputs[1].shape),
+                             " are not two 4-D values of one shape");
+    }
+  }
+  ASSIGN_OR_RETURN(int64_t subtract, AttrsOf(context).GetInt("subtract", 0));
+  p.subtract = subtract != 0;
+  ASSIGN_OR_RETURN(p.relu, ReluActivation(context));
+  ASSIGN_OR_RETURN(Storage s0, LayoutAttr(context, "x0_layout"));
+  ASSIGN_OR_RETURN(Storage s1, LayoutAttr(context, "x1_layout"));
+  ASSIGN_OR_RETURN(Storage y_storage, LayoutAttr(context, "y_layout"));
+  ASSIGN_OR_RETURN(p.p0, PlacementOf(context, p.x, s0));
+  ASSIGN_OR_RETURN(p.p1, PlacementOf(context, p.x, s1));
+  ASSIGN_OR_RETURN(p.py, PlacementOf(context, p.x, y_storage));
+  p.y_bytes = StoredDesc(p.x, y_storage, ChainTag(context)).get_size();
+  p.outputs = {Desc(DataType::kFloat32, p.x)};
+  p.threads = context.intra_op_threads;
+  return std::make_unique<AddKernel>(std::move(p));
+}
+
 }  // namespace
 
 absl::Status RegisterChainKernels(runtime::KernelRegistry* registry) {
   RETURN_IF_ERROR(registry->Register(kFusedGlobalAveragePoolOp, &PrepareGlobalAverage));
+  RETURN_IF_ERROR(registry->Register(kFusedAddOp, &PrepareAdd));
   return registry->Register(kFusedChannelScaleOp, &PrepareChannelScale);
 }
 

@@ -16,6 +16,7 @@ namespace {
 using fusion::DropNodes;
 using fusion::IsGraphOutput;
 using fusion::SoleConsumer;
+using kernels::cpu::kFusedAddOp;
 using kernels::cpu::kFusedAveragePoolOp;
 using kernels::cpu::kFusedChannelScaleOp;
 using kernels::cpu::kFusedConcatOp;
@@ -143,16 +144,17 @@ int64_t Conv1dWidth(const Graph& graph, const Node& node) {
 }
 
 // A node that writes a 4-D float32 value in any of the layouts: a 2-D fused conv, a fused
-// pooling, a fused concatenation or a fused channel scale.
+// pooling, concatenation, channel scale, Resize or sum.
 bool WritesAnyLayout(const Graph& graph, const Node& node) {
   return IsConv2d(graph, node) || node.op == kFusedMaxPoolOp || node.op == kFusedAveragePoolOp ||
-         node.op == kFusedConcatOp || node.op == kFusedChannelScaleOp || node.op == kFusedResizeOp;
+         node.op == kFusedConcatOp || node.op == kFusedChannelScaleOp ||
+         node.op == kFusedResizeOp || node.op == kFusedAddOp;
 }
 
 // A node that reads a 4-D value in any of the layouts as its input `input`: input 0 (and 3, the
-// residual) of a conv, every input of a fused concatenation, input 0 of the others.
+// residual) of a conv, every input of a fused concatenation or sum, input 0 of the others.
 bool IsLayoutAware(const Graph& graph, const Node& node, size_t input) {
-  if (node.op == kFusedConcatOp) return true;
+  if (node.op == kFusedConcatOp || node.op == kFusedAddOp) return true;
   if (node.op == kFusedMaxPoolOp || node.op == kFusedAveragePoolOp || node.op == kFusedConvDwOp ||
       node.op == kFusedGlobalAveragePoolOp || node.op == kFusedChannelScaleOp ||
       node.op == kFusedResizeOp) {
@@ -182,6 +184,20 @@ bool IsChannelScaleOf(const Graph& graph, int scale, int x) {
     const Dim& d = s.dims[rank - 1 - k];
     const bool one = d.known() && d.value == 1;
     if (k < 2 ? !one : !one && !SameDim(d, v.dims[3 - k])) return false;
+  }
+  return true;
+}
+
+// Two 4-D float32 values whose shapes are the same at run time.
+bool SameFloat4dShape(const Graph& graph, int a, int b) {
+  const Value& u = graph.values[a];
+  const Value& v = graph.values[b];
+  if (!u.has_shape || !v.has_shape || u.dims.size() != 4 || v.dims.size() != 4 ||
+      u.dtype != DataType::kFloat32 || v.dtype != DataType::kFloat32) {
+    return false;
+  }
+  for (size_t k = 0; k < 4; ++k) {
+    if (!SameDim(u.dims[k], v.dims[k])) return false;
   }
   return true;
 }
@@ -721,6 +737,14 @@ int FuseChannelOpsIntoConvChains(Graph* graph, const KernelRegistry& registry) {
       if (k == 2) continue;
       if (k == 1) std::swap(node.inputs[0], node.inputs[1]);
       node.op = kFusedChannelScaleOp;
+    } else if ((node.op == "Add" || node.op == "Sub") && registry.Has(kFusedAddOp) &&
+               node.inputs.size() == 2 && node.outputs.size() == 1 && from_chain(node.inputs[0]) &&
+               from_chain(node.inputs[1]) &&
+               SameFloat4dShape(*graph, node.inputs[0], node.inputs[1])) {
+      // A sum of two of the chain's values of one shape (no broadcasting).
+      node.attributes = Attributes();
+      if (node.op == "Sub") node.attributes.Set("subtract", int64_t{1});
+      node.op = kFusedAddOp;
     } else if (node.op == "BatchNormalization" && registry.Has(kFusedChannelScaleOp) &&
                !node.inputs.empty() && from_chain(node.inputs[0]) &&
                InferenceBatchNorm(*graph, uses, node, &factor, &shift)) {
@@ -738,11 +762,15 @@ int FuseChannelOpsIntoConvChains(Graph* graph, const KernelRegistry& registry) {
     node.domain = kFusedDomain;
     ++fused;
   }
-  // A Relu that is the only reader of a channel scale's output becomes its activation.
+  // A Relu that is the only reader of a channel scale's or a sum's output becomes its
+  // activation.
   const std::vector<int> reads = graph->UseCounts();
   std::vector<bool> drop(graph->nodes.size(), false);
   for (Node& node : graph->nodes) {
-    if (node.op != kFusedChannelScaleOp || node.attributes.Has("activation")) continue;
+    if ((node.op != kFusedChannelScaleOp && node.op != kFusedAddOp) ||
+        node.attributes.Has("activation")) {
+      continue;
+    }
     const int at = SoleConsumer(*graph, reads, node.outputs[0]);
     if (at < 0 || graph->nodes[at].op != "Relu" || !fusion::IsDefaultDomain(graph->nodes[at]) ||
         graph->nodes[at].outputs.size() != 1) {
@@ -797,7 +825,7 @@ int FuseConcatIntoConvChains(Graph* graph, const KernelRegistry& registry) {
 }
 
 std::string InputLayoutAttribute(const Node& node, size_t k) {
-  if (node.op == kFusedConcatOp) return absl::StrCat("x", k, "_layout");
+  if (node.op == kFusedConcatOp || node.op == kFusedAddOp) return absl::StrCat("x", k, "_layout");
   if (k == 0) return "x_layout";
   return k == 3 ? "r_layout" : "";
 }
@@ -821,7 +849,8 @@ int KeepBlockedLayoutBetweenConvs(Graph* graph) {
     // Every use of this node's output comes later, so it is decided here.
     keep[i] = (WritesAnyLayout(*graph, node) || IsConv1d(*graph, node)) && any_use[i] &&
               all_aware[i] && !IsGraphOutput(*graph, node.outputs[0]);
-    const bool passes_on = node.op != kFusedConcatOp || keep[i];
+    // (A fused sum likewise: with its output plain, it reads its inputs plain.)
+    const bool passes_on = (node.op != kFusedConcatOp && node.op != kFusedAddOp) || keep[i];
     for (size_t k = 0; k < node.inputs.size(); ++k) {
       const int in = node.inputs[k];
       if (in == Graph::kNoValue || producer[in] < 0) continue;

@@ -402,6 +402,56 @@ TEST(PoolTest, ChainGlobalAverageAndChannelScaleOverStorages) {
   }
 }
 
+// The chain's sum (chain_ops.cc, kFusedAddOp) over plain and channels-last storage (the
+// blocked one runs in the engine's fusion tests), at two threads: X0 + X1 and Relu(X0 - X1), the
+// inputs and the output each in either storage (one storage: the flat loop; mixed: element by
+// element). Inputs of two shapes are refused.
+TEST(PoolTest, ChainSumOverStorages) {
+  KernelHarness h;
+  const int64_t n = 2, c = 12, hh = 5, ww = 7, plane = hh * ww;
+  const std::vector<float> a = RandomFloats(n * c * plane, 35), b = RandomFloats(n * c * plane, 36);
+  auto to_nhwc = [&](const std::vector<float>& v) {
+    std::vector<float> out(v.size());
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t k = 0; k < c; ++k)
+        for (int64_t p = 0; p < plane; ++p)
+          out[(i * plane + p) * c + k] = v[(i * c + k) * plane + p];
+    return out;
+  };
+  const std::vector<std::string> layouts = {"nchw", "nhwc"};
+  for (const bool subtract : {false, true}) {
+    std::vector<float> want(a.size());
+    for (size_t i = 0; i < a.size(); ++i)
+      want[i] = subtract ? std::max(a[i] - b[i], 0.0f) : a[i] + b[i];
+    for (const std::string& l0 : layouts) {
+      for (const std::string& l1 : layouts) {
+        for (const std::string& ly : layouts) {
+          SCOPED_TRACE(::testing::Message()
+                       << "subtract=" << subtract << " " << l0 << " " << l1 << " -> " << ly);
+          const std::vector<Tensor> inputs = {
+              Tensor::Of<float>({n, c, hh, ww}, l0 == "nhwc" ? to_nhwc(a) : a),
+              Tensor::Of<float>({n, c, hh, ww}, l1 == "nhwc" ? to_nhwc(b) : b)};
+          auto kernel = h.Prepare(kFusedAddOp, inputs,
+                                  Attrs({{"x0_layout", l0},
+                                         {"x1_layout", l1},
+                                         {"y_layout", ly},
+                                         {"subtract", int64_t{subtract}},
+                                         {"activation", std::string(subtract ? "Relu" : "")}}),
+                                  17, 1, 2);
+          ASSERT_TRUE(kernel.ok()) << kernel.status();
+          auto out = h.RunPrepared(**kernel, inputs);
+          ASSERT_TRUE(out.ok()) << out.status();
+          EXPECT_EQ((*out)[0].Values<float>(), ly == "nhwc" ? to_nhwc(want) : want);
+        }
+      }
+    }
+  }
+  auto refused =
+      h.Run(kFusedAddOp, {Tensor::Of<float>({n, c, hh, ww}, a),
+                          Tensor::Of<float>({n, c, hh, 1}, RandomFloats(n * c * hh, 37))});
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument) << refused.status();
+}
+
 TEST(PoolTest, MaxPoolIndicesAndGlobalPools) {
   KernelHarness h;
   // Two planes: indices count across the whole tensor.

@@ -2,7 +2,8 @@
 // after a convolution's activation (x + SiLU(conv(...))) goes into the fused conv
 // (sum_after_activation), and the kernel adds it after the activation; a concatenation of a
 // split whose shapes shape inference lost stays in the chain of convolutions. A Resize between
-// convolutions, and PointNet's pointwise 1-D chains. Outputs as the unfused graph's.
+// convolutions, sums of the chain's values, and PointNet's pointwise 1-D chains. Outputs as the
+// unfused graph's.
 #include <cmath>
 #include <map>
 #include <memory>
@@ -223,6 +224,53 @@ TEST_F(FusionConvCspTest, ResizeBetweenConvolutionsKeepsTheChainLayout) {
     EXPECT_EQ(node->op, c.fused ? std::string(kFusedResizeOp) : std::string("Resize"));
     EXPECT_EQ(Attr(*node, "x_layout"), c.fused ? "blocked" : "");
     EXPECT_EQ(Attr(*node, "y_layout"), c.fused ? "blocked" : "");
+  }
+}
+
+// ConvMixer's residual sums: values that BatchNormalizations (after activations, so that no
+// convolution absorbs them) write are added, and their sum and a difference read by a
+// convolution. Each becomes a fused sum that reads and writes blocked (the Relu after the sum
+// its activation), so that the chain does not go plain around them. Batch 2, 24 channels (a
+// partial block), every output as the unfused graph's.
+TEST_F(FusionConvCspTest, SumsOfChainValuesKeepTheBlockedLayout) {
+  ModelBuilder b;
+  b.Input("x", onnx::TensorProto::FLOAT, {2, 8, 9, 9}).Output("y", {2, 16, 9, 9});
+  auto bn = [&b](const std::string& in, const std::string& out, uint32_t seed) {
+    b.FloatInit(out + "_scale", {24}, RandomFloats(24, seed, 0.5f, 1.5f));
+    b.FloatInit(out + "_b", {24}, RandomFloats(24, seed + 1));
+    b.FloatInit(out + "_mean", {24}, RandomFloats(24, seed + 2));
+    b.FloatInit(out + "_var", {24}, RandomFloats(24, seed + 3, 0.5f, 2.0f));
+    b.Node("BatchNormalization", {in, out + "_scale", out + "_b", out + "_mean", out + "_var"},
+           {out});
+  };
+  AddConv(b, "a", "x", "a_out", 8, 24, 171, true);
+  b.Node("Relu", {"a_out"}, {"a_act"});
+  bn("a_act", "u", 173);
+  AddConv(b, "m", "u", "m_out", 24, 24, 177, true);
+  b.Node("Relu", {"m_out"}, {"m_act"});
+  bn("m_act", "v", 179);
+  b.Node("Add", {"u", "v"}, {"sum"}, "sum");
+  b.Node("Relu", {"sum"}, {"sum_act"});
+  b.Node("Sub", {"sum_act", "v"}, {"diff"}, "diff");
+  AddConv(b, "c", "diff", "y", 24, 16, 183, true);
+  const TensorValue x = FloatTensor({2, 8, 9, 9}, RandomFloats(2 * 8 * 81, 185));
+  auto model = LoadBothWithin(b.Bytes(), x, 1e-4f);
+  ASSERT_NE(model, nullptr);
+  const Graph& g = model->graph();
+  EXPECT_EQ(CountOps(g, kernels::cpu::kFusedAddOp), 2);
+  EXPECT_EQ(CountOps(g, "Relu"), 0);
+  for (const char* name : {"sum", "diff"}) {
+    SCOPED_TRACE(name);
+    const Node* node = FindNamed(g, name);
+    ASSERT_NE(node, nullptr);
+    EXPECT_EQ(node->op, kernels::cpu::kFusedAddOp);
+    EXPECT_EQ(Attr(*node, "x0_layout"), "blocked");
+    EXPECT_EQ(Attr(*node, "x1_layout"), "blocked");
+    EXPECT_EQ(Attr(*node, "y_layout"), "blocked");
+    EXPECT_EQ(Attr(*node, "activation"), std::string(name) == "sum" ? "Relu" : "");
+    auto subtract = node->attributes.GetInt("subtract", 0);
+    ASSERT_TRUE(subtract.ok());
+    EXPECT_EQ(*subtract, std::string(name) == "diff" ? 1 : 0);
   }
 }
 

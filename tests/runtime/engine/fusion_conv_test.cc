@@ -885,14 +885,19 @@ TEST_F(FusionConvTest, ResidualThatOnlyBroadcastsIsAddedAfterTheConv) {
 }
 
 TEST_F(FusionConvTest, AddOfTwoUsesOfOneConvIsNotFused) {
-  // Add(a, a): the conv's output has two uses, so the Add must stay.
+  // Add(a, a): the conv's output has two uses, so the Add must stay a sum of its own (the
+  // chain's fused sum), not the conv's residual.
   ModelBuilder b;
   b.Input("x", onnx::TensorProto::FLOAT, {1, 2, 4, 4}).Output("y", {1, 2, 4, 4});
   AddConv(b, "a", "x", "a_out", 2, 2, 31);
   b.Node("Add", {"a_out", "a_out"}, {"y"});
   auto model = LoadBoth(b.Bytes(), FloatTensor({1, 2, 4, 4}, RandomFloats(32, 32)));
   ASSERT_NE(model, nullptr);
-  EXPECT_EQ(CountOps(model->graph(), "Add"), 1);
+  const Graph& g = model->graph();
+  EXPECT_EQ(CountOps(g, "Add") + CountOps(g, kernels::cpu::kFusedAddOp), 1);
+  const Node* conv = FindOp(g, kFusedConvOp);
+  ASSERT_NE(conv, nullptr);
+  EXPECT_LT(conv->inputs.size(), 4u);
 }
 
 // 1x1 conv [C→M] then BatchNormalization, computed by hand.
