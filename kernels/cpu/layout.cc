@@ -238,19 +238,36 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareConcat(const PrepareConte
   std::vector<int64_t> chunk;  // bytes per outer index, per input
   for (const TensorDesc& in : context.inputs) chunk.push_back(in.shape[axis] * inner);
   const int64_t row = out[axis] * inner;
-  return MakeKernel(context, {Desc(first.dtype, out)}, [chunk, outer, row](const KernelArgs& args) {
-    uint8_t* o = static_cast<uint8_t*>(args.outputs[0]);
-    int64_t at = 0;
-    for (size_t k = 0; k < chunk.size(); ++k) {
-      const uint8_t* in = static_cast<const uint8_t*>(args.inputs[k]);
-      const size_t bytes = static_cast<size_t>(chunk[k]);
-      if (bytes > 0) {
-        for (int64_t j = 0; j < outer; ++j) std::memcpy(o + j * row + at, in + j * bytes, bytes);
-      }
-      at += chunk[k];
-    }
-    return absl::OkStatus();
-  });
+  const int threads = context.intra_op_threads;
+  return MakeKernel(
+      context, {Desc(first.dtype, out)}, [chunk, outer, row, threads](const KernelArgs& args) {
+        uint8_t* o = static_cast<uint8_t*>(args.outputs[0]);
+        if (outer == 1) {
+          // Each input one run: copied in pieces over the threads.
+          int64_t at = 0;
+          for (size_t k = 0; k < chunk.size(); ++k) {
+            ParallelCopy(o + at, args.inputs[k], static_cast<size_t>(chunk[k]), threads);
+            at += chunk[k];
+          }
+          return absl::OkStatus();
+        }
+        // Output rows (one run of each input) split over the threads (a float's copy costing 1).
+        ParallelFor(outer, threads, static_cast<double>(row) / 4.0,
+                    [&](int64_t begin, int64_t end) {
+                      int64_t at = 0;
+                      for (size_t k = 0; k < chunk.size(); ++k) {
+                        const uint8_t* in = static_cast<const uint8_t*>(args.inputs[k]);
+                        const size_t bytes = static_cast<size_t>(chunk[k]);
+                        if (bytes > 0) {
+                          for (int64_t j = begin; j < end; ++j) {
+                            std::memcpy(o + j * row + at, in + j * bytes, bytes);
+                          }
+                        }
+                        at += chunk[k];
+                      }
+                    });
+        return absl::OkStatus();
+      });
 }
 
 absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareSplit(const PrepareContext& context) {

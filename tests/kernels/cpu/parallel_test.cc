@@ -262,6 +262,39 @@ TEST(ParallelKernelsTest, FusedConcatenationSplitsItsCopyAnywhere) {
   }
 }
 
+// Concat splits its copies over the threads: along axis 0 (each input one run, copied in
+// pieces: 150 KiB and 50 KiB) and along the last axis (rows of 13 + 7 floats, DGCNN's edge
+// features), at one to three threads, against the concatenation by index.
+TEST(ParallelKernelsTest, ConcatenationCopiesOverTheThreads) {
+  KernelHarness h;
+  for (const int64_t axis : {int64_t{0}, int64_t{2}}) {
+    const Shape a_shape = axis == 0 ? Shape{3, 100, 128} : Shape{4, 2000, 13};
+    const Shape b_shape = axis == 0 ? Shape{1, 100, 128} : Shape{4, 2000, 7};
+    const std::vector<float> a = RandomFloats(a_shape[0] * a_shape[1] * a_shape[2], 51);
+    const std::vector<float> b = RandomFloats(b_shape[0] * b_shape[1] * b_shape[2], 52);
+    std::vector<float> want;
+    if (axis == 0) {
+      want = a;
+      want.insert(want.end(), b.begin(), b.end());
+    } else {
+      for (int64_t r = 0; r < 4 * 2000; ++r) {
+        want.insert(want.end(), a.begin() + r * 13, a.begin() + (r + 1) * 13);
+        want.insert(want.end(), b.begin() + r * 7, b.begin() + (r + 1) * 7);
+      }
+    }
+    const std::vector<Tensor> inputs = {Tensor::Of<float>(a_shape, a),
+                                        Tensor::Of<float>(b_shape, b)};
+    for (int threads : {1, 2, 3}) {
+      SCOPED_TRACE(::testing::Message() << "axis " << axis << " threads " << threads);
+      auto kernel = h.Prepare("Concat", inputs, Attrs({{"axis", axis}}), 17, 1, threads);
+      ASSERT_TRUE(kernel.ok()) << kernel.status();
+      auto out = h.RunPrepared(**kernel, inputs);
+      ASSERT_TRUE(out.ok()) << out.status();
+      EXPECT_EQ((*out)[0].Values<float>(), want);
+    }
+  }
+}
+
 // NCHW floats of `images` x `channels` x `pixels` stored as [N][groups][pixels][lanes], the
 // padding lanes zero (lanes 0: NCHW as it is; lanes == channels: channels-last).
 std::vector<float> StoreInLanes(const std::vector<float>& v, int64_t images, int64_t channels,
