@@ -1,8 +1,11 @@
 // TopK: the k largest (or smallest) values along an axis and their int64 indices, always sorted;
 // equal values keep the lower index first; NaN counts as larger than every number (first among
 // the largest, last among the smallest). k must be known at plan time.
+#include <immintrin.h>
+
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <memory>
 #include <type_traits>
 
@@ -49,6 +52,21 @@ inline int64_t SkipWorse(const T* p, int64_t j, int64_t dim, T last, bool larges
   return j;
 }
 
+// Bit l set where p[l] (l < 16) may come before `last` in TopK's order: above it or NaN
+// (largest), below it (smallest; every number when `last` is NaN). SSE, the x86-64 baseline.
+inline uint32_t HitMask16(const float* p, float last, bool largest) {
+  if (!largest && std::isnan(last)) return 0xFFFFu;
+  const __m128 t = _mm_set1_ps(last);
+  uint32_t mask = 0;
+  for (int b = 0; b < 4; ++b) {
+    const __m128 v = _mm_loadu_ps(p + 4 * b);
+    const __m128 hit =
+        largest ? _mm_or_ps(_mm_cmpgt_ps(v, t), _mm_cmpunord_ps(v, v)) : _mm_cmplt_ps(v, t);
+    mask |= static_cast<uint32_t>(_mm_movemask_ps(hit)) << (4 * b);
+  }
+  return mask;
+}
+
 // The k best of the `dim` values p[j * stride] (k <= kInsertionK, k <= dim) into values[j * out]
 // and, unless null, indices[j * out]. Values enter in index order and stop at an equal one:
 // ties keep the lower index first.
@@ -70,7 +88,22 @@ void TopByInsertion(const T* p, int64_t dim, int64_t stride, int64_t k, bool lar
     best[slot] = v;
     at[slot] = j;
   };
-  for (int64_t j = 0; j < dim; ++j) {
+  int64_t j = 0;
+  if constexpr (std::is_same_v<T, float>) {
+    if (stride == 1) {
+      // The first k fill the array; then blocks of 16 screened against the k-th best at the
+      // block's start, and only the values flagged offered, in index order (the k-th best only
+      // improves, so a flagged value may still be turned away; an unflagged one would be).
+      for (; j < k; ++j) offer(p[j], j);
+      for (; j + 16 <= dim; j += 16) {
+        for (uint32_t hits = HitMask16(p + j, best[k - 1], largest); hits != 0; hits &= hits - 1) {
+          const int64_t l = __builtin_ctz(hits);
+          offer(p[j + l], j + l);
+        }
+      }
+    }
+  }
+  for (; j < dim; ++j) {
     if (stride == 1 && filled == k) j = SkipWorse(p, j, dim, best[k - 1], largest);
     if (j < dim) offer(p[j * stride], j);
   }
