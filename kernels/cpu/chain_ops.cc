@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/cpu/conv.h"
 #include "kernels/cpu/families.h"
 #include "kernels/cpu/fused_ops.h"
 #include "kernels/cpu/kernel_util.h"
@@ -245,14 +246,11 @@ class ChannelScaleKernel final : public PreparedKernel {
   Parts p_;
 };
 
-// Y = X0 + X1 (or X0 - X1), then max(., 0) with kRelu.
-template <bool kSubtract, bool kRelu>
+// Y = X0 + X1 (or X0 - X1).
+template <bool kSubtract>
 void AddRange(const float* __restrict a, const float* __restrict b, float* __restrict y,
               int64_t count) {
-  for (int64_t i = 0; i < count; ++i) {
-    const float v = kSubtract ? a[i] - b[i] : a[i] + b[i];
-    y[i] = kRelu ? std::max(v, 0.0f) : v;
-  }
+  for (int64_t i = 0; i < count; ++i) y[i] = kSubtract ? a[i] - b[i] : a[i] + b[i];
 }
 
 class AddKernel final : public PreparedKernel {
@@ -261,7 +259,8 @@ class AddKernel final : public PreparedKernel {
     Shape x;
     Placement p0, p1, py;
     size_t y_bytes = 0;
-    bool subtract = false, relu = false;
+    bool subtract = false;
+    ConvActivation act;
     std::vector<TensorDesc> outputs;
     int threads = 1;
   };
@@ -276,14 +275,18 @@ class AddKernel final : public PreparedKernel {
     const float* a = static_cast<const float*>(args.inputs[0]);
     const float* b = static_cast<const float*>(args.inputs[1]);
     float* y = static_cast<float*>(args.outputs[0]);
-    const auto range = p_.subtract ? (p_.relu ? &AddRange<true, true> : &AddRange<true, false>)
-                                   : (p_.relu ? &AddRange<false, true> : &AddRange<false, false>);
+    const auto range = p_.subtract ? &AddRange<true> : &AddRange<false>;
     if (p_.p0 == p_.py && p_.p1 == p_.py) {
-      // One storage: float by float over all of it (a block's padding lanes: 0 + 0).
+      // One storage: float by float over all of it (a block's padding lanes: 0 + 0), each range
+      // activated while in the cache; then padding lanes that the activation moved off zero
+      // (Sigmoid's 0.5) zeroed again.
       const int64_t count = static_cast<int64_t>(p_.y_bytes / sizeof(float));
-      ParallelFor(count, p_.threads, 1.0, [&](int64_t begin, int64_t end) {
-        range(a + begin, b + begin, y + begin, end - begin);
-      });
+      ParallelFor(count, p_.threads, p_.act.name.empty() ? 1.0 : 4.0,
+                  [&](int64_t begin, int64_t end) {
+                    range(a + begin, b + begin, y + begin, end - begin);
+                    ApplyConvActivation(p_.act, y + begin, end - begin, 1);
+                  });
+      if (ApplyActivation(p_.act, 0.0f) != 0.0f) ZeroPaddingLanes(p_.py, p_.x, y);
       return absl::OkStatus();
     }
     // Any placements: one (image, channel) plane at a time; then the output's padding.
@@ -296,7 +299,7 @@ class AddKernel final : public PreparedKernel {
                     for (int64_t h = 0; h < height; ++h) {
                       for (int64_t w = 0; w < width; ++w) {
                         const float u = a[p0.At(n, c, h, w)], v = b[p1.At(n, c, h, w)];
-                        range(&u, &v, y + py.At(n, c, h, w), 1);
+                        y[py.At(n, c, h, w)] = ApplyActivation(p_.act, p_.subtract ? u - v : u + v);
                       }
                     }
                   }
@@ -391,7 +394,11 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareAdd(const PrepareContext&
   }
   ASSIGN_OR_RETURN(int64_t subtract, AttrsOf(context).GetInt("subtract", 0));
   p.subtract = subtract != 0;
-  ASSIGN_OR_RETURN(p.relu, ReluActivation(context));
+  ASSIGN_OR_RETURN(p.act, ReadConvActivation(AttrsOf(context), ""));
+  dnnl::post_ops known;  // the names a convolution takes (AppendActivation's list)
+  if (!AppendActivation(p.act, &known)) {
+    return InvalidArgument(context, "unknown activation \"", p.act.name, "\"");
+  }
   ASSIGN_OR_RETURN(Storage s0, LayoutAttr(context, "x0_layout"));
   ASSIGN_OR_RETURN(Storage s1, LayoutAttr(context, "x1_layout"));
   ASSIGN_OR_RETURN(Storage y_storage, LayoutAttr(context, "y_layout"));

@@ -75,10 +75,11 @@ inline constexpr char kFusedGlobalAveragePoolOp[] = "com.reprise.FusedGlobalAver
 /// scale, or a BatchNormalization (and its ReLU) that no convolution absorbs.
 inline constexpr char kFusedChannelScaleOp[] = "com.reprise.FusedChannelScale";
 
-/// Y = X0 + X1 (X0 - X1 with "subtract" 1), then max(Y, 0) with "activation" "Relu", of two
-/// 4-D float32 values of one shape inside a chain of convolutions: X0 and X1 stored as
-/// "x0_layout" and "x1_layout" say and Y as "y_layout" (as for kFusedConvOp). A residual sum
-/// that no convolution absorbs (ConvMixer's, after a BatchNormalization).
+/// Y = act(X0 + X1) (X0 - X1 with "subtract" 1) of two 4-D float32 values of one shape inside a
+/// chain of convolutions: X0 and X1 stored as "x0_layout" and "x1_layout" say and Y as
+/// "y_layout", the activation as kFusedConvOp's ("activation" and its parameters). A sum that no
+/// convolution absorbs (ConvMixer's residual after a BatchNormalization, a BiFPN's weighted
+/// sum and its SiLU).
 inline constexpr char kFusedAddOp[] = "com.reprise.FusedAdd";
 
 /// MatMul with folded operand transposes and an epilogue: inputs A, B, C (optional constant

@@ -120,6 +120,19 @@ bool MatchActivation(const Graph& graph, const std::vector<int>& uses, int value
   return true;
 }
 
+// `act` as a fused node's attributes: "activation" and, where it has them, its parameters.
+void SetActivationAttributes(const Activation& act, Node* node) {
+  node->attributes.Set("activation", act.name);
+  if (act.name == "Clip") {
+    node->attributes.Set("clip_min", act.lo);
+    node->attributes.Set("clip_max", act.hi);
+  }
+  if (act.name == "LeakyRelu" || act.name == "HardSigmoid") {
+    node->attributes.Set("activation_alpha", act.alpha);
+    node->attributes.Set("activation_beta", act.beta);
+  }
+}
+
 // The rank of a node's constant weights (input 1), or 0 when they are not a constant.
 size_t ConstantWeightRank(const Graph& graph, const Node& node) {
   const TensorValue* w = node.inputs.size() < 2 ? nullptr : graph.FindConstant(node.inputs[1]);
@@ -546,16 +559,8 @@ int FuseConvPostOps(Graph* graph, const KernelRegistry& registry) {
     fused.inputs.resize(3, Graph::kNoValue);
     if (residual != Graph::kNoValue) fused.inputs.push_back(residual);
     fused.outputs = {out};
-    fused.attributes.Set("activation", activation.name);
+    SetActivationAttributes(activation, &fused);
     if (sum_after_activation) fused.attributes.Set("sum_after_activation", int64_t{1});
-    if (activation.name == "Clip") {
-      fused.attributes.Set("clip_min", activation.lo);
-      fused.attributes.Set("clip_max", activation.hi);
-    }
-    if (activation.name == "LeakyRelu" || activation.name == "HardSigmoid") {
-      fused.attributes.Set("activation_alpha", activation.alpha);
-      fused.attributes.Set("activation_beta", activation.beta);
-    }
     if (last == static_cast<int>(i)) {
       conv = std::move(fused);
     } else {
@@ -762,13 +767,22 @@ int FuseChannelOpsIntoConvChains(Graph* graph, const KernelRegistry& registry) {
     node.domain = kFusedDomain;
     ++fused;
   }
-  // A Relu that is the only reader of a channel scale's or a sum's output becomes its
-  // activation.
+  // A Relu that is the only reader of a channel scale's output becomes its activation; any
+  // convolution activation after a sum becomes the sum's.
   const std::vector<int> reads = graph->UseCounts();
   std::vector<bool> drop(graph->nodes.size(), false);
   for (Node& node : graph->nodes) {
     if ((node.op != kFusedChannelScaleOp && node.op != kFusedAddOp) ||
         node.attributes.Has("activation")) {
+      continue;
+    }
+    Activation act;
+    if (node.op == kFusedAddOp) {
+      if (!MatchActivation(*graph, reads, node.outputs[0], drop, &act)) continue;
+      SetActivationAttributes(act, &node);
+      node.outputs[0] = act.out;
+      for (int taken : act.nodes) drop[taken] = true;
+      ++fused;
       continue;
     }
     const int at = SoleConsumer(*graph, reads, node.outputs[0]);

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <mutex>
 #include <set>
 #include <string>
@@ -375,6 +376,48 @@ TEST(ParallelKernelsTest, FusedConcatenationGathersPartialChannelBlocks) {
       ASSERT_TRUE(testing::RunOnBuffers(**kernel, ins, stored.data()).ok());
       for (size_t i = 0; i < expected.size(); ++i) {
         ASSERT_EQ(stored[i], expected[i]) << "stored float " << i;
+      }
+    }
+  }
+}
+
+// The chain's sum in channel blocks with an activation that does not keep zero at zero:
+// Sigmoid(X0 + X1) over 20 channels (a partial block) at one and two threads. Every stored float
+// is the reference's, and the padding lanes are zeros again after the activation.
+TEST(ParallelKernelsTest, FusedSumActivatesAndKeepsThePaddingZero) {
+  KernelHarness h;
+  const int64_t images = 2, channels = 20, plane = 6 * 5;
+  const std::vector<float> a = RandomFloats(images * channels * plane, 61);
+  const std::vector<float> b = RandomFloats(images * channels * plane, 62);
+  const std::vector<Tensor> inputs = {Tensor::Of<float>({images, channels, 6, 5}, a),
+                                      Tensor::Of<float>({images, channels, 6, 5}, b)};
+  const runtime::Attributes attrs = Attrs({{"x0_layout", std::string("blocked")},
+                                           {"x1_layout", std::string("blocked")},
+                                           {"y_layout", std::string("blocked")},
+                                           {"activation", std::string("Sigmoid")}});
+  std::vector<float> want(a.size());
+  for (size_t i = 0; i < a.size(); ++i) want[i] = 1.0f / (1.0f + std::exp(-(a[i] + b[i])));
+  for (int threads : {1, 2}) {
+    SCOPED_TRACE(threads);
+    auto kernel = h.Prepare(kFusedAddOp, inputs, attrs, 17, 1, threads);
+    ASSERT_TRUE(kernel.ok()) << kernel.status();
+    // This CPU's blocked layout: 32 (blocks of 16), 24 (of 8) or 20 floats per pixel.
+    const int64_t per_pixel =
+        static_cast<int64_t>((*kernel)->output_storage_bytes(0)) / 4 / (images * plane);
+    const int64_t lanes = per_pixel == channels ? channels : per_pixel == 32 ? 16 : 8;
+    const std::vector<float> a_stored = StoreInLanes(a, images, channels, plane, lanes);
+    const std::vector<float> b_stored = StoreInLanes(b, images, channels, plane, lanes);
+    const std::vector<float> expected = StoreInLanes(want, images, channels, plane, lanes);
+    const std::vector<float> lane_used =
+        StoreInLanes(std::vector<float>(want.size(), 1.0f), images, channels, plane, lanes);
+    std::vector<float> stored(expected.size(), 7.0f);
+    ASSERT_TRUE(
+        testing::RunOnBuffers(**kernel, {a_stored.data(), b_stored.data()}, stored.data()).ok());
+    for (size_t i = 0; i < expected.size(); ++i) {
+      if (lane_used[i] == 0.0f) {
+        ASSERT_EQ(stored[i], 0.0f) << "padding lane at " << i;
+      } else {
+        ASSERT_NEAR(stored[i], expected[i], 1e-6f) << "stored float " << i;
       }
     }
   }

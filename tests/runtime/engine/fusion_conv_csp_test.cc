@@ -229,8 +229,9 @@ TEST_F(FusionConvCspTest, ResizeBetweenConvolutionsKeepsTheChainLayout) {
 
 // ConvMixer's residual sums: values that BatchNormalizations (after activations, so that no
 // convolution absorbs them) write are added, and their sum and a difference read by a
-// convolution. Each becomes a fused sum that reads and writes blocked (the Relu after the sum
-// its activation), so that the chain does not go plain around them. Batch 2, 24 channels (a
+// convolution. Each becomes a fused sum that reads and writes blocked (the Relu after the sum and
+// the SiLU after the difference their activations), so that the chain does not go plain around
+// them. Batch 2, 24 channels (a
 // partial block), every output as the unfused graph's.
 TEST_F(FusionConvCspTest, SumsOfChainValuesKeepTheBlockedLayout) {
   ModelBuilder b;
@@ -252,13 +253,14 @@ TEST_F(FusionConvCspTest, SumsOfChainValuesKeepTheBlockedLayout) {
   b.Node("Add", {"u", "v"}, {"sum"}, "sum");
   b.Node("Relu", {"sum"}, {"sum_act"});
   b.Node("Sub", {"sum_act", "v"}, {"diff"}, "diff");
-  AddConv(b, "c", "diff", "y", 24, 16, 183, true);
+  AddActivation(b, "Silu", "diff", "diff_act");
+  AddConv(b, "c", "diff_act", "y", 24, 16, 183, true);
   const TensorValue x = FloatTensor({2, 8, 9, 9}, RandomFloats(2 * 8 * 81, 185));
   auto model = LoadBothWithin(b.Bytes(), x, 1e-4f);
   ASSERT_NE(model, nullptr);
   const Graph& g = model->graph();
   EXPECT_EQ(CountOps(g, kernels::cpu::kFusedAddOp), 2);
-  EXPECT_EQ(CountOps(g, "Relu"), 0);
+  EXPECT_EQ(CountOps(g, "Relu") + CountOps(g, "Sigmoid") + CountOps(g, "Mul"), 0);
   for (const char* name : {"sum", "diff"}) {
     SCOPED_TRACE(name);
     const Node* node = FindNamed(g, name);
@@ -267,7 +269,7 @@ TEST_F(FusionConvCspTest, SumsOfChainValuesKeepTheBlockedLayout) {
     EXPECT_EQ(Attr(*node, "x0_layout"), "blocked");
     EXPECT_EQ(Attr(*node, "x1_layout"), "blocked");
     EXPECT_EQ(Attr(*node, "y_layout"), "blocked");
-    EXPECT_EQ(Attr(*node, "activation"), std::string(name) == "sum" ? "Relu" : "");
+    EXPECT_EQ(Attr(*node, "activation"), std::string(name) == "sum" ? "Relu" : "Swish");
     auto subtract = node->attributes.GetInt("subtract", 0);
     ASSERT_TRUE(subtract.ok());
     EXPECT_EQ(*subtract, std::string(name) == "diff" ? 1 : 0);
