@@ -128,6 +128,11 @@ class ConvKernel final : public PreparedKernel {
   }
   // Whether the primitive is oneDNN's F(2x2, 3x3) Winograd kernel.
   bool winograd_2x3() const { return absl::StrContains(p_.pd.impl_info_str(), "wino_2x3"); }
+  // Whether the primitive is a oneDNN Winograd kernel whose output channels fill no whole block
+  // of 16 (it computes the block's padding channels too).
+  bool winograd_partial_block() const {
+    return absl::StrContains(p_.pd.impl_info_str(), "wino") && p_.pd.dst_desc().dims()[1] % 16 != 0;
+  }
   // The residual, where Run copies it into Y as it is (same layout as the primitive's dst,
   // which is Y's): it can be Y's buffer. Not where it is reordered into the dst or Y is.
   int in_place_input() const override {
@@ -850,12 +855,18 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareConvWith(const PrepareCon
   ASSIGN_OR_RETURN(std::unique_ptr<PreparedKernel> kernel, PrepareConvAs(context, post, winograd));
   const auto* conv = dynamic_cast<const ConvKernel*>(kernel.get());
   // A kernel run once has no runs to time: oneDNN's choice stands.
-  if (conv == nullptr || !conv->winograd_2x3() || context.run_once) return kernel;
+  if (conv == nullptr || !(conv->winograd_2x3() || conv->winograd_partial_block()) ||
+      context.run_once) {
+    return kernel;
+  }
   // oneDNN's F(2x2, 3x3) kernel loses to the direct one on shapes its own choice and the bounds
   // above miss (onednn_winograd_grid, 14x14, batch 1, ms direct / Winograd: one thread 96 -> 208
   // 0.36 / 0.65, yet 128 -> 256 0.55 / 0.29; two threads 224 -> 224 0.37 / 0.80, yet 176 -> 352
   // 0.48 / 0.28): both, the faster by timed runs (resnet18 at one thread: plan 391 -> 536 ms,
-  // peak RSS 377 -> 414 MiB for the direct kernel's packed weights).
+  // peak RSS 377 -> 414 MiB for the direct kernel's packed weights). So does its F(4x4, 3x3)
+  // one with output channels short of a block (an image-restoration network's last layer,
+  // 16 -> 3 over 8x128x128, one thread: 11.5 ms against the direct kernel's 7.8; yet 64 -> 3
+  // over 4x128x128: 13.1 against 14.3).
   absl::StatusOr<std::unique_ptr<PreparedKernel>> direct = PrepareConvAs(context, post, false);
   if (!direct.ok()) return kernel;
   return FasterOf(std::move(kernel), *std::move(direct), NextTrialPhase());
