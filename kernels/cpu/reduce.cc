@@ -232,6 +232,57 @@ void RowsExtreme(const float* x, int64_t n, float* y, int64_t first, int64_t end
   fn(x, n, y, first, end);
 }
 
+// acc[i] = the sum over r < rows of p[r * stride + i] (of its square with `squares`) in double,
+// for i < n: the column sums of a reduction over a middle axis (LayerNorm2d's mean over the
+// channels), vectorised per instruction set (the conversions to double halve the lanes).
+#define REPRISE_COLUMN_ARGS \
+  const float *p, int64_t rows, int64_t stride, int64_t n, bool squares, double *acc
+template <bool kSquares>
+__attribute__((always_inline)) inline void ColumnSumsOf(REPRISE_COLUMN_ARGS) {
+  // 32 columns at a time summed down all the rows in registers, then the rest column by column.
+  constexpr int64_t kBlock = 32;
+  int64_t i0 = 0;
+  for (; i0 + kBlock <= n; i0 += kBlock) {
+    double sums[kBlock] = {};
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* row = p + r * stride + i0;
+      for (int64_t i = 0; i < kBlock; ++i) {
+        const double v = row[i];
+        sums[i] += kSquares ? v * v : v;
+      }
+    }
+    std::copy(sums, sums + kBlock, acc + i0);
+  }
+  std::fill(acc + i0, acc + n, 0.0);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* row = p + r * stride;
+    for (int64_t i = i0; i < n; ++i) {
+      const double v = row[i];
+      acc[i] += kSquares ? v * v : v;
+    }
+  }
+  (void)squares;
+}
+__attribute__((always_inline)) inline void ColumnSumsBody(REPRISE_COLUMN_ARGS) {
+  if (squares) {
+    ColumnSumsOf<true>(p, rows, stride, n, squares, acc);
+  } else {
+    ColumnSumsOf<false>(p, rows, stride, n, squares, acc);
+  }
+}
+__attribute__((target("avx512f"))) void ColumnSumsAvx512(REPRISE_COLUMN_ARGS) {
+  ColumnSumsBody(p, rows, stride, n, squares, acc);
+}
+__attribute__((target("avx2,fma"))) void ColumnSumsAvx2(REPRISE_COLUMN_ARGS) {
+  ColumnSumsBody(p, rows, stride, n, squares, acc);
+}
+void ColumnSumsBaseline(REPRISE_COLUMN_ARGS) { ColumnSumsBody(p, rows, stride, n, squares, acc); }
+void ColumnSums(REPRISE_COLUMN_ARGS) {
+  static const auto fn = PickForThisCpu(&ColumnSumsAvx512, &ColumnSumsAvx2, &ColumnSumsBaseline);
+  fn(p, rows, stride, n, squares, acc);
+}
+#undef REPRISE_COLUMN_ARGS
+
 // The copy for this CPU, picked on first use.
 template <bool kMax>
 float RowExtreme(const float* p, int64_t n) {
@@ -383,14 +434,7 @@ FunctionKernel::RunFn FastFloatReduce(const ReducedBlock& b, int threads) {
           const float* p = x + o * b.reduced * b.inner + i0;
           float* q = y + at;
           if constexpr (kSums) {
-            std::fill(acc, acc + n, 0.0);
-            for (int64_t r = 0; r < b.reduced; ++r) {
-              const float* row = p + r * b.inner;
-              for (int64_t i = 0; i < n; ++i) {
-                const double v = row[i];
-                acc[i] += kSquares ? v * v : v;
-              }
-            }
+            ColumnSums(p, b.reduced, b.inner, n, kSquares, acc);
             for (int64_t i = 0; i < n; ++i) {
               q[i] = static_cast<float>(Finish<kOp, double>(acc[i], b.reduced));
             }
