@@ -399,6 +399,28 @@ int FoldPadIntoConvAndPool(Graph* graph) {
   return folded;
 }
 
+// A Mul of value `x` (input `k` of `mul`) by a float constant of one value, or one value per
+// channel of `x` taken as [N, m, ...] of rank `rank` (a shape right-aligned to it: 1 everywhere
+// but m or 1 at the channels): the factor per channel, m of them.
+bool ConstantChannelFactor(const Graph& graph, const Node& mul, size_t k, int64_t m, size_t rank,
+                           std::vector<float>* factor) {
+  if (mul.op != "Mul" || mul.inputs.size() != 2 || mul.outputs.size() != 1) return false;
+  const TensorValue* c = FloatConstant(graph, mul.inputs[1 - k]);
+  if (c == nullptr || c->shape.size() > rank) return false;
+  const size_t lead = rank - c->shape.size();  // axes of x before the constant's first
+  for (size_t a = 0; a < c->shape.size(); ++a) {
+    const int64_t d = c->shape[a];
+    if (d != 1 && !(lead + a == 1 && d == m)) return false;
+  }
+  const std::vector<float> values = ToFloats(*c);
+  if (values.size() == 1) {
+    factor->assign(static_cast<size_t>(m), values[0]);
+  } else {
+    *factor = values;
+  }
+  return static_cast<int64_t>(factor->size()) == m;
+}
+
 absl::StatusOr<int> FoldBatchNormIntoConv(Graph* graph) {
   std::vector<int> uses = graph->UseCounts();
   std::vector<bool> drop(graph->nodes.size(), false);
@@ -406,14 +428,22 @@ absl::StatusOr<int> FoldBatchNormIntoConv(Graph* graph) {
   for (size_t i = 0; i < graph->nodes.size(); ++i) {
     Node& bn = graph->nodes[i];
     std::vector<float> factor, shift;
-    if (!fusion::IsDefaultDomain(bn) || !InferenceBatchNorm(*graph, uses, bn, &factor, &shift)) {
-      continue;
-    }
-    // The producing Conv.
+    const bool batch_norm = fusion::IsDefaultDomain(bn) && bn.op == "BatchNormalization";
+    const bool mul = fusion::IsDefaultDomain(bn) && bn.op == "Mul" && bn.inputs.size() == 2;
+    if (!batch_norm && !mul) continue;
+    if (batch_norm && !InferenceBatchNorm(*graph, uses, bn, &factor, &shift)) continue;
+    // The producing Conv (of the Mul's input 0 or 1).
     int conv_index = -1;
+    size_t x_input = 0;
     for (size_t j = 0; j < i; ++j) {
       const Node& n = graph->nodes[j];
-      if (!n.outputs.empty() && n.outputs[0] == bn.inputs[0]) conv_index = static_cast<int>(j);
+      if (n.outputs.empty()) continue;
+      for (size_t k = 0; k < (mul ? 2 : 1); ++k) {
+        if (n.outputs[0] == bn.inputs[k]) {
+          conv_index = static_cast<int>(j);
+          x_input = k;
+        }
+      }
     }
     if (conv_index < 0) continue;
     Node& conv = graph->nodes[conv_index];
@@ -426,6 +456,11 @@ absl::StatusOr<int> FoldBatchNormIntoConv(Graph* graph) {
     const TensorValue* b = has_bias ? FloatConstant(*graph, conv.inputs[2]) : nullptr;
     if (w == nullptr || w->shape.size() < 3 || (has_bias && b == nullptr)) continue;
     const int64_t m = w->shape[0];
+    if (mul) {
+      // Y = X * S, S constant per channel: the weights and the bias scaled, no shift.
+      if (!ConstantChannelFactor(*graph, bn, x_input, m, w->shape.size(), &factor)) continue;
+      shift.assign(static_cast<size_t>(m), 0.0f);
+    }
     if (static_cast<int64_t>(factor.size()) != m || (b != nullptr && NumElements(b->shape) != m)) {
       continue;
     }

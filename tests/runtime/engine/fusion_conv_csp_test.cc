@@ -276,6 +276,53 @@ TEST_F(FusionConvCspTest, SumsOfChainValuesKeepTheBlockedLayout) {
   }
 }
 
+// A residual branch's constant scale (Inception-ResNet's 0.17, EDSR's 0.1): a Mul of a 1x1
+// conv's output by one value, or by one per channel (either operand order), folds into the
+// conv's weights and bias; one that varies along W does not. Outputs computed by hand.
+TEST_F(FusionConvCspTest, ConstantScalesFoldIntoTheConv) {
+  const int64_t c = 3, m = 2, hw = 4;
+  const std::vector<float> w = RandomFloats(m * c, 191), bias = {0.5f, -0.25f};
+  const std::vector<float> xs = RandomFloats(c * hw, 193);
+  struct Case {
+    std::vector<int64_t> shape;
+    std::vector<float> values;
+    bool conv_first, folded;
+  };
+  for (const Case& k :
+       {Case{{}, {0.17f}, true, true}, Case{{1, m, 1, 1}, {2.0f, -0.5f}, false, true},
+        Case{{m, 1, 1}, {0.25f, 3.0f}, true, true},
+        Case{{1, 1, 1, 2}, {2.0f, 4.0f}, true, false}}) {
+    SCOPED_TRACE(::testing::Message()
+                 << "scale of " << k.values.size() << " value(s), folded " << k.folded);
+    ModelBuilder b;
+    b.Input("x", onnx::TensorProto::FLOAT, {1, c, 2, 2}).Output("y", {1, m, 2, 2});
+    b.FloatInit("w", {m, c, 1, 1}, w).FloatInit("bias", {m}, bias);
+    b.FloatInit("s", k.shape, k.values);
+    b.Node("Conv", {"x", "w", "bias"}, {"conv"});
+    b.Node("Mul",
+           k.conv_first ? std::vector<std::string>{"conv", "s"}
+                        : std::vector<std::string>{"s", "conv"},
+           {"y"});
+    auto model = Model::LoadBytes(b.Bytes(), registry_);
+    ASSERT_TRUE(model.ok()) << model.status();
+    const Graph& g = (*model)->graph();
+    EXPECT_EQ(CountOps(g, "Mul") + CountOps(g, kernels::cpu::kFusedChannelScaleOp),
+              k.folded ? 0 : 1);
+    const std::vector<float> got = Run(*model, FloatTensor({1, c, 2, 2}, xs));
+    ASSERT_EQ(got.size(), static_cast<size_t>(m * hw));
+    for (int64_t o = 0; o < m; ++o) {
+      for (int64_t p = 0; p < hw; ++p) {
+        float conv = bias[o];
+        for (int64_t j = 0; j < c; ++j) conv += w[o * c + j] * xs[j * hw + p];
+        const float scale = k.values.size() == 1  ? k.values[0]
+                            : k.shape.back() == 2 ? k.values[p % 2]
+                                                  : k.values[o];
+        EXPECT_NEAR(got[o * hw + p], conv * scale, 1e-5f) << o << "," << p;
+      }
+    }
+  }
+}
+
 // PointNet's shared per-point layers: 1-D pointwise convolutions. A value between pointwise
 // convolutions only stays blocked (channel blocks, so that the chain's end reorders without a
 // transpose); one that a wider convolution reads stays channels-last. The outputs match the
