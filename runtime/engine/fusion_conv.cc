@@ -456,6 +456,7 @@ absl::StatusOr<int> FoldBatchNormIntoConv(Graph* graph) {
     const TensorValue* b = has_bias ? FloatConstant(*graph, conv.inputs[2]) : nullptr;
     if (w == nullptr || w->shape.size() < 3 || (has_bias && b == nullptr)) continue;
     const int64_t m = w->shape[0];
+    if (m <= 0) continue;  // no output channels: nothing to fold (and no division by zero)
     if (mul) {
       // Y = X * S, S constant per channel: the weights and the bias scaled, no shift.
       if (!ConstantChannelFactor(*graph, bn, x_input, m, w->shape.size(), &factor)) continue;

@@ -323,6 +323,31 @@ TEST_F(FusionConvCspTest, ConstantScalesFoldIntoTheConv) {
   }
 }
 
+// A conv of no output channels followed by a constant scale or a BatchNormalization (a hostile
+// model's): nothing is folded (no division by its zero channels), and the empty output comes
+// out.
+TEST_F(FusionConvCspTest, AConvOfNoOutputChannelsFoldsNothing) {
+  for (const bool batch_norm : {false, true}) {
+    SCOPED_TRACE(batch_norm ? "BatchNormalization" : "Mul");
+    ModelBuilder b;
+    b.Input("x", onnx::TensorProto::FLOAT, {1, 3, 2, 2}).Output("y", {1, 0, 2, 2});
+    b.FloatInit("w", {0, 3, 1, 1}, {});
+    b.Node("Conv", {"x", "w"}, {"conv"});
+    if (batch_norm) {
+      for (const char* name : {"scale", "shift", "mean", "var"}) b.FloatInit(name, {0}, {});
+      b.Node("BatchNormalization", {"conv", "scale", "shift", "mean", "var"}, {"y"});
+    } else {
+      b.FloatInit("s", {}, {0.5f});
+      b.Node("Mul", {"conv", "s"}, {"y"});
+    }
+    auto model = Model::LoadBytes(b.Bytes(), registry_);
+    ASSERT_TRUE(model.ok()) << model.status();
+    auto out = testing::RunPlan(**model, {{"x", FloatTensor({1, 3, 2, 2}, RandomFloats(12, 197))}});
+    ASSERT_TRUE(out.ok()) << out.status();
+    EXPECT_EQ((*out)[0].value.shape, (Shape{1, 0, 2, 2}));
+  }
+}
+
 // PointNet's shared per-point layers: 1-D pointwise convolutions. A value between pointwise
 // convolutions only stays blocked (channel blocks, so that the chain's end reorders without a
 // transpose); one that a wider convolution reads stays channels-last. The outputs match the
