@@ -4,17 +4,27 @@
 // padding: U-Net's 2x2 / 2 upsampling), every output takes exactly one tap, so it is written once
 // as bias + column instead of filled and added into. With at least as many products (images x
 // groups) as threads, each thread runs whole products on one thread (ForEachProductRange).
+// A 2-D one of one group with constant weights also runs on oneDNN's deconvolution, and the
+// faster by timed runs runs (FasterOf).
 #include <omp.h>
 
 #include <algorithm>
+#include <cstring>
 #include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "kernels/cpu/conv.h"
 #include "kernels/cpu/families.h"
 #include "kernels/cpu/faster_way.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/kernel_util.h"
+#include "kernels/cpu/onednn_util.h"
 #include "kernels/cpu/window.h"
 #include "runtime/base/status_macros.h"
 #include "runtime/core/checked_size.h"
@@ -257,19 +267,170 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareConvTransposeWith(
       static_cast<size_t>(workspace));
 }
 
+// oneDNN's deconvolution in the layouts it chooses (its direct JIT kernels work on channel
+// blocks), X reordered into them and Y out of them in the workspace.
+class DeconvolutionKernel final : public PreparedKernel {
+ public:
+  struct Parts {
+    std::string label;
+    std::vector<TensorDesc> outputs;
+    dnnl::deconvolution_forward::primitive_desc pd;
+    dnnl::deconvolution_forward primitive;
+    dnnl::memory weights, bias;  // in the primitive's layouts (no bias: empty)
+    dnnl::memory::desc x_plain, y_plain;
+    std::optional<dnnl::reorder> x_reorder, y_reorder;
+    size_t x_at = 0, y_at = 0, scratch_at = 0, total = 0;
+    int threads = 1;
+  };
+  explicit DeconvolutionKernel(Parts parts) : p_(std::move(parts)) {}
+
+  absl::string_view op() const override { return "ConvTranspose"; }
+  const std::vector<TensorDesc>& outputs() const override { return p_.outputs; }
+  size_t workspace_bytes() const override { return p_.total; }
+  std::string implementation() const override {
+    return absl::StrCat("onednn deconvolution ", p_.pd.impl_info_str());
+  }
+
+  absl::Status Run(const KernelArgs& args) const override {
+    UseIntraOpThreads(p_.threads);
+    auto* ws = static_cast<uint8_t*>(args.workspace);
+    try {
+      const dnnl::engine& engine = CpuEngine();
+      dnnl::stream stream(engine);
+      dnnl::memory x_plain(p_.x_plain, engine, const_cast<void*>(args.inputs[0]));
+      dnnl::memory y_plain(p_.y_plain, engine, args.outputs[0]);
+      dnnl::memory x = x_plain, y = y_plain;
+      if (p_.x_reorder.has_value()) {
+        x = dnnl::memory(p_.pd.src_desc(), engine, ws + p_.x_at);
+        p_.x_reorder->execute(stream, x_plain, x);
+      }
+      if (p_.y_reorder.has_value()) y = dnnl::memory(p_.pd.dst_desc(), engine, ws + p_.y_at);
+      std::unordered_map<int, dnnl::memory> bound = {
+          {DNNL_ARG_SRC, x}, {DNNL_ARG_WEIGHTS, p_.weights}, {DNNL_ARG_DST, y}};
+      if (p_.bias) bound.emplace(DNNL_ARG_BIAS, p_.bias);
+      if (p_.pd.scratchpad_desc().get_size() > 0) {
+        bound.emplace(DNNL_ARG_SCRATCHPAD,
+                      dnnl::memory(p_.pd.scratchpad_desc(), engine, ws + p_.scratch_at));
+      }
+      p_.primitive.execute(stream, bound);
+      if (p_.y_reorder.has_value()) p_.y_reorder->execute(stream, y, y_plain);
+      stream.wait();
+    } catch (const dnnl::error& e) {
+      return absl::InternalError(absl::StrCat(p_.label, ": onednn execution failed: ", e.what()));
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  Parts p_;
+};
+
+// The deconvolution kernel for a 2-D ConvTranspose of one group with constant weights (and
+// bias), where oneDNN has a JIT kernel for it; null otherwise.
+std::unique_ptr<PreparedKernel> MaybeDeconvolution(const PrepareContext& context) {
+  const Shape& x = context.inputs[0].shape;
+  const Shape& w = context.inputs[1].shape;
+  const bool has_bias = HasInput(context, 2);
+  if (x.size() != 4 || w.size() != 4 || context.run_once || context.inputs[1].data == nullptr ||
+      (has_bias && context.inputs[2].data == nullptr)) {
+    return nullptr;
+  }
+  auto group = AttrsOf(context).GetInt("group", 1);
+  if (!group.ok() || *group != 1 || x[1] != w[0]) return nullptr;
+  absl::StatusOr<Window> win =
+      TransposedWindow(context, {x[2], x[3]}, std::vector<int64_t>(w.begin() + 2, w.end()));
+  if (!win.ok() || runtime::NumElements(x) == 0 || w[1] == 0) return nullptr;
+  const Shape y = {x[0], w[1], win->output[0], win->output[1]};
+  if (runtime::NumElements(y) == 0) return nullptr;
+  UseIntraOpThreads(context.intra_op_threads);
+  try {
+    using dnnl::memory;
+    const dnnl::engine& engine = CpuEngine();
+    // oneDNN's sizes: Y = (X - 1) * stride + (k - 1) * dilation + 1 - pad_l - pad_r, so the
+    // right padding absorbs output_padding and output_shape.
+    memory::dims strides, dilates, pad_l, pad_r;
+    for (int i = 0; i < 2; ++i) {
+      const int64_t span = (x[2 + i] - 1) * win->strides[i] +
+                           (win->kernel[i] - 1) * win->dilations[i] + 1 - win->pads_begin[i];
+      strides.push_back(win->strides[i]);
+      dilates.push_back(win->dilations[i] - 1);
+      pad_l.push_back(win->pads_begin[i]);
+      pad_r.push_back(span - y[2 + i]);
+    }
+    const auto any = memory::format_tag::any;
+    const memory::desc x_any({x[0], x[1], x[2], x[3]}, memory::data_type::f32, any);
+    const memory::desc y_any({y[0], y[1], y[2], y[3]}, memory::data_type::f32, any);
+    const memory::desc w_any({w[1], w[0], w[2], w[3]}, memory::data_type::f32, any);
+    const memory::desc b_md = has_bias ? PlainDesc({w[1]}) : memory::desc();
+    dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    dnnl::deconvolution_forward::primitive_desc pd(
+        dnnl::deconvolution_forward::desc(dnnl::prop_kind::forward_inference,
+                                          dnnl::algorithm::deconvolution_direct, x_any, w_any, b_md,
+                                          y_any, strides, dilates, pad_l, pad_r),
+        attr, engine);
+    if (!absl::StartsWith(pd.impl_info_str(), "jit")) return nullptr;
+    DeconvolutionKernel::Parts parts;
+    parts.label = NodeLabel(context);
+    parts.outputs = {Desc(DataType::kFloat32, y)};
+    parts.threads = context.intra_op_threads;
+    parts.x_plain = PlainDesc(x);
+    parts.y_plain = PlainDesc(y);
+    // ONNX's weights [C_in, C_out, kh, kw] are oneDNN's [C_out, C_in, kh, kw] stored iohw.
+    dnnl::stream stream(engine);
+    const memory::desc w_onnx({w[1], w[0], w[2], w[3]}, memory::data_type::f32,
+                              memory::format_tag::iohw);
+    memory w_user(w_onnx, engine, const_cast<void*>(context.inputs[1].data));
+    parts.weights = memory(pd.weights_desc(), engine);
+    dnnl::reorder(w_user, parts.weights).execute(stream, w_user, parts.weights);
+    if (has_bias) {
+      parts.bias = memory(b_md, engine);
+      std::memcpy(parts.bias.get_data_handle(), context.inputs[2].data, b_md.get_size());
+    }
+    stream.wait();
+    size_t at = ConvAlignUp(pd.scratchpad_desc().get_size());
+    if (pd.src_desc() != parts.x_plain) {
+      parts.x_reorder = dnnl::reorder(
+          dnnl::reorder::primitive_desc(engine, parts.x_plain, engine, pd.src_desc()));
+      parts.x_at = at;
+      at += ConvAlignUp(pd.src_desc().get_size());
+    }
+    if (pd.dst_desc() != parts.y_plain) {
+      parts.y_reorder = dnnl::reorder(
+          dnnl::reorder::primitive_desc(engine, pd.dst_desc(), engine, parts.y_plain));
+      parts.y_at = at;
+      at += ConvAlignUp(pd.dst_desc().get_size());
+    }
+    parts.total = at;
+    parts.primitive = dnnl::deconvolution_forward(pd);
+    parts.pd = std::move(pd);
+    return std::make_unique<DeconvolutionKernel>(std::move(parts));
+  } catch (const dnnl::error&) {
+    return nullptr;  // no such primitive (our own kernel runs)
+  }
+}
+
 // The packed product beat sgemm's for a generator's few input positions (512 -> 256 4x4/2
 // over 4x4 images, batch 1, one thread: 1054 -> 727 us) but not for the mask head's
 // (256 -> 256 2x2/2 over 100 images of 14x14: 110-120 -> 131-135 ms, its columns read across
-// rows in the scatter): both, the faster by timed runs (FasterOf).
+// rows in the scatter): both, the faster by timed runs (FasterOf). oneDNN's deconvolution
+// (its direct kernel on channel blocks) beat both on a generator's layers where the output
+// has many channels (batch 1, one thread, us ours / oneDNN's: 100 -> 512 1x1 -> 4x4 224 / 49,
+// 512 -> 256 4x4/2 806 / 456, 256 -> 128 700 / 502) but not where it has few (64 -> 3: 100 /
+// 359): it races the faster of ours.
 absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareConvTranspose(
     const PrepareContext& context) {
   bool packed = false;
   ASSIGN_OR_RETURN(std::unique_ptr<PreparedKernel> kernel,
                    PrepareConvTransposeWith(context, /*try_packed=*/true, &packed));
-  if (!packed) return kernel;
-  ASSIGN_OR_RETURN(std::unique_ptr<PreparedKernel> plain,
-                   PrepareConvTransposeWith(context, /*try_packed=*/false, &packed));
-  return FasterOf(std::move(plain), std::move(kernel), NextTrialPhase());
+  if (packed) {
+    ASSIGN_OR_RETURN(std::unique_ptr<PreparedKernel> plain,
+                     PrepareConvTransposeWith(context, /*try_packed=*/false, &packed));
+    ASSIGN_OR_RETURN(kernel, FasterOf(std::move(plain), std::move(kernel), NextTrialPhase()));
+  }
+  std::unique_ptr<PreparedKernel> onednn = MaybeDeconvolution(context);
+  if (onednn == nullptr) return kernel;
+  return FasterOf(std::move(kernel), std::move(onednn), NextTrialPhase());
 }
 
 }  // namespace
