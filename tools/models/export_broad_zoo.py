@@ -7,7 +7,9 @@ sizes built from torch.nn, recurrent models (the coverage issue's LSTM tagger an
 classifier, and larger ones), a few small models for single effects (a residual MLP of
 many tiny layers, a U-Net, 1-D convolutions with GroupNorm) and architectures of other fields
 (point clouds, a GAN generator, audio and time-series 1-D convolutions, style transfer, a speech
-Conformer, MLP-Mixer). `--list` prints every model with its input shape and what it is.
+Conformer, MLP-Mixer), and blocks of other designs (tools/models/broad_zoo_blocks.py: GhostNet,
+ConvMixer, DGCNN, a BiFPN, Inception-ResNet, NAFNet). `--list` prints every model with its input
+shape and what it is.
 
     /usr/bin/python3 tools/models/export_broad_zoo.py --out DIR [--only a,b] [--force] [--list]
 
@@ -20,7 +22,7 @@ models return their `out` head only. Every export is checked with onnx.checker. 
 fails to export is reported with its exception and skipped; DIR/failed.json lists them.
 Exit status 1 when any model failed, 0 otherwise. With Debian 12's PyTorch 1.13 /
 torchvision 0.14, swin_v2_t fails ("Exporting the operator 'aten::zero' to ONNX opset version
-17 is not supported": its attention zeroes part of the qkv bias in place); the other 53 export.
+17 is not supported": its attention zeroes part of the qkv bias in place); the other 61 export.
 Left out to keep the benchmark's time sane: the larger variants of each family (resnet34/101/
 152, vgg13-19 and the _bn ones, densenet161-201, efficientnet_b2-b7 and v2_m/l, regnet's larger
 sizes, convnext_small-large, swin_s/b, vit_b_32/l/h, mnasnet0_75/1_3, shufflenet x1.5/x2.0,
@@ -36,6 +38,8 @@ import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import export_zoo  # noqa: E402  (calibrate_batch_norm and the coverage issue's recurrent models)
+from broad_zoo_blocks import (bifpn_detector, convmixer, dgcnn_cls, ghostnet_style,  # noqa: E402
+                              inception_resnet_style, nafnet_small)
 
 OPSET = 17  # as export_zoo.py
 # Bumped whenever the exported files change; an existing export of another version is redone.
@@ -668,6 +672,24 @@ MODELS = {
                         "attention and depthwise width-31 Conv1d with GLU, 200 frames"),
     "mlp_mixer": (mlp_mixer, IMAGE,
                   "MLP-Mixer: 16x16 patches, token and channel MLPs, LayerNorm, GELU, 6 blocks"),
+    "ghostnet_style": (ghostnet_style, IMAGE,
+                       "GhostNet-style: 1x1 conv halves and cheap depthwise halves concatenated "
+                       "(36 + 36 channels ...), depthwise stride-2 convs"),
+    "convmixer_256_8": (convmixer, IMAGE,
+                        "ConvMixer-256/8: 7x7/7 patches, depthwise 9x9 with GELU and BatchNorm in "
+                        "a residual, pointwise convs"),
+    "dgcnn_cls": (dgcnn_cls, (3, 1024),
+                  "DGCNN: 16-nearest-neighbour graphs (TopK), gathered edge features, 1x1 convs, "
+                  "max over neighbours, 1024 points"),
+    "bifpn_detector": (bifpn_detector, (3, 256, 256),
+                       "EfficientDet-style BiFPN x3: normalised weighted sums, SiLU, depthwise-"
+                       "separable convs, nearest up / max-pool down, 256x256"),
+    "inception_resnet_style": (inception_resnet_style, IMAGE,
+                               "Inception-ResNet-style blocks x6: three branches concatenated, "
+                               "1x1 projection scaled by 0.17 plus the input, ReLU"),
+    "nafnet_small": (nafnet_small, (3, 128, 128),
+                     "NAFNet image restoration U-Net, width 16: channel LayerNorm, depthwise "
+                     "3x3, SimpleGate, channel attention, PixelShuffle, 128x128"),
 }
 
 
