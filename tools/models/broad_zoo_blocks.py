@@ -199,7 +199,8 @@ def nafnet_small(torch):
             self.c1 = nn.Conv2d(c, 2 * c, 1)
             self.c2 = nn.Conv2d(2 * c, 2 * c, 3, padding=1, groups=2 * c)
             self.sca = nn.Conv2d(c, c, 1)
-            self.c3, self.c4, self.c5 = nn.Conv2d(c, c, 1), nn.Conv2d(c, 2 * c, 1), nn.Conv2d(c, c, 1)
+            self.c3, self.c5 = nn.Conv2d(c, c, 1), nn.Conv2d(c, c, 1)
+            self.c4 = nn.Conv2d(c, 2 * c, 1)
 
         def forward(self, x):
             a, b = self.c2(self.c1(self.n1(x))).chunk(2, 1)
