@@ -15,6 +15,7 @@
 #include "runtime/engine/fusion_layout.h"
 #include "runtime/engine/fusion_qdq.h"
 #include "runtime/engine/fusion_transformer.h"
+#include "runtime/engine/fusion_util.h"
 #include "runtime/engine/onnx_import.h"
 
 namespace reprise::runtime::engine {
@@ -283,6 +284,103 @@ absl::StatusOr<int> FoldConstants(Graph* graph, const KernelRegistry& registry,
   return folded;
 }
 
+namespace {
+
+// The size of Y's dim `k` is `from`'s: every unknown dim named like it takes `from` (or just
+// this one, when unnamed). False when there is nothing to learn.
+bool Unify(Graph* graph, int y, size_t k, const Dim& from) {
+  const Dim to = graph->values[y].dims[k];
+  if (to.known() || (!from.known() && (from.symbol.empty() || from.symbol == to.symbol))) {
+    return false;
+  }
+  if (to.symbol.empty()) {
+    graph->values[y].dims[k] = from;
+    return true;
+  }
+  for (Value& v : graph->values) {
+    for (Dim& d : v.dims) {
+      if (!d.known() && d.symbol == to.symbol) d = from;
+    }
+  }
+  return true;
+}
+
+// A Resize's axis of constant scale 1: Y's size is X's.
+int UnifyResize(Graph* graph, const Node& node) {
+  if (node.inputs.size() < 3 || node.inputs[0] == Graph::kNoValue ||
+      node.inputs[2] == Graph::kNoValue) {
+    return 0;
+  }
+  const TensorValue* scales = graph->FindConstant(node.inputs[2]);
+  const Value& x = graph->values[node.inputs[0]];
+  const size_t rank = graph->values[node.outputs[0]].dims.size();
+  if (scales == nullptr || scales->dtype != DataType::kFloat32 || !x.has_shape ||
+      x.dims.size() != rank || scales->bytes.size() != rank * sizeof(float)) {
+    return 0;
+  }
+  int unified = 0;
+  for (size_t k = 0; k < rank; ++k) {
+    float scale = 0.0f;
+    std::memcpy(&scale, scales->bytes.data() + k * sizeof(float), sizeof(float));
+    const Dim from = graph->values[node.inputs[0]].dims[k];
+    if (scale == 1.0f && Unify(graph, node.outputs[0], k, from)) ++unified;
+  }
+  return unified;
+}
+
+// A broadcasting elementwise op whose inputs all have Y's rank and, along an axis, the same
+// known size or name: Y's size there is theirs.
+int UnifyElementwise(Graph* graph, const Node& node) {
+  const size_t rank = graph->values[node.outputs[0]].dims.size();
+  int unified = 0;
+  for (size_t k = 0; k < rank; ++k) {
+    std::optional<Dim> common;
+    bool same = !node.inputs.empty();
+    for (int in : node.inputs) {
+      if (in == Graph::kNoValue || !graph->values[in].has_shape ||
+          graph->values[in].dims.size() != rank) {
+        same = false;
+        break;
+      }
+      const Dim d = graph->values[in].dims[k];
+      if (!common.has_value()) {
+        common = d;
+      } else if (d.known() != common->known() || d.value != common->value ||
+                 (!d.known() && (d.symbol.empty() || d.symbol != common->symbol))) {
+        same = false;
+      }
+    }
+    if (same && common.has_value() && Unify(graph, node.outputs[0], k, *common)) ++unified;
+  }
+  return unified;
+}
+
+}  // namespace
+
+int UnifyResizedSymbols(Graph* graph) {
+  static constexpr absl::string_view kElementwise[] = {"Add", "Sub", "Mul",  "Div", "Max",
+                                                       "Min", "Sum", "Mean", "Pow"};
+  int total = 0;
+  for (int pass = 0; pass < 16; ++pass) {  // each pass follows the names one op further
+    int unified = 0;
+    for (const Node& node : graph->nodes) {
+      if (!fusion::IsDefaultDomain(node) || node.outputs.empty() ||
+          node.outputs[0] == Graph::kNoValue || !graph->values[node.outputs[0]].has_shape) {
+        continue;
+      }
+      if (node.op == "Resize") {
+        unified += UnifyResize(graph, node);
+      } else if (std::find(std::begin(kElementwise), std::end(kElementwise), node.op) !=
+                 std::end(kElementwise)) {
+        unified += UnifyElementwise(graph, node);
+      }
+    }
+    total += unified;
+    if (unified == 0) break;
+  }
+  return total;
+}
+
 absl::Status OptimizeForInference(Graph* graph, const KernelRegistry& registry,
                                   int64_t max_folded_bytes, bool choose_layouts) {
   for (Node& node : graph->nodes) {
@@ -300,6 +398,9 @@ absl::Status OptimizeForInference(Graph* graph, const KernelRegistry& registry,
   RemoveDeadNodes(graph);
   RETURN_IF_ERROR(FoldConstants(graph, registry, max_folded_bytes).status());
   RemoveDeadNodes(graph);
+  // After folding, which makes the Resizes' scales constants; before the fusions that compare
+  // shapes (a sum of two chain values fuses only when their shapes are the same).
+  UnifyResizedSymbols(graph);
   // After folding, which makes the Pads' pads constants.
   FoldPadIntoConvAndPool(graph);
   RETURN_IF_ERROR(FoldBatchNormIntoConv(graph).status());

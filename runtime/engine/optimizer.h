@@ -25,6 +25,15 @@ bool IsInferenceDropout(const Graph& graph, const Node& node);
 /// many were removed.
 int RemoveDeadNodes(Graph* graph);
 
+/// Where a Resize has a constant scale of 1 along an axis whose input size is known or named
+/// and whose output size is unknown, the output's size is the input's: ONNX shape inference
+/// names it afresh ("unk__0" for a batch named "batch"), so every dim of that name in the graph
+/// takes the input's size or name. So does a broadcasting elementwise op's output (Add, Mul, ...)
+/// along an axis where all its inputs, of its rank, have one size or name (ONNX names the sum
+/// of a "batch" and an "unk__0" afresh too, and they may now be one). Repeated until nothing is
+/// learnt (at most 16 passes). Returns how many axes were unified.
+int UnifyResizedSymbols(Graph* graph);
+
 /// The most bytes (outputs and workspace) that folding one node may allocate by default.
 inline constexpr int64_t kDefaultMaxFoldedBytes = int64_t{1} << 30;
 

@@ -25,6 +25,7 @@ using kernels::cpu::kFusedResizeOp;
 using testing::AddConv;
 using testing::AddConv1d;
 using testing::CountOps;
+using testing::Floats;
 using testing::FloatTensor;
 using testing::ModelBuilder;
 using testing::RandomFloats;
@@ -273,6 +274,68 @@ TEST_F(FusionConvCspTest, SumsOfChainValuesKeepTheBlockedLayout) {
     auto subtract = node->attributes.GetInt("subtract", 0);
     ASSERT_TRUE(subtract.ok());
     EXPECT_EQ(*subtract, std::string(name) == "diff" ? 1 : 0);
+  }
+}
+
+// A BiFPN's sums of a resized value and another of a dynamic batch: ONNX shape inference names
+// the Resize's batch afresh ("unk__0"), and the engine learns it is the input's ("N", the scale
+// being 1), so that the two shapes are the same and the sum is fused (blocked at both ends);
+// so is a second level's, after a sum and a Resize. Outputs as the unfused graph's.
+TEST_F(FusionConvCspTest, SumsAcrossResizesOfADynamicBatchAreFused) {
+  ModelBuilder b;
+  b.Input("x", onnx::TensorProto::FLOAT, {-1, 8, 8, 8})
+      .Input("z", onnx::TensorProto::FLOAT, {-1, 8, 16, 16})
+      .Input("z2", onnx::TensorProto::FLOAT, {-1, 8, 32, 32})
+      .Output("y", {-1, 8, 32, 32});
+  auto bn = [&b](const std::string& in, const std::string& out, uint32_t seed) {
+    b.FloatInit(out + "_scale", {8}, RandomFloats(8, seed, 0.5f, 1.5f));
+    b.FloatInit(out + "_b", {8}, RandomFloats(8, seed + 1));
+    b.FloatInit(out + "_mean", {8}, RandomFloats(8, seed + 2));
+    b.FloatInit(out + "_var", {8}, RandomFloats(8, seed + 3, 0.5f, 2.0f));
+    b.Node("BatchNormalization", {in, out + "_scale", out + "_b", out + "_mean", out + "_var"},
+           {out});
+  };
+  AddConv(b, "a", "x", "a_out", 8, 8, 201, true);
+  b.Node("Relu", {"a_out"}, {"a_act"});
+  bn("a_act", "u", 203);
+  b.FloatInit("scales", {4}, {1, 1, 2, 2});
+  b.Node("Resize", {"u", "", "scales"}, {"up"});
+  AddConv(b, "m", "z", "m_out", 8, 8, 207, true);
+  b.Node("Relu", {"m_out"}, {"m_act"});
+  bn("m_act", "v", 209);
+  b.Node("Add", {"v", "up"}, {"sum"}, "sum");
+  // The sum's batch is named afresh too ("unk__1": its inputs' names differed), then the next
+  // Resize's ("unk__2"); both are "N" once the sum's inputs are.
+  b.FloatInit("scales2", {4}, {1, 1, 2, 2});
+  b.Node("Resize", {"sum", "", "scales2"}, {"up2"});
+  AddConv(b, "n", "z2", "n_out", 8, 8, 217, true);
+  b.Node("Relu", {"n_out"}, {"n_act"});
+  bn("n_act", "v2", 219);
+  b.Node("Add", {"v2", "up2"}, {"sum2"}, "sum2");
+  AddConv(b, "c", "sum2", "y", 8, 8, 211, true);
+  auto model = Model::LoadBytes(b.Bytes(), registry_);
+  auto plain = Model::LoadBytes(b.Bytes(), unfused_);
+  ASSERT_TRUE(model.ok()) << model.status();
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  for (const char* name : {"sum", "sum2"}) {
+    SCOPED_TRACE(name);
+    const Node* sum = FindNamed((*model)->graph(), name);
+    ASSERT_NE(sum, nullptr);
+    EXPECT_EQ(sum->op, kernels::cpu::kFusedAddOp);
+    EXPECT_EQ(Attr(*sum, "x1_layout"), "blocked");
+  }
+  const std::vector<NamedTensor> inputs = {
+      {"x", FloatTensor({2, 8, 8, 8}, RandomFloats(2 * 8 * 64, 213))},
+      {"z", FloatTensor({2, 8, 16, 16}, RandomFloats(2 * 8 * 256, 215))},
+      {"z2", FloatTensor({2, 8, 32, 32}, RandomFloats(2 * 8 * 1024, 221))}};
+  auto got = testing::RunPlan(**model, inputs);
+  auto want = testing::RunPlan(**plain, inputs);
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_TRUE(want.ok()) << want.status();
+  const std::vector<float> g = Floats((*got)[0].value), w = Floats((*want)[0].value);
+  ASSERT_EQ(g.size(), w.size());
+  for (size_t i = 0; i < g.size(); ++i) {
+    ASSERT_NEAR(g[i], w[i], 1e-4f * (1.0f + std::fabs(w[i]))) << "at " << i;
   }
 }
 
