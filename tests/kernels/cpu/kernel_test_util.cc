@@ -126,4 +126,17 @@ runtime::Attributes Attrs(
   return attrs;
 }
 
+std::vector<float> StoreInLanes(const std::vector<float>& v, int64_t images, int64_t channels,
+                                int64_t pixels, int64_t lanes) {
+  if (lanes == 0) return v;
+  const int64_t groups = (channels + lanes - 1) / lanes;
+  std::vector<float> out(images * groups * lanes * pixels, 0.0f);
+  for (int64_t i = 0; i < images; ++i)
+    for (int64_t k = 0; k < channels; ++k)
+      for (int64_t q = 0; q < pixels; ++q)
+        out[((i * groups + k / lanes) * pixels + q) * lanes + k % lanes] =
+            v[(i * channels + k) * pixels + q];
+  return out;
+}
+
 }  // namespace reprise::kernels::cpu::testing

@@ -118,7 +118,11 @@ class KernelHarness {
   const runtime::KernelRegistry* registry_ = &own_;
 };
 
-/// Attributes from a list of (name, value) pairs.
+/// NCHW floats of `images` x `channels` x `pixels` stored as [N][groups][pixels][lanes], the
+/// padding lanes zero (lanes 0: NCHW as it is; lanes == channels: channels-last).
+std::vector<float> StoreInLanes(const std::vector<float>& v, int64_t images, int64_t channels,
+                                int64_t pixels, int64_t lanes);
+
 /// Runs a prepared kernel of one output on raw buffers: inputs and the output stored in a
 /// layout that a Tensor cannot show (channel blocks, channels-last), with a fresh workspace.
 absl::Status RunOnBuffers(const runtime::PreparedKernel& kernel,

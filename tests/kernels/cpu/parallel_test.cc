@@ -23,6 +23,7 @@ namespace {
 using testing::Attrs;
 using testing::KernelHarness;
 using testing::RandomFloats;
+using testing::StoreInLanes;
 using testing::Tensor;
 
 TEST(ParallelForTest, CoversEveryIndexOnceWithinTheThreadCount) {
@@ -294,21 +295,6 @@ TEST(ParallelKernelsTest, ConcatenationCopiesOverTheThreads) {
       EXPECT_EQ((*out)[0].Values<float>(), want);
     }
   }
-}
-
-// NCHW floats of `images` x `channels` x `pixels` stored as [N][groups][pixels][lanes], the
-// padding lanes zero (lanes 0: NCHW as it is; lanes == channels: channels-last).
-std::vector<float> StoreInLanes(const std::vector<float>& v, int64_t images, int64_t channels,
-                                int64_t pixels, int64_t lanes) {
-  if (lanes == 0) return v;
-  const int64_t groups = (channels + lanes - 1) / lanes;
-  std::vector<float> out(images * groups * lanes * pixels, 0.0f);
-  for (int64_t i = 0; i < images; ++i)
-    for (int64_t k = 0; k < channels; ++k)
-      for (int64_t q = 0; q < pixels; ++q)
-        out[((i * groups + k / lanes) * pixels + q) * lanes + k % lanes] =
-            v[(i * channels + k) * pixels + q];
-  return out;
 }
 
 // An output in channel blocks whose inputs are not all whole blocks is gathered lane by lane

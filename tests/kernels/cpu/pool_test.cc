@@ -220,15 +220,7 @@ TEST(PoolTest, FusedPoolsOverChannelsInnermostStorage) {
     const auto x = RandomFloats(n * c * plane, 26);
     // [N][groups][H][W][lanes] from NCHW, padding lanes zero (lanes 0: NCHW as it is).
     auto store = [&](const std::vector<float>& v, int64_t lanes, int64_t pixels) {
-      if (lanes == 0) return v;
-      const int64_t groups = (c + lanes - 1) / lanes;
-      std::vector<float> out(n * groups * lanes * pixels, 0.0f);
-      for (int64_t i = 0; i < n; ++i)
-        for (int64_t k = 0; k < c; ++k)
-          for (int64_t q = 0; q < pixels; ++q)
-            out[((i * groups + k / lanes) * pixels + q) * lanes + k % lanes] =
-                v[(i * c + k) * pixels + q];
-      return out;
+      return StoreInLanes(v, n, c, pixels, lanes);
     };
     struct Case {
       int64_t k, s, pad;

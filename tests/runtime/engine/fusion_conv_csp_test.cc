@@ -46,6 +46,19 @@ void AddActivation(ModelBuilder& b, const std::string& act, const std::string& i
   }
 }
 
+// `in` [N, C, ...] → BatchNormalization with constant parameters (scale in [0.5, 1.5], var in
+// [0.5, 2]) → `out`.
+void AddBatchNorm(ModelBuilder& b, const std::string& in, const std::string& out, int64_t channels,
+                  uint32_t seed) {
+  const size_t n = static_cast<size_t>(channels);
+  b.FloatInit(out + "_scale", {channels}, RandomFloats(n, seed, 0.5f, 1.5f));
+  b.FloatInit(out + "_b", {channels}, RandomFloats(n, seed + 1));
+  b.FloatInit(out + "_mean", {channels}, RandomFloats(n, seed + 2));
+  b.FloatInit(out + "_var", {channels}, RandomFloats(n, seed + 3, 0.5f, 2.0f));
+  b.Node("BatchNormalization", {in, out + "_scale", out + "_b", out + "_mean", out + "_var"},
+         {out});
+}
+
 const Node* FindNamed(const Graph& graph, const std::string& name) {
   for (const Node& node : graph.nodes) {
     if (node.name == name) return &node;
@@ -237,20 +250,12 @@ TEST_F(FusionConvCspTest, ResizeBetweenConvolutionsKeepsTheChainLayout) {
 TEST_F(FusionConvCspTest, SumsOfChainValuesKeepTheBlockedLayout) {
   ModelBuilder b;
   b.Input("x", onnx::TensorProto::FLOAT, {2, 8, 9, 9}).Output("y", {2, 16, 9, 9});
-  auto bn = [&b](const std::string& in, const std::string& out, uint32_t seed) {
-    b.FloatInit(out + "_scale", {24}, RandomFloats(24, seed, 0.5f, 1.5f));
-    b.FloatInit(out + "_b", {24}, RandomFloats(24, seed + 1));
-    b.FloatInit(out + "_mean", {24}, RandomFloats(24, seed + 2));
-    b.FloatInit(out + "_var", {24}, RandomFloats(24, seed + 3, 0.5f, 2.0f));
-    b.Node("BatchNormalization", {in, out + "_scale", out + "_b", out + "_mean", out + "_var"},
-           {out});
-  };
   AddConv(b, "a", "x", "a_out", 8, 24, 171, true);
   b.Node("Relu", {"a_out"}, {"a_act"});
-  bn("a_act", "u", 173);
+  AddBatchNorm(b, "a_act", "u", 24, 173);
   AddConv(b, "m", "u", "m_out", 24, 24, 177, true);
   b.Node("Relu", {"m_out"}, {"m_act"});
-  bn("m_act", "v", 179);
+  AddBatchNorm(b, "m_act", "v", 24, 179);
   b.Node("Add", {"u", "v"}, {"sum"}, "sum");
   b.Node("Relu", {"sum"}, {"sum_act"});
   b.Node("Sub", {"sum_act", "v"}, {"diff"}, "diff");
@@ -287,22 +292,14 @@ TEST_F(FusionConvCspTest, SumsAcrossResizesOfADynamicBatchAreFused) {
       .Input("z", onnx::TensorProto::FLOAT, {-1, 8, 16, 16})
       .Input("z2", onnx::TensorProto::FLOAT, {-1, 8, 32, 32})
       .Output("y", {-1, 8, 32, 32});
-  auto bn = [&b](const std::string& in, const std::string& out, uint32_t seed) {
-    b.FloatInit(out + "_scale", {8}, RandomFloats(8, seed, 0.5f, 1.5f));
-    b.FloatInit(out + "_b", {8}, RandomFloats(8, seed + 1));
-    b.FloatInit(out + "_mean", {8}, RandomFloats(8, seed + 2));
-    b.FloatInit(out + "_var", {8}, RandomFloats(8, seed + 3, 0.5f, 2.0f));
-    b.Node("BatchNormalization", {in, out + "_scale", out + "_b", out + "_mean", out + "_var"},
-           {out});
-  };
   AddConv(b, "a", "x", "a_out", 8, 8, 201, true);
   b.Node("Relu", {"a_out"}, {"a_act"});
-  bn("a_act", "u", 203);
+  AddBatchNorm(b, "a_act", "u", 8, 203);
   b.FloatInit("scales", {4}, {1, 1, 2, 2});
   b.Node("Resize", {"u", "", "scales"}, {"up"});
   AddConv(b, "m", "z", "m_out", 8, 8, 207, true);
   b.Node("Relu", {"m_out"}, {"m_act"});
-  bn("m_act", "v", 209);
+  AddBatchNorm(b, "m_act", "v", 8, 209);
   b.Node("Add", {"v", "up"}, {"sum"}, "sum");
   // The sum's batch is named afresh too ("unk__1": its inputs' names differed), then the next
   // Resize's ("unk__2"); both are "N" once the sum's inputs are.
@@ -310,7 +307,7 @@ TEST_F(FusionConvCspTest, SumsAcrossResizesOfADynamicBatchAreFused) {
   b.Node("Resize", {"sum", "", "scales2"}, {"up2"});
   AddConv(b, "n", "z2", "n_out", 8, 8, 217, true);
   b.Node("Relu", {"n_out"}, {"n_act"});
-  bn("n_act", "v2", 219);
+  AddBatchNorm(b, "n_act", "v2", 8, 219);
   b.Node("Add", {"v2", "up2"}, {"sum2"}, "sum2");
   AddConv(b, "c", "sum2", "y", 8, 8, 211, true);
   auto model = Model::LoadBytes(b.Bytes(), registry_);
