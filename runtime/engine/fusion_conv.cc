@@ -39,7 +39,8 @@ const TensorValue* FloatConstant(const Graph& graph, int value) {
 
 std::vector<float> ToFloats(const TensorValue& t) {
   std::vector<float> out(t.bytes.size() / sizeof(float));
-  std::memcpy(out.data(), t.bytes.data(), t.bytes.size());
+  // (No copy of nothing: memcpy's pointers must not be null, and an empty vector's may be.)
+  if (!out.empty()) std::memcpy(out.data(), t.bytes.data(), out.size() * sizeof(float));
   return out;
 }
 
@@ -353,7 +354,7 @@ int AddFloatConstant(Graph* graph, const std::string& name, Shape shape,
   tensor->dtype = DataType::kFloat32;
   tensor->shape = std::move(shape);
   tensor->bytes.resize(data.size() * sizeof(float));
-  std::memcpy(tensor->bytes.data(), data.data(), tensor->bytes.size());
+  if (!data.empty()) std::memcpy(tensor->bytes.data(), data.data(), tensor->bytes.size());
   graph->constants[id] = std::move(tensor);
   return id;
 }
