@@ -346,16 +346,6 @@ absl::StatusOr<PerChannel> PerChannelInput(const PrepareContext& context, size_t
   return p;
 }
 
-// "activation": "" or Relu.
-absl::StatusOr<bool> ReluActivation(const PrepareContext& context) {
-  absl::StatusOr<std::string> activation = AttrsOf(context).GetString("activation", "");
-  if (!activation.ok()) return activation.status();
-  if (!activation->empty() && *activation != "Relu") {
-    return InvalidArgument(context, "activation \"", *activation, "\" is neither \"\" nor Relu");
-  }
-  return *activation == "Relu";
-}
-
 absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareChannelScale(const PrepareContext& context) {
   RETURN_IF_ERROR(ExpectInputCount(context, 2, 3));
   RETURN_IF_ERROR(ExpectType(context, 0, {DataType::kFloat32}));
@@ -369,7 +359,12 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareChannelScale(const Prepar
   if (p.has_shift) {
     ASSIGN_OR_RETURN(p.shift, PerChannelInput(context, 2, p.x));
   }
-  ASSIGN_OR_RETURN(p.relu, ReluActivation(context));
+  absl::StatusOr<std::string> activation = AttrsOf(context).GetString("activation", "");
+  if (!activation.ok()) return activation.status();
+  if (!activation->empty() && *activation != "Relu") {
+    return InvalidArgument(context, "activation \"", *activation, "\" is neither \"\" nor Relu");
+  }
+  p.relu = *activation == "Relu";
   ASSIGN_OR_RETURN(Storage x_storage, LayoutAttr(context, "x_layout"));
   ASSIGN_OR_RETURN(Storage y_storage, LayoutAttr(context, "y_layout"));
   ASSIGN_OR_RETURN(p.px, PlacementOf(context, p.x, x_storage));

@@ -149,6 +149,7 @@ class ConcatKernel final : public PreparedKernel {
     int64_t lanes = 0;
     std::vector<Take> takes;
     std::vector<size_t> first;
+    std::vector<int64_t> piece_floats;  // each piece's floats per image (Piece::image), in order
   };
 
   explicit ConcatKernel(Parts parts) : p_(std::move(parts)) {}
@@ -229,12 +230,15 @@ class ConcatKernel final : public PreparedKernel {
 
   // One output vector per (image, output block, pixel), split over the threads.
   void GatherInto(const float* const* sources, float* y) const {
-    absl::InlinedVector<int64_t, 8> source_image;
-    for (const Piece& piece : p_.pieces) source_image.push_back(piece.image);
     const int64_t y_blocks = static_cast<int64_t>(p_.first.size()) - 1;
-    const Gather g{
-        sources,         source_image.data(), y, y_blocks * p_.plane * p_.lanes, p_.plane, y_blocks,
-        p_.takes.data(), p_.first.data()};
+    const Gather g{sources,
+                   p_.piece_floats.data(),
+                   y,
+                   y_blocks * p_.plane * p_.lanes,
+                   p_.plane,
+                   y_blocks,
+                   p_.takes.data(),
+                   p_.first.data()};
     const auto fn = p_.lanes == 16 ? &GatherBlocksAvx512 : &GatherBlocksAvx2;
     ParallelFor(p_.images * y_blocks * p_.plane, p_.threads, 2.0 * static_cast<double>(p_.lanes),
                 [&](int64_t begin, int64_t end) { fn(g, begin, end); });
@@ -336,6 +340,8 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareFusedConcat(const Prepare
     if (assembly == Storage::kBlocked && !whole_blocks) {
       parts.lanes = block;
       parts.first.push_back(0);
+      for (const ConcatKernel::Piece& piece : parts.pieces)
+        parts.piece_floats.push_back(piece.image);
       // Output channel c of block c / block, lane c % block: channel c - offset of the piece
       // that covers it, in that piece's block (c - offset) / block.
       size_t k = 0;
