@@ -182,8 +182,8 @@ TEST(ShapeOpsTest, ConstantOfShapeFillsEveryElementOnOneAndTwoThreads) {
 // Transposes against the index formula: batched 2-D transposes of 4-byte elements (NCHW <->
 // NHWC, outer axes that do not coalesce, partial 8 x 8 tiles at the right and bottom edges, wide
 // matrices taken in chunks of columns) go through tiles transposed in vector registers where the
-// CPU has AVX2; 8-byte, 1-byte and other
-// permutations copy element by element. One and two threads.
+// CPU has AVX2; a small axis of two to four moved last interleaves its runs (any element size);
+// 8-byte, 1-byte and other permutations copy element by element. One and two threads.
 TEST(LayoutTest, TransposesMatchTheIndexFormula) {
   KernelHarness h;
   struct Case {
@@ -198,6 +198,10 @@ TEST(LayoutTest, TransposesMatchTheIndexFormula) {
       {{2, 1037, 11}, {0, 2, 1}},      // [2][11, 1037]: chunks of 512, 512 and 13 columns
       {{4, 6, 10}, {1, 0, 2}},         // rows copied as they are
       {{5, 3, 8}, {2, 1, 0}},          // too few rows for a tile
+      {{2, 37}, {1, 0}},               // [37, 2]: two runs interleaved, an odd row count
+      {{2, 3, 20}, {0, 2, 1}},         // [2][20, 3]: three runs, two blocks
+      {{4, 9, 10}, {1, 2, 0}},         // [90, 4]: four runs
+      {{5, 12}, {1, 0}},               // [12, 5]: five columns copy element by element
   };
   for (const Case& c : cases) {
     const int64_t rank = static_cast<int64_t>(c.in.size());
@@ -253,6 +257,59 @@ TEST(LayoutTest, TransposesMatchTheIndexFormula) {
         if (type == 2) expect_gathered(y.Values<int64_t>(), xl);
         if (type == 3) expect_gathered(y.Values<uint8_t>(), xb);
       }
+    }
+  }
+}
+
+// DepthToSpace (DCR and CRD) and SpaceToDepth against the ONNX index formulas, blocksizes 2 to
+// 5 (2 to 4 interleave runs of the input into the output's rows; 5 copies element by element),
+// one and two threads.
+TEST(LayoutTest, DepthAndSpaceMatchTheIndexFormula) {
+  KernelHarness h;
+  for (const int64_t b : {2, 3, 4, 5}) {
+    const int64_t n = 2, cb = 3, hh = 4, ww = 9;  // the smaller image of the two
+    const int64_t c = cb * b * b;
+    std::vector<float> x(n * c * hh * ww);
+    for (size_t k = 0; k < x.size(); ++k) x[k] = static_cast<float>(k) * 0.25f - 11.0f;
+    const Tensor deep = Tensor::Of<float>({n, c, hh, ww}, x);
+    const Tensor wide = Tensor::Of<float>({n, cb, hh * b, ww * b}, x);
+    for (int threads : {1, 2}) {
+      for (const std::string mode : {"DCR", "CRD"}) {
+        SCOPED_TRACE(::testing::Message()
+                     << "blocksize " << b << " " << mode << " threads " << threads);
+        auto kernel = h.Prepare("DepthToSpace", {deep}, Attrs({{"blocksize", b}, {"mode", mode}}),
+                                17, 1, threads);
+        ASSERT_TRUE(kernel.ok()) << kernel.status();
+        auto out = h.RunPrepared(**kernel, {deep});
+        ASSERT_TRUE(out.ok()) << out.status();
+        ASSERT_EQ((*out)[0].shape, (Shape{n, cb, hh * b, ww * b}));
+        const auto y = (*out)[0].Values<float>();
+        for (int64_t i = 0; i < n; ++i)
+          for (int64_t k = 0; k < cb; ++k)
+            for (int64_t r = 0; r < hh * b; ++r)
+              for (int64_t q = 0; q < ww * b; ++q) {
+                const int64_t ch =
+                    mode == "DCR" ? ((r % b) * b + q % b) * cb + k : (k * b + r % b) * b + q % b;
+                ASSERT_EQ(y[((i * cb + k) * hh * b + r) * ww * b + q],
+                          x[((i * c + ch) * hh + r / b) * ww + q / b])
+                    << "output " << i << ", " << k << ", " << r << ", " << q;
+              }
+      }
+      SCOPED_TRACE(::testing::Message() << "SpaceToDepth " << b << " threads " << threads);
+      auto kernel = h.Prepare("SpaceToDepth", {wide}, Attrs({{"blocksize", b}}), 17, 1, threads);
+      ASSERT_TRUE(kernel.ok()) << kernel.status();
+      auto out = h.RunPrepared(**kernel, {wide});
+      ASSERT_TRUE(out.ok()) << out.status();
+      ASSERT_EQ((*out)[0].shape, (Shape{n, c, hh, ww}));
+      const auto y = (*out)[0].Values<float>();
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t ch = 0; ch < c; ++ch)
+          for (int64_t r = 0; r < hh; ++r)
+            for (int64_t q = 0; q < ww; ++q) {
+              const int64_t k = ch % cb, dy = ch / cb / b, dx = ch / cb % b;
+              ASSERT_EQ(y[((i * c + ch) * hh + r) * ww + q],
+                        x[((i * cb + k) * hh * b + r * b + dy) * ww * b + q * b + dx]);
+            }
     }
   }
 }
