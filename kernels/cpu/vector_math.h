@@ -208,14 +208,26 @@ __attribute__((always_inline)) inline void SoftplusOf(const T& x, T* out) {
 
 /// x rounded to the nearest integer, halves to even (ONNX Round), for float or a vector T:
 /// (|x| + 2^23) - 2^23 in the default rounding mode for |x| < 2^23 (larger floats are integers),
-/// the sign restored (-0.3 gives -0); zeros, infinities and NaN unchanged.
+/// x's sign bit put back (-0.3 and -0 give -0); infinities and NaN unchanged. Sign and magnitude
+/// by bit masks, one comparison: with two comparisons combined by `&`, GCC compared lane by lane
+/// (7x Floor's time over 1.2 M floats).
 template <typename T>
 __attribute__((always_inline)) inline void RoundHalfEvenOf(const T& x, T* out) {
+  using I = IntsFor<T>;
   constexpr float kBig = 8388608.0f;  // 2^23
-  const T a = x < 0.0f ? -x : x;
+  I bits;
+  std::memcpy(&bits, &x, sizeof(bits));
+  const I sign = bits & static_cast<int32_t>(0x80000000u);
+  const I magnitude = bits & 0x7fffffff;
+  T a;
+  std::memcpy(&a, &magnitude, sizeof(a));
   const T r = (a + kBig) - kBig;
-  const T s = x < 0.0f ? -r : r;
-  *out = ((a < kBig) & (x != 0.0f)) ? s : x;
+  I r_bits;
+  std::memcpy(&r_bits, &r, sizeof(r_bits));
+  r_bits = r_bits | sign;
+  T s;
+  std::memcpy(&s, &r_bits, sizeof(s));
+  *out = a < kBig ? s : x;
 }
 
 /// The largest |x| that SinCosReduced takes (Cody-Waite reduction exact up to it).
