@@ -1,5 +1,7 @@
 // Reductions over axes (ReduceSum/Mean/Max/Min/Prod/L1/L2/SumSquare/LogSum/LogSumExp),
 // ArgMax/ArgMin and CumSum. Float sums accumulate in double, integer ones in int64.
+#include <immintrin.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -557,6 +559,64 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareReduce(const PrepareConte
   return MakeKernel(context, {Desc(in.dtype, out)}, std::move(run));
 }
 
+// Columns per item of ArgMax / ArgMin.
+constexpr int64_t kArgChunk = 256;
+
+// ArgMax (kMax) or ArgMin of one contiguous row of n > 0 values, as a scan that keeps the index
+// of the best so far and takes a later value only when it is better (greater, or also equal
+// when `last`): 0 when p[0] is NaN (nothing is better than it), else the first (or last) index
+// of the best of the values that are not NaN. Floats in two SSE passes, the best value over four
+// registers of lanes (maxps(v, m) is v > m ? v : m, so a NaN never replaces a lane's value), then
+// its first or last position (a NaN p[0] stays the best and equals nothing: 0); the scan compared
+// each value with the best so far one at a time (1.25 ms for 64 rows of 19200 floats). Other types
+// scan.
+template <bool kMax, typename T>
+int64_t ArgOfRow(const T* p, int64_t n, bool last) {
+  if constexpr (std::is_same_v<T, float>) {
+    const auto better = [](__m128 v, __m128 m) {
+      return kMax ? _mm_max_ps(v, m) : _mm_min_ps(v, m);
+    };
+    __m128 m[4];
+    for (__m128& r : m) r = _mm_set1_ps(p[0]);
+    int64_t k = 0;
+    for (; k + 16 <= n; k += 16) {
+      for (int r = 0; r < 4; ++r) m[r] = better(_mm_loadu_ps(p + k + 4 * r), m[r]);
+    }
+    for (; k + 4 <= n; k += 4) m[0] = better(_mm_loadu_ps(p + k), m[0]);
+    float lanes[16];
+    for (int r = 0; r < 4; ++r) _mm_storeu_ps(lanes + 4 * r, m[r]);
+    float value = p[0];
+    for (float v : lanes) value = (kMax ? v > value : v < value) ? v : value;
+    for (; k < n; ++k) value = (kMax ? p[k] > value : p[k] < value) ? p[k] : value;
+    const __m128 target = _mm_set1_ps(value);
+    if (last) {
+      int64_t i = n;
+      for (; i >= 4; i -= 4) {
+        if (_mm_movemask_ps(_mm_cmpeq_ps(_mm_loadu_ps(p + i - 4), target)) != 0) break;
+      }
+      while (i-- > 0) {
+        if (p[i] == value) return i;
+      }
+      return 0;
+    }
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+      if (_mm_movemask_ps(_mm_cmpeq_ps(_mm_loadu_ps(p + i), target)) != 0) break;
+    }
+    for (; i < n; ++i) {
+      if (p[i] == value) return i;
+    }
+    return 0;
+  } else {
+    int64_t best = 0;
+    for (int64_t k = 1; k < n; ++k) {
+      const T v = p[k], b = p[best];
+      if (kMax ? (last ? v >= b : v > b) : (last ? v <= b : v < b)) best = k;
+    }
+    return best;
+  }
+}
+
 template <bool kMax>
 absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareArg(const PrepareContext& context) {
   RETURN_IF_ERROR(ExpectInputCount(context, 1, 1));
@@ -581,24 +641,55 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareArg(const PrepareContext&
     else if (keepdims != 0)
       out.push_back(1);
   }
+  if (dim > std::numeric_limits<int32_t>::max() && runtime::DataTypeSize(in.dtype) == 4) {
+    return Unimplemented(context, "an axis of ", dim, " elements (more than int32's range)");
+  }
   FunctionKernel::RunFn run;
   const bool ok = DispatchArithmetic(in.dtype, [&]<typename T>() {
-    run = [outer, inner, dim, last](const KernelArgs& args) {
+    // Indices as wide as the elements (so that the selects vectorise), 64-bit past int32's range.
+    using Index = std::conditional_t<sizeof(T) == 4, int32_t, int64_t>;
+    // Columns of kArgChunk at a time, row by row along the axis: the best values so far in a
+    // buffer and the indices in the output, updated without a branch (vector code). Column by
+    // column, ArgMax over the 64 channels of [1, 64, 120, 160] took 1.38 ms (strided reads).
+    // Items of (outer index, chunk) over the threads. A NaN is never better than the best so
+    // far, nor is anything better than a NaN best (the comparisons are false).
+    run = [outer, inner, dim, last, threads = context.intra_op_threads](const KernelArgs& args) {
       const T* x = static_cast<const T*>(args.inputs[0]);
       int64_t* y = static_cast<int64_t*>(args.outputs[0]);
-      for (int64_t o = 0; o < outer; ++o) {
-        for (int64_t i = 0; i < inner; ++i) {
-          const T* p = x + o * dim * inner + i;
-          int64_t best = 0;
-          for (int64_t k = 1; k < dim; ++k) {
-            const T v = p[k * inner];
-            const T b = p[best * inner];
-            const bool better = kMax ? (last ? v >= b : v > b) : (last ? v <= b : v < b);
-            if (better) best = k;
-          }
-          y[o * inner + i] = best;
-        }
+      if (inner == 1) {
+        ParallelFor(outer, threads, static_cast<double>(dim), [&](int64_t begin, int64_t end) {
+          for (int64_t o = begin; o < end; ++o) y[o] = ArgOfRow<kMax>(x + o * dim, dim, last != 0);
+        });
+        return absl::OkStatus();
       }
+      const int64_t chunks = (inner + kArgChunk - 1) / kArgChunk;
+      ParallelFor(
+          outer * chunks, threads, static_cast<double>(dim * std::min(inner, kArgChunk)),
+          [&](int64_t begin, int64_t end) {
+            T best[kArgChunk];
+            Index index[kArgChunk];
+            for (int64_t item = begin; item < end; ++item) {
+              const int64_t o = item / chunks, i0 = item % chunks * kArgChunk;
+              const int64_t n = std::min(kArgChunk, inner - i0);
+              const T* p = x + o * dim * inner + i0;
+              for (int64_t i = 0; i < n; ++i) {
+                best[i] = p[i];
+                index[i] = 0;
+              }
+              for (int64_t k = 1; k < dim; ++k) {
+                const T* row = p + k * inner;
+                const Index at = static_cast<Index>(k);
+                for (int64_t i = 0; i < n; ++i) {
+                  const T v = row[i], b = best[i];
+                  const bool better = kMax ? (last ? v >= b : v > b) : (last ? v <= b : v < b);
+                  best[i] = better ? v : b;
+                  index[i] = better ? at : index[i];
+                }
+              }
+              std::copy(index, index + n, y + o * inner + i0);
+            }
+          },
+          1);
       return absl::OkStatus();
     };
   });

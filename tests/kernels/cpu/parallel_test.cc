@@ -192,6 +192,16 @@ TEST(ParallelKernelsTest, ElementwiseAndBroadcastGiveTheSerialBits) {
     ExpectSameBits("Relu", {x}, {}, threads);
     ExpectSameBits("Sigmoid", {x}, {}, threads);
     ExpectSameBits("Tanh", {x}, {}, threads);
+    ExpectSameBits("PRelu", {x, Random({32, 1, 1}, 23)}, {}, threads);
+    ExpectSameBits("Greater", {x, Random({2, 32, 28, 28}, 24)}, {}, threads);
+    ExpectSameBits(
+        "Pow",
+        {Tensor::Of<float>({2, 32, 28, 28}, RandomFloats(50176, 25, 0.5f, 2.0f)), Random({28}, 26)},
+        {}, threads);
+    ExpectSameBits("Mod", {x, Random({32, 1, 1}, 27)}, Attrs({{"fmod", int64_t{1}}}), threads);
+    // Over the channels (items of 256 columns: 784 per image in 4 chunks) and along rows.
+    ExpectSameBits("ArgMax", {x}, Attrs({{"axis", int64_t{1}}}), threads);
+    ExpectSameBits("ArgMin", {Random({300, 1000}, 28)}, Attrs({{"axis", int64_t{1}}}), threads);
   }
 }
 
