@@ -421,26 +421,32 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareLrn(const PrepareContext&
   const int64_t batch = shape[0];
   const int64_t before = (size - 1) / 2;
   const int64_t after = size - 1 - before;
+  const int threads = context.intra_op_threads;
+  // Planes (image, channel) over the threads; a pow in double per element, about 20 ns.
   return MakeKernel(context, {Desc(DataType::kFloat32, shape)}, [=](const KernelArgs& args) {
     const float* x = static_cast<const float*>(args.inputs[0]);
     float* y = static_cast<float*>(args.outputs[0]);
-    for (int64_t n = 0; n < batch; ++n) {
-      const float* xb = x + n * channels * inner;
-      float* yb = y + n * channels * inner;
-      for (int64_t c = 0; c < channels; ++c) {
-        const int64_t lo = std::max<int64_t>(0, c - before);
-        const int64_t hi = std::min<int64_t>(channels - 1, c + after);
-        for (int64_t i = 0; i < inner; ++i) {
-          double sum = 0;
-          for (int64_t k = lo; k <= hi; ++k) {
-            const double v = xb[k * inner + i];
-            sum += v * v;
+    ParallelFor(
+        batch * channels, threads, 20.0 * static_cast<double>(inner),
+        [&](int64_t begin, int64_t end) {
+          for (int64_t plane = begin; plane < end; ++plane) {
+            const int64_t n = plane / channels, c = plane % channels;
+            const float* xb = x + n * channels * inner;
+            float* yb = y + n * channels * inner;
+            const int64_t lo = std::max<int64_t>(0, c - before);
+            const int64_t hi = std::min<int64_t>(channels - 1, c + after);
+            for (int64_t i = 0; i < inner; ++i) {
+              double sum = 0;
+              for (int64_t k = lo; k <= hi; ++k) {
+                const double v = xb[k * inner + i];
+                sum += v * v;
+              }
+              const double scale = std::pow(bias + alpha / static_cast<double>(size) * sum, beta);
+              yb[c * inner + i] = static_cast<float>(xb[c * inner + i] / scale);
+            }
           }
-          const double scale = std::pow(bias + alpha / static_cast<double>(size) * sum, beta);
-          yb[c * inner + i] = static_cast<float>(xb[c * inner + i] / scale);
-        }
-      }
-    }
+        },
+        1);
     return absl::OkStatus();
   });
 }

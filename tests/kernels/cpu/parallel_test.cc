@@ -223,6 +223,7 @@ TEST(ParallelKernelsTest, PoolingNormalisationAndResizeGiveTheSerialBits) {
   ExpectSameBits("BatchNormalization",
                  {x, Random({32}, 14), Random({32}, 15), Random({32}, 16), var});
   ExpectSameBits("InstanceNormalization", {x, Random({32}, 17), Random({32}, 18)});
+  ExpectSameBits("LRN", {x}, Attrs({{"size", int64_t{5}}}));
   const Tensor scales = Tensor::Of<float>({4}, {1.0f, 1.0f, 2.0f, 2.0f}, true);
   ExpectSameBits("Resize", {x, Tensor::Absent(), scales}, Attrs({{"mode", std::string("linear")}}));
 }
