@@ -246,6 +246,24 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareMatMul(const PrepareConte
     // One GEMM: A's batch folds into its rows.
     const int64_t rows = runtime::NumElements(*batch) * m;
     const bool small = UseSmallGemm(rows, n, k);
+    // A constant B (the weights of a linear layer without bias, which no fusion takes) read
+    // packed, as Gemm and FusedMatMul read theirs: sgemm packed it again on every call (one
+    // thread, 197 x 768 by 768 x 768: 1.43-1.48 ms, ORT 1.28).
+    const float* b_data = static_cast<const float*>(context.inputs[1].data);
+    std::shared_ptr<const PackedProduct> packed;
+    if (!small && !b_vector && b_data != nullptr) {
+      packed = PackedProduct::Make(context, rows, n, k, k, false, b_data, n);
+    }
+    if (packed != nullptr) {
+      return MakeKernel(
+          context, {Desc(DataType::kFloat32, out)},
+          [=](const KernelArgs& args) {
+            UseIntraOpThreads(threads);
+            return packed->Run(static_cast<const float*>(args.inputs[0]),
+                               static_cast<float*>(args.outputs[0]), args.workspace);
+          },
+          packed->scratch_bytes());
+    }
     return MakeKernel(context, {Desc(DataType::kFloat32, out)}, [=](const KernelArgs& args) {
       UseIntraOpThreads(threads);
       if (small) {

@@ -225,7 +225,7 @@ TEST(GemmTest, SmallProductsWithKnownWeightsMatchTheReference) {
 }
 
 // Products past the small kernel with known (constant) weights read them packed by oneDNN's
-// matmul: Gemm (B stored [K,N] or, transB, [N,K]; C broadcast and scaled by beta) and
+// matmul: Gemm (B stored [K,N] or, transB, [N,K]; C broadcast and scaled by beta), MatMul and
 // FusedMatMul's folded product (A's batch folded into rows, a bias and an activation), at one
 // and two threads, against the reference.
 TEST(GemmTest, KnownWeightsReadPackedMatchTheReference) {
@@ -261,6 +261,34 @@ TEST(GemmTest, KnownWeightsReadPackedMatchTheReference) {
         ASSERT_TRUE(out.ok()) << out.status();
         ExpectNear((*out)[0].Values<float>(), want);
       }
+    }
+  }
+  // MatMul by known weights (a linear layer without bias): A's batch folded into rows read packed
+  // ([2, 20, 512]), one and two rows on the row kernel, 12 rows by 130 x 530 (panels or
+  // oneDNN's packing), and A of rank 4; one and two threads.
+  struct Product {
+    Shape a;
+    int64_t k, n;
+  };
+  for (const Product& z : {Product{{2, 20, 512}, 512, 520}, Product{{1, 2, 512}, 512, 520},
+                           Product{{1, 512}, 512, 520}, Product{{3, 4, 130}, 130, 530},
+                           Product{{2, 2, 3, 512}, 512, 600}}) {
+    const int64_t m = runtime::NumElements(z.a) / z.k;
+    const auto a = RandomFloats(m * z.k, 77);
+    const auto b = RandomFloats(z.k * z.n, 78);
+    const std::vector<Tensor> inputs = {Tensor::Of<float>(z.a, a),
+                                        Tensor::Of<float>({z.k, z.n}, b, /*known=*/true)};
+    Shape out_shape = z.a;
+    out_shape.back() = z.n;
+    for (int threads : {1, 2}) {
+      SCOPED_TRACE(::testing::Message() << "MatMul " << runtime::ShapeToString(z.a) << " x [" << z.k
+                                        << ", " << z.n << "] threads=" << threads);
+      auto kernel = h.Prepare("MatMul", inputs, Attrs({}), 17, 1, threads);
+      ASSERT_TRUE(kernel.ok()) << kernel.status();
+      auto out = h.RunPrepared(**kernel, inputs);
+      ASSERT_TRUE(out.ok()) << out.status();
+      ASSERT_EQ((*out)[0].shape, out_shape);
+      ExpectNear((*out)[0].Values<float>(), ReferenceMatMul(a, b, m, z.k, z.n));
     }
   }
   // FusedMatMul: [2, 20, 512] x known [512, 520] + bias, Relu.
