@@ -13,6 +13,7 @@
 #include "kernels/cpu/kernel_util.h"
 #include "kernels/cpu/vector_math.h"
 #include "runtime/base/status_macros.h"
+#include "runtime/core/checked_size.h"
 
 namespace reprise::kernels::cpu {
 namespace {
@@ -133,21 +134,48 @@ void TopByHeap(const T* p, int64_t dim, int64_t stride, int64_t k, bool largest,
   };
   if (k <= 0) return;
   int64_t filled = 0;
-  for (int64_t j = 0; j < dim; ++j) {
-    if (stride == 1 && filled == k) {
-      j = SkipWorse(p, j, dim, heap[0].value, largest);
-      if (j == dim) break;
-    }
-    const T v = p[j * stride];
+  auto offer = [&](T v, int64_t j) {
     if (filled < k) {
       heap[filled++] = {v, j};
       std::push_heap(heap, heap + filled, better);
     } else if (Before(v, heap[0].value, largest)) {
-      // Later indices lose ties, so only a strictly better value enters.
-      std::pop_heap(heap, heap + k, better);
-      heap[k - 1] = {v, j};
-      std::push_heap(heap, heap + k, better);
+      // Later indices lose ties, so only a strictly better value enters. It replaces the top
+      // (the worst), which then sinks below every worse child: one pass down, where popping
+      // and pushing took two.
+      const Candidate<T> c{v, j};
+      int64_t i = 0;
+      for (int64_t child = 1; child < k; child = 2 * i + 1) {
+        if (child + 1 < k && better(heap[child], heap[child + 1])) ++child;
+        if (!better(c, heap[child])) break;
+        heap[i] = heap[child];
+        i = child;
+      }
+      heap[i] = c;
     }
+  };
+  int64_t j = 0;
+  if constexpr (std::is_same_v<T, float>) {
+    if (stride == 1) {
+      // As TopByInsertion: the first k fill the heap, then each block of 16 is screened once
+      // against the heap's top at the block's start and only its flagged values are offered, in
+      // index order. (Screening again from each offered value on rescanned a block per entry:
+      // 300 of 25088, 8 rows, 1.02 ms.)
+      for (; j < k; ++j) offer(p[j], j);
+      for (; j + 16 <= dim; j += 16) {
+        for (uint32_t hits = HitMask16(p + j, heap[0].value, largest); hits != 0;
+             hits &= hits - 1) {
+          const int64_t l = __builtin_ctz(hits);
+          offer(p[j + l], j + l);
+        }
+      }
+    }
+  }
+  for (; j < dim; ++j) {
+    if (stride == 1 && filled == k) {
+      j = SkipWorse(p, j, dim, heap[0].value, largest);
+      if (j == dim) break;
+    }
+    offer(p[j * stride], j);
   }
   std::sort_heap(heap, heap + filled, better);
   for (int64_t r = 0; r < filled; ++r) {
@@ -191,8 +219,19 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareTopK(const PrepareContext
   size_t workspace = 0;
   const int threads = context.intra_op_threads;
   FunctionKernel::RunFn run;
+  bool overflow = false;
   const bool ok = DispatchArithmetic(in.dtype, [&]<typename T>() {
-    if (!by_insertion) workspace = static_cast<size_t>(k) * sizeof(Candidate<T>);
+    // A heap of k candidates for each of up to `slots` rows at once, one per thread.
+    const int64_t slots = std::max<int64_t>(1, std::min<int64_t>(outer * inner, threads));
+    if (!by_insertion) {
+      size_t heap_bytes = 0;
+      if (!runtime::CheckedMulSize(static_cast<size_t>(k) * sizeof(Candidate<T>),
+                                   static_cast<size_t>(slots), &heap_bytes)) {
+        overflow = true;
+        return;
+      }
+      workspace = heap_bytes;
+    }
     run = [=](const KernelArgs& args) {
       const T* x = static_cast<const T*>(args.inputs[0]);
       T* values = static_cast<T*>(args.outputs[0]);
@@ -217,8 +256,19 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareTopK(const PrepareContext
                       for (int64_t row = first; row < end; ++row) one_row(row, nullptr);
                     });
       } else {
-        auto* heap = static_cast<Candidate<T>*>(args.workspace);
-        for (int64_t row = 0; row < outer * inner; ++row) one_row(row, heap);
+        // Rows in `slots` runs of consecutive rows, each run on its own heap.
+        auto* heaps = static_cast<Candidate<T>*>(args.workspace);
+        const int64_t rows = outer * inner;
+        ParallelFor(
+            slots, threads, static_cast<double>(rows / slots * dim),
+            [&](int64_t first, int64_t end) {
+              for (int64_t slot = first; slot < end; ++slot) {
+                for (int64_t row = rows * slot / slots; row < rows * (slot + 1) / slots; ++row) {
+                  one_row(row, heaps + slot * k);
+                }
+              }
+            },
+            1);
       }
       return absl::OkStatus();
     };
@@ -227,6 +277,7 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareTopK(const PrepareContext
     return ExpectType(context, 0,
                       {DataType::kFloat32, DataType::kFloat64, DataType::kInt32, DataType::kInt64});
   }
+  if (overflow) return InvalidArgument(context, "k=", k, " candidates overflow the workspace");
   return MakeKernel(context, {Desc(in.dtype, out), Desc(DataType::kInt64, out)}, std::move(run),
                     workspace);
 }
