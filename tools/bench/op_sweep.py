@@ -148,8 +148,9 @@ def more_models(shape, rng, const, signed):
                       [], [n, 2 * c, hh, ww], 17, signed),
         "Split+Add(C)": ([h.make_node("Split", ["input"], ["a", "b"], axis=1),
                           node("Add", ["a", "b"])], [], [n, half_c, hh, ww], 17, signed),
-        "Expand(N2)": ([node("Expand", ["input", "s"])], [const("s", [2, c, hh, ww], np.int64)],
-                       [2 * n, c, hh, ww], 17, signed),
+        # A new leading axis of 2 (any batch; [2, c, h, w] broadcast only a batch of 1).
+        "Expand(N2)": ([node("Expand", ["input", "s"])],
+                       [const("s", [2, n, c, hh, ww], np.int64)], [2, n, c, hh, ww], 17, signed),
         "Tile(H 2x)": ([node("Tile", ["input", "r"])], [const("r", [1, 1, 2, 1], np.int64)],
                           [n, c, 2 * hh, ww], 17, signed),
         "CumSum(W)": ([node("CumSum", ["input", "a"])], [const("a", 3, np.int64)], shape, 17,
