@@ -110,6 +110,26 @@ struct PhaseCopy {
             const int64_t at_phase = item / (whole.groups * ph) * phase.n_stride +
                                      g * phase.group_stride + y * phase.h_stride;
             const int64_t step_whole = dw * whole.w_stride;
+            if (run == 1 && whole.w_stride == 1 && phase.w_stride == 1) {
+              // Plain rows: a strided gather or scatter of single floats (stride 2 unrolled by
+              // the compiler; element by element, a plain [8, 32, 28, 28] in and out took 0.66 of
+              // its 1.73 ms).
+              const float* src = to_phases ? from + at_whole : from + at_phase;
+              float* dst = to_phases ? to + at_phase : to + at_whole;
+              if (to_phases) {
+                if (dw == 2) {
+                  for (int64_t x = 0; x < inside; ++x) dst[x] = src[2 * x];
+                } else {
+                  for (int64_t x = 0; x < inside; ++x) dst[x] = src[x * dw];
+                }
+                for (int64_t x = inside; x < pw; ++x) dst[x] = 0.0f;
+              } else if (dw == 2) {
+                for (int64_t x = 0; x < inside; ++x) dst[2 * x] = src[x];
+              } else {
+                for (int64_t x = 0; x < inside; ++x) dst[x * dw] = src[x];
+              }
+              continue;
+            }
             for (int64_t x = 0; x < inside; ++x) {
               const float* src = to_phases ? from + at_whole + x * step_whole
                                            : from + at_phase + x * phase.w_stride;
