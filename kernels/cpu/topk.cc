@@ -139,9 +139,9 @@ void TopByHeap(const T* p, int64_t dim, int64_t stride, int64_t k, bool largest,
       heap[filled++] = {v, j};
       std::push_heap(heap, heap + filled, better);
     } else if (Before(v, heap[0].value, largest)) {
-      // Later indices lose ties, so only a strictly better value enters. It replaces the top
-      // (the worst), which then sinks below every worse child: one pass down, where popping
-      // and pushing took two.
+      // Later indices lose ties, so only a strictly better value enters. It takes the top's
+      // place (the worst's) and sinks while a child is worse than it: one pass down, where
+      // popping and pushing took two.
       const Candidate<T> c{v, j};
       int64_t i = 0;
       for (int64_t child = 1; child < k; child = 2 * i + 1) {
