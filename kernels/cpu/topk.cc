@@ -68,6 +68,22 @@ inline uint32_t HitMask16(const float* p, float last, bool largest) {
   return mask;
 }
 
+// From index j on, the whole blocks of 16 of a contiguous float row: each screened once against
+// threshold() at the block's start (HitMask16; the threshold only improves, so a flagged value
+// may still be turned away, an unflagged one would be), its flagged values offered in index
+// order. Returns the index past the last whole block.
+template <typename Threshold, typename Offer>
+int64_t OfferFlaggedBlocks(const float* p, int64_t j, int64_t dim, bool largest,
+                           Threshold threshold, Offer& offer) {
+  for (; j + 16 <= dim; j += 16) {
+    for (uint32_t hits = HitMask16(p + j, threshold(), largest); hits != 0; hits &= hits - 1) {
+      const int64_t l = __builtin_ctz(hits);
+      offer(p[j + l], j + l);
+    }
+  }
+  return j;
+}
+
 // The k best of the `dim` values p[j * stride] (k <= kInsertionK, k <= dim) into values[j * out]
 // and, unless null, indices[j * out]. Values enter in index order and stop at an equal one:
 // ties keep the lower index first.
@@ -96,12 +112,8 @@ void TopByInsertion(const T* p, int64_t dim, int64_t stride, int64_t k, bool lar
       // block's start, and only the values flagged offered, in index order (the k-th best only
       // improves, so a flagged value may still be turned away; an unflagged one would be).
       for (; j < k; ++j) offer(p[j], j);
-      for (; j + 16 <= dim; j += 16) {
-        for (uint32_t hits = HitMask16(p + j, best[k - 1], largest); hits != 0; hits &= hits - 1) {
-          const int64_t l = __builtin_ctz(hits);
-          offer(p[j + l], j + l);
-        }
-      }
+      j = OfferFlaggedBlocks(
+          p, j, dim, largest, [&] { return best[k - 1]; }, offer);
     }
   }
   for (; j < dim; ++j) {
@@ -161,13 +173,8 @@ void TopByHeap(const T* p, int64_t dim, int64_t stride, int64_t k, bool largest,
       // index order. (Screening again from each offered value on rescanned a block per entry:
       // 300 of 25088, 8 rows, 1.02 ms.)
       for (; j < k; ++j) offer(p[j], j);
-      for (; j + 16 <= dim; j += 16) {
-        for (uint32_t hits = HitMask16(p + j, heap[0].value, largest); hits != 0;
-             hits &= hits - 1) {
-          const int64_t l = __builtin_ctz(hits);
-          offer(p[j + l], j + l);
-        }
-      }
+      j = OfferFlaggedBlocks(
+          p, j, dim, largest, [&] { return heap[0].value; }, offer);
     }
   }
   for (; j < dim; ++j) {
