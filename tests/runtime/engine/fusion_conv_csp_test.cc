@@ -59,6 +59,15 @@ void AddBatchNorm(ModelBuilder& b, const std::string& in, const std::string& out
          {out});
 }
 
+// `in` → AddConv `name` (scaled weights from `seed`) → Relu → AddBatchNorm (from seed + 2) → `out`.
+void AddConvReluBatchNorm(ModelBuilder& b, const std::string& name, const std::string& in,
+                          const std::string& out, int64_t channels_in, int64_t channels_out,
+                          uint32_t seed) {
+  AddConv(b, name, in, name + "_out", channels_in, channels_out, seed, /*scaled=*/true);
+  b.Node("Relu", {name + "_out"}, {name + "_act"});
+  AddBatchNorm(b, name + "_act", out, channels_out, seed + 2);
+}
+
 const Node* FindNamed(const Graph& graph, const std::string& name) {
   for (const Node& node : graph.nodes) {
     if (node.name == name) return &node;
@@ -250,12 +259,8 @@ TEST_F(FusionConvCspTest, ResizeBetweenConvolutionsKeepsTheChainLayout) {
 TEST_F(FusionConvCspTest, SumsOfChainValuesKeepTheBlockedLayout) {
   ModelBuilder b;
   b.Input("x", onnx::TensorProto::FLOAT, {2, 8, 9, 9}).Output("y", {2, 16, 9, 9});
-  AddConv(b, "a", "x", "a_out", 8, 24, 171, true);
-  b.Node("Relu", {"a_out"}, {"a_act"});
-  AddBatchNorm(b, "a_act", "u", 24, 173);
-  AddConv(b, "m", "u", "m_out", 24, 24, 177, true);
-  b.Node("Relu", {"m_out"}, {"m_act"});
-  AddBatchNorm(b, "m_act", "v", 24, 179);
+  AddConvReluBatchNorm(b, "a", "x", "u", 8, 24, 171);
+  AddConvReluBatchNorm(b, "m", "u", "v", 24, 24, 177);
   b.Node("Add", {"u", "v"}, {"sum"}, "sum");
   b.Node("Relu", {"sum"}, {"sum_act"});
   b.Node("Sub", {"sum_act", "v"}, {"diff"}, "diff");
@@ -292,22 +297,16 @@ TEST_F(FusionConvCspTest, SumsAcrossResizesOfADynamicBatchAreFused) {
       .Input("z", onnx::TensorProto::FLOAT, {-1, 8, 16, 16})
       .Input("z2", onnx::TensorProto::FLOAT, {-1, 8, 32, 32})
       .Output("y", {-1, 8, 32, 32});
-  AddConv(b, "a", "x", "a_out", 8, 8, 201, true);
-  b.Node("Relu", {"a_out"}, {"a_act"});
-  AddBatchNorm(b, "a_act", "u", 8, 203);
+  AddConvReluBatchNorm(b, "a", "x", "u", 8, 8, 201);
   b.FloatInit("scales", {4}, {1, 1, 2, 2});
   b.Node("Resize", {"u", "", "scales"}, {"up"});
-  AddConv(b, "m", "z", "m_out", 8, 8, 207, true);
-  b.Node("Relu", {"m_out"}, {"m_act"});
-  AddBatchNorm(b, "m_act", "v", 8, 209);
+  AddConvReluBatchNorm(b, "m", "z", "v", 8, 8, 207);
   b.Node("Add", {"v", "up"}, {"sum"}, "sum");
   // The sum's batch is named afresh too ("unk__1": its inputs' names differed), then the next
   // Resize's ("unk__2"); both are "N" once the sum's inputs are.
   b.FloatInit("scales2", {4}, {1, 1, 2, 2});
   b.Node("Resize", {"sum", "", "scales2"}, {"up2"});
-  AddConv(b, "n", "z2", "n_out", 8, 8, 217, true);
-  b.Node("Relu", {"n_out"}, {"n_act"});
-  AddBatchNorm(b, "n_act", "v2", 8, 219);
+  AddConvReluBatchNorm(b, "n", "z2", "v2", 8, 8, 217);
   b.Node("Add", {"v2", "up2"}, {"sum2"}, "sum2");
   AddConv(b, "c", "sum2", "y", 8, 8, 211, true);
   auto model = Model::LoadBytes(b.Bytes(), registry_);
