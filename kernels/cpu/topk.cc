@@ -232,8 +232,8 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareTopK(const PrepareContext
     const int64_t slots = std::max<int64_t>(1, std::min<int64_t>(outer * inner, threads));
     if (!by_insertion) {
       size_t heap_bytes = 0;
-      if (!runtime::CheckedMulSize(static_cast<size_t>(k) * sizeof(Candidate<T>),
-                                   static_cast<size_t>(slots), &heap_bytes)) {
+      if (!runtime::CheckedMulSize(static_cast<size_t>(k), sizeof(Candidate<T>), &heap_bytes) ||
+          !runtime::CheckedMulSize(heap_bytes, static_cast<size_t>(slots), &heap_bytes)) {
         overflow = true;
         return;
       }
