@@ -683,17 +683,15 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareArg(const PrepareContext&
   }
   FunctionKernel::RunFn run;
   const bool ok = DispatchArithmetic(in.dtype, [&]<typename T>() {
-    // Indices as wide as the elements where they fit (so that the selects vectorise).
-    const bool narrow = sizeof(T) == 4 && dim <= std::numeric_limits<int32_t>::max();
-    run = [outer, inner, dim, last, narrow,
-           threads = context.intra_op_threads](const KernelArgs& args) {
+    run = [outer, inner, dim, last, threads = context.intra_op_threads](const KernelArgs& args) {
       const T* x = static_cast<const T*>(args.inputs[0]);
       int64_t* y = static_cast<int64_t*>(args.outputs[0]);
       if (inner == 1) {
         ParallelFor(outer, threads, static_cast<double>(dim), [&](int64_t begin, int64_t end) {
           for (int64_t o = begin; o < end; ++o) y[o] = ArgOfRow<kMax>(x + o * dim, dim, last != 0);
         });
-      } else if (narrow) {
+      } else if (sizeof(T) == 4 && dim <= std::numeric_limits<int32_t>::max()) {
+        // Indices as wide as the elements where they fit (so that the selects vectorise).
         ArgOfColumns<kMax, T, int32_t>(x, y, outer, dim, inner, last != 0, threads);
       } else {
         ArgOfColumns<kMax, T, int64_t>(x, y, outer, dim, inner, last != 0, threads);
