@@ -36,6 +36,10 @@ class FasterOfKernel final : public runtime::PreparedKernel {
     const int a = ways_[0]->in_place_input();
     return a == ways_[1]->in_place_input() ? a : -1;
   }
+  std::vector<size_t> input_offsets_in_output() const override {
+    std::vector<size_t> a = ways_[0]->input_offsets_in_output();
+    return a == ways_[1]->input_offsets_in_output() ? a : std::vector<size_t>{};
+  }
 
   const runtime::PreparedKernel* way(int i) const { return ways_[i].get(); }
 

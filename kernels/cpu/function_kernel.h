@@ -41,12 +41,19 @@ class FunctionKernel final : public PreparedKernel {
   const std::vector<TensorDesc>& outputs() const override { return outputs_; }
   size_t workspace_bytes() const override { return workspace_bytes_; }
   absl::Status Run(const KernelArgs& args) const override { return run_(args); }
+  std::vector<size_t> input_offsets_in_output() const override { return input_offsets_; }
+  /// See PreparedKernel::input_offsets_in_output; `run` must then copy only the inputs found
+  /// elsewhere than at their offsets.
+  void set_input_offsets_in_output(std::vector<size_t> offsets) {
+    input_offsets_ = std::move(offsets);
+  }
 
  private:
   std::string op_;
   std::vector<TensorDesc> outputs_;
   RunFn run_;
   size_t workspace_bytes_;
+  std::vector<size_t> input_offsets_;
 };
 
 /// Shorthand for a FunctionKernel named after the context's op.

@@ -284,14 +284,18 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareConcat(const PrepareConte
   for (const TensorDesc& in : context.inputs) chunk.push_back(in.shape[axis] * inner);
   const int64_t row = out[axis] * inner;
   const int threads = context.intra_op_threads;
-  return MakeKernel(
-      context, {Desc(first.dtype, out)}, [chunk, outer, row, threads](const KernelArgs& args) {
+  auto kernel = std::make_unique<FunctionKernel>(
+      context.op, std::vector<TensorDesc>{Desc(first.dtype, out)},
+      [chunk, outer, row, threads](const KernelArgs& args) {
         uint8_t* o = static_cast<uint8_t*>(args.outputs[0]);
         if (outer == 1) {
-          // Each input one run: copied in pieces over the threads.
+          // Each input one run: copied in pieces over the threads, unless its producer wrote it
+          // in place (input_offsets_in_output).
           int64_t at = 0;
           for (size_t k = 0; k < chunk.size(); ++k) {
-            ParallelCopy(o + at, args.inputs[k], static_cast<size_t>(chunk[k]), threads);
+            if (args.inputs[k] != o + at) {
+              ParallelCopy(o + at, args.inputs[k], static_cast<size_t>(chunk[k]), threads);
+            }
             at += chunk[k];
           }
           return absl::OkStatus();
@@ -313,6 +317,17 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareConcat(const PrepareConte
                     });
         return absl::OkStatus();
       });
+  // With one outer index each input is one run of the output: its bytes' offset there.
+  if (outer == 1 && first.dtype != DataType::kString) {
+    std::vector<size_t> offsets;
+    size_t at = 0;
+    for (int64_t bytes : chunk) {
+      offsets.push_back(at);
+      at += static_cast<size_t>(bytes);
+    }
+    kernel->set_input_offsets_in_output(std::move(offsets));
+  }
+  return kernel;
 }
 
 absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareSplit(const PrepareContext& context) {

@@ -150,6 +150,9 @@ class ConcatKernel final : public PreparedKernel {
     std::vector<Take> takes;
     std::vector<size_t> first;
     std::vector<int64_t> piece_floats;  // each piece's floats per image (Piece::image), in order
+    // With one image assembled by runs into the output: each input's byte offset there, or
+    // kNotInOutput (reordered first, or empty); else empty (input_offsets_in_output).
+    std::vector<size_t> offsets;
   };
 
   explicit ConcatKernel(Parts parts) : p_(std::move(parts)) {}
@@ -163,6 +166,7 @@ class ConcatKernel final : public PreparedKernel {
   size_t output_storage_bytes(size_t i) const override {
     return i == 0 ? p_.y_stored.get_size() : 0;
   }
+  std::vector<size_t> input_offsets_in_output() const override { return p_.offsets; }
 
   absl::Status Run(const KernelArgs& args) const override {
     UseIntraOpThreads(p_.threads);
@@ -189,6 +193,16 @@ class ConcatKernel final : public PreparedKernel {
       }
       if (!p_.first.empty()) {
         GatherInto(sources.data(), y);
+      } else if (!p_.offsets.empty()) {
+        // One image: each piece one run, copied unless its producer wrote it in place.
+        int64_t at = 0;
+        for (size_t k = 0; k < p_.pieces.size(); ++k) {
+          if (sources[k] != y + at) {
+            ParallelCopy(y + at, sources[k],
+                         static_cast<size_t>(p_.pieces[k].image) * sizeof(float), p_.threads);
+          }
+          at += p_.pieces[k].image;
+        }
       } else {
         CopyRunsInto(sources.data(), y);
       }
@@ -366,6 +380,14 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareFusedConcat(const Prepare
     parts.y_assembled = StoredDesc(y, assembly, chain);
     reorder(parts.y_assembled, parts.y_stored, parts.y_assembled.get_size(), &parts.y_reorder,
             &parts.y_at);
+    if (parts.images == 1 && parts.first.empty() && !parts.y_reorder.has_value()) {
+      parts.offsets.assign(context.inputs.size(), PreparedKernel::kNotInOutput);
+      size_t offset = 0;
+      for (const ConcatKernel::Piece& piece : parts.pieces) {
+        if (!piece.reorder.has_value()) parts.offsets[piece.input] = offset;
+        offset += static_cast<size_t>(piece.image) * sizeof(float);
+      }
+    }
     parts.total = at;
     parts.outputs = std::move(outputs);
     return std::make_unique<ConcatKernel>(std::move(parts));

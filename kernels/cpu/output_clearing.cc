@@ -60,6 +60,9 @@ class ClearingKernel final : public runtime::PreparedKernel {
   size_t workspace_bytes() const override { return kernel_.workspace_bytes(); }
   size_t output_storage_bytes(size_t i) const override { return kernel_.output_storage_bytes(i); }
   int in_place_input() const override { return kernel_.in_place_input(); }
+  std::vector<size_t> input_offsets_in_output() const override {
+    return kernel_.input_offsets_in_output();
+  }
   std::string implementation() const override {
     return absl::StrCat(kernel_.implementation(), mode_ == OutputClearing::kOn
                                                       ? " (buffers cleared first)"

@@ -154,6 +154,14 @@ class PreparedKernel {
   /// storage size. Whoever runs the kernel may give the two the same buffer (where that input
   /// is read by nothing later), saving the copy; Run must be right either way.
   virtual int in_place_input() const { return -1; }
+  /// For a kernel whose output 0 is its inputs' bytes laid one after another (a concatenation
+  /// whose pieces are contiguous runs): per input, the byte offset in output 0 where that
+  /// input's bytes go, or kNotInOutput for an input copied otherwise (reordered, or absent);
+  /// empty for any other kernel. Whoever runs the kernel may give such an input a buffer at
+  /// that offset inside output 0's (its producer then writes it in place); Run copies only the
+  /// inputs found elsewhere, so it is right either way.
+  static constexpr size_t kNotInOutput = static_cast<size_t>(-1);
+  virtual std::vector<size_t> input_offsets_in_output() const { return {}; }
   /// The implementation chosen at Prepare where a kernel has several (e.g. the oneDNN
   /// implementation of a convolution, "jit_wino_4x3:avx512_core"), for dumps and tests; empty
   /// when there is nothing to tell.

@@ -164,6 +164,9 @@ class ExecutionPlan {
   /// Number of steps whose output 0 is written over an input's buffer (PreparedKernel::
   /// in_place_input: e.g. a convolution's residual), saving the copy.
   int in_place_steps() const { return in_place_steps_; }
+  /// Number of concatenation inputs whose producers write them in place inside the
+  /// concatenation's buffer (PreparedKernel::input_offsets_in_output), saving their copies.
+  int placed_inputs() const { return placed_inputs_; }
   /// Regions of independent branches that a capture forks onto helper streams (in plan order;
   /// empty unless PlanOptions::max_branch_streams > 1 and some branches pay). The memory plan
   /// keeps the buffers of a region's lanes apart; RunSteps runs them in plan order.
@@ -235,6 +238,7 @@ class ExecutionPlan {
   int folded_nodes_ = 0;
   int view_nodes_ = 0;
   int in_place_steps_ = 0;
+  int placed_inputs_ = 0;
   int intra_op_threads_ = 1;
 };
 

@@ -29,6 +29,8 @@ struct Slot {
   Shape shape;
   const void* known = nullptr;  // kKnown: the value
   int index = -1;               // kInput: input; kArena: arena buffer; kOutput: output buffer
+  size_t offset = 0;            // kArena: bytes into the buffer (a piece of a concatenation)
+  int producer = -1;            // kArena: the step that writes the value
 };
 
 size_t ByteSize(DataType dtype, const Shape& shape) {
@@ -378,15 +380,22 @@ class PlanBuilder {
         slots_[out] = Slot{Where::kOutput, outs[i].dtype, outs[i].shape, nullptr,
                            static_cast<int>(plan_->output_buffers_.size() - 1)};
         io.outputs.push_back(slots_[out]);
+        io.output_bytes.push_back(bytes);
         continue;
       }
       // Unused outputs still need room: the kernel writes them (padded, if it says so).
       lifetimes_.push_back(BufferLifetime{bytes, step, step});
       if (outs[i].dtype == DataType::kString) string_buffers_.push_back(lifetimes_.size() - 1);
-      Slot slot{Where::kArena, outs[i].dtype, outs[i].shape, nullptr,
-                static_cast<int>(lifetimes_.size() - 1)};
+      Slot slot{Where::kArena,
+                outs[i].dtype,
+                outs[i].shape,
+                nullptr,
+                static_cast<int>(lifetimes_.size() - 1),
+                0,
+                step};
       if (out != Graph::kNoValue) slots_[out] = slot;
       io.outputs.push_back(slot);
+      io.output_bytes.push_back(bytes);
     }
     if (kernel->workspace_bytes() > 0) {
       lifetimes_.push_back(BufferLifetime{kernel->workspace_bytes(), step, step});
@@ -403,7 +412,71 @@ class PlanBuilder {
     plan_->steps_.push_back(std::move(plan_step));
     plan_->kernels_.push_back(std::move(kernel));
     step_io_.push_back(std::move(io));
+    PlaceInputsInOutput(step);
     return absl::OkStatus();
+  }
+
+  // A step whose kernel only lays its inputs one after another in output 0
+  // (PreparedKernel::input_offsets_in_output: a concatenation at batch 1) gets each input's
+  // arena buffer moved inside its output's, at that input's offset, where the buffer holds that
+  // input alone, nothing reads it after this step and the offset keeps the alignment: the
+  // producers then write the pieces in place and the step copies nothing for them. The
+  // output's buffer lives from the first producer on. (Inception and fire blocks at batch 1.)
+  void PlaceInputsInOutput(int step) {
+    const std::vector<size_t> offsets = plan_->kernels_.back()->input_offsets_in_output();
+    StepIo& io = step_io_[step];
+    if (offsets.size() != io.inputs.size() || io.outputs.empty()) return;
+    const Slot& out = io.outputs[0];
+    if (out.where != Where::kArena || out.offset != 0 || out.dtype == DataType::kString) return;
+    const int into = out.index;
+    for (size_t k = 0; k < offsets.size(); ++k) {
+      const int value = io.inputs[k];
+      if (value == Graph::kNoValue || offsets[k] == PreparedKernel::kNotInOutput ||
+          offsets[k] % kBufferAlignment != 0) {
+        continue;
+      }
+      const Slot& in = slots_[value];
+      const int from = in.index;
+      const size_t bytes = ByteSize(in.dtype, in.shape);
+      if (in.where != Where::kArena || in.offset != 0 || from == into || in.dtype != out.dtype ||
+          lifetimes_[from].bytes != bytes || offsets[k] > lifetimes_[into].bytes ||
+          bytes > lifetimes_[into].bytes - offsets[k] ||
+          std::count_if(io.inputs.begin(), io.inputs.end(), [&](int v) {
+            return v != Graph::kNoValue && slots_[v].where == Where::kArena &&
+                   slots_[v].index == from;
+          }) != 1) {
+        continue;
+      }
+      // Nothing reads the piece (or a view of it) after this step: a piece read later would
+      // keep the whole output's buffer alive that long (DenseNet's features, each read by every
+      // later concatenation of its block, would keep every concatenation's buffer).
+      bool read_later = false;
+      for (size_t v = 0; v < slots_.size() && !read_later; ++v) {
+        read_later =
+            slots_[v].where == Where::kArena && slots_[v].index == from &&
+            uses_left_[v] > std::count(io.inputs.begin(), io.inputs.end(), static_cast<int>(v));
+      }
+      if (read_later) continue;
+      // Every value in `from` (the input and its views), and the producer's output, moves.
+      auto move = [&](Slot& slot) {
+        if (slot.where != Where::kArena || slot.index != from) return;
+        slot.index = into;
+        slot.offset += offsets[k];
+      };
+      for (Slot& slot : slots_) move(slot);
+      for (StepIo& other : step_io_) {
+        for (Slot& slot : other.outputs) move(slot);
+      }
+      BufferLifetime& whole = lifetimes_[into];
+      BufferLifetime& piece = lifetimes_[from];
+      whole.first = std::min(whole.first, piece.first);
+      whole.last = std::max(whole.last, piece.last);
+      piece.bytes = 0;
+      piece.last = piece.first;
+      placed_.resize(plan_->steps_.size(), false);
+      placed_[step] = true;
+      ++plan_->placed_inputs_;
+    }
   }
 
   // Splits the steps into parallel regions (branch_plan.h) when the options allow it, prepares
@@ -426,7 +499,8 @@ class PlanBuilder {
         if (in == Graph::kNoValue) continue;
         const Slot& slot = slots_[in];
         if (slot.where == Where::kArena) {
-          branch_steps[s].deps.push_back(lifetimes_[slot.index].first);
+          branch_steps[s].deps.push_back(slot.producer >= 0 ? slot.producer
+                                                            : lifetimes_[slot.index].first);
         } else if (slot.where == Where::kOutput) {
           branch_steps[s].deps.push_back(output_producer_[slot.index]);
         }
@@ -539,7 +613,10 @@ class PlanBuilder {
         NumElements(in.shape) != NumElements(outs[0].shape)) {
       return false;
     }
-    slots_[out] = Slot{in.where, outs[0].dtype, outs[0].shape, nullptr, in.index};
+    Slot view = in;
+    view.dtype = outs[0].dtype;
+    view.shape = outs[0].shape;
+    slots_[out] = std::move(view);
     ++plan_->view_nodes_;
     return true;
   }
@@ -695,7 +772,7 @@ class PlanBuilder {
       case Where::kInput:
         return plan_->input_buffers_[slot.index].data();
       case Where::kArena:
-        return plan_->arena_->data() + memory.offsets[slot.index];
+        return plan_->arena_->data() + memory.offsets[slot.index] + slot.offset;
       case Where::kOutput:
         return plan_->output_buffers_[slot.index].data();
       case Where::kNone:
@@ -738,7 +815,7 @@ class PlanBuilder {
       const Slot& in = slots_[io.inputs[k]];
       const Slot& out = io.outputs[0];
       if (in.where != Where::kArena || out.where != Where::kArena || in.index == out.index ||
-          in.dtype != out.dtype) {
+          in.dtype != out.dtype || in.offset != 0 || out.offset != 0) {
         continue;
       }
       const int from = in.index, into = out.index;
@@ -789,12 +866,16 @@ class PlanBuilder {
       if (step.control != nullptr) continue;
       std::vector<size_t> outputs;
       bool any = false;
-      for (const Slot& out : step_io_[s].outputs) {
-        size_t bytes = 0;
-        if (out.where == Where::kArena) bytes = lifetimes_[out.index].bytes;
-        if (out.where == Where::kOutput) bytes = plan_->output_buffers_[out.index].size();
-        // An output written over an input holds that input when the kernel starts.
-        if (outputs.empty() && s < in_place_.size() && in_place_[s]) bytes = 0;
+      const StepIo& io = step_io_[s];
+      for (size_t i = 0; i < io.outputs.size(); ++i) {
+        // The output's own bytes (a piece of a concatenation is part of a larger buffer).
+        size_t bytes = io.output_bytes[i];
+        // An output written over an input holds that input when the kernel starts, and one
+        // whose inputs were written into it holds them.
+        if (i == 0 &&
+            ((s < in_place_.size() && in_place_[s]) || (s < placed_.size() && placed_[s]))) {
+          bytes = 0;
+        }
         outputs.push_back(large(bytes));
         any = any || outputs.back() > 0;
       }
@@ -811,7 +892,8 @@ class PlanBuilder {
   struct StepIo {
     std::vector<int> inputs;  // value ids
     std::vector<Slot> outputs;
-    int workspace = -1;  // arena buffer
+    std::vector<size_t> output_bytes;  // per output: the bytes the kernel writes
+    int workspace = -1;                // arena buffer
   };
 
   const Graph& graph_;
@@ -829,6 +911,7 @@ class PlanBuilder {
   std::vector<int> output_producer_;  // the step that writes each output buffer
   std::vector<int> lane_threads_;     // per step, when the plan forks: its lane's threads
   std::vector<bool> in_place_;        // per step: output 0 is written over an input
+  std::vector<bool> placed_;          // per step: some input's producer writes it into output 0
   int64_t owned_ = 0;                 // bytes the plan owns so far (for the cap)
   // Values computed at plan time: their index in known_ and the bytes reserved for them.
   struct KnownEntry {

@@ -479,17 +479,18 @@ absl::Status Run(const Options& options) {
               << ",\"plan_time_nodes\":" << plan->folded_nodes()
               << ",\"arena_bytes\":" << plan->arena_bytes()
               << ",\"intermediate_bytes\":" << plan->intermediate_bytes()
-              << ",\"in_place_steps\":" << plan->in_place_steps() << ",\"outputs\":["
+              << ",\"in_place_steps\":" << plan->in_place_steps()
+              << ",\"placed_inputs\":" << plan->placed_inputs() << ",\"outputs\":["
               << absl::StrJoin(outs, ",") << "]}\n";
   } else {
     std::printf(
         "reprise-run: %s mode=%s runs=%d min=%.1f us median=%.1f us p90=%.1f us max=%.1f us "
         "plan=%.1f us capture=%.1f us load=%.1f us state=%s steps=%zu streams=%d threads=%d "
-        "arena=%zu bytes (intermediates %zu bytes) in-place=%d\n",
+        "arena=%zu bytes (intermediates %zu bytes) in-place=%d placed=%d\n",
         options.model.c_str(), options.mode.c_str(), options.iterations, min, median, p90, max,
         plan_us, capture_us, load_us, instance.state.c_str(), plan->steps().size(),
         plan->num_streams(), instance.intra_op_threads, plan->arena_bytes(),
-        plan->intermediate_bytes(), plan->in_place_steps());
+        plan->intermediate_bytes(), plan->in_place_steps(), plan->placed_inputs());
     if (!instance.threads_choice.empty()) {
       std::printf("threads chosen: %s\n", instance.threads_choice.c_str());
     }

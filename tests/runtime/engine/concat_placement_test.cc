@@ -1,0 +1,220 @@
+// Concatenations at batch 1 whose producers write their pieces in place inside the
+// concatenation's buffer (PreparedKernel::input_offsets_in_output, the planner's
+// PlaceInputsInOutput). The reference is the same model at batch 2, whose concatenations copy
+// (each image one run per input is no longer contiguous), on two copies of the input image.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "runtime/engine/model.h"
+#include "tests/runtime/engine/test_models.h"
+
+namespace reprise::runtime::engine {
+namespace {
+
+using testing::Floats;
+using testing::FloatTensor;
+using testing::ModelBuilder;
+using testing::RandomFloats;
+
+// 30 x 30 planes: a channel of 3600 bytes, so that plain pieces of odd widths fall off the
+// 64-byte alignment that a placed piece keeps; the concatenations of 16-channel pieces pass the
+// size from which a two-thread plan may clear outputs first (kClearOutputMinBytes).
+constexpr int64_t kC = 16, kSide = 30;
+
+void AddConv(ModelBuilder& b, const std::string& name, const std::string& in,
+             const std::string& out, int64_t c_in, int64_t c_out, int64_t k, uint32_t seed) {
+  const float bound = 1.0f / std::sqrt(static_cast<float>(c_in * k * k));
+  b.FloatInit(name + "_w", {c_out, c_in, k, k},
+              RandomFloats(static_cast<size_t>(c_out * c_in * k * k), seed, -bound, bound));
+  b.FloatInit(name + "_b", {c_out}, RandomFloats(static_cast<size_t>(c_out), seed + 1));
+  auto& node = b.Node("Conv", {in, name + "_w", name + "_b"}, {out}, name);
+  const int64_t p = k / 2;
+  auto* pads = node.add_attribute();
+  pads->set_name("pads");
+  pads->set_type(onnx::AttributeProto::INTS);
+  for (int i = 0; i < 4; ++i) pads->add_ints(p);
+}
+
+void AddConcat(ModelBuilder& b, const std::vector<std::string>& in, const std::string& out) {
+  auto& node = b.Node("Concat", in, {out}, out);
+  testing::SetIntAttr(&node, "axis", 1);
+}
+
+// Four branches (two convs and a pooled conv stored in channel blocks, Neg's output plain)
+// concatenated; that concatenation and a fifth branch concatenated again (nested); two branches
+// read again after both (z); one value concatenated with itself (twice); a concatenation of
+// plain ops at a width of 5 channels (pieces of 18000 bytes: the second and third at offsets
+// that are not multiples of 64); a plain concatenation whose second piece ends a chain of
+// values that die before it and whose third piece is read again after it.
+std::string BranchyModel() {
+  ModelBuilder b;
+  b.Input("x", onnx::TensorProto::FLOAT, {-1, kC, kSide, kSide});
+  AddConv(b, "a", "x", "a", kC, 16, 1, 1);
+  AddConv(b, "b", "x", "b", kC, 32, 3, 3);
+  b.Node("Neg", {"x"}, {"c"});
+  auto& pool = b.Node("MaxPool", {"x"}, {"dp"}, "pool");
+  testing::SetIntsAttr(&pool, "kernel_shape", {3, 3});
+  testing::SetIntsAttr(&pool, "pads", {1, 1, 1, 1});
+  AddConv(b, "d", "dp", "d", kC, 16, 1, 5);
+  AddConcat(b, {"a", "b", "c", "d"}, "cat1");  // 80 channels
+  b.Node("Sigmoid", {"x"}, {"e"});
+  AddConcat(b, {"cat1", "e"}, "cat2");  // 96 channels
+  AddConv(b, "y", "cat2", "y", 96, 8, 3, 7);
+  b.Node("Relu", {"x"}, {"f"});
+  AddConcat(b, {"f", "f"}, "twice");
+  AddConv(b, "g", "twice", "g", 2 * kC, 8, 1, 9);
+  b.Node("Add", {"a", "d"}, {"z"});
+  b.FloatInit("five_w", {5, kC, 1, 1}, RandomFloats(5 * kC, 11, -0.25f, 0.25f));
+  b.Node("Conv", {"x", "five_w"}, {"p5"}, "five");
+  b.Node("Abs", {"p5"}, {"q5"});
+  b.Node("Exp", {"p5"}, {"r5"});
+  AddConcat(b, {"p5", "q5", "r5"}, "odd");
+  b.Node("Tanh", {"odd"}, {"t"});
+  b.Node("Softplus", {"x"}, {"sp"});
+  // Values that die before the concatenation runs: the arena reuses their bytes, which must
+  // not be those where sp waits.
+  b.Node("Relu", {"x"}, {"h1"});
+  b.Node("Abs", {"h1"}, {"h2"});
+  b.Node("Neg", {"h2"}, {"h3"});
+  b.Node("Floor", {"h3"}, {"fl"});
+  b.Node("Exp", {"x"}, {"ex"});
+  AddConcat(b, {"sp", "fl", "ex"}, "plain");
+  b.Node("Neg", {"plain"}, {"n"});
+  b.Node("Sin", {"ex"}, {"late"});
+  b.Output("y", {-1, 8, kSide, kSide})
+      .Output("z", {-1, 16, kSide, kSide})
+      .Output("g", {-1, 8, kSide, kSide})
+      .Output("t", {-1, 15, kSide, kSide})
+      .Output("n", {-1, 3 * kC, kSide, kSide})
+      .Output("late", {-1, kC, kSide, kSide});
+  return b.Bytes();
+}
+
+TEST(ConcatPlacementTest, PiecesWrittenInPlaceGiveTheCopiedResults) {
+  const std::string model_bytes = BranchyModel();
+  const std::vector<float> image = RandomFloats(kC * kSide * kSide, 21, -2.0f, 2.0f);
+  std::vector<float> two = image;
+  two.insert(two.end(), image.begin(), image.end());
+  const TensorValue x1 = FloatTensor({1, kC, kSide, kSide}, image);
+  const TensorValue x2 = FloatTensor({2, kC, kSide, kSide}, two);
+  for (const int threads : {1, 2}) {
+    for (const int branch_streams : {1, 4}) {
+      for (const auto clearing :
+           {kernels::cpu::OutputClearing::kOn, kernels::cpu::OutputClearing::kAuto}) {
+        SCOPED_TRACE(absl::StrCat(threads, " threads, ", branch_streams, " branch streams, ",
+                                  kernels::cpu::OutputClearingName(clearing)));
+        KernelRegistry registry;
+        kernels::cpu::CpuKernelOptions kernel_options;
+        kernel_options.clear_outputs = clearing;
+        ASSERT_TRUE(kernels::cpu::RegisterCpuKernels(&registry, kernel_options).ok());
+        ModelOptions options;
+        options.intra_op_threads = threads;
+        options.max_branch_streams = branch_streams;
+        auto model = Model::LoadBytes(model_bytes, registry, options);
+        ASSERT_TRUE(model.ok()) << model.status();
+        auto batch2 = (*model)->Plan({{2, kC, kSide, kSide}});
+        ASSERT_TRUE(batch2.ok()) << batch2.status();
+        EXPECT_EQ((*batch2)->placed_inputs(), 0);
+        auto want = (*batch2)->Run({&x2});
+        ASSERT_TRUE(want.ok()) << want.status();
+
+        auto plan = (*model)->Plan({{1, kC, kSide, kSide}});
+        ASSERT_TRUE(plan.ok()) << plan.status();
+        // Per concatenation, which inputs its step reads at their offsets in its output.
+        std::map<std::string, std::string> placed;
+        int in_place = 0;
+        for (const PlanStep& step : (*plan)->steps()) {
+          const std::vector<size_t> offsets = step.kernel->input_offsets_in_output();
+          for (size_t k = 0; k < offsets.size() && k < step.inputs.size(); ++k) {
+            const bool here =
+                offsets[k] != PreparedKernel::kNotInOutput &&
+                step.inputs[k] == static_cast<const uint8_t*>(step.outputs[0]) + offsets[k];
+            placed[step.node_name] += here ? "1" : "0";
+            in_place += here ? 1 : 0;
+          }
+        }
+        EXPECT_EQ(in_place, (*plan)->placed_inputs());
+        // b, a conv's output in channel blocks, in cat1; a and d are also read by the Add, c is
+        // Neg's: stored plain, they are reordered into cat1's blocks.
+        EXPECT_EQ(placed["cat1"][1], '1');
+        EXPECT_EQ(placed["cat2"], "10");   // cat1 nested in cat2; e (plain) reordered
+        EXPECT_EQ(placed["twice"], "00");  // one value cannot sit at two offsets
+        EXPECT_EQ(placed["odd"], "100");   // offsets 18000 and 36000 break the alignment
+        // Plain ops into a plain concatenation; ex is read after it (by Sin), which would keep
+        // the concatenation's buffer alive that long.
+        EXPECT_EQ(placed["plain"], "110");
+        // Steps on different lanes of a parallel region neither write what the other reads or
+        // writes (a read's size is that of the latest write to its address).
+        const std::vector<PlanStep>& steps = (*plan)->steps();
+        using Range = std::pair<uintptr_t, uintptr_t>;
+        std::vector<std::vector<Range>> writes(steps.size()), touches(steps.size());
+        std::map<const void*, size_t> sizes;
+        auto range = [](const void* p, size_t bytes) {
+          return Range{reinterpret_cast<uintptr_t>(p), reinterpret_cast<uintptr_t>(p) + bytes};
+        };
+        for (size_t s = 0; s < steps.size(); ++s) {
+          for (const void* p : steps[s].inputs) {
+            if (sizes.count(p) != 0) touches[s].push_back(range(p, sizes[p]));
+          }
+          for (size_t i = 0; i < steps[s].outputs.size(); ++i) {
+            const TensorDesc& out = steps[s].kernel->outputs()[i];
+            const size_t bytes = std::max(static_cast<size_t>(NumElements(out.shape)) * 4,
+                                          steps[s].kernel->output_storage_bytes(i));
+            sizes[steps[s].outputs[i]] = bytes;
+            writes[s].push_back(range(steps[s].outputs[i], bytes));
+            touches[s].push_back(writes[s].back());
+          }
+        }
+        auto overlap = [](const std::vector<Range>& a, const std::vector<Range>& b) {
+          for (const Range& x : a) {
+            for (const Range& y : b) {
+              if (x.first < y.second && y.first < x.second) return true;
+            }
+          }
+          return false;
+        };
+        const std::vector<ParallelRegion>& regions = (*plan)->parallel_regions();
+        EXPECT_EQ(regions.empty(), threads == 1 || branch_streams == 1);
+        for (const ParallelRegion& region : regions) {
+          for (size_t la = 0; la < region.lanes.size(); ++la) {
+            for (size_t lb = 0; lb < region.lanes.size(); ++lb) {
+              if (la == lb) continue;
+              for (int a : region.lanes[la]) {
+                for (int b : region.lanes[lb]) {
+                  EXPECT_FALSE(overlap(writes[a], touches[b]))
+                      << steps[a].node_name << " writes what " << steps[b].node_name << " touches";
+                }
+              }
+            }
+          }
+        }
+        for (int run = 0; run < 3; ++run) {
+          auto got = (*plan)->Run({&x1});
+          ASSERT_TRUE(got.ok()) << got.status();
+          ASSERT_EQ(got->size(), want->size());
+          for (size_t o = 0; o < got->size(); ++o) {
+            const std::vector<float> g = Floats((*got)[o].value), w = Floats((*want)[o].value);
+            ASSERT_EQ(g.size() * 2, w.size()) << "output " << o;
+            for (size_t i = 0; i < g.size(); ++i) {
+              // Image 0 and image 1 of the reference are the same image.
+              ASSERT_EQ(w[i], w[i + g.size()]) << "output " << o << " at " << i;
+              ASSERT_NEAR(g[i], w[i], 1e-4f * (1.0f + std::fabs(w[i])))
+                  << "run " << run << " output " << o << " at " << i;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace reprise::runtime::engine
