@@ -20,6 +20,7 @@
 namespace reprise::runtime::engine {
 namespace {
 
+using testing::AddSameConv;
 using ::testing::ElementsAre;
 using testing::FloatTensor;
 using ::testing::HasSubstr;
@@ -139,32 +140,21 @@ void AddInts(onnx::NodeProto& node, const std::string& name, std::vector<int64_t
   for (int64_t v : values) attr->add_ints(v);
 }
 
-void AddConv(ModelBuilder& b, const std::string& name, const std::string& in,
-             const std::string& out, int64_t c_in, int64_t c_out, int64_t k, uint32_t seed) {
-  const float bound = 1.0f / std::sqrt(static_cast<float>(c_in * k * k));
-  b.FloatInit(name + "_w", {c_out, c_in, k, k},
-              RandomFloats(static_cast<size_t>(c_out * c_in * k * k), seed, -bound, bound));
-  b.FloatInit(name + "_b", {c_out}, RandomFloats(static_cast<size_t>(c_out), seed + 1));
-  auto& node = b.Node("Conv", {in, name + "_w", name + "_b"}, {out}, name);
-  const int64_t p = k / 2;
-  AddInts(node, "pads", {p, p, p, p});
-}
-
 // An Inception block of `c_in` channels: 1x1; 1x1 -> 3x3; 1x1 -> 3x3 -> 3x3; 3x3 max pool ->
 // 1x1; concatenated (8 + 16 + 8 + 8 = 40 channels).
 void AddInceptionBlock(ModelBuilder& b, const std::string& p, const std::string& in,
                        const std::string& out, int64_t c_in, uint32_t seed) {
-  AddConv(b, p + "b1", in, p + "b1", c_in, 8, 1, seed);
-  AddConv(b, p + "b2a", in, p + "b2a", c_in, 8, 1, seed + 2);
+  AddSameConv(b, p + "b1", in, p + "b1", c_in, 8, 1, seed);
+  AddSameConv(b, p + "b2a", in, p + "b2a", c_in, 8, 1, seed + 2);
   b.Node("Relu", {p + "b2a"}, {p + "b2r"});
-  AddConv(b, p + "b2b", p + "b2r", p + "b2", 8, 16, 3, seed + 4);
-  AddConv(b, p + "b3a", in, p + "b3a", c_in, 8, 1, seed + 6);
-  AddConv(b, p + "b3b", p + "b3a", p + "b3b", 8, 8, 3, seed + 8);
-  AddConv(b, p + "b3c", p + "b3b", p + "b3", 8, 8, 3, seed + 10);
+  AddSameConv(b, p + "b2b", p + "b2r", p + "b2", 8, 16, 3, seed + 4);
+  AddSameConv(b, p + "b3a", in, p + "b3a", c_in, 8, 1, seed + 6);
+  AddSameConv(b, p + "b3b", p + "b3a", p + "b3b", 8, 8, 3, seed + 8);
+  AddSameConv(b, p + "b3c", p + "b3b", p + "b3", 8, 8, 3, seed + 10);
   auto& pool = b.Node("MaxPool", {in}, {p + "b4p"}, p + "pool");
   AddInts(pool, "kernel_shape", {3, 3});
   AddInts(pool, "pads", {1, 1, 1, 1});
-  AddConv(b, p + "b4", p + "b4p", p + "b4", c_in, 8, 1, seed + 12);
+  AddSameConv(b, p + "b4", p + "b4p", p + "b4", c_in, 8, 1, seed + 12);
   auto& concat = b.Node("Concat", {p + "b1", p + "b2", p + "b3", p + "b4"}, {out}, p + "concat");
   testing::SetIntAttr(&concat, "axis", 1);
 }
@@ -175,21 +165,21 @@ constexpr int64_t kSide = 32;
 std::string InceptionModel() {
   ModelBuilder b;
   b.Input("x", onnx::TensorProto::FLOAT, {1, 8, kSide, kSide}).Output("y", {1, 8, kSide, kSide});
-  AddConv(b, "stem", "x", "s", 8, 16, 3, 1);
+  AddSameConv(b, "stem", "x", "s", 8, 16, 3, 1);
   b.Node("Relu", {"s"}, {"stem_out"});
   AddInceptionBlock(b, "i1_", "stem_out", "block1", 16, 100);
   AddInceptionBlock(b, "i2_", "block1", "block2", 40, 200);
-  AddConv(b, "head", "block2", "y", 40, 8, 1, 300);
+  AddSameConv(b, "head", "block2", "y", 40, 8, 1, 300);
   return b.Bytes();
 }
 
 std::string ChainModel() {
   ModelBuilder b;
   b.Input("x", onnx::TensorProto::FLOAT, {1, 8, kSide, kSide}).Output("y", {1, 8, kSide, kSide});
-  AddConv(b, "a", "x", "a", 8, 16, 3, 1);
+  AddSameConv(b, "a", "x", "a", 8, 16, 3, 1);
   b.Node("Relu", {"a"}, {"ar"});
-  AddConv(b, "b", "ar", "b", 16, 16, 3, 3);
-  AddConv(b, "c", "b", "y", 16, 8, 3, 5);
+  AddSameConv(b, "b", "ar", "b", 16, 16, 3, 3);
+  AddSameConv(b, "c", "b", "y", 16, 8, 3, 5);
   return b.Bytes();
 }
 

@@ -19,6 +19,7 @@
 namespace reprise::runtime::engine {
 namespace {
 
+using testing::AddSameConv;
 using testing::Floats;
 using testing::FloatTensor;
 using testing::ModelBuilder;
@@ -28,20 +29,6 @@ using testing::RandomFloats;
 // 64-byte alignment that a placed piece keeps; the concatenations of 16-channel pieces pass the
 // size from which a two-thread plan may clear outputs first (kClearOutputMinBytes).
 constexpr int64_t kC = 16, kSide = 30;
-
-void AddConv(ModelBuilder& b, const std::string& name, const std::string& in,
-             const std::string& out, int64_t c_in, int64_t c_out, int64_t k, uint32_t seed) {
-  const float bound = 1.0f / std::sqrt(static_cast<float>(c_in * k * k));
-  b.FloatInit(name + "_w", {c_out, c_in, k, k},
-              RandomFloats(static_cast<size_t>(c_out * c_in * k * k), seed, -bound, bound));
-  b.FloatInit(name + "_b", {c_out}, RandomFloats(static_cast<size_t>(c_out), seed + 1));
-  auto& node = b.Node("Conv", {in, name + "_w", name + "_b"}, {out}, name);
-  const int64_t p = k / 2;
-  auto* pads = node.add_attribute();
-  pads->set_name("pads");
-  pads->set_type(onnx::AttributeProto::INTS);
-  for (int i = 0; i < 4; ++i) pads->add_ints(p);
-}
 
 void AddConcat(ModelBuilder& b, const std::vector<std::string>& in, const std::string& out) {
   auto& node = b.Node("Concat", in, {out}, out);
@@ -57,20 +44,20 @@ void AddConcat(ModelBuilder& b, const std::vector<std::string>& in, const std::s
 std::string BranchyModel() {
   ModelBuilder b;
   b.Input("x", onnx::TensorProto::FLOAT, {-1, kC, kSide, kSide});
-  AddConv(b, "a", "x", "a", kC, 16, 1, 1);
-  AddConv(b, "b", "x", "b", kC, 32, 3, 3);
+  AddSameConv(b, "a", "x", "a", kC, 16, 1, 1);
+  AddSameConv(b, "b", "x", "b", kC, 32, 3, 3);
   b.Node("Neg", {"x"}, {"c"});
   auto& pool = b.Node("MaxPool", {"x"}, {"dp"}, "pool");
   testing::SetIntsAttr(&pool, "kernel_shape", {3, 3});
   testing::SetIntsAttr(&pool, "pads", {1, 1, 1, 1});
-  AddConv(b, "d", "dp", "d", kC, 16, 1, 5);
+  AddSameConv(b, "d", "dp", "d", kC, 16, 1, 5);
   AddConcat(b, {"a", "b", "c", "d"}, "cat1");  // 80 channels
   b.Node("Sigmoid", {"x"}, {"e"});
   AddConcat(b, {"cat1", "e"}, "cat2");  // 96 channels
-  AddConv(b, "y", "cat2", "y", 96, 8, 3, 7);
+  AddSameConv(b, "y", "cat2", "y", 96, 8, 3, 7);
   b.Node("Relu", {"x"}, {"f"});
   AddConcat(b, {"f", "f"}, "twice");
-  AddConv(b, "g", "twice", "g", 2 * kC, 8, 1, 9);
+  AddSameConv(b, "g", "twice", "g", 2 * kC, 8, 1, 9);
   b.Node("Add", {"a", "d"}, {"z"});
   b.FloatInit("five_w", {5, kC, 1, 1}, RandomFloats(5 * kC, 11, -0.25f, 0.25f));
   b.Node("Conv", {"x", "five_w"}, {"p5"}, "five");

@@ -1,5 +1,6 @@
 #include "tests/runtime/engine/test_models.h"
 
+#include <cmath>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -96,6 +97,17 @@ void SetIntsAttr(onnx::NodeProto* node, const std::string& name,
   attr->set_name(name);
   attr->set_type(onnx::AttributeProto::INTS);
   for (int64_t v : values) attr->add_ints(v);
+}
+
+void AddSameConv(ModelBuilder& b, const std::string& name, const std::string& in,
+                 const std::string& out, int64_t c_in, int64_t c_out, int64_t k, uint32_t seed) {
+  const float bound = 1.0f / std::sqrt(static_cast<float>(c_in * k * k));
+  b.FloatInit(name + "_w", {c_out, c_in, k, k},
+              RandomFloats(static_cast<size_t>(c_out * c_in * k * k), seed, -bound, bound));
+  b.FloatInit(name + "_b", {c_out}, RandomFloats(static_cast<size_t>(c_out), seed + 1));
+  auto& node = b.Node("Conv", {in, name + "_w", name + "_b"}, {out}, name);
+  const int64_t p = k / 2;
+  SetIntsAttr(&node, "pads", {p, p, p, p});
 }
 
 TensorValue FloatTensor(const Shape& shape, const std::vector<float>& values) {

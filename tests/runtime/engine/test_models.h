@@ -44,6 +44,12 @@ void SetIntAttr(onnx::NodeProto* node, const std::string& name, int64_t value);
 void SetIntsAttr(onnx::NodeProto* node, const std::string& name,
                  const std::vector<int64_t>& values);
 
+/// A Conv node `name` from `in` to `out`: `c_in` -> `c_out` channels, a k x k kernel padded to
+/// keep the size, weights uniform in +-1/sqrt(c_in * k * k) and a bias (initializers NAME_w and
+/// NAME_b, from `seed` and seed + 1).
+void AddSameConv(ModelBuilder& b, const std::string& name, const std::string& in,
+                 const std::string& out, int64_t c_in, int64_t c_out, int64_t k, uint32_t seed);
+
 /// A registry with the real CPU kernels plus fakes for Shape, Gather, Concat and Reshape.
 void RegisterFakeShapeKernels(KernelRegistry* registry);
 
