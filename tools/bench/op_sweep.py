@@ -12,7 +12,10 @@ times each, pinned like the broad zoo's rows (one CPU at one thread). Prints one
 worst ratio (Reprise / ONNX Runtime, medians over the reps) first. The ops are elementwise
 maps, binary ops with a broadcast constant, softmaxes, reductions, normalisations, data
 movement and pools: kernels of our own that the model zoos may not exercise, where a scalar
-libm loop or a branch per element shows up as a ratio of 2 to 7.
+libm loop or a branch per element shows up as a ratio of 2 to 7. onnxruntime-node allocates
+each output afresh on every run: where a first write to a fresh page is slow (about 11 us a page
+on session 46's VM), ORT's times of the ops with large outputs measure that more than the op
+(docs/benchmarks.md, session 46).
 """
 import argparse
 import os
