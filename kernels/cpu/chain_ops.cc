@@ -7,6 +7,7 @@
 // depthwise output and its projection's input then stay in the convolutions' layout instead of
 // being reordered to the plain layout and back around the two ops.
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -32,21 +33,33 @@ bool RowsAreContiguous(const Placement& p, int64_t channels, int64_t width) {
   return p.ChannelsInner() && p.w_stride == lanes && p.h_stride == width * lanes;
 }
 
-// out[l] = the sum of `rows` rows of kLanes floats: four partial sums, so that the additions
-// of consecutive rows do not wait on each other.
-template <int kLanes>
-void SumRows(const float* __restrict rows_at, int64_t rows, float* __restrict out) {
-  float acc[4][kLanes] = {};
+// out[l] = the sum (kMax false) or the largest (kMax; NaN skipped, as ReduceMax's kernel) of
+// `rows` rows of kLanes floats: four partial results, so that consecutive rows do not wait on
+// each other.
+template <int kLanes, bool kMax>
+void ReduceRows(const float* __restrict rows_at, int64_t rows, float* __restrict out) {
+  constexpr float kInit = kMax ? -INFINITY : 0.0f;
+  auto take = [](float v, float a) {
+    if constexpr (kMax) {
+      return v > a ? v : a;
+    } else {
+      return a + v;
+    }
+  };
+  float acc[4][kLanes];
+  for (auto& part : acc) std::fill(part, part + kLanes, kInit);
   int64_t r = 0;
   for (; r + 4 <= rows; r += 4) {
     for (int k = 0; k < 4; ++k) {
-      for (int l = 0; l < kLanes; ++l) acc[k][l] += rows_at[(r + k) * kLanes + l];
+      for (int l = 0; l < kLanes; ++l) acc[k][l] = take(rows_at[(r + k) * kLanes + l], acc[k][l]);
     }
   }
   for (; r < rows; ++r) {
-    for (int l = 0; l < kLanes; ++l) acc[0][l] += rows_at[r * kLanes + l];
+    for (int l = 0; l < kLanes; ++l) acc[0][l] = take(rows_at[r * kLanes + l], acc[0][l]);
   }
-  for (int l = 0; l < kLanes; ++l) out[l] = (acc[0][l] + acc[1][l]) + (acc[2][l] + acc[3][l]);
+  for (int l = 0; l < kLanes; ++l) {
+    out[l] = take(take(acc[3][l], acc[2][l]), take(acc[1][l], acc[0][l]));
+  }
 }
 
 // to[r][l] = from[r][l] * scale[l] + shift[l] (then max(., 0) with kRelu) over `rows` rows of
@@ -86,63 +99,91 @@ struct PerChannel {
   float At(const float* v, int64_t n, int64_t c) const { return v[n * n_stride + c * c_stride]; }
 };
 
-class GlobalAverageKernel final : public PreparedKernel {
+// The global average or maximum over H and W of every (image, channel) of a 4-D value (a 3-D
+// one [N, C, W] taken as [N, C, 1, W]), into plain [N, C] values.
+class GlobalPoolKernel final : public PreparedKernel {
  public:
-  GlobalAverageKernel(Shape x, Placement px, std::vector<TensorDesc> outputs, int threads)
-      : x_(std::move(x)), px_(px), outputs_(std::move(outputs)), threads_(threads) {}
+  GlobalPoolKernel(bool max, Shape x, Placement px, std::vector<TensorDesc> outputs, int threads)
+      : max_(max), x_(std::move(x)), px_(px), outputs_(std::move(outputs)), threads_(threads) {}
 
-  absl::string_view op() const override { return kFusedGlobalAveragePoolOp; }
+  absl::string_view op() const override {
+    return max_ ? kFusedGlobalMaxPoolOp : kFusedGlobalAveragePoolOp;
+  }
   const std::vector<TensorDesc>& outputs() const override { return outputs_; }
 
   absl::Status Run(const KernelArgs& args) const override {
+    return max_ ? RunAs<true>(args) : RunAs<false>(args);
+  }
+
+ private:
+  template <bool kMax>
+  absl::Status RunAs(const KernelArgs& args) const {
     const float* x = static_cast<const float*>(args.inputs[0]);
     float* y = static_cast<float*>(args.outputs[0]);
     const int64_t n_images = x_[0], channels = x_[1], height = x_[2], width = x_[3];
-    const float inv = 1.0f / static_cast<float>(height * width);
+    const int64_t plane = height * width;
+    // The mean multiplies by 1 / (H * W); a maximum keeps its value.
+    const float inv = kMax ? 1.0f : 1.0f / static_cast<float>(plane);
     if (RowsAreContiguous(px_, channels, width)) {
-      // Each (image, group of lanes) sums its rows of lanes into the output's channels.
-      const int64_t lanes = Lanes(px_, channels), rows = height * width;
+      // Each (image, group of lanes) reduces its rows of lanes into the output's channels.
+      const int64_t lanes = Lanes(px_, channels);
       const int64_t groups = (channels + lanes - 1) / lanes;
-      ParallelFor(n_images * groups, threads_, static_cast<double>(rows * lanes),
+      ParallelFor(n_images * groups, threads_, static_cast<double>(plane * lanes),
                   [&](int64_t begin, int64_t end) {
                     for (int64_t item = begin; item < end; ++item) {
                       const int64_t n = item / groups, c0 = item % groups * lanes;
                       const int64_t valid = std::min(lanes, channels - c0);
                       const float* at = x + px_.At(n, c0, 0, 0);
                       float* out = y + n * channels + c0;
-                      float sums[16];
+                      float by_lane[16];
                       if (lanes == 16 || lanes == 8) {
-                        if (lanes == 16) SumRows<16>(at, rows, sums);
-                        if (lanes == 8) SumRows<8>(at, rows, sums);
-                        for (int64_t l = 0; l < valid; ++l) out[l] = sums[l] * inv;
+                        if (lanes == 16) ReduceRows<16, kMax>(at, plane, by_lane);
+                        if (lanes == 8) ReduceRows<8, kMax>(at, plane, by_lane);
+                        for (int64_t l = 0; l < valid; ++l) out[l] = by_lane[l] * inv;
                         continue;
                       }
-                      std::fill(out, out + valid, 0.0f);
-                      for (int64_t r = 0; r < rows; ++r) {
-                        for (int64_t l = 0; l < valid; ++l) out[l] += at[r * lanes + l];
+                      std::fill(out, out + valid, kMax ? -INFINITY : 0.0f);
+                      for (int64_t r = 0; r < plane; ++r) {
+                        for (int64_t l = 0; l < valid; ++l) {
+                          const float v = at[r * lanes + l];
+                          out[l] = kMax ? (v > out[l] ? v : out[l]) : out[l] + v;
+                        }
                       }
                       for (int64_t l = 0; l < valid; ++l) out[l] *= inv;
                     }
                   });
       return absl::OkStatus();
     }
-    ParallelFor(n_images * channels, threads_, static_cast<double>(height * width),
+    const bool contiguous_planes = px_.w_stride == 1 && px_.h_stride == width;
+    ParallelFor(n_images * channels, threads_, static_cast<double>(plane),
                 [&](int64_t begin, int64_t end) {
                   for (int64_t item = begin; item < end; ++item) {
-                    const float* plane = x + px_.At(item / channels, item % channels, 0, 0);
-                    float sum = 0.0f;
-                    for (int64_t h = 0; h < height; ++h) {
-                      for (int64_t w = 0; w < width; ++w) {
-                        sum += plane[h * px_.h_stride + w * px_.w_stride];
+                    const float* at = x + px_.At(item / channels, item % channels, 0, 0);
+                    float result = kMax ? -INFINITY : 0.0f;
+                    auto take = [&result](float v) {
+                      result = kMax ? (v > result ? v : result) : result + v;
+                    };
+                    int64_t done = 0;
+                    if (contiguous_planes) {
+                      // A plain plane: rows of 16 floats, then the rest.
+                      float by_lane[16];
+                      ReduceRows<16, kMax>(at, plane / 16, by_lane);
+                      for (float v : by_lane) take(v);
+                      for (done = plane / 16 * 16; done < plane; ++done) take(at[done]);
+                    } else {
+                      for (int64_t h = 0; h < height; ++h) {
+                        for (int64_t w = 0; w < width; ++w) {
+                          take(at[h * px_.h_stride + w * px_.w_stride]);
+                        }
                       }
                     }
-                    y[item] = sum * inv;
+                    y[item] = result * inv;
                   }
                 });
     return absl::OkStatus();
   }
 
- private:
+  bool max_;
   Shape x_;
   Placement px_;
   std::vector<TensorDesc> outputs_;
@@ -312,18 +353,23 @@ class AddKernel final : public PreparedKernel {
   Parts p_;
 };
 
-absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareGlobalAverage(
-    const PrepareContext& context) {
+template <bool kMax>
+absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareGlobalPool(const PrepareContext& context) {
   RETURN_IF_ERROR(ExpectInputCount(context, 1, 1));
   RETURN_IF_ERROR(ExpectType(context, 0, {DataType::kFloat32}));
   const Shape& x = context.inputs[0].shape;
-  if (x.size() != 4) {
-    return InvalidArgument(context, "input ", runtime::ShapeToString(x), " is not 4-D");
+  if (x.size() != 4 && x.size() != 3) {
+    return InvalidArgument(context, "input ", runtime::ShapeToString(x), " is neither 3-D nor 4-D");
   }
+  ASSIGN_OR_RETURN(int64_t keepdims, AttrsOf(context).GetInt("keepdims", 1));
   ASSIGN_OR_RETURN(Storage x_storage, LayoutAttr(context, "x_layout"));
   ASSIGN_OR_RETURN(Placement px, PlacementOf(context, x, x_storage));
-  std::vector<TensorDesc> outputs = {Desc(DataType::kFloat32, {x[0], x[1], 1, 1})};
-  return std::make_unique<GlobalAverageKernel>(x, px, std::move(outputs), context.intra_op_threads);
+  Shape y = {x[0], x[1]};
+  if (keepdims != 0) y.resize(x.size(), 1);
+  const Shape as_4d = x.size() == 4 ? x : Shape{x[0], x[1], 1, x[2]};
+  return std::make_unique<GlobalPoolKernel>(kMax, as_4d, px,
+                                            std::vector<TensorDesc>{Desc(DataType::kFloat32, y)},
+                                            context.intra_op_threads);
 }
 
 // Input `k` as one value per channel of the 4-D `x`: aligned to the right of [N, C, H, W], 1
@@ -409,7 +455,8 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareAdd(const PrepareContext&
 }  // namespace
 
 absl::Status RegisterChainKernels(runtime::KernelRegistry* registry) {
-  RETURN_IF_ERROR(registry->Register(kFusedGlobalAveragePoolOp, &PrepareGlobalAverage));
+  RETURN_IF_ERROR(registry->Register(kFusedGlobalAveragePoolOp, &PrepareGlobalPool<false>));
+  RETURN_IF_ERROR(registry->Register(kFusedGlobalMaxPoolOp, &PrepareGlobalPool<true>));
   RETURN_IF_ERROR(registry->Register(kFusedAddOp, &PrepareAdd));
   return registry->Register(kFusedChannelScaleOp, &PrepareChannelScale);
 }

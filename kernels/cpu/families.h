@@ -57,7 +57,8 @@ absl::Status RegisterPoolKernels(runtime::KernelRegistry* registry);
 absl::Status RegisterRoiAlignKernels(runtime::KernelRegistry* registry);
 absl::Status RegisterOnednnPoolKernels(runtime::KernelRegistry* registry);
 absl::Status RegisterOnednnConcatKernels(runtime::KernelRegistry* registry);
-/// chain_ops.cc: FusedGlobalAveragePool, FusedChannelScale (our loops over the chain's layouts).
+/// chain_ops.cc: FusedGlobalAveragePool, FusedGlobalMaxPool, FusedChannelScale, FusedAdd (our
+/// loops over the chain's layouts).
 absl::Status RegisterChainKernels(runtime::KernelRegistry* registry);
 /// resize.cc: Resize, Upsample, GridSample.
 absl::Status RegisterResizeKernels(runtime::KernelRegistry* registry);

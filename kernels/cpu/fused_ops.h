@@ -64,9 +64,15 @@ inline constexpr char kFusedTransposeOp[] = "com.reprise.FusedTranspose";
 /// one: plain, "nhwc" or "blocked"), resize.cc.
 inline constexpr char kFusedResizeOp[] = "com.reprise.FusedResize";
 
-/// GlobalAveragePool of a 4-D float32 value inside a chain of convolutions: X stored as
-/// "x_layout" ("nchw", "nhwc" or "blocked", as for kFusedConvOp); Y [N,C,1,1] plain.
+/// GlobalAveragePool of a 4-D float32 value inside a chain of convolutions, or of a 3-D one
+/// inside a chain of 1-D convolutions: X stored as "x_layout" ("nchw", "nhwc" or "blocked", as
+/// for kFusedConvOp); Y plain, [N,C,1,1] ([N,C,1] for 3-D), or [N,C] with "keepdims" 0 (a
+/// ReduceMean over every axis after C).
 inline constexpr char kFusedGlobalAveragePoolOp[] = "com.reprise.FusedGlobalAveragePool";
+
+/// The same for the maximum (GlobalMaxPool, or a ReduceMax over every axis after C; NaN skipped
+/// as in ReduceMax's kernel).
+inline constexpr char kFusedGlobalMaxPoolOp[] = "com.reprise.FusedGlobalMaxPool";
 
 /// Y = act(X * S + B) for a 4-D float32 X and one value per channel S and B (optional; each
 /// broadcast as Mul broadcasts [N,C,1,1], [1,C,1,1], [C,1,1] or a single value), "activation"

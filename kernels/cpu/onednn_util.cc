@@ -141,8 +141,8 @@ absl::StatusOr<Placement> PlacementOf(const runtime::PrepareContext& context,
   const memory::desc desc = StoredDesc(dims, how, ChainTag(context));
   const dnnl_memory_desc_t& md = desc.data;
   const auto& blocking = md.format_desc.blocking;
-  if (md.ndims != 4 || md.format_kind != dnnl_blocked || blocking.inner_nblks > 1 ||
-      (blocking.inner_nblks == 1 && blocking.inner_idxs[0] != 1)) {
+  if ((md.ndims != 4 && md.ndims != 3) || md.format_kind != dnnl_blocked ||
+      blocking.inner_nblks > 1 || (blocking.inner_nblks == 1 && blocking.inner_idxs[0] != 1)) {
     return Unimplemented(context, "the stored layout of ", runtime::ShapeToString(dims),
                          " is not plain, channels-last or channel blocks");
   }
@@ -150,6 +150,12 @@ absl::StatusOr<Placement> PlacementOf(const runtime::PrepareContext& context,
   p.block = blocking.inner_nblks == 1 ? blocking.inner_blks[0] : 1;
   p.n_stride = blocking.strides[0];
   p.c_stride = blocking.strides[1];
+  if (md.ndims == 3) {
+    // [N, C, W] as [N, C, 1, W]: its one row spans W steps of W's stride.
+    p.w_stride = blocking.strides[2];
+    p.h_stride = md.dims[2] * p.w_stride;
+    return p;
+  }
   p.h_stride = blocking.strides[2];
   p.w_stride = blocking.strides[3];
   return p;

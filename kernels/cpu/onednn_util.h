@@ -115,7 +115,8 @@ struct Placement {
 };
 
 /// The placement of a 4-D float value stored as `how` (StoredDesc with the chain's layout of
-/// the device preparing `context`); UNIMPLEMENTED for another kind of layout.
+/// the device preparing `context`), or of a 3-D one [N, C, W] as [N, C, 1, W]; UNIMPLEMENTED
+/// for another kind of layout.
 absl::StatusOr<Placement> PlacementOf(const runtime::PrepareContext& context,
                                       const runtime::Shape& dims, Storage how);
 

@@ -24,6 +24,7 @@ using kernels::cpu::kFusedConvDwOp;
 using kernels::cpu::kFusedConvOp;
 using kernels::cpu::kFusedDomain;
 using kernels::cpu::kFusedGlobalAveragePoolOp;
+using kernels::cpu::kFusedGlobalMaxPoolOp;
 using kernels::cpu::kFusedMaxPoolOp;
 using kernels::cpu::kFusedResizeOp;
 
@@ -165,13 +166,16 @@ bool WritesAnyLayout(const Graph& graph, const Node& node) {
          node.op == kFusedResizeOp || node.op == kFusedAddOp;
 }
 
+bool IsFusedGlobalPool(const Node& node) {
+  return node.op == kFusedGlobalAveragePoolOp || node.op == kFusedGlobalMaxPoolOp;
+}
+
 // A node that reads a 4-D value in any of the layouts as its input `input`: input 0 (and 3, the
 // residual) of a conv, every input of a fused concatenation or sum, input 0 of the others.
 bool IsLayoutAware(const Graph& graph, const Node& node, size_t input) {
   if (node.op == kFusedConcatOp || node.op == kFusedAddOp) return true;
   if (node.op == kFusedMaxPoolOp || node.op == kFusedAveragePoolOp || node.op == kFusedConvDwOp ||
-      node.op == kFusedGlobalAveragePoolOp || node.op == kFusedChannelScaleOp ||
-      node.op == kFusedResizeOp) {
+      IsFusedGlobalPool(node) || node.op == kFusedChannelScaleOp || node.op == kFusedResizeOp) {
     return input == 0;
   }
   return IsConv2d(graph, node) && (input == 0 || input == 3);
@@ -747,6 +751,35 @@ bool ResizesImagesOnly(const Graph& graph, const Node& node) {
          n_c[0] == x.dims[0].value && n_c[1] == x.dims[1].value;
 }
 
+// A global pooling over every axis after C of a value of rank `rank` (3 or 4):
+// GlobalAveragePool or GlobalMaxPool, or a ReduceMean or ReduceMax whose axes attribute names
+// exactly those axes (up to opset 17, where the axes are no input). Sets *max and the output's
+// *keepdims.
+bool IsGlobalPooling(const Node& node, size_t rank, bool* max, int64_t* keepdims) {
+  if (node.inputs.size() != 1 || node.outputs.size() != 1) return false;
+  *keepdims = 1;
+  if (node.op == "GlobalAveragePool" || node.op == "GlobalMaxPool") {
+    *max = node.op == "GlobalMaxPool";
+    return true;
+  }
+  if (node.op != "ReduceMean" && node.op != "ReduceMax") return false;
+  *max = node.op == "ReduceMax";
+  auto keep = node.attributes.GetInt("keepdims", 1);
+  auto axes = node.attributes.GetInts("axes", {});
+  if (!keep.ok() || !axes.ok()) return false;
+  *keepdims = *keep != 0 ? 1 : 0;
+  // Each axis after C once, negative ones counted from the end (no axes at all reduces N and C
+  // too, or nothing).
+  std::vector<bool> seen(rank, false);
+  const int64_t r = static_cast<int64_t>(rank);
+  for (int64_t axis : *axes) {
+    const int64_t a = axis < 0 ? axis + r : axis;
+    if (a < 2 || a >= r || seen[a]) return false;
+    seen[a] = true;
+  }
+  return axes->size() == rank - 2;
+}
+
 int FuseChannelOpsIntoConvChains(Graph* graph, const KernelRegistry& registry) {
   const std::vector<int> producer = fusion::Producers(*graph);
   const std::vector<int> uses = graph->UseCounts();
@@ -762,9 +795,19 @@ int FuseChannelOpsIntoConvChains(Graph* graph, const KernelRegistry& registry) {
       continue;
     }
     std::vector<float> factor, shift;
-    if (node.op == "GlobalAveragePool" && registry.Has(kFusedGlobalAveragePoolOp) &&
-        node.inputs.size() == 1 && node.outputs.size() == 1 && from_chain(node.inputs[0])) {
-      node.op = kFusedGlobalAveragePoolOp;
+    // A global pooling reads a 4-D chain's value, or a 1-D convolution's (PointNet's maximum
+    // over its points, a 1-D network's mean over time).
+    const bool from_conv1d = !node.inputs.empty() && node.inputs[0] != Graph::kNoValue &&
+                             producer[node.inputs[0]] >= 0 &&
+                             IsConv1d(*graph, graph->nodes[producer[node.inputs[0]]]);
+    bool max = false;
+    int64_t keepdims = 1;
+    if ((from_conv1d || (!node.inputs.empty() && from_chain(node.inputs[0]))) &&
+        IsGlobalPooling(node, from_conv1d ? 3 : 4, &max, &keepdims) &&
+        registry.Has(max ? kFusedGlobalMaxPoolOp : kFusedGlobalAveragePoolOp)) {
+      node.op = max ? kFusedGlobalMaxPoolOp : kFusedGlobalAveragePoolOp;
+      node.attributes = Attributes();
+      node.attributes.Set("keepdims", keepdims);
     } else if (node.op == "Resize" && registry.Has(kFusedResizeOp) && from_chain(node.inputs[0]) &&
                ResizesImagesOnly(*graph, node)) {
       node.op = kFusedResizeOp;
@@ -908,7 +951,8 @@ int KeepBlockedLayoutBetweenConvs(Graph* graph) {
       const size_t from = static_cast<size_t>(producer[in]);
       any_use[from] = true;
       const bool aware = IsConv1d(*graph, graph->nodes[from])
-                             ? IsConv1d(*graph, node) && (k == 0 || k == 3)
+                             ? (IsConv1d(*graph, node) && (k == 0 || k == 3)) ||
+                                   (IsFusedGlobalPool(node) && k == 0)
                              : IsLayoutAware(*graph, node, k);
       if (!passes_on || !aware) all_aware[from] = false;
       if (IsConv1d(*graph, node) && (k == 0 || k == 3) && Conv1dWidth(*graph, node) > 1) {

@@ -394,6 +394,55 @@ TEST(PoolTest, ChainGlobalAverageAndChannelScaleOverStorages) {
   }
 }
 
+// The chain's global maximum (chain_ops.cc, kFusedGlobalMaxPoolOp) of a 4-D and a 3-D value
+// (a 1-D convolution's [N, C, W]) over plain and channels-last storage (the blocked one runs in
+// the engine's fusion tests), at two threads, into [N, C] (keepdims 0) or [N, C, 1...]: NaN is
+// skipped as ReduceMax's kernel skips it, a plane of NaN gives -inf, and every maximum is exact.
+TEST(PoolTest, ChainGlobalMaximumSkipsNaNOverStorages) {
+  KernelHarness h;
+  const int64_t n = 2, c = 40;
+  for (const Shape& shape : {Shape{n, c, 5, 7}, Shape{n, c, 101}}) {
+    const int64_t plane = shape.size() == 4 ? shape[2] * shape[3] : shape[2];
+    std::vector<float> x = RandomFloats(n * c * plane, 35);
+    x[3] = std::nanf("");                      // (0, 0): one NaN
+    x[plane * 5 + plane - 1] = std::nanf("");  // (0, 5): the last element
+    std::fill(x.begin() + plane * 7, x.begin() + plane * 8, std::nanf(""));  // (0, 7): all
+    // (0, 9): its maximum in the first row of 16 and a NaN at the same place in the last whole
+    // row (the NaN comes after the maximum in the same partial result).
+    x[plane * 9 + 2] = 10.0f;
+    x[plane * 9 + (plane / 16 - 1) * 16 + 2] = std::nanf("");
+    std::vector<float> want(n * c);
+    for (int64_t i = 0; i < n * c; ++i) {
+      float best = -INFINITY;
+      for (int64_t p = 0; p < plane; ++p) {
+        const float v = x[i * plane + p];
+        if (v > best) best = v;
+      }
+      want[i] = best;
+    }
+    ASSERT_EQ(want[7], -INFINITY);
+    ASSERT_EQ(want[9], 10.0f);
+    for (const char* layout : {"nchw", "nhwc"}) {
+      for (const int64_t keepdims : {0, 1}) {
+        SCOPED_TRACE(::testing::Message()
+                     << runtime::ShapeToString(shape) << " " << layout << " keepdims " << keepdims);
+        const bool nhwc = std::string(layout) == "nhwc";
+        auto kernel =
+            h.Prepare(kFusedGlobalMaxPoolOp, {Tensor::Of<float>(shape, x)},
+                      Attrs({{"x_layout", std::string(layout)}, {"keepdims", keepdims}}), 17, 1, 2);
+        ASSERT_TRUE(kernel.ok()) << kernel.status();
+        Shape y_shape = {n, c};
+        if (keepdims != 0) y_shape.resize(shape.size(), 1);
+        ASSERT_EQ((*kernel)->outputs()[0].shape, y_shape);
+        const std::vector<float> stored = nhwc ? StoreInLanes(x, n, c, plane, c) : x;
+        std::vector<float> got(n * c, 0.0f);
+        ASSERT_TRUE(RunOnBuffers(**kernel, {stored.data()}, got.data()).ok());
+        EXPECT_EQ(got, want);
+      }
+    }
+  }
+}
+
 // The chain's sum (chain_ops.cc, kFusedAddOp) over plain and channels-last storage (the
 // blocked one runs in the engine's fusion tests), at two threads: X0 + X1 and Relu(X0 - X1), the
 // inputs and the output each in either storage (one storage: the flat loop; mixed: element by

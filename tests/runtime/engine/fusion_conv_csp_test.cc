@@ -2,8 +2,8 @@
 // after a convolution's activation (x + SiLU(conv(...))) goes into the fused conv
 // (sum_after_activation), and the kernel adds it after the activation; a concatenation of a
 // split whose shapes shape inference lost stays in the chain of convolutions. A Resize between
-// convolutions, sums of the chain's values, and PointNet's pointwise 1-D chains. Outputs as the
-// unfused graph's.
+// convolutions, sums of the chain's values, PointNet's pointwise 1-D chains, and global poolings
+// of the chains' values. Outputs as the unfused graph's.
 #include <cmath>
 #include <map>
 #include <memory>
@@ -21,10 +21,13 @@ namespace reprise::runtime::engine {
 namespace {
 
 using kernels::cpu::kFusedConvOp;
+using kernels::cpu::kFusedGlobalAveragePoolOp;
+using kernels::cpu::kFusedGlobalMaxPoolOp;
 using kernels::cpu::kFusedResizeOp;
 using testing::AddConv;
 using testing::AddConv1d;
 using testing::CountOps;
+using testing::ExpectSameOutputs;
 using testing::Floats;
 using testing::FloatTensor;
 using testing::ModelBuilder;
@@ -324,15 +327,7 @@ TEST_F(FusionConvCspTest, SumsAcrossResizesOfADynamicBatchAreFused) {
       {"x", FloatTensor({2, 8, 8, 8}, RandomFloats(2 * 8 * 64, 213))},
       {"z", FloatTensor({2, 8, 16, 16}, RandomFloats(2 * 8 * 256, 215))},
       {"z2", FloatTensor({2, 8, 32, 32}, RandomFloats(2 * 8 * 1024, 221))}};
-  auto got = testing::RunPlan(**model, inputs);
-  auto want = testing::RunPlan(**plain, inputs);
-  ASSERT_TRUE(got.ok()) << got.status();
-  ASSERT_TRUE(want.ok()) << want.status();
-  const std::vector<float> g = Floats((*got)[0].value), w = Floats((*want)[0].value);
-  ASSERT_EQ(g.size(), w.size());
-  for (size_t i = 0; i < g.size(); ++i) {
-    ASSERT_NEAR(g[i], w[i], 1e-4f * (1.0f + std::fabs(w[i]))) << "at " << i;
-  }
+  ExpectSameOutputs(**model, **plain, inputs);
 }
 
 // A residual branch's constant scale (Inception-ResNet's 0.17, EDSR's 0.1): a Mul of a 1x1
@@ -439,6 +434,85 @@ TEST_F(FusionConvCspTest, PointwiseOneDimensionalChainsStayBlocked) {
       EXPECT_EQ(Attr(*node, "x_layout"), layouts.first) << name;
       EXPECT_EQ(Attr(*node, "y_layout"), layouts.second) << name;
     }
+  }
+}
+
+// Global poolings of a chain's value read its layout: PointNet's ReduceMax over its points and a
+// 1-D network's ReduceMean over time (axes [2] and [-1], keepdims 0 and 1) of a pointwise 1-D
+// convolution (blocked), a GlobalAveragePool of a wider one's (channels-last), and of a 2-D
+// convolution's value a GlobalMaxPool and a ReduceMean over [-1, 2] (blocked), all 24 or 20
+// channels (a partial block). A ReduceMax of a value that is also a graph output reads it plain.
+// A ReduceMax over C and a ReduceMean over W alone stay. Batch 1 and 3; every output as the
+// unfused graph's.
+TEST_F(FusionConvCspTest, GlobalPoolingsReadTheChainsLayout) {
+  for (int64_t batch : {1, 3}) {
+    SCOPED_TRACE(batch);
+    ModelBuilder b;
+    b.Input("x", onnx::TensorProto::FLOAT, {batch, 8, 129})
+        .Input("y", onnx::TensorProto::FLOAT, {batch, 8, 7, 9})
+        .Output("u", {batch, 24})
+        .Output("v", {batch, 24, 1})
+        .Output("w", {batch, 20, 1})
+        .Output("m", {batch, 24, 1, 1})
+        .Output("r", {batch, 24})
+        .Output("co", {batch, 20, 7, 9})
+        .Output("cm", {batch, 20, 1, 1})
+        .Output("n1", {batch, 1, 7, 9})
+        .Output("n2", {batch, 16, 7, 1});
+    auto reduce = [&](const std::string& op, const std::string& in, const std::string& out,
+                      const std::vector<int64_t>& axes, int64_t keepdims) {
+      auto& node = b.Node(op, {in}, {out}, out);
+      auto* attr = node.add_attribute();
+      attr->set_name("axes");
+      attr->set_type(onnx::AttributeProto::INTS);
+      for (int64_t axis : axes) attr->add_ints(axis);
+      auto* keep = node.add_attribute();
+      keep->set_name("keepdims");
+      keep->set_type(onnx::AttributeProto::INT);
+      keep->set_i(keepdims);
+    };
+    AddConv1d(b, "p", "x", "p_out", 8, 24, 1, 71);  // length 65
+    b.Node("Relu", {"p_out"}, {"p_relu"});
+    AddConv1d(b, "q", "p_relu", "q_out", 24, 24, 1, 73);  // length 33
+    reduce("ReduceMax", "q_out", "u", {2}, 0);
+    reduce("ReduceMean", "q_out", "v", {-1}, 1);
+    AddConv1d(b, "s", "p_relu", "s_out", 24, 20, 3, 75);  // length 32
+    b.Node("GlobalAveragePool", {"s_out"}, {"w"}, "w");
+    AddConv(b, "a", "y", "a_out", 8, 24, 77, true);
+    b.Node("GlobalMaxPool", {"a_out"}, {"m"}, "m");
+    reduce("ReduceMean", "a_out", "r", {-1, 2}, 0);
+    AddConv(b, "c", "y", "co", 8, 20, 79, true);
+    reduce("ReduceMax", "co", "cm", {2, 3}, 1);
+    AddConv(b, "d", "y", "d_out", 8, 16, 81, true);
+    reduce("ReduceMax", "d_out", "n1", {1}, 1);
+    reduce("ReduceMean", "d_out", "n2", {3}, 1);
+    auto model = Model::LoadBytes(b.Bytes(), registry_);
+    auto plain = Model::LoadBytes(b.Bytes(), unfused_);
+    ASSERT_TRUE(model.ok()) << model.status();
+    ASSERT_TRUE(plain.ok()) << plain.status();
+    const Graph& g = (*model)->graph();
+    EXPECT_EQ(CountOps(g, kFusedGlobalMaxPoolOp), 3);
+    EXPECT_EQ(CountOps(g, kFusedGlobalAveragePoolOp), 3);
+    EXPECT_EQ(CountOps(g, "ReduceMax"), 1);
+    EXPECT_EQ(CountOps(g, "ReduceMean"), 1);
+    const std::map<std::string, std::pair<std::string, std::string>> want = {
+        {"u", {kFusedGlobalMaxPoolOp, "blocked"}},
+        {"v", {kFusedGlobalAveragePoolOp, "blocked"}},
+        {"w", {kFusedGlobalAveragePoolOp, "nhwc"}},
+        {"m", {kFusedGlobalMaxPoolOp, "blocked"}},
+        {"r", {kFusedGlobalAveragePoolOp, "blocked"}},
+        {"cm", {kFusedGlobalMaxPoolOp, ""}},
+        {"n1", {"ReduceMax", ""}},
+        {"n2", {"ReduceMean", ""}}};
+    for (const auto& [name, op_layout] : want) {
+      const Node* node = FindNamed(g, name);
+      ASSERT_NE(node, nullptr) << name;
+      EXPECT_EQ(node->op, op_layout.first) << name;
+      EXPECT_EQ(Attr(*node, "x_layout"), op_layout.second) << name;
+    }
+    ExpectSameOutputs(**model, **plain,
+                      {{"x", FloatTensor({batch, 8, 129}, RandomFloats(batch * 8 * 129, 83))},
+                       {"y", FloatTensor({batch, 8, 7, 9}, RandomFloats(batch * 8 * 63, 85))}});
   }
 }
 

@@ -49,6 +49,25 @@ inline void AddConv1d(ModelBuilder& b, const std::string& name, const std::strin
   strides->add_ints(2);
 }
 
+/// Every output of `got_model` on `inputs` as the same output of `want_model` (which may have
+/// more): the same shape, and values within 1e-4 * (1 + |want|).
+inline void ExpectSameOutputs(const Model& got_model, const Model& want_model,
+                              const std::vector<NamedTensor>& inputs) {
+  auto got = RunPlan(got_model, inputs);
+  auto want = RunPlan(want_model, inputs);
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_TRUE(want.ok()) << want.status();
+  ASSERT_FALSE(got->empty());
+  ASSERT_GE(want->size(), got->size());
+  for (size_t k = 0; k < got->size(); ++k) {
+    ASSERT_EQ((*got)[k].value.shape, (*want)[k].value.shape) << "output " << k;
+    const std::vector<float> a = Floats((*got)[k].value), e = Floats((*want)[k].value);
+    for (size_t i = 0; i < a.size(); ++i) {
+      ASSERT_NEAR(a[i], e[i], 1e-4f * (1.0f + std::fabs(e[i]))) << "output " << k << " at " << i;
+    }
+  }
+}
+
 class FusionTest : public ::testing::Test {
  protected:
   /// Fills registry_ with every CPU kernel and unfused_ with all of them but `fused_ops`.
