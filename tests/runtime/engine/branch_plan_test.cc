@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_join.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "runtime/core/capture.h"
@@ -24,6 +25,7 @@ using testing::AddSameConv;
 using ::testing::ElementsAre;
 using testing::FloatTensor;
 using ::testing::HasSubstr;
+using testing::LaneClashes;
 using testing::ModelBuilder;
 using testing::RandomFloats;
 
@@ -215,52 +217,10 @@ TEST_F(BranchCaptureTest, InceptionPlanForksAndKeepsLanesApartInTheArena) {
   const std::vector<ParallelRegion>& regions = (*plan)->parallel_regions();
   ASSERT_EQ(regions.size(), 2u);  // one per block
   EXPECT_EQ((*plan)->num_streams(), 2);
-  // Bytes each step writes (outputs, workspace) and reads (inputs written by an earlier step:
-  // the latest writer of that address tells the size, since buffers are reused).
-  const auto& steps = (*plan)->steps();
-  using Range = std::pair<uintptr_t, uintptr_t>;
-  std::vector<std::vector<Range>> writes(steps.size()), reads(steps.size());
-  std::map<const void*, size_t> sizes;
-  auto range = [](const void* p, size_t bytes) {
-    return Range{reinterpret_cast<uintptr_t>(p), reinterpret_cast<uintptr_t>(p) + bytes};
-  };
-  for (size_t s = 0; s < steps.size(); ++s) {
-    const PlanStep& step = steps[s];
-    for (const void* p : step.inputs) {
-      if (sizes.count(p) != 0) reads[s].push_back(range(p, sizes[p]));
-    }
-    for (size_t i = 0; i < step.outputs.size(); ++i) {
-      const TensorDesc& out = step.kernel->outputs()[i];
-      const size_t bytes = std::max(static_cast<size_t>(NumElements(out.shape)) * 4,
-                                    step.kernel->output_storage_bytes(i));
-      sizes[step.outputs[i]] = bytes;
-      writes[s].push_back(range(step.outputs[i], bytes));
-    }
-    if (step.workspace != nullptr && step.kernel->workspace_bytes() > 0) {
-      writes[s].push_back(range(step.workspace, step.kernel->workspace_bytes()));
-    }
-  }
-  auto overlap = [](const std::vector<Range>& a, const std::vector<Range>& b) {
-    for (const Range& x : a) {
-      for (const Range& y : b) {
-        if (x.first < y.second && y.first < x.second) return true;
-      }
-    }
-    return false;
-  };
-  for (const ParallelRegion& region : regions) {
-    ASSERT_EQ(region.lanes.size(), 2u);
-    for (int a : region.lanes[0]) {
-      for (int b : region.lanes[1]) {
-        EXPECT_FALSE(overlap(writes[a], writes[b]))
-            << steps[a].node_name << " / " << steps[b].node_name;
-        EXPECT_FALSE(overlap(writes[a], reads[b]))
-            << steps[a].node_name << " writes what " << steps[b].node_name << " reads";
-        EXPECT_FALSE(overlap(writes[b], reads[a]))
-            << steps[b].node_name << " writes what " << steps[a].node_name << " reads";
-      }
-    }
-  }
+  for (const ParallelRegion& region : regions) EXPECT_EQ(region.lanes.size(), 2u);
+  // No step on one lane writes what a step on the other reads or writes.
+  const std::vector<std::string> clashes = LaneClashes(**plan);
+  EXPECT_TRUE(clashes.empty()) << absl::StrJoin(clashes, "\n");
 }
 
 TEST_F(BranchCaptureTest, InceptionReplaysOnTwoStreamsAndMatchesEager) {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "runtime/engine/model.h"
@@ -22,6 +23,7 @@ namespace {
 using testing::AddSameConv;
 using testing::Floats;
 using testing::FloatTensor;
+using testing::LaneClashes;
 using testing::ModelBuilder;
 using testing::RandomFloats;
 
@@ -140,49 +142,9 @@ TEST(ConcatPlacementTest, PiecesWrittenInPlaceGiveTheCopiedResults) {
         EXPECT_EQ(placed["plain"], "110");
         // Steps on different lanes of a parallel region neither write what the other reads or
         // writes (a read's size is that of the latest write to its address).
-        const std::vector<PlanStep>& steps = (*plan)->steps();
-        using Range = std::pair<uintptr_t, uintptr_t>;
-        std::vector<std::vector<Range>> writes(steps.size()), touches(steps.size());
-        std::map<const void*, size_t> sizes;
-        auto range = [](const void* p, size_t bytes) {
-          return Range{reinterpret_cast<uintptr_t>(p), reinterpret_cast<uintptr_t>(p) + bytes};
-        };
-        for (size_t s = 0; s < steps.size(); ++s) {
-          for (const void* p : steps[s].inputs) {
-            if (sizes.count(p) != 0) touches[s].push_back(range(p, sizes[p]));
-          }
-          for (size_t i = 0; i < steps[s].outputs.size(); ++i) {
-            const TensorDesc& out = steps[s].kernel->outputs()[i];
-            const size_t bytes = std::max(static_cast<size_t>(NumElements(out.shape)) * 4,
-                                          steps[s].kernel->output_storage_bytes(i));
-            sizes[steps[s].outputs[i]] = bytes;
-            writes[s].push_back(range(steps[s].outputs[i], bytes));
-            touches[s].push_back(writes[s].back());
-          }
-        }
-        auto overlap = [](const std::vector<Range>& a, const std::vector<Range>& b) {
-          for (const Range& x : a) {
-            for (const Range& y : b) {
-              if (x.first < y.second && y.first < x.second) return true;
-            }
-          }
-          return false;
-        };
-        const std::vector<ParallelRegion>& regions = (*plan)->parallel_regions();
-        EXPECT_EQ(regions.empty(), threads == 1 || branch_streams == 1);
-        for (const ParallelRegion& region : regions) {
-          for (size_t la = 0; la < region.lanes.size(); ++la) {
-            for (size_t lb = 0; lb < region.lanes.size(); ++lb) {
-              if (la == lb) continue;
-              for (int a : region.lanes[la]) {
-                for (int b : region.lanes[lb]) {
-                  EXPECT_FALSE(overlap(writes[a], touches[b]))
-                      << steps[a].node_name << " writes what " << steps[b].node_name << " touches";
-                }
-              }
-            }
-          }
-        }
+        EXPECT_EQ((*plan)->parallel_regions().empty(), threads == 1 || branch_streams == 1);
+        const std::vector<std::string> clashes = LaneClashes(**plan);
+        EXPECT_TRUE(clashes.empty()) << absl::StrJoin(clashes, "\n");
         for (int run = 0; run < 3; ++run) {
           auto got = (*plan)->Run({&x1});
           ASSERT_TRUE(got.ok()) << got.status();

@@ -1,9 +1,15 @@
 #include "tests/runtime/engine/test_models.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <random>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "runtime/base/status_macros.h"
@@ -275,6 +281,59 @@ int CountOps(const Graph& graph, absl::string_view op) {
   int n = 0;
   for (const Node& node : graph.nodes) n += node.op == op ? 1 : 0;
   return n;
+}
+
+std::vector<std::string> LaneClashes(const ExecutionPlan& plan) {
+  const std::vector<PlanStep>& steps = plan.steps();
+  using Range = std::pair<uintptr_t, uintptr_t>;
+  std::vector<std::vector<Range>> writes(steps.size()), touches(steps.size());
+  std::map<const void*, size_t> sizes;
+  auto range = [](const void* p, size_t bytes) {
+    return Range{reinterpret_cast<uintptr_t>(p), reinterpret_cast<uintptr_t>(p) + bytes};
+  };
+  for (size_t s = 0; s < steps.size(); ++s) {
+    const PlanStep& step = steps[s];
+    for (const void* p : step.inputs) {
+      auto size = sizes.find(p);
+      if (size != sizes.end()) touches[s].push_back(range(p, size->second));
+    }
+    for (size_t i = 0; i < step.outputs.size(); ++i) {
+      const TensorDesc& out = step.kernel->outputs()[i];
+      const size_t bytes = std::max(static_cast<size_t>(NumElements(out.shape)) * 4,
+                                    step.kernel->output_storage_bytes(i));
+      sizes[step.outputs[i]] = bytes;
+      writes[s].push_back(range(step.outputs[i], bytes));
+    }
+    if (step.workspace != nullptr && step.kernel->workspace_bytes() > 0) {
+      writes[s].push_back(range(step.workspace, step.kernel->workspace_bytes()));
+    }
+    touches[s].insert(touches[s].end(), writes[s].begin(), writes[s].end());
+  }
+  auto overlap = [](const std::vector<Range>& a, const std::vector<Range>& b) {
+    for (const Range& x : a) {
+      for (const Range& y : b) {
+        if (x.first < y.second && y.first < x.second) return true;
+      }
+    }
+    return false;
+  };
+  std::vector<std::string> clashes;
+  for (const ParallelRegion& region : plan.parallel_regions()) {
+    for (size_t la = 0; la < region.lanes.size(); ++la) {
+      for (size_t lb = 0; lb < region.lanes.size(); ++lb) {
+        if (la == lb) continue;
+        for (int a : region.lanes[la]) {
+          for (int b : region.lanes[lb]) {
+            if (overlap(writes[a], touches[b])) {
+              clashes.push_back(absl::StrCat(steps[a].node_name, " writes what ",
+                                             steps[b].node_name, " touches"));
+            }
+          }
+        }
+      }
+    }
+  }
+  return clashes;
 }
 
 }  // namespace reprise::runtime::engine::testing

@@ -69,6 +69,12 @@ absl::StatusOr<std::vector<NamedTensor>> RunPlan(const Model& model,
 /// How many nodes of `graph` run `op`.
 int CountOps(const Graph& graph, absl::string_view op);
 
+/// Steps on different lanes of a parallel region of `plan` that share memory: one line per
+/// ordered pair where the first writes (outputs, workspace) bytes that the second reads or
+/// writes (a read's size is that of the latest write to its address, since buffers are
+/// reused). Empty when the lanes keep apart.
+std::vector<std::string> LaneClashes(const ExecutionPlan& plan);
+
 }  // namespace reprise::runtime::engine::testing
 
 #endif  // REPRISE_TESTS_RUNTIME_ENGINE_TEST_MODELS_H_
