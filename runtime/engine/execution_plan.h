@@ -164,8 +164,10 @@ class ExecutionPlan {
   /// Number of steps whose output 0 is written over an input's buffer (PreparedKernel::
   /// in_place_input: e.g. a convolution's residual), saving the copy.
   int in_place_steps() const { return in_place_steps_; }
-  /// Number of concatenation inputs whose producers write them in place inside the
-  /// concatenation's buffer (PreparedKernel::input_offsets_in_output), saving their copies.
+  /// Number of concatenation inputs read in place (PreparedKernel::input_offsets_in_output),
+  /// saving their copies: written by their producers inside the concatenation's buffer, or
+  /// lying one after another where a later concatenation placed them, the output a view of
+  /// their bytes (DenseNet's blocks).
   int placed_inputs() const { return placed_inputs_; }
   /// Regions of independent branches that a capture forks onto helper streams (in plan order;
   /// empty unless PlanOptions::max_branch_streams > 1 and some branches pay). The memory plan

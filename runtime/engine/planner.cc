@@ -124,6 +124,7 @@ class PlanBuilder {
       ReleaseDeadValues(graph_.nodes[i]);
     }
     RETURN_IF_ERROR(SetOutputs());
+    ViewConcatenationsOfPlacedPieces();
     // String views are copied from value to value (Gather, Concat, Reshape, ...) while their
     // bytes stay where they were made (e.g. in a Cast's output storage): every string buffer
     // of the arena lives to the end of the run, whoever reads it last.
@@ -458,24 +459,74 @@ class PlanBuilder {
       }
       if (read_later) continue;
       // Every value in `from` (the input and its views), and the producer's output, moves.
-      auto move = [&](Slot& slot) {
-        if (slot.where != Where::kArena || slot.index != from) return;
-        slot.index = into;
-        slot.offset += offsets[k];
-      };
-      for (Slot& slot : slots_) move(slot);
-      for (StepIo& other : step_io_) {
-        for (Slot& slot : other.outputs) move(slot);
+      MoveBuffer(from, into, offsets[k], step, 1);
+    }
+  }
+
+  // Moves every value in arena buffer `from` (and a step's output there) `offset` bytes into
+  // buffer `into`, which then lives as long as both; `step` reads `inputs` more in place.
+  void MoveBuffer(int from, int into, size_t offset, int step, int inputs) {
+    auto move = [&](Slot& slot) {
+      if (slot.where != Where::kArena || slot.index != from) return;
+      slot.index = into;
+      slot.offset += offset;
+    };
+    for (Slot& slot : slots_) move(slot);
+    for (StepIo& other : step_io_) {
+      for (Slot& slot : other.outputs) move(slot);
+    }
+    BufferLifetime& whole = lifetimes_[into];
+    BufferLifetime& gone = lifetimes_[from];
+    whole.first = std::min(whole.first, gone.first);
+    whole.last = std::max(whole.last, gone.last);
+    gone.bytes = 0;
+    gone.last = gone.first;
+    placed_.resize(plan_->steps_.size(), false);
+    placed_[step] = true;
+    plan_->placed_inputs_ += inputs;
+  }
+
+  // A concatenation whose inputs all lie one after another in one buffer at its own offsets
+  // from one base (placed there for a later concatenation: each of a DenseNet block's
+  // concatenations is a prefix of the next) becomes a view of those bytes: its output moves
+  // there and its step copies nothing.
+  void ViewConcatenationsOfPlacedPieces() {
+    for (size_t s = 0; s < plan_->steps_.size(); ++s) {
+      const PreparedKernel* kernel = plan_->steps_[s].kernel;
+      if (plan_->steps_[s].control != nullptr || kernel == nullptr) continue;
+      const std::vector<size_t> offsets = kernel->input_offsets_in_output();
+      const StepIo& io = step_io_[s];
+      if (offsets.empty() || offsets.size() != io.inputs.size() || io.outputs.empty()) continue;
+      const Slot& out = io.outputs[0];
+      const int own = out.index;
+      const size_t bytes = io.output_bytes[0];
+      if (out.where != Where::kArena || out.offset != 0 || out.dtype == DataType::kString ||
+          lifetimes_[own].first != static_cast<int>(s) || lifetimes_[own].bytes != bytes) {
+        continue;
       }
-      BufferLifetime& whole = lifetimes_[into];
-      BufferLifetime& piece = lifetimes_[from];
-      whole.first = std::min(whole.first, piece.first);
-      whole.last = std::max(whole.last, piece.last);
-      piece.bytes = 0;
-      piece.last = piece.first;
-      placed_.resize(plan_->steps_.size(), false);
-      placed_[step] = true;
-      ++plan_->placed_inputs_;
+      int into = -1;
+      size_t base = 0;
+      bool view = true;
+      for (size_t k = 0; k < offsets.size() && view; ++k) {
+        const int v = io.inputs[k];
+        const Slot* in = v == Graph::kNoValue ? nullptr : &slots_[v];
+        if (in == nullptr || offsets[k] == PreparedKernel::kNotInOutput ||
+            in->where != Where::kArena || in->index == own || in->dtype != out.dtype ||
+            (k == 0 && in->offset < offsets[0])) {
+          view = false;
+          break;
+        }
+        if (k == 0) {
+          into = in->index;
+          base = in->offset - offsets[0];
+        }
+        view = in->index == into && in->offset == base + offsets[k];
+      }
+      if (!view || base % kBufferAlignment != 0 || base > lifetimes_[into].bytes ||
+          bytes > lifetimes_[into].bytes - base) {
+        continue;
+      }
+      MoveBuffer(own, into, base, static_cast<int>(s), static_cast<int>(offsets.size()));
     }
   }
 

@@ -1,7 +1,9 @@
 // Concatenations at batch 1 whose producers write their pieces in place inside the
 // concatenation's buffer (PreparedKernel::input_offsets_in_output, the planner's
-// PlaceInputsInOutput). The reference is the same model at batch 2, whose concatenations copy
-// (each image one run per input is no longer contiguous), on two copies of the input image.
+// PlaceInputsInOutput), and concatenations that are views of pieces placed for a later one
+// (ViewConcatenationsOfPlacedPieces). The reference is the same model at batch 2, whose
+// concatenations copy (each image one run per input is no longer contiguous), on two copies of the
+// input image.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -42,7 +44,10 @@ void AddConcat(ModelBuilder& b, const std::vector<std::string>& in, const std::s
 // read again after both (z); one value concatenated with itself (twice); a concatenation of
 // plain ops at a width of 5 channels (pieces of 18000 bytes: the second and third at offsets
 // that are not multiples of 64); a plain concatenation whose second piece ends a chain of
-// values that die before it and whose third piece is read again after it.
+// values that die before it and whose third piece is read again after it. A dense block
+// (DenseNet's): the block's features concatenated after each layer, each concatenation a prefix
+// of the next, the first read again after the last one's reader, and two of the features
+// concatenated in the other order.
 std::string BranchyModel() {
   ModelBuilder b;
   b.Input("x", onnx::TensorProto::FLOAT, {-1, kC, kSide, kSide});
@@ -78,12 +83,33 @@ std::string BranchyModel() {
   AddConcat(b, {"sp", "fl", "ex"}, "plain");
   b.Node("Neg", {"plain"}, {"n"});
   b.Node("Sin", {"ex"}, {"late"});
+  AddSameConv(b, "k0", "x", "k0", kC, 16, 1, 13);
+  AddSameConv(b, "k1", "k0", "k1", 16, 16, 3, 15);
+  AddConcat(b, {"k0", "k1"}, "dense1");
+  AddConcat(b, {"k1", "k0"}, "swapped");
+  AddSameConv(b, "k2", "dense1", "k2", 32, 16, 1, 17);
+  AddConcat(b, {"k0", "k1", "k2"}, "dense2");
+  AddSameConv(b, "k3", "dense2", "k3", 48, 16, 3, 19);
+  AddConcat(b, {"k0", "k1", "k2", "k3"}, "dense3");
+  AddSameConv(b, "dense", "dense3", "dense", 64, 8, 1, 23);
+  AddSameConv(b, "sw", "swapped", "sw", 32, 8, 1, 25);
+  // dense1 read again after dense3's last reader, summed with values made from that reader's
+  // output (so that no order of the nodes reads it earlier), one of them too large for the
+  // arena's bytes below the block's buffer.
+  AddSameConv(b, "m4", "dense", "m4", 8, 256, 1, 27);
+  AddSameConv(b, "m5", "m4", "m5", 256, 64, 1, 29);
+  AddSameConv(b, "m6", "m5", "m6", 64, 32, 1, 31);
+  b.Node("Add", {"dense1", "m6"}, {"dm"});
+  AddSameConv(b, "dl", "dm", "dl", 32, 8, 1, 33);
   b.Output("y", {-1, 8, kSide, kSide})
       .Output("z", {-1, 16, kSide, kSide})
       .Output("g", {-1, 8, kSide, kSide})
       .Output("t", {-1, 15, kSide, kSide})
       .Output("n", {-1, 3 * kC, kSide, kSide})
-      .Output("late", {-1, kC, kSide, kSide});
+      .Output("late", {-1, kC, kSide, kSide})
+      .Output("dense", {-1, 8, kSide, kSide})
+      .Output("sw", {-1, 8, kSide, kSide})
+      .Output("dl", {-1, 8, kSide, kSide});
   return b.Bytes();
 }
 
@@ -137,6 +163,12 @@ TEST(ConcatPlacementTest, PiecesWrittenInPlaceGiveTheCopiedResults) {
         EXPECT_EQ(placed["cat2"], "10");   // cat1 nested in cat2; e (plain) reordered
         EXPECT_EQ(placed["twice"], "00");  // one value cannot sit at two offsets
         EXPECT_EQ(placed["odd"], "100");   // offsets 18000 and 36000 break the alignment
+        // The dense block's features are written into its last concatenation; the earlier
+        // ones are views of its first bytes. The swapped pair is not one of them.
+        EXPECT_EQ(placed["dense3"], "1111");
+        EXPECT_EQ(placed["dense2"], "111");
+        EXPECT_EQ(placed["dense1"], "11");
+        EXPECT_EQ(placed["swapped"], "00");
         // Plain ops into a plain concatenation; ex is read after it (by Sin), which would keep
         // the concatenation's buffer alive that long.
         EXPECT_EQ(placed["plain"], "110");
