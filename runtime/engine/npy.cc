@@ -122,6 +122,16 @@ absl::StatusOr<TensorValue> ParseNpy(absl::string_view bytes, absl::string_view 
         DataTypeName(tensor.dtype), " needs ", *data_bytes));
   }
   tensor.bytes.assign(data.begin(), data.end());
+  if (tensor.dtype == DataType::kBool) {
+    // Kernels read BOOL bytes as C++ bool, for which a byte other than 0 or 1 is undefined.
+    for (size_t i = 0; i < tensor.bytes.size(); ++i) {
+      if (tensor.bytes[i] > 1) {
+        return absl::InvalidArgumentError(absl::StrCat(what, ": bool element ", i, " is ",
+                                                       static_cast<int>(tensor.bytes[i]),
+                                                       "; bool bytes must be 0 or 1"));
+      }
+    }
+  }
   return tensor;
 }
 

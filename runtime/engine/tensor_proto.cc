@@ -217,11 +217,9 @@ absl::StatusOr<TensorValue> StringTensorFromProto(const onnx::TensorProto& proto
   return MakeStringTensor(std::move(shape), elements);
 }
 
-}  // namespace
-
-absl::StatusOr<TensorValue> TensorFromProto(const onnx::TensorProto& proto,
-                                            const std::string& base_dir,
-                                            const LiftedRawData* lifted) {
+// The tensor's elements, not yet checked as values of its type.
+absl::StatusOr<TensorValue> DecodeTensor(const onnx::TensorProto& proto,
+                                         const std::string& base_dir, const LiftedRawData* lifted) {
   TensorValue tensor;
   auto dtype = DataTypeFromCode(proto.data_type());
   if (!dtype.ok()) {
@@ -335,6 +333,36 @@ absl::StatusOr<TensorValue> TensorFromProto(const onnx::TensorProto& proto,
       break;
     default:
       break;
+  }
+  return tensor;
+}
+
+}  // namespace
+
+absl::StatusOr<TensorValue> TensorFromProto(const onnx::TensorProto& proto,
+                                            const std::string& base_dir,
+                                            const LiftedRawData* lifted) {
+  // A BOOL element in int32_data must be 0 or 1 before it is narrowed to a byte (256 would
+  // read as false).
+  if (proto.data_type() == onnx::TensorProto::BOOL && !proto.has_raw_data()) {
+    for (int i = 0; i < proto.int32_data_size(); ++i) {
+      if (proto.int32_data(i) != 0 && proto.int32_data(i) != 1) {
+        return absl::InvalidArgumentError(absl::StrCat("tensor \"", TensorName(proto),
+                                                       "\": BOOL element ", i, " is ",
+                                                       proto.int32_data(i), "; must be 0 or 1"));
+      }
+    }
+  }
+  ASSIGN_OR_RETURN(TensorValue tensor, DecodeTensor(proto, base_dir, lifted));
+  // Kernels read BOOL bytes as C++ bool, for which a byte other than 0 or 1 is undefined.
+  if (tensor.dtype == DataType::kBool) {
+    for (size_t i = 0; i < tensor.bytes.size(); ++i) {
+      if (tensor.bytes[i] > 1) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("tensor \"", TensorName(proto), "\": BOOL element ", i, " is ",
+                         static_cast<int>(tensor.bytes[i]), "; BOOL bytes must be 0 or 1"));
+      }
+    }
   }
   return tensor;
 }

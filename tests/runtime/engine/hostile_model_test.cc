@@ -131,6 +131,49 @@ TEST_F(HostileModelTest, InitializerDeclaringMoreThanItsTypedValuesIsRefused) {
   EXPECT_THAT(model.status().message(), HasSubstr("needs 4503599627370496"));
 }
 
+// BOOL elements other than 0 and 1 (kernels read the bytes as C++ bool): in raw_data, in
+// int32_data (256 would narrow to a false byte), and a well-formed pair that loads and runs.
+TEST_F(HostileModelTest, BoolInitializerBytesOtherThanZeroOrOneAreRefused) {
+  struct Case {
+    std::string raw;
+    std::vector<int32_t> typed;
+    const char* error;  // nullptr: loads
+  };
+  const Case cases[] = {{std::string("\x01\x02", 2), {}, "BOOL element 1 is 2"},
+                        {"", {1, 256}, "BOOL element 1 is 256"},
+                        {"", {-1, 0}, "BOOL element 0 is -1"},
+                        {std::string("\x01\x00", 2), {}, nullptr},
+                        {"", {1, 0}, nullptr}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.error == nullptr ? "valid" : c.error);
+    ModelBuilder b;
+    b.Input("x", onnx::TensorProto::FLOAT, {2}).Output("y", {2});
+    auto* w = b.proto().mutable_graph()->add_initializer();
+    w->set_name("w");
+    w->set_data_type(onnx::TensorProto::BOOL);
+    w->add_dims(2);
+    if (c.typed.empty()) {
+      w->set_raw_data(c.raw);
+    } else {
+      for (int32_t v : c.typed) w->add_int32_data(v);
+    }
+    auto& cast = b.Node("Cast", {"w"}, {"wf"});
+    testing::SetIntAttr(&cast, "to", onnx::TensorProto::FLOAT);
+    b.Node("Add", {"x", "wf"}, {"y"});
+    auto model = Model::LoadBytes(b.Bytes(), registry_);
+    if (c.error != nullptr) {
+      ASSERT_FALSE(model.ok());
+      EXPECT_THAT(model.status().message(), HasSubstr(c.error));
+      EXPECT_THAT(model.status().message(), HasSubstr("tensor \"w\""));
+      continue;
+    }
+    ASSERT_TRUE(model.ok()) << model.status();
+    auto out = testing::RunPlan(**model, {{"x", testing::FloatTensor({2}, {0.5f, 0.5f})}});
+    ASSERT_TRUE(out.ok()) << out.status();
+    EXPECT_EQ(testing::Floats((*out)[0].value), (std::vector<float>{1.5f, 0.5f}));
+  }
+}
+
 TEST_F(HostileModelTest, ZeroDimDoesNotHideAnOverflowingDim) {
   // [0, 2^62, 4]: no element, but the other dims overflow together; refused like [2^62, 4]
   // (an initializer no node reads is converted too).
@@ -380,6 +423,18 @@ TEST(HostileNpyTest, ShapeLargerThanTheDataIsRefused) {
   ASSERT_FALSE(t.ok());
   EXPECT_THAT(t.status().message(), HasSubstr("npy data has 4 bytes"));
   EXPECT_THAT(t.status().message(), HasSubstr("needs 4398046511104"));
+}
+
+TEST(HostileNpyTest, BoolBytesOtherThanZeroOrOneAreRefused) {
+  auto t = ParseNpy(NpyWithHeader("{'descr': '|b1', 'fortran_order': False, 'shape': (3,), }",
+                                  std::string("\x01\x00\x07", 3)));
+  ASSERT_FALSE(t.ok());
+  EXPECT_THAT(t.status().message(), HasSubstr("bool element 2 is 7"));
+  t = ParseNpy(NpyWithHeader("{'descr': '|b1', 'fortran_order': False, 'shape': (3,), }",
+                             std::string("\x01\x00\x01", 3)));
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(std::vector<uint8_t>(t->bytes.begin(), t->bytes.end()),
+            (std::vector<uint8_t>{1, 0, 1}));
 }
 
 TEST(HostileNpyTest, HeaderLengthPastTheFileIsRefused) {
