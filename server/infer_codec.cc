@@ -10,6 +10,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "runtime/core/bool_bytes.h"
 #include "runtime/core/checked_size.h"
 #include "server/bytes_tensor.h"
 #include "server/classification.h"
@@ -441,14 +442,13 @@ absl::StatusOr<DecodedRequest> DecodeInferRequest(const inference::ModelInferReq
                                            " bytes of data, expected ", expected, " (shape ",
                                            ShapeString(in.shape()), ", ", in.datatype(), ")"));
       }
-      if (info.dtype == DataType::kBool) {
-        for (size_t b = 0; b < data.size(); ++b) {
-          if (data[b] != 0 && data[b] != 1) {
-            return Invalid(label,
-                           absl::StrCat("input \"", in.name(), "\" BOOL element ", b, " is ",
-                                        static_cast<int>(data[b]), "; BOOL bytes must be 0 or 1"));
-          }
-        }
+      const size_t b = info.dtype == DataType::kBool
+                           ? runtime::FirstNonBoolByte(data.data(), data.size())
+                           : data.size();
+      if (b < data.size()) {
+        return Invalid(label, absl::StrCat("input \"", in.name(), "\" BOOL element ", b, " is ",
+                                           static_cast<int>(static_cast<uint8_t>(data[b])),
+                                           "; BOOL bytes must be 0 or 1"));
       }
     }
     decoded.inputs[index] = InputTensor{info.name, info.dtype, shape, data};

@@ -12,6 +12,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "runtime/base/status_macros.h"
+#include "runtime/core/bool_bytes.h"
 #include "runtime/core/checked_size.h"
 
 namespace reprise::runtime::engine {
@@ -123,13 +124,11 @@ absl::StatusOr<TensorValue> ParseNpy(absl::string_view bytes, absl::string_view 
   }
   tensor.bytes.assign(data.begin(), data.end());
   if (tensor.dtype == DataType::kBool) {
-    // Kernels read BOOL bytes as C++ bool, for which a byte other than 0 or 1 is undefined.
-    for (size_t i = 0; i < tensor.bytes.size(); ++i) {
-      if (tensor.bytes[i] > 1) {
-        return absl::InvalidArgumentError(absl::StrCat(what, ": bool element ", i, " is ",
-                                                       static_cast<int>(tensor.bytes[i]),
-                                                       "; bool bytes must be 0 or 1"));
-      }
+    const size_t i = FirstNonBoolByte(tensor.bytes.data(), tensor.bytes.size());
+    if (i < tensor.bytes.size()) {
+      return absl::InvalidArgumentError(absl::StrCat(what, ": bool element ", i, " is ",
+                                                     static_cast<int>(tensor.bytes[i]),
+                                                     "; bool bytes must be 0 or 1"));
     }
   }
   return tensor;

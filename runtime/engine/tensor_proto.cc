@@ -21,6 +21,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "runtime/base/status_macros.h"
+#include "runtime/core/bool_bytes.h"
 #include "runtime/core/checked_size.h"
 #include "runtime/core/string_tensor.h"
 
@@ -354,15 +355,13 @@ absl::StatusOr<TensorValue> TensorFromProto(const onnx::TensorProto& proto,
     }
   }
   ASSIGN_OR_RETURN(TensorValue tensor, DecodeTensor(proto, base_dir, lifted));
-  // Kernels read BOOL bytes as C++ bool, for which a byte other than 0 or 1 is undefined.
-  if (tensor.dtype == DataType::kBool) {
-    for (size_t i = 0; i < tensor.bytes.size(); ++i) {
-      if (tensor.bytes[i] > 1) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("tensor \"", TensorName(proto), "\": BOOL element ", i, " is ",
-                         static_cast<int>(tensor.bytes[i]), "; BOOL bytes must be 0 or 1"));
-      }
-    }
+  const size_t bad = tensor.dtype == DataType::kBool
+                         ? FirstNonBoolByte(tensor.bytes.data(), tensor.bytes.size())
+                         : tensor.bytes.size();
+  if (bad < tensor.bytes.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tensor \"", TensorName(proto), "\": BOOL element ", bad, " is ",
+                     static_cast<int>(tensor.bytes[bad]), "; BOOL bytes must be 0 or 1"));
   }
   return tensor;
 }
