@@ -8,13 +8,17 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernels/cpu/fused_ops.h"
+#include "runtime/engine/fusion_activation.h"
 #include "runtime/engine/fusion_util.h"
 
 namespace reprise::runtime::engine {
 namespace {
 
+using fusion::Activation;
 using fusion::DropNodes;
 using fusion::IsGraphOutput;
+using fusion::MatchActivation;
+using fusion::SetActivationAttributes;
 using fusion::SoleConsumer;
 using kernels::cpu::kFusedAddOp;
 using kernels::cpu::kFusedAveragePoolOp;
@@ -43,96 +47,6 @@ std::vector<float> ToFloats(const TensorValue& t) {
   // (No copy of nothing: memcpy's pointers must not be null, and an empty vector's may be.)
   if (!out.empty()) std::memcpy(out.data(), t.bytes.data(), out.size() * sizeof(float));
   return out;
-}
-
-// An activation that follows a value and can run as a convolution post-op: its name (a
-// kFusedConvOp "activation"), parameters, the nodes it takes and the value it produces.
-struct Activation {
-  std::string name;
-  float lo = 0.0f, hi = 0.0f;       // Clip
-  float alpha = 0.0f, beta = 0.0f;  // LeakyRelu, HardSigmoid
-  std::vector<int> nodes;
-  int out = Graph::kNoValue;
-};
-
-// The activation applied to `value` when its reader(s) form one: a single Relu, LeakyRelu,
-// Clip (constant bounds), Sigmoid, Tanh, HardSigmoid or HardSwish, or x * Sigmoid(x) (SiLU as
-// exported: the value read by exactly a Sigmoid and the Mul of the two). Nodes marked in `drop`
-// are not taken; every intermediate must have no other use and not be a graph output.
-bool MatchActivation(const Graph& graph, const std::vector<int>& uses, int value,
-                     const std::vector<bool>& drop, Activation* act) {
-  if (value == Graph::kNoValue || IsGraphOutput(graph, value)) return false;
-  auto usable = [&](const Node& node) {
-    return fusion::IsDefaultDomain(node) && node.outputs.size() == 1 && !node.inputs.empty();
-  };
-  if (uses[value] == 2) {
-    // SiLU: s = Sigmoid(x); y = Mul(x, s) (either order).
-    int sigmoid = -1, mul = -1;
-    for (size_t i = 0; i < graph.nodes.size(); ++i) {
-      const Node& n = graph.nodes[i];
-      if (drop[i] || std::find(n.inputs.begin(), n.inputs.end(), value) == n.inputs.end()) {
-        continue;
-      }
-      if (n.op == "Sigmoid" && usable(n) && n.inputs.size() == 1) {
-        sigmoid = static_cast<int>(i);
-      } else if (n.op == "Mul" && usable(n) && n.inputs.size() == 2) {
-        mul = static_cast<int>(i);
-      }
-    }
-    if (sigmoid < 0 || mul < 0) return false;
-    const int s = graph.nodes[sigmoid].outputs[0];
-    const Node& m = graph.nodes[mul];
-    const bool pair =
-        (m.inputs[0] == value && m.inputs[1] == s) || (m.inputs[1] == value && m.inputs[0] == s);
-    if (!pair || SoleConsumer(graph, uses, s) != mul) return false;
-    act->name = "Swish";
-    act->nodes = {sigmoid, mul};
-    act->out = m.outputs[0];
-    return true;
-  }
-  const int at = SoleConsumer(graph, uses, value);
-  if (at < 0 || drop[at]) return false;
-  const Node& n = graph.nodes[at];
-  if (!usable(n) || n.inputs[0] != value) return false;
-  if (n.op == "Relu" || n.op == "Sigmoid" || n.op == "Tanh" || n.op == "HardSwish") {
-    act->name = n.op;
-  } else if (n.op == "Gelu") {  // opset 20's, or FuseGelu's from Erf or Tanh
-    absl::StatusOr<std::string> approximate = n.attributes.GetString("approximate", "none");
-    if (!approximate.ok() || (*approximate != "none" && *approximate != "tanh")) return false;
-    act->name = *approximate == "tanh" ? "GeluTanh" : "Gelu";
-  } else if (n.op == "Clip" && fusion::ClipBounds(graph, n, &act->lo, &act->hi)) {
-    act->name = "Clip";
-  } else if (n.op == "LeakyRelu") {
-    absl::StatusOr<float> alpha = n.attributes.GetFloat("alpha", 0.01f);
-    if (!alpha.ok()) return false;
-    act->name = "LeakyRelu";
-    act->alpha = *alpha;
-  } else if (n.op == "HardSigmoid") {
-    absl::StatusOr<float> alpha = n.attributes.GetFloat("alpha", 0.2f);
-    absl::StatusOr<float> beta = n.attributes.GetFloat("beta", 0.5f);
-    if (!alpha.ok() || !beta.ok()) return false;
-    act->name = "HardSigmoid";
-    act->alpha = *alpha;
-    act->beta = *beta;
-  } else {
-    return false;
-  }
-  act->nodes = {at};
-  act->out = n.outputs[0];
-  return true;
-}
-
-// `act` as a fused node's attributes: "activation" and, where it has them, its parameters.
-void SetActivationAttributes(const Activation& act, Node* node) {
-  node->attributes.Set("activation", act.name);
-  if (act.name == "Clip") {
-    node->attributes.Set("clip_min", act.lo);
-    node->attributes.Set("clip_max", act.hi);
-  }
-  if (act.name == "LeakyRelu" || act.name == "HardSigmoid") {
-    node->attributes.Set("activation_alpha", act.alpha);
-    node->attributes.Set("activation_beta", act.beta);
-  }
 }
 
 // The rank of a node's constant weights (input 1), or 0 when they are not a constant.
