@@ -49,7 +49,8 @@ absl::Status RegisterGemmKernels(runtime::KernelRegistry* registry);
 absl::Status RegisterEinsumKernels(runtime::KernelRegistry* registry);
 /// conv.cc: Conv, FusedConv, FusedConvDw (oneDNN).
 absl::Status RegisterConvKernels(runtime::KernelRegistry* registry);
-/// conv_transpose.cc: ConvTranspose (sgemm + col2im).
+/// conv_transpose.cc: ConvTranspose (sgemm + col2im) and kFusedConvTransposeOp (with an
+/// activation).
 absl::Status RegisterConvTransposeKernels(runtime::KernelRegistry* registry);
 /// pool.cc: MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool, MaxUnpool.
 absl::Status RegisterPoolKernels(runtime::KernelRegistry* registry);

@@ -19,6 +19,11 @@ inline constexpr char kFusedDomain[] = "com.reprise";
 /// "blocked") say how X, Y and R are stored (see onednn_util.h, Storage).
 inline constexpr char kFusedConvOp[] = "com.reprise.FusedConv";
 
+/// ConvTranspose followed by an activation: the inputs and attributes of ConvTranspose, plus
+/// "activation" and its parameters as kFusedConvOp's (any of its names). Y = act(ConvTranspose(X,
+/// W, B)), X and Y plain.
+inline constexpr char kFusedConvTransposeOp[] = "com.reprise.FusedConvTranspose";
+
 /// Gemm followed by an activation: inputs and attributes of Gemm, plus "activation" (string:
 /// "Relu", "Tanh", "Sigmoid", "Clip" with "clip_min" / "clip_max"). Y = act(Gemm(A, B, C)).
 inline constexpr char kFusedGemmOp[] = "com.reprise.FusedGemm";

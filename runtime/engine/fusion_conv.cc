@@ -26,6 +26,7 @@ using kernels::cpu::kFusedChannelScaleOp;
 using kernels::cpu::kFusedConcatOp;
 using kernels::cpu::kFusedConvDwOp;
 using kernels::cpu::kFusedConvOp;
+using kernels::cpu::kFusedConvTransposeOp;
 using kernels::cpu::kFusedDomain;
 using kernels::cpu::kFusedGlobalAveragePoolOp;
 using kernels::cpu::kFusedGlobalMaxPoolOp;
@@ -366,7 +367,9 @@ absl::StatusOr<int> FoldBatchNormIntoConv(Graph* graph) {
     }
     if (conv_index < 0) continue;
     Node& conv = graph->nodes[conv_index];
-    if (conv.op != "Conv" || !fusion::IsDefaultDomain(conv) || conv.inputs.size() < 2 ||
+    const bool transposed = conv.op == "ConvTranspose";
+    if ((conv.op != "Conv" && !transposed) || !fusion::IsDefaultDomain(conv) ||
+        conv.inputs.size() < 2 ||
         SoleConsumer(*graph, uses, conv.outputs[0]) != static_cast<int>(i)) {
       continue;
     }
@@ -374,8 +377,13 @@ absl::StatusOr<int> FoldBatchNormIntoConv(Graph* graph) {
     const bool has_bias = conv.inputs.size() > 2 && conv.inputs[2] != Graph::kNoValue;
     const TensorValue* b = has_bias ? FloatConstant(*graph, conv.inputs[2]) : nullptr;
     if (w == nullptr || w->shape.size() < 3 || (has_bias && b == nullptr)) continue;
-    const int64_t m = w->shape[0];
-    if (m <= 0) continue;  // no output channels: nothing to fold (and no division by zero)
+    // The output channels: a Conv's weights are [M, C / group, k...], a ConvTranspose's
+    // [C, M / group, k...] (output channel g * M / group + j is column j of group g's rows).
+    auto group = conv.attributes.GetInt("group", 1);
+    if (!group.ok() || *group <= 0 || w->shape[0] % *group != 0) continue;
+    const int64_t m = transposed ? w->shape[1] * *group : w->shape[0];
+    // No output channels or no rows: nothing to fold (and no division by zero).
+    if (m <= 0 || w->shape[0] <= 0) continue;
     if (mul) {
       // Y = X * S, S constant per channel: the weights and the bias scaled, no shift.
       if (!ConstantChannelFactor(*graph, bn, x_input, m, w->shape.size(), &factor)) continue;
@@ -386,11 +394,23 @@ absl::StatusOr<int> FoldBatchNormIntoConv(Graph* graph) {
     }
     std::vector<float> weights = ToFloats(*w);
     std::vector<float> bias = b != nullptr ? ToFloats(*b) : std::vector<float>(m, 0.0f);
-    const int64_t per_channel = NumElements(w->shape) / m;
-    for (int64_t c = 0; c < m; ++c) {
-      for (int64_t k = 0; k < per_channel; ++k) weights[c * per_channel + k] *= factor[c];
-      bias[c] = bias[c] * factor[c] + shift[c];
+    if (transposed) {
+      const int64_t rows = w->shape[0], rows_per_group = rows / *group, columns = w->shape[1];
+      const int64_t taps = NumElements(w->shape) / (rows * columns);
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t j = 0; j < columns; ++j) {
+          const float f = factor[r / rows_per_group * columns + j];
+          float* tap = weights.data() + (r * columns + j) * taps;
+          for (int64_t k = 0; k < taps; ++k) tap[k] *= f;
+        }
+      }
+    } else {
+      const int64_t per_channel = NumElements(w->shape) / m;
+      for (int64_t c = 0; c < m; ++c) {
+        for (int64_t k = 0; k < per_channel; ++k) weights[c * per_channel + k] *= factor[c];
+      }
     }
+    for (int64_t c = 0; c < m; ++c) bias[c] = bias[c] * factor[c] + shift[c];
     // New constants (the old ones may be shared with other nodes).
     const Shape w_shape = w->shape;
     const std::string w_name = graph->values[conv.inputs[1]].name;
@@ -527,6 +547,31 @@ int FuseConvPostOps(Graph* graph, const KernelRegistry& registry) {
   }
   DropNodes(graph, drop);
   return absorbed;
+}
+
+int FuseConvTransposeActivations(Graph* graph, const KernelRegistry& registry) {
+  if (!registry.Has(kFusedConvTransposeOp)) return 0;
+  const std::vector<int> uses = graph->UseCounts();
+  std::vector<bool> drop(graph->nodes.size(), false);
+  int fused = 0;
+  for (size_t i = 0; i < graph->nodes.size(); ++i) {
+    Node& node = graph->nodes[i];
+    Activation act;
+    if (drop[i] || node.op != "ConvTranspose" || !fusion::IsDefaultDomain(node) ||
+        node.outputs.size() != 1 || node.inputs.size() < 2 ||
+        !MatchActivation(*graph, uses, node.outputs[0], drop, &act)) {
+      continue;
+    }
+    // The fused node stays where the ConvTranspose was: the activation reads nothing else.
+    for (int n : act.nodes) drop[n] = true;
+    node.op = kFusedConvTransposeOp;
+    node.domain = kFusedDomain;
+    node.outputs[0] = act.out;
+    SetActivationAttributes(act, &node);
+    ++fused;
+  }
+  DropNodes(graph, drop);
+  return fused;
 }
 
 int FuseDepthwiseIntoPointwise(Graph* graph, const KernelRegistry& registry) {

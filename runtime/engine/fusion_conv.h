@@ -1,6 +1,8 @@
-// Load-time rewrites around Conv: BatchNormalization folded into the Conv's weights, the
-// residual Add and the activation (Relu, Clip) fused into one kernels::cpu::kFusedConvOp node
-// (oneDNN post-ops), and the convolutions' blocked layout kept between fused convolutions.
+// Load-time rewrites around Conv: BatchNormalization folded into the Conv's (or ConvTranspose's)
+// weights, the residual Add and the activation (Relu, Clip) fused into one
+// kernels::cpu::kFusedConvOp node (oneDNN post-ops), a ConvTranspose's activation into
+// kernels::cpu::kFusedConvTransposeOp, and the convolutions' blocked layout kept between fused
+// convolutions.
 #ifndef REPRISE_RUNTIME_ENGINE_FUSION_CONV_H_
 #define REPRISE_RUNTIME_ENGINE_FUSION_CONV_H_
 
@@ -13,11 +15,11 @@
 
 namespace reprise::runtime::engine {
 
-/// Folds a BatchNormalization (inference form, one output) whose input is a float Conv with
-/// constant weights (and constant bias, if any) used only by it, and whose scale, B, mean and
-/// var are constants, into the Conv's weights and bias; likewise a Mul of such a Conv's output by
-/// a constant of one value or one per output channel (a residual branch's scale: Inception-ResNet's
-/// 0.17, EDSR's 0.1). Returns how many were folded.
+/// Folds a BatchNormalization (inference form, one output) whose input is a float Conv or
+/// ConvTranspose with constant weights (and constant bias, if any) used only by it, and whose
+/// scale, B, mean and var are constants, into the node's weights and bias; likewise a Mul of such
+/// a node's output by a constant of one value or one per output channel (a residual branch's
+/// scale: Inception-ResNet's 0.17, EDSR's 0.1). Returns how many were folded.
 absl::StatusOr<int> FoldBatchNormIntoConv(Graph* graph);
 
 /// Folds a Pad (constant mode, constant pads on the spatial axes only, none negative, a value
@@ -36,6 +38,12 @@ int FoldPadIntoConvAndPool(Graph* graph);
 /// graph output. Plain Convs become fused convs too (with no post-op) so that the layout pass
 /// sees every 2-D convolution. Returns how many nodes were absorbed (Adds and activations).
 int FuseConvPostOps(Graph* graph, const KernelRegistry& registry);
+
+/// Rewrites ConvTranspose → an activation (any that FuseConvPostOps takes; the intermediate
+/// with no other use and not a graph output) into one kernels::cpu::kFusedConvTransposeOp node,
+/// when `registry` has it: a decoder's or a generator's upsampling (after
+/// FoldBatchNormIntoConv has taken its BatchNormalization). Returns how many were fused.
+int FuseConvTransposeActivations(Graph* graph, const KernelRegistry& registry);
 
 /// Rewrites a 1x1 fused conv (stride 1, no pads, one group, no residual, constant weights) whose
 /// output's only use is a depthwise 3x3 fused conv (pads 1, stride 1 or 2, constant weights, no

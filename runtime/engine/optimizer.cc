@@ -408,6 +408,7 @@ absl::Status OptimizeForInference(Graph* graph, const KernelRegistry& registry,
   // activation.
   FuseGelu(graph, registry);
   FuseConvPostOps(graph, registry);
+  FuseConvTransposeActivations(graph, registry);
   FuseGemmEpilogues(graph, registry);
   // Transformer patterns: decomposed LayerNorm and GELU, MatMul epilogues.
   FuseTransformerPatterns(graph, registry);

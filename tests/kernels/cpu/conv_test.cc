@@ -622,6 +622,22 @@ TEST(ConvMiscTest, ErrorsNameTheNodeAndShapes) {
   EXPECT_EQ(huge_conv_group.status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+// Every kernel that `kernel` may run: the ways of its FasterOf choices, nested, or itself.
+std::vector<const runtime::PreparedKernel*> EveryWay(const runtime::PreparedKernel& kernel) {
+  std::vector<const runtime::PreparedKernel*> runs, pending = {&kernel};
+  while (!pending.empty()) {
+    const runtime::PreparedKernel* next = pending.back();
+    pending.pop_back();
+    const auto ways = FasterOfWays(*next);
+    if (ways[0] == nullptr) {
+      runs.push_back(next);
+    } else {
+      pending.insert(pending.end(), ways.begin(), ways.end());
+    }
+  }
+  return runs;
+}
+
 // Reference ConvTranspose 2-D, weights [C, M/group, KH, KW], over windows that overlap (strides
 // under the kernel, padding, output padding), that tile the output (strides equal to the kernel:
 // one tap per output, written once), and that leave gaps (strides over the kernel); batch 2 and
@@ -705,17 +721,7 @@ TEST(ConvTransposeTest, MatchesScatterReference) {
     if (!k.constant_weights) {
       EXPECT_EQ(FasterOfWays(**kernel)[0], nullptr);
     }
-    std::vector<const runtime::PreparedKernel*> runs, pending = {kernel->get()};
-    while (!pending.empty()) {
-      const runtime::PreparedKernel* next = pending.back();
-      pending.pop_back();
-      const auto ways = FasterOfWays(*next);
-      if (ways[0] == nullptr) {
-        runs.push_back(next);
-      } else {
-        pending.insert(pending.end(), ways.begin(), ways.end());
-      }
-    }
+    const std::vector<const runtime::PreparedKernel*> runs = EveryWay(**kernel);
     // (oneDNN 2.6's direct deconvolution kernels are AVX2's and AVX-512's.)
     if (k.constant_weights && k.group == 1 && OwnCopyLevel() >= 1) {
       EXPECT_TRUE(std::any_of(runs.begin(), runs.end(), [](const runtime::PreparedKernel* r) {
@@ -731,6 +737,88 @@ TEST(ConvTransposeTest, MatchesScatterReference) {
       ExpectNear((*out)[0].Values<float>(), want_f);
     }
   }
+}
+
+// The fused form (a decoder's ConvTranspose → activation): on every way it may run (our GEMM
+// and scatter, over overlapping windows and tiles, the packed product, oneDNN's deconvolution
+// with the activation after it), the plain ConvTranspose's output with the activation applied;
+// an unknown activation is refused.
+TEST(ConvTransposeTest, FusedActivationOnEveryWay) {
+  KernelHarness h;
+  struct Case {
+    int64_t n, c, size, mg, k, stride, pad;
+    bool constant_weights;
+  };
+  const Case cases[] = {
+      {1, 8, 4, 16, 4, 2, 1, true},    // a generator's 4x4 / 2: oneDNN and packed race ours
+      {2, 6, 5, 5, 2, 2, 0, false},    // tiles, one way
+      {1, 256, 4, 32, 4, 2, 1, true},  // packed product
+      {3, 4, 3, 3, 3, 1, 1, false},    // overlapping, several products
+  };
+  struct Act {
+    const char* name;
+    float alpha, beta;
+    float (*f)(float, float, float);
+  };
+  const Act acts[] = {
+      {"Relu", 0, 0, [](float v, float, float) { return std::max(v, 0.0f); }},
+      {"LeakyRelu", 0.1f, 0, [](float v, float a, float) { return v >= 0 ? v : a * v; }},
+      {"Tanh", 0, 0, [](float v, float, float) { return std::tanh(v); }},
+      {"Swish", 0, 0, [](float v, float, float) { return v / (1.0f + std::exp(-v)); }},
+      {"HardSigmoid", 0.2f, 0.5f,
+       [](float v, float a, float b) { return std::clamp(a * v + b, 0.0f, 1.0f); }},
+  };
+  for (const Case& k : cases) {
+    const int64_t out = (k.size - 1) * k.stride + k.k - 2 * k.pad;
+    const std::vector<Tensor> inputs = {
+        Tensor::Of<float>({k.n, k.c, k.size, k.size},
+                          RandomFloats(k.n * k.c * k.size * k.size, 21)),
+        Tensor::Of<float>({k.c, k.mg, k.k, k.k},
+                          RandomFloats(k.c * k.mg * k.k * k.k, 22, -0.3f, 0.3f),
+                          k.constant_weights),
+        Tensor::Of<float>({k.mg}, RandomFloats(k.mg, 23), k.constant_weights)};
+    const runtime::Attributes geometry =
+        Attrs({{"kernel_shape", std::vector<int64_t>{k.k, k.k}},
+               {"strides", std::vector<int64_t>{k.stride, k.stride}},
+               {"pads", std::vector<int64_t>{k.pad, k.pad, k.pad, k.pad}}});
+    auto plain = h.Run("ConvTranspose", inputs, geometry);
+    ASSERT_TRUE(plain.ok()) << plain.status();
+    const std::vector<float> conv = (*plain)[0].Values<float>();
+    for (const Act& act : acts) {
+      SCOPED_TRACE(::testing::Message()
+                   << act.name << " over " << k.c << "x" << k.size << "x" << k.size << " -> "
+                   << k.mg << ", " << k.k << "/" << k.stride);
+      runtime::Attributes attrs = geometry;
+      attrs.Set("activation", std::string(act.name));
+      attrs.Set("activation_alpha", act.alpha);
+      attrs.Set("activation_beta", act.beta);
+      auto kernel = h.Prepare(kFusedConvTransposeOp, inputs, attrs, 17, 1, 2);
+      ASSERT_TRUE(kernel.ok()) << kernel.status();
+      std::vector<float> want(conv.size());
+      for (size_t i = 0; i < conv.size(); ++i) want[i] = act.f(conv[i], act.alpha, act.beta);
+      const std::vector<const runtime::PreparedKernel*> runs = EveryWay(**kernel);
+      if (k.constant_weights && OwnCopyLevel() >= 1) {
+        EXPECT_TRUE(std::any_of(runs.begin(), runs.end(), [](const runtime::PreparedKernel* r) {
+          return absl::StartsWith(r->implementation(), "onednn deconvolution");
+        }));
+      }
+      for (const runtime::PreparedKernel* run : runs) {
+        SCOPED_TRACE(run->implementation());
+        EXPECT_EQ(run->op(), kFusedConvTransposeOp);
+        auto got = h.RunPrepared(*run, inputs);
+        ASSERT_TRUE(got.ok()) << got.status();
+        ASSERT_EQ((*got)[0].shape, (Shape{k.n, k.mg, out, out}));
+        ExpectNear((*got)[0].Values<float>(), want);
+      }
+    }
+  }
+  runtime::Attributes unknown;
+  unknown.Set("activation", std::string("Softplus"));
+  auto refused = h.Prepare(
+      kFusedConvTransposeOp,
+      {Tensor::Of<float>({1, 2, 2, 2}, {}), Tensor::Of<float>({2, 3, 2, 2}, {})}, unknown);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("Softplus"), std::string::npos);
 }
 
 }  // namespace

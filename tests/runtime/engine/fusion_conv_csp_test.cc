@@ -2,8 +2,9 @@
 // after a convolution's activation (x + SiLU(conv(...))) goes into the fused conv
 // (sum_after_activation), and the kernel adds it after the activation; a concatenation of a
 // split whose shapes shape inference lost stays in the chain of convolutions. A Resize between
-// convolutions, sums of the chain's values, PointNet's pointwise 1-D chains, and global poolings
-// of the chains' values. Outputs as the unfused graph's.
+// convolutions, sums of the chain's values, PointNet's pointwise 1-D chains, global poolings
+// of the chains' values, and a decoder's ConvTranspose with its normalisation and activation.
+// Outputs as the unfused graph's.
 #include <cmath>
 #include <map>
 #include <memory>
@@ -32,6 +33,8 @@ using testing::Floats;
 using testing::FloatTensor;
 using testing::ModelBuilder;
 using testing::RandomFloats;
+using testing::SetIntAttr;
+using testing::SetIntsAttr;
 
 class FusionConvCspTest : public testing::FusionTest {
  protected:
@@ -513,6 +516,69 @@ TEST_F(FusionConvCspTest, GlobalPoolingsReadTheChainsLayout) {
     ExpectSameOutputs(**model, **plain,
                       {{"x", FloatTensor({batch, 8, 129}, RandomFloats(batch * 8 * 129, 83))},
                        {"y", FloatTensor({batch, 8, 7, 9}, RandomFloats(batch * 8 * 63, 85))}});
+  }
+}
+
+// A decoder's upsampling: ConvTranspose → BatchNormalization → Relu (groups of 2, stride 2,
+// bias) and ConvTranspose → Mul by a constant per channel → SiLU (no bias) each become one
+// fused ConvTranspose with the normalisation in its weights; a ConvTranspose whose output is
+// also a graph output keeps its BatchNormalization and Relu. Outputs, at batch 1 and 3, as the
+// same graph's where every ConvTranspose output is also a graph output (nothing folded there).
+TEST_F(FusionConvCspTest, ConvTransposeTakesItsNormalisationAndActivation) {
+  using kernels::cpu::kFusedConvTransposeOp;
+  const auto make = [](bool expose) {
+    ModelBuilder b;
+    b.Input("x", onnx::TensorProto::FLOAT, {-1, 8, 5, 5})
+        .Output("y", {-1, 6, 10, 10})
+        .Output("y2", {-1, 4, 11, 11})
+        .Output("y3", {-1, 4, 10, 10})
+        .Output("t3", {-1, 4, 10, 10});
+    if (expose) b.Output("t", {-1, 6, 10, 10}).Output("t2", {-1, 4, 11, 11});
+    b.FloatInit("w", {8, 3, 4, 4}, RandomFloats(8 * 3 * 16, 31, -0.3f, 0.3f));
+    b.FloatInit("bias", {6}, RandomFloats(6, 32));
+    auto& up = b.Node("ConvTranspose", {"x", "w", "bias"}, {"t"}, "up");
+    SetIntAttr(&up, "group", 2);
+    SetIntsAttr(&up, "strides", {2, 2});
+    SetIntsAttr(&up, "pads", {1, 1, 1, 1});
+    AddBatchNorm(b, "t", "t_bn", 6, 33);
+    b.Node("Relu", {"t_bn"}, {"y"});
+    b.FloatInit("w2", {8, 4, 3, 3}, RandomFloats(8 * 4 * 9, 37, -0.3f, 0.3f));
+    auto& up2 = b.Node("ConvTranspose", {"x", "w2"}, {"t2"}, "up2");
+    SetIntsAttr(&up2, "strides", {2, 2});
+    b.FloatInit("s2", {1, 4, 1, 1}, RandomFloats(4, 38, 0.5f, 2.0f));
+    b.Node("Mul", {"t2", "s2"}, {"t2_scaled"});
+    AddActivation(b, "Silu", "t2_scaled", "y2");
+    b.FloatInit("w3", {8, 4, 2, 2}, RandomFloats(8 * 4 * 4, 39, -0.3f, 0.3f));
+    auto& up3 = b.Node("ConvTranspose", {"x", "w3"}, {"t3"}, "up3");
+    SetIntsAttr(&up3, "strides", {2, 2});
+    AddBatchNorm(b, "t3", "t3_bn", 4, 40);
+    b.Node("Relu", {"t3_bn"}, {"y3"});
+    return b.Bytes();
+  };
+  auto fused = Model::LoadBytes(make(false), registry_);
+  auto plain = Model::LoadBytes(make(true), registry_);
+  ASSERT_TRUE(fused.ok()) << fused.status();
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  const Graph& g = (*fused)->graph();
+  EXPECT_EQ(CountOps(g, kFusedConvTransposeOp), 2);
+  EXPECT_EQ(CountOps(g, "ConvTranspose"), 1);  // up3
+  EXPECT_EQ(CountOps(g, "Relu"), 1);
+  EXPECT_EQ(CountOps(g, "Sigmoid"), 0);
+  EXPECT_EQ(CountOps(g, "Mul"), 0);
+  const Node* up = FindNamed(g, "up");
+  ASSERT_NE(up, nullptr);
+  EXPECT_EQ(up->op, kFusedConvTransposeOp);
+  EXPECT_EQ(Attr(*up, "activation"), "Relu");
+  EXPECT_NE(g.values[up->inputs[1]].name, "w");  // the folded weights
+  const Node* up2 = FindNamed(g, "up2");
+  ASSERT_NE(up2, nullptr);
+  EXPECT_EQ(Attr(*up2, "activation"), "Swish");
+  ASSERT_EQ(up2->inputs.size(), 3u);  // a bias now: the scale's
+  EXPECT_EQ(CountOps((*plain)->graph(), kFusedConvTransposeOp), 0);
+  for (int64_t n : {1, 3}) {
+    SCOPED_TRACE(n);
+    ExpectSameOutputs(**fused, **plain,
+                      {{"x", FloatTensor({n, 8, 5, 5}, RandomFloats(n * 200, 41))}});
   }
 }
 
