@@ -112,13 +112,23 @@ void DeferredActivation(const ConvActivation& act, float* y, int64_t n) {
   }
 }
 
-// `act` applied to p[0, len) in place.
+// `act` applied to p[0, len) in place, each name by a loop of its own (ApplyActivation's
+// comparisons of the name per value cost more than most activations: a fused ConvTranspose's
+// LeakyRelu over 64 x 32 x 32 values took about 0.5 ms that way).
 void ActivateRange(const ConvActivation& act, float* p, int64_t len) {
   if (act.name.empty()) return;
   if (act.name == "Relu") {
     for (int64_t i = 0; i < len; ++i) p[i] = std::max(p[i], 0.0f);
   } else if (act.name == "Clip") {
     for (int64_t i = 0; i < len; ++i) p[i] = std::min(std::max(p[i], act.clip_min), act.clip_max);
+  } else if (act.name == "LeakyRelu") {
+    const float alpha = act.alpha;
+    for (int64_t i = 0; i < len; ++i) p[i] = p[i] >= 0.0f ? p[i] : p[i] * alpha;
+  } else if (act.name == "HardSigmoid") {
+    const float alpha = act.alpha, beta = act.beta;
+    for (int64_t i = 0; i < len; ++i) p[i] = std::max(0.0f, std::min(1.0f, alpha * p[i] + beta));
+  } else if (act.name == "Sigmoid") {
+    SigmoidArray(p, p, len);
   } else if (DeferrableActivation(act)) {
     DeferredActivation(act, p, len);
   } else {

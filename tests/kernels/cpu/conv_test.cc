@@ -765,6 +765,7 @@ TEST(ConvTransposeTest, FusedActivationOnEveryWay) {
       {"LeakyRelu", 0.1f, 0, [](float v, float a, float) { return v >= 0 ? v : a * v; }},
       {"Tanh", 0, 0, [](float v, float, float) { return std::tanh(v); }},
       {"Swish", 0, 0, [](float v, float, float) { return v / (1.0f + std::exp(-v)); }},
+      {"Sigmoid", 0, 0, [](float v, float, float) { return 1.0f / (1.0f + std::exp(-v)); }},
       {"HardSigmoid", 0.2f, 0.5f,
        [](float v, float a, float b) { return std::clamp(a * v + b, 0.0f, 1.0f); }},
   };
