@@ -61,6 +61,7 @@ absl::Status RegisterCpuKernels(runtime::KernelRegistry* registry,
   RETURN_IF_ERROR(RegisterReduceKernels(registry));
   RETURN_IF_ERROR(RegisterTopKKernels(registry));
   RETURN_IF_ERROR(RegisterNormalizationKernels(registry));
+  RETURN_IF_ERROR(RegisterChannelNormKernels(registry));
   RETURN_IF_ERROR(RegisterGemmKernels(registry));
   RETURN_IF_ERROR(RegisterEinsumKernels(registry));
   RETURN_IF_ERROR(RegisterConvKernels(registry));

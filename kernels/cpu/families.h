@@ -43,6 +43,8 @@ absl::Status RegisterTopKKernels(runtime::KernelRegistry* registry);
 /// normalization.cc: Softmax, LogSoftmax, Hardmax, LayerNormalization, BatchNormalization,
 /// InstanceNormalization, LRN, MeanVarianceNormalization.
 absl::Status RegisterNormalizationKernels(runtime::KernelRegistry* registry);
+/// channel_norm.cc: kFusedChannelNormOp (a layer normalisation over the channels).
+absl::Status RegisterChannelNormKernels(runtime::KernelRegistry* registry);
 /// gemm.cc: Gemm, MatMul, FusedGemm, FusedMatMul, Det.
 absl::Status RegisterGemmKernels(runtime::KernelRegistry* registry);
 /// einsum.cc: Einsum.

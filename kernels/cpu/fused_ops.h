@@ -24,6 +24,12 @@ inline constexpr char kFusedConvOp[] = "com.reprise.FusedConv";
 /// W, B)), X and Y plain.
 inline constexpr char kFusedConvTransposeOp[] = "com.reprise.FusedConvTranspose";
 
+/// A layer normalisation over the channels (axis 1) of each position of X [N, C, ...] (rank 3
+/// or more): Y = (X - mean) / sqrt(var + epsilon) * scale + bias, the mean and variance over C
+/// (the variance as the mean of the squared deviations), scale and bias (optional) C values
+/// each in any shape; attribute "epsilon" (float). X and Y plain.
+inline constexpr char kFusedChannelNormOp[] = "com.reprise.FusedChannelNorm";
+
 /// Gemm followed by an activation: inputs and attributes of Gemm, plus "activation" (string:
 /// "Relu", "Tanh", "Sigmoid", "Clip" with "clip_min" / "clip_max"). Y = act(Gemm(A, B, C)).
 inline constexpr char kFusedGemmOp[] = "com.reprise.FusedGemm";

@@ -129,52 +129,82 @@ int RankOf(const Graph& graph, int value) {
   return v.has_shape ? static_cast<int>(v.dims.size()) : -1;
 }
 
-// A ReduceMean over the last axis of its input only, keeping dims (axes from the attribute
-// before opset 18, from a constant input after).
-bool IsLastAxisMean(const Graph& graph, const Node& node) {
+// The one axis a ReduceMean keeping dims averages over (axes from the attribute before opset 18,
+// from a constant input after): the last axis of its input, or its channels (axis 1 of an input
+// of rank 3 or more, as LayerNorm2d writes it), or axis 1 of an input of unknown rank (ONNX's
+// shape inference loses shapes behind a Slice whose bounds come from a Shape, as NAFNet's
+// gates are exported); kNone for any other.
+enum class MeanAxis { kNone, kLast, kChannels, kAxisOne };
+
+MeanAxis MeanAxisOf(const Graph& graph, const Node& node) {
   if (node.op != "ReduceMean" || !IsDefaultDomain(node) || node.inputs.empty() ||
       node.outputs.size() != 1) {
-    return false;
+    return MeanAxis::kNone;
   }
   auto keepdims = node.attributes.GetInt("keepdims", 1);
-  if (!keepdims.ok() || *keepdims != 1) return false;
+  if (!keepdims.ok() || *keepdims != 1) return MeanAxis::kNone;
   std::vector<int64_t> axes;
   if (node.inputs.size() >= 2 && node.inputs[1] != Graph::kNoValue) {
     const TensorValue* t = graph.FindConstant(node.inputs[1]);
-    if (t == nullptr || t->dtype != DataType::kInt64 || t->bytes.size() != 8) return false;
+    if (t == nullptr || t->dtype != DataType::kInt64 || t->bytes.size() != 8) {
+      return MeanAxis::kNone;
+    }
     axes.resize(1);
     std::memcpy(axes.data(), t->bytes.data(), 8);
   } else {
     auto attr = node.attributes.GetInts("axes", {});
-    if (!attr.ok()) return false;
+    if (!attr.ok()) return MeanAxis::kNone;
     axes = *attr;
   }
-  if (axes.size() != 1) return false;
-  if (axes[0] == -1) return true;
+  if (axes.size() != 1) return MeanAxis::kNone;
   const int rank = RankOf(graph, node.inputs[0]);
-  return rank > 0 && axes[0] == rank - 1;
+  if (axes[0] == -1 || (rank > 0 && axes[0] == rank - 1)) return MeanAxis::kLast;
+  if (rank >= 3 && (axes[0] == 1 || axes[0] == 1 - rank)) return MeanAxis::kChannels;
+  return rank < 0 && axes[0] == 1 ? MeanAxis::kAxisOne : MeanAxis::kNone;
 }
 
-// gamma or beta: a float32 constant whose dims are all 1 but the last, of rank at most x's.
-bool IsNormParameter(const Graph& graph, int value, int x) {
+// gamma or beta of a normalisation of x over `axis`: a float32 constant of rank at most x's
+// whose dims are all 1 but the one (right-aligned to x's dims) at that axis, which is x's there
+// where known: the last dim (kLast), or the dim at x's axis 1 (kChannels). Where x's rank is
+// unknown, a channel parameter is one of rank 3 or more whose one dim other than 1 is its first
+// or second (LayerNorm2d's [1, C, 1, 1]); the kernel checks that it lies at X's axis 1.
+bool IsNormParameter(const Graph& graph, int value, int x, MeanAxis axis) {
   const TensorValue* t = value == Graph::kNoValue ? nullptr : graph.FindConstant(value);
   if (t == nullptr || t->dtype != DataType::kFloat32 || t->shape.empty()) return false;
-  for (size_t i = 0; i + 1 < t->shape.size(); ++i) {
-    if (t->shape[i] != 1) return false;
-  }
   const int rank = RankOf(graph, x);
-  if (static_cast<int>(t->shape.size()) > (rank < 0 ? 1 : rank)) return false;
-  const Value& xv = graph.values[x];
-  if (xv.has_shape && !xv.dims.empty() && xv.dims.back().known()) {
-    return xv.dims.back().value == t->shape.back();
+  const int size = static_cast<int>(t->shape.size());
+  if (axis == MeanAxis::kChannels && rank < 0) {
+    if (size < 3) return false;
+    for (int i = 2; i < size; ++i) {
+      if (t->shape[i] != 1) return false;
+    }
+    return t->shape[0] == 1 || t->shape[1] == 1;
   }
-  return true;
+  if (size > (rank < 0 ? 1 : rank)) return false;
+  // The parameter's dim that lies at the normalised axis.
+  const int at = axis == MeanAxis::kLast ? size - 1 : 1 - (rank - size);
+  if (at < 0) return false;
+  for (int i = 0; i < size; ++i) {
+    if (i != at && t->shape[i] != 1) return false;
+  }
+  const Value& xv = graph.values[x];
+  const int x_at = axis == MeanAxis::kLast ? rank - 1 : 1;
+  if (xv.has_shape && x_at >= 0 && x_at < rank && xv.dims[x_at].known()) {
+    return xv.dims[x_at].value == t->shape[at];
+  }
+  return axis == MeanAxis::kLast;  // a channel parameter needs x's channels
 }
 
-// Matches the decomposed normalisation whose first ReduceMean is node `r`.
-bool MatchLayerNorm(Matcher& m, int r) {
+// Matches the decomposed normalisation whose first ReduceMean is node `r`: over the last axis
+// (a LayerNormalization) where `last_axis` is true, over the channels (kFusedChannelNormOp)
+// where `channels` is.
+bool MatchLayerNorm(Matcher& m, int r, bool last_axis, bool channels) {
   const Graph& g = m.graph();
-  if (!IsLastAxisMean(g, m.node(r))) return false;
+  MeanAxis axis = MeanAxisOf(g, m.node(r));
+  if (axis == MeanAxis::kAxisOne) axis = MeanAxis::kChannels;  // the parameters' ranks tell
+  if ((axis != MeanAxis::kLast || !last_axis) && (axis != MeanAxis::kChannels || !channels)) {
+    return false;
+  }
   const int x = m.node(r).inputs[0];
   const int mean = m.node(r).outputs[0];
   std::vector<int> taken = {r};
@@ -219,7 +249,9 @@ bool MatchLayerNorm(Matcher& m, int r) {
   if (devs.size() == 2 && (m.node(square).inputs[0] == m.node(divide).inputs[0])) return false;
   taken.push_back(square);
   const int var = m.Sole(m.node(square).outputs[0], "ReduceMean");
-  if (var < 0 || !IsLastAxisMean(g, m.node(var)) ||
+  const MeanAxis var_axis = var < 0 ? MeanAxis::kNone : MeanAxisOf(g, m.node(var));
+  if (var < 0 ||
+      (var_axis != axis && !(axis == MeanAxis::kChannels && var_axis == MeanAxis::kAxisOne)) ||
       m.node(var).inputs[0] != m.node(square).outputs[0]) {
     return false;
   }
@@ -250,15 +282,15 @@ bool MatchLayerNorm(Matcher& m, int r) {
   const int mul = m.Sole(normalized, "Mul");
   if (mul < 0) return false;
   const int gamma = Matcher::Other(m.node(mul), normalized);
-  if (!IsNormParameter(g, gamma, x)) return false;
+  if (!IsNormParameter(g, gamma, x, axis)) return false;
   taken.push_back(mul);
   int last = mul;
   int beta = Graph::kNoValue;
   const int bias = m.Sole(m.node(mul).outputs[0], "Add");
   if (bias >= 0) {
     const int other = Matcher::Other(m.node(bias), m.node(mul).outputs[0]);
-    if (IsNormParameter(g, other, x) &&
-        g.FindConstant(other)->shape.back() == g.FindConstant(gamma)->shape.back()) {
+    if (IsNormParameter(g, other, x, axis) &&
+        NumElements(g.FindConstant(other)->shape) == NumElements(g.FindConstant(gamma)->shape)) {
       beta = other;
       taken.push_back(bias);
       last = bias;
@@ -266,11 +298,15 @@ bool MatchLayerNorm(Matcher& m, int r) {
   }
   Node fused;
   fused.op = "LayerNormalization";
+  if (axis == MeanAxis::kChannels) {
+    fused.op = kernels::cpu::kFusedChannelNormOp;
+    fused.domain = kernels::cpu::kFusedDomain;
+  }
   fused.name = m.node(r).name;
   fused.inputs = {x, gamma};
   if (beta != Graph::kNoValue) fused.inputs.push_back(beta);
   fused.outputs = {m.node(last).outputs[0]};
-  fused.attributes.Set("axis", int64_t{-1});
+  if (axis == MeanAxis::kLast) fused.attributes.Set("axis", int64_t{-1});
   fused.attributes.Set("epsilon", eps);
   m.Replace(taken, last, std::move(fused));
   return true;
@@ -562,8 +598,11 @@ int RunPass(Graph* graph, Match match) {
 }  // namespace
 
 int FuseLayerNorm(Graph* graph, const KernelRegistry& registry) {
-  if (!registry.Has("LayerNormalization")) return 0;
-  return RunPass(graph, MatchLayerNorm);
+  const bool last_axis = registry.Has("LayerNormalization");
+  const bool channels = registry.Has(kernels::cpu::kFusedChannelNormOp);
+  if (!last_axis && !channels) return 0;
+  return RunPass(graph,
+                 [&](Matcher& m, int r) { return MatchLayerNorm(m, r, last_axis, channels); });
 }
 
 int FuseGelu(Graph* graph, const KernelRegistry& registry) {

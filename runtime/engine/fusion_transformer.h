@@ -18,11 +18,14 @@
 namespace reprise::runtime::engine {
 
 /// Replaces each decomposed layer normalisation over the last axis by LayerNormalization
-/// (axis -1, epsilon from the Add). Accepted forms: the deviation x - mean computed once and
-/// used twice, or twice; the square as Pow(d, 2) or Mul(d, d); the division as Div(d, s) or
+/// (axis -1, epsilon from the Add), and each over the channels (both ReduceMeans over axis 1 of
+/// an input of rank 3 or more: LayerNorm2d) by kernels::cpu::kFusedChannelNormOp, where
+/// `registry` has the op. Accepted forms: the deviation x - mean computed once and used twice,
+/// or twice; the square as Pow(d, 2) or Mul(d, d); the division as Div(d, s) or
 /// Mul(d, Reciprocal(s)); the Add of beta optional. eps must be a float scalar constant, gamma
-/// and beta float constants of one non-unit dimension at most (the normalised size). Returns
-/// how many nodes were removed.
+/// and beta float constants of one non-unit dimension at most (the normalised size, at the last
+/// axis or, right-aligned to x, at axis 1; a channel normalisation needs x's channels known).
+/// Returns how many nodes were removed.
 int FuseLayerNorm(Graph* graph, const KernelRegistry& registry);
 
 /// Replaces each x * 0.5 * (1 + Erf(x / sqrt(2))) by Gelu(x) (approximate "none"): the

@@ -1,5 +1,6 @@
 // Reductions (log-sum-exp included), ArgMax, CumSum, TopK (reduce.cc, topk.cc),
-// Softmax/LayerNorm/BatchNorm (normalization.cc) and Resize (resize.cc). Float tolerance 1e-5
+// Softmax/LayerNorm/BatchNorm (normalization.cc), the channel LayerNorm (channel_norm.cc) and
+// Resize (resize.cc). Float tolerance 1e-5
 // absolute + 1e-5 relative against reference loops, exact for hand-computed cases.
 #include <algorithm>
 #include <cmath>
@@ -538,6 +539,66 @@ TEST(NormalizationTest, SoftmaxMatchesDoublePrecisionOverWideRanges) {
         }
       }
     }
+}
+
+// kFusedChannelNormOp against a reference in double: positions fewer than a vector (3 x 7),
+// more than a block of 256 with a tail (300, 3-D), images split over two threads, parameters as
+// [C], [1, C, 1, 1] and [C, 1, 1], with and without bias; refused: rank 2, a parameter of
+// another size or along another axis.
+TEST(NormalizationTest, ChannelLayerNormMatchesReference) {
+  KernelHarness h;
+  struct Case {
+    Shape x, params;
+    bool bias;
+    int threads;
+  };
+  const Case cases[] = {
+      {{2, 5, 3, 7}, {5}, true, 1},
+      {{1, 16, 300}, {1, 16, 1}, false, 2},
+      {{3, 33, 17, 19}, {33, 1, 1}, true, 2},
+      {{2, 64, 16, 16}, {1, 64, 1, 1}, true, 2},
+  };
+  for (const Case& k : cases) {
+    SCOPED_TRACE(runtime::ShapeToString(k.x));
+    const int64_t n = k.x[0], c = k.x[1], count = runtime::NumElements(k.x),
+                  positions = count / (n * c);
+    const auto x = RandomFloats(count, 95, -3.0f, 5.0f);
+    const auto scale = RandomFloats(c, 96), bias = RandomFloats(c, 97);
+    std::vector<Tensor> inputs = {Tensor::Of<float>(k.x, x), Tensor::Of<float>(k.params, scale)};
+    if (k.bias) inputs.push_back(Tensor::Of<float>(k.params, bias));
+    auto kernel =
+        h.Prepare(kFusedChannelNormOp, inputs, Attrs({{"epsilon", 1e-4f}}), 17, 1, k.threads);
+    ASSERT_TRUE(kernel.ok()) << kernel.status();
+    auto out = h.RunPrepared(**kernel, inputs);
+    ASSERT_TRUE(out.ok()) << out.status();
+    ASSERT_EQ((*out)[0].shape, k.x);
+    std::vector<float> want(static_cast<size_t>(count));
+    for (int64_t i = 0; i < n; ++i) {
+      for (int64_t p = 0; p < positions; ++p) {
+        const auto at = [&](int64_t ch) { return (i * c + ch) * positions + p; };
+        double mean = 0, var = 0;
+        for (int64_t ch = 0; ch < c; ++ch) mean += x[at(ch)];
+        mean /= static_cast<double>(c);
+        for (int64_t ch = 0; ch < c; ++ch) var += (x[at(ch)] - mean) * (x[at(ch)] - mean);
+        const double rstd = 1.0 / std::sqrt(var / static_cast<double>(c) + 1e-4);
+        for (int64_t ch = 0; ch < c; ++ch) {
+          want[at(ch)] =
+              static_cast<float>((x[at(ch)] - mean) * rstd * scale[ch] + (k.bias ? bias[ch] : 0));
+        }
+      }
+    }
+    ExpectNear((*out)[0].Values<float>(), want);
+  }
+  const auto refused = [&](Shape x, Shape params) {
+    auto kernel =
+        h.Prepare(kFusedChannelNormOp, {Tensor::Of<float>(x, {}), Tensor::Of<float>(params, {})});
+    return !kernel.ok() && kernel.status().code() == absl::StatusCode::kInvalidArgument;
+  };
+  EXPECT_TRUE(refused({4, 8}, {8}));
+  EXPECT_TRUE(refused({1, 8, 2, 2}, {4}));
+  EXPECT_TRUE(refused({1, 8, 2, 8}, {1, 1, 1, 8}));
+  EXPECT_TRUE(refused({1, 8, 8}, {1, 1, 8, 1}));  // a rank above X's
+  EXPECT_FALSE(refused({1, 8, 2, 2}, {8, 1, 1}));
 }
 
 TEST(NormalizationTest, LayerAndBatchNormalization) {

@@ -28,7 +28,8 @@ using testing::SetIntsAttr;
 class FusionTransformerTest : public testing::FusionTest {
  protected:
   void SetUp() override {
-    RegisterAllBut({"LayerNormalization", "Gelu", kernels::cpu::kFusedMatMulOp});
+    RegisterAllBut({"LayerNormalization", "Gelu", kernels::cpu::kFusedMatMulOp,
+                    kernels::cpu::kFusedChannelNormOp});
   }
 
   std::shared_ptr<const Model> LoadBoth(const std::string& bytes, const TensorValue& x,
@@ -45,15 +46,18 @@ struct NormForm {
   bool beta = true;
   float exponent = 2.0f;
   int64_t axis = -1;
-  const char* gamma = "";  // the gamma value's name; empty: a constant
+  const char* gamma = "";             // the gamma value's name; empty: a constant
+  std::vector<int64_t> params = {8};  // the shape of gamma and beta
 };
 
-// in [*, 8] → LayerNorm over the last axis → out; intermediates are named p + "_<step>".
+// in [*, 8] → LayerNorm over the last axis (or form.axis) → out; intermediates are named
+// p + "_<step>".
 void AddLayerNorm(ModelBuilder& b, const std::string& p, const std::string& in,
                   const std::string& out, const NormForm& form, uint32_t seed) {
   b.FloatInit(p + "_eps", {}, {1e-5f}).FloatInit(p + "_two", {}, {form.exponent});
-  b.FloatInit(p + "_gamma", {8}, RandomFloats(8, seed));
-  b.FloatInit(p + "_beta", {8}, RandomFloats(8, seed + 1));
+  const size_t size = static_cast<size_t>(NumElements(form.params));
+  b.FloatInit(p + "_gamma", form.params, RandomFloats(size, seed));
+  b.FloatInit(p + "_beta", form.params, RandomFloats(size, seed + 1));
   SetIntsAttr(&b.Node("ReduceMean", {in}, {p + "_mean"}), "axes", {form.axis});
   b.Node("Sub", {in, p + "_mean"}, {p + "_d"});
   std::string d2 = p + "_d";
@@ -97,6 +101,51 @@ TEST_F(FusionTransformerTest, LayerNormFormsBecomeOneNode) {
   EXPECT_EQ(CountOps(g, "LayerNormalization"), 3);
   EXPECT_EQ(g.nodes[1].inputs.size(), 2u);  // no beta
   EXPECT_FLOAT_EQ(*g.nodes[0].attributes.GetFloat("epsilon", 0.0f), 1e-5f);
+}
+
+// The value LayerNorm2d reads: x [N, 8, 5, W] itself, or (`unknown_rank`) a Squeeze of it
+// without axes, whose rank shape inference cannot tell (N might be 1), as it loses NAFNet's
+// behind its gates' Slices.
+std::string NormInput(ModelBuilder& b, int64_t w, bool unknown_rank) {
+  b.Input("x", onnx::TensorProto::FLOAT, {-1, 8, 5, w});
+  if (!unknown_rank) return "x";
+  b.Node("Squeeze", {"x"}, {"xs"});
+  return "xs";
+}
+
+// LayerNorm2d as image-restoration networks write it out, over axis 1 of [N, C, H, W], with
+// parameters of [1, C, 1, 1] and [C, 1, 1]: one kFusedChannelNormOp each, also where shape
+// inference lost x's rank (the parameters' ranks tell). A mean over axis 2, or, at an unknown
+// rank, parameters along another axis, are left alone.
+TEST_F(FusionTransformerTest, ChannelLayerNormBecomesOneNode) {
+  using kernels::cpu::kFusedChannelNormOp;
+  for (bool unknown_rank : {false, true}) {
+    SCOPED_TRACE(unknown_rank ? "unknown rank" : "known rank");
+    ModelBuilder b(13);
+    const std::string x = NormInput(b, 7, unknown_rank);
+    b.Output("y", {-1, 8, 5, 7});
+    AddLayerNorm(b, "ln1", x, "h1", {.axis = 1, .params = {1, 8, 1, 1}}, 1);
+    AddLayerNorm(b, "ln2", "h1", "y", {.two_subs = true, .axis = 1, .params = {8, 1, 1}}, 3);
+    auto model = LoadBoth(b.Bytes(), FloatTensor({2, 8, 5, 7}, RandomFloats(560, 7)));
+    ASSERT_NE(model, nullptr);
+    const Graph& g = model->graph();
+    EXPECT_EQ(g.nodes.size(), unknown_rank ? 3u : 2u);
+    EXPECT_EQ(CountOps(g, kFusedChannelNormOp), 2);
+  }
+  struct Case {
+    int64_t axis;
+    std::vector<int64_t> params;
+    bool unknown_rank;
+  };
+  for (const Case& c : {Case{2, {1, 1, 5, 1}, false}, Case{1, {1, 1, 1, 8}, true}}) {
+    ModelBuilder b(13);
+    const std::string x = NormInput(b, 8, c.unknown_rank);
+    b.Output("y", {-1, 8, 5, 8});
+    AddLayerNorm(b, "ln", x, "y", {.axis = c.axis, .params = c.params}, 9);
+    auto model = LoadBoth(b.Bytes(), FloatTensor({2, 8, 5, 8}, RandomFloats(640, 7)));
+    ASSERT_NE(model, nullptr);
+    EXPECT_EQ(CountOps(model->graph(), kFusedChannelNormOp), 0) << "axis " << c.axis;
+  }
 }
 
 TEST_F(FusionTransformerTest, LayerNormLeftAloneWhenThePatternDiffers) {
