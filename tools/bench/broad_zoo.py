@@ -145,7 +145,10 @@ def render(data):
     text = ("Load averages (1, 5, 15 minutes): "
             f"{', '.join(f'{v:.2f}' for v in la['start'])} at the start, "
             f"{', '.join(f'{v:.2f}' for v in la['end'])} at the end.")
-    if max(la["start"][0], la["end"][0]) > env["cores"] - 0.5:
+    # The rows' own threads make up to max(threads) of the load (the last rows run two): only
+    # more than that, or a loaded machine at the start, says that something else ran.
+    own = max(data["config"].get("threads", [1]))
+    if la["start"][0] > env["cores"] - 0.5 or la["end"][0] > max(own, env["cores"]) + 0.5:
         text += (" Other processes competed for the cores during the run: absolute times "
                  "include waiting for a core, and 2-thread rows suffer most.")
     if data.get("note"):
