@@ -379,11 +379,14 @@ absl::StatusOr<int> FoldBatchNormIntoConv(Graph* graph) {
     if (w == nullptr || w->shape.size() < 3 || (has_bias && b == nullptr)) continue;
     // The output channels: a Conv's weights are [M, C / group, k...], a ConvTranspose's
     // [C, M / group, k...] (output channel g * M / group + j is column j of group g's rows).
+    // Weights of no elements fold nothing (and may declare any other dim: the channel count
+    // below would be unbounded, a factor of that many values a crash). Otherwise every dim is at
+    // least 1, and a group that divides the rows keeps M = columns x group within the elements.
     auto group = conv.attributes.GetInt("group", 1);
-    if (!group.ok() || *group <= 0 || w->shape[0] % *group != 0) continue;
+    if (NumElements(w->shape) <= 0 || !group.ok() || *group <= 0 || w->shape[0] % *group != 0) {
+      continue;
+    }
     const int64_t m = transposed ? w->shape[1] * *group : w->shape[0];
-    // No output channels or no rows: nothing to fold (and no division by zero).
-    if (m <= 0 || w->shape[0] <= 0) continue;
     if (mul) {
       // Y = X * S, S constant per channel: the weights and the bias scaled, no shift.
       if (!ConstantChannelFactor(*graph, bn, x_input, m, w->shape.size(), &factor)) continue;

@@ -189,6 +189,35 @@ TEST_F(HostileModelTest, ZeroDimDoesNotHideAnOverflowingDim) {
   EXPECT_THAT(model.status().message(), HasSubstr("too large"));
 }
 
+// Weights of no elements may declare any other dim: a Conv's [2^40, 2, 0, 1] (2^40 output
+// channels) or a ConvTranspose's [2, 2^40, 0, 1], each scaled by a Mul, must not make the
+// BatchNormalization fold build a factor per output channel (4 TiB). The model loads; planning
+// it is refused as any output of 2^40 channels is.
+TEST_F(HostileModelTest, ChannelFoldIgnoresWeightsOfNoElements) {
+  for (const char* op : {"Conv", "ConvTranspose"}) {
+    SCOPED_TRACE(op);
+    const bool transposed = std::string(op) == "ConvTranspose";
+    ModelBuilder b;
+    b.Input("x", onnx::TensorProto::FLOAT, {1, 2, 3, 3}).Output("y", {1, -1, -1, -1});
+    auto* w = b.proto().mutable_graph()->add_initializer();
+    w->set_name("w");
+    w->set_data_type(onnx::TensorProto::FLOAT);
+    const int64_t huge = int64_t{1} << 40;
+    for (int64_t d :
+         {transposed ? int64_t{2} : huge, transposed ? huge : int64_t{2}, int64_t{0}, int64_t{1}}) {
+      w->add_dims(d);
+    }
+    b.FloatInit("s", {}, {2.0f});
+    b.Node(op, {"x", "w"}, {"c"});
+    b.Node("Mul", {"c", "s"}, {"y"});
+    auto model = Model::LoadBytes(b.Bytes(), registry_);
+    ASSERT_TRUE(model.ok()) << model.status();
+    EXPECT_FALSE(testing::RunPlan(**model, {{"x", testing::FloatTensor(
+                                                      {1, 2, 3, 3}, std::vector<float>(18, 1.0f))}})
+                     .ok());
+  }
+}
+
 // --- external data --------------------------------------------------------------------------
 
 TEST_F(HostileModelTest, ExternalDataInsideTheDirectoryLoads) {
