@@ -162,21 +162,24 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareTapRegionsConv(const Prep
 struct OwnDepthwise {
   runtime::Shape x, y;  // [N, C, H, W] and [N, C, OH, OW]
   std::vector<int64_t> kernel, strides, dilations, pads_begin;
-  const float* weights = nullptr;  // [C, 1, KH, KW]
+  const float* weights = nullptr;  // [C, group_channels, KH, KW]
   const float* bias = nullptr;     // [C], or null for none
   ConvActivation activation;
   int64_t lanes = 0;
+  /// Input (and output) channels per group: 1 (depthwise), 2, 4 or 8 (fewer than `lanes`).
+  int64_t group_channels = 1;
 };
 
 /// Our depthwise kernel for `dw`; null where it does not apply (another activation than those
-/// it applies in registers, or lanes other than 16 and 8).
+/// it applies in registers, lanes other than 16 and 8, or groups of another width).
 std::unique_ptr<PreparedKernel> MaybeOwnDepthwise(const PrepareContext& context,
                                                   const OwnDepthwise& dw);
 
 struct ConvGeometry;
 
 /// Our depthwise kernel (conv_depthwise.cc) in place of oneDNN's, where the device's options
-/// allow it and the chain's layout has channel blocks: a depthwise convolution with constant
+/// allow it and the chain's layout has channel blocks: a depthwise convolution, or a 2-D one in
+/// groups of 2, 4 or 8 input and output channels narrower than a block, with constant
 /// weights and bias, no residual or fused depthwise; 2-D with X and Y in the blocked layout, or
 /// 1-D with any ends (over [N, C, 1, L] in the blocked layout, which nCw16c / nCw8c are byte for
 /// byte, X and Y reordered into and out of it in the workspace where stored otherwise). Null

@@ -4,6 +4,14 @@
 // bias, several pixels of a row at a time with each input column loaded once for all of them and
 // the row's weights in registers, and the activation is applied in the register before the one
 // store. 1-D depthwise convolutions run on it as [N, C, 1, L] (OwnDepthwise1dFor).
+//
+// Narrow groups (2, 4 or 8 input and output channels per group, fewer than a block: ResNeXt's
+// 32x4d, RegNetY's width 8) run on the same loops: a group's channels lie within one block, so
+// for each of its input channels ci the loaded input vector is permuted so that every lane holds
+// input channel ci of its own group (GroupChannel), then multiplied by that channel's weights.
+// oneDNN 2.6 runs them only on blocks of the group's width (4 or 8 channels), reordered into
+// and out of that layout at every step (ResNeXt-50's 128 -> 128 3x3 over 56x56 in groups of 4,
+// one thread: 0.64 ms plus 0.29 ms of reorders).
 #include <algorithm>
 #include <limits>
 #include <memory>
@@ -114,9 +122,25 @@ __attribute__((always_inline)) inline void Finish(const DwShape& s, V* out, cons
   *out = v;
 }
 
+// Lane l of *out takes lane l - l % kCg + ci of `v`: input channel ci of the group of
+// kCg channels that lane l's output channel belongs to (kCg divides the block, so the group lies
+// within it). kCg 1 (depthwise): `v` itself.
+template <int kCg, typename V>
+__attribute__((always_inline)) inline void GroupChannel(const V& v, int ci, V* out) {
+  if constexpr (kCg == 1) {
+    *out = v;
+  } else {
+    constexpr int kLanes = static_cast<int>(sizeof(V) / sizeof(float));
+    IntsFor<V> index;
+    for (int l = 0; l < kLanes; ++l) index[l] = l - l % kCg + ci;
+    *out = __builtin_shuffle(v, index);
+  }
+}
+
 // Output column `ox` of row `oy` (input rows from iy0, taps' rows [ky0, ky1) inside X), checking
-// each tap's column: any window (the generic kernel's edge columns).
-template <typename V>
+// each tap's column: any window (the generic kernel's edge columns). The weights are
+// [KH x KW, kCg, lanes].
+template <typename V, int kCg>
 __attribute__((always_inline)) inline void DwPixelChecked(const DwShape& s, const float* x,
                                                           const float* w, const V& b, float* y,
                                                           int64_t iy0, int64_t ky0, int64_t ky1,
@@ -129,10 +153,15 @@ __attribute__((always_inline)) inline void DwPixelChecked(const DwShape& s, cons
     for (int64_t kx = 0; kx < s.kw; ++kx) {
       const int64_t ix = ix0 + kx * s.dw;
       if (ix < 0 || ix >= s.w) continue;
-      V xv, wv;
+      V xv;
       LoadFloats(row + ix * kLanes, &xv);
-      LoadFloats(w + (ky * s.kw + kx) * kLanes, &wv);
-      acc += xv * wv;
+#pragma GCC unroll 8
+      for (int ci = 0; ci < kCg; ++ci) {
+        V wv, xc;
+        LoadFloats(w + ((ky * s.kw + kx) * kCg + ci) * kLanes, &wv);
+        GroupChannel<kCg>(xv, ci, &xc);
+        acc += xc * wv;
+      }
     }
   }
   Finish(s, &acc, keep);
@@ -152,7 +181,7 @@ inline void TapRows(const DwShape& s, int64_t oy, int64_t* iy0, int64_t* ky0, in
 // w its weights [KH x KW, lanes], bias its [lanes], y the row [OW, lanes]). Columns inside
 // [ow_lo, ow_hi) go kPixels at a time without bounds checks, each tap's weights loaded once for
 // them; the others check each tap.
-template <typename V, int kPixels>
+template <typename V, int kPixels, int kCg>
 __attribute__((always_inline)) inline void DwRowGeneric(const DwShape& s, const float* x,
                                                         const float* w, const float* bias, float* y,
                                                         int64_t oy, const V* keep) {
@@ -162,7 +191,9 @@ __attribute__((always_inline)) inline void DwRowGeneric(const DwShape& s, const 
   V b;
   LoadFloats(bias, &b);
   const int64_t lo = std::min(s.ow_lo, s.ow), hi = std::max(lo, s.ow_hi);
-  for (int64_t ox = 0; ox < lo; ++ox) DwPixelChecked(s, x, w, b, y, iy0, ky0, ky1, ox, keep);
+  for (int64_t ox = 0; ox < lo; ++ox) {
+    DwPixelChecked<V, kCg>(s, x, w, b, y, iy0, ky0, ky1, ox, keep);
+  }
   int64_t ox = lo;
   const int64_t step = s.sw * kLanes;
   for (; ox + kPixels <= hi; ox += kPixels) {
@@ -173,14 +204,18 @@ __attribute__((always_inline)) inline void DwRowGeneric(const DwShape& s, const 
     for (int64_t ky = ky0; ky < ky1; ++ky) {
       const float* row = first + (iy0 + ky * s.dh) * s.w * kLanes;
       for (int64_t kx = 0; kx < s.kw; ++kx) {
-        V wv;
-        LoadFloats(w + (ky * s.kw + kx) * kLanes, &wv);
         const float* at = row + kx * s.dw * kLanes;
+#pragma GCC unroll 8
+        for (int ci = 0; ci < kCg; ++ci) {
+          V wv;
+          LoadFloats(w + ((ky * s.kw + kx) * kCg + ci) * kLanes, &wv);
 #pragma GCC unroll 16
-        for (int p = 0; p < kPixels; ++p) {
-          V xv;
-          LoadFloats(at + p * step, &xv);
-          acc[p] += xv * wv;
+          for (int p = 0; p < kPixels; ++p) {
+            V xv, xc;
+            LoadFloats(at + p * step, &xv);
+            GroupChannel<kCg>(xv, ci, &xc);
+            acc[p] += xc * wv;
+          }
         }
       }
     }
@@ -190,7 +225,7 @@ __attribute__((always_inline)) inline void DwRowGeneric(const DwShape& s, const 
       StoreFloats(y + (ox + p) * kLanes, acc[p]);
     }
   }
-  for (; ox < s.ow; ++ox) DwPixelChecked(s, x, w, b, y, iy0, ky0, ky1, ox, keep);
+  for (; ox < s.ow; ++ox) DwPixelChecked<V, kCg>(s, x, w, b, y, iy0, ky0, ky1, ox, keep);
 }
 
 // A window of kKw columns at column stride kStride, no column dilation: kPixels adjacent outputs
@@ -240,44 +275,132 @@ __attribute__((always_inline)) inline void DwBlockFixed(const DwShape& s, const 
 template <typename V, int kKw>
 constexpr int kFixedPixels = sizeof(V) == 64 ? (kKw <= 3 ? 12 : 8) : (kKw <= 3 ? 6 : 4);
 
+// DwBlockFixed for groups of kCg > 1 channels: per input channel ci of the groups, the block's
+// kColumns input columns permuted once into registers (GroupChannel's lanes), then each tap's
+// weights loaded once for the kPixels outputs (a stride-1 3x3 block of 12 in groups of 8: per
+// tap row 112 permutes and 24 weight loads for 288 multiply-adds). Columns outside X count as
+// zeros where kChecked.
+template <typename V, int kKw, int kStride, int kPixels, bool kChecked, int kCg>
+__attribute__((always_inline)) inline void GcBlockFixed(const DwShape& s, const float* x,
+                                                        const float* w, const V& b, float* y,
+                                                        int64_t iy0, int64_t ky0, int64_t ky1,
+                                                        int64_t ox, int64_t count, const V* keep) {
+  constexpr int64_t kLanes = sizeof(V) / sizeof(float);
+  constexpr int kColumns = (kPixels - 1) * kStride + kKw;
+  using I = IntsFor<V>;
+  I first{};  // lane l: the first channel of its group
+  for (int l = 0; l < static_cast<int>(kLanes); ++l) first[l] = l - l % kCg;
+  V acc[kPixels];
+#pragma GCC unroll 16
+  for (int p = 0; p < kPixels; ++p) acc[p] = b;
+  const int64_t ix0 = ox * kStride - s.pw;
+  for (int64_t ky = ky0; ky < ky1; ++ky) {
+    const float* row = x + ((iy0 + ky * s.dh) * s.w + ix0) * kLanes;
+    const float* wrow = w + ky * kKw * kCg * kLanes;
+    for (int ci = 0; ci < kCg; ++ci) {
+      const I index = first + ci;
+      V xc[kColumns];
+#pragma GCC unroll 64
+      for (int j = 0; j < kColumns; ++j) {
+        if (kChecked && (ix0 + j < 0 || ix0 + j >= s.w)) {
+          xc[j] = V{};
+          continue;
+        }
+        V xv;
+        LoadFloats(row + j * kLanes, &xv);
+        xc[j] = __builtin_shuffle(xv, index);
+      }
+#pragma GCC unroll 8
+      for (int kx = 0; kx < kKw; ++kx) {
+        V wv;
+        LoadFloats(wrow + (kx * kCg + ci) * kLanes, &wv);
+#pragma GCC unroll 16
+        for (int p = 0; p < kPixels; ++p) acc[p] += xc[p * kStride + kx] * wv;
+      }
+    }
+  }
+#pragma GCC unroll 16
+  for (int p = 0; p < kPixels; ++p) {
+    if (kChecked && p >= count) break;
+    Finish(s, &acc[p], keep);
+    StoreFloats(y + (ox + p) * kLanes, acc[p]);
+  }
+}
+
+// Outputs per block of GcBlockFixed: its permuted columns and the outputs within the registers;
+// blocks that reach past X or the row's end take kGroupEdgePixels at a time (a checked block
+// multiplies its columns past X as zeros: 14x14 maps left most of a second block of 12 empty).
+template <typename V, int kStride>
+constexpr int kGroupPixels = sizeof(V) == 64 ? (kStride == 1 ? 12 : 8) : (kStride == 1 ? 6 : 4);
+template <typename V>
+constexpr int kGroupEdgePixels = sizeof(V) == 64 ? 4 : 2;
+
 // One output row by DwBlockFixed: blocks wholly inside X unchecked, the others checked.
-template <typename V, int kKw, int kStride>
+template <typename V, int kKw, int kStride, int kCg>
 __attribute__((always_inline)) inline void DwRowFixed(const DwShape& s, const float* x,
                                                       const float* w, const float* bias, float* y,
                                                       int64_t oy, const V* keep) {
-  constexpr int kPixels = kFixedPixels<V, kKw>;
+  constexpr int kPixels = kCg == 1 ? kFixedPixels<V, kKw> : kGroupPixels<V, kStride>;
   int64_t iy0, ky0, ky1;
   TapRows(s, oy, &iy0, &ky0, &ky1);
   V b;
   LoadFloats(bias, &b);
-  for (int64_t ox = 0; ox < s.ow; ox += kPixels) {
+  // Whether the `pixels` outputs from ox are all in the row and read only inside X.
+  const auto inside = [&s](int64_t ox, int64_t pixels) {
     const int64_t ix0 = ox * kStride - s.pw;
-    if (ox + kPixels <= s.ow && ix0 >= 0 && ix0 + (kPixels - 1) * kStride + kKw <= s.w) {
-      DwBlockFixed<V, kKw, kStride, kPixels, false>(s, x, w, b, y, iy0, ky0, ky1, ox, kPixels,
-                                                    keep);
-    } else {
-      DwBlockFixed<V, kKw, kStride, kPixels, true>(s, x, w, b, y, iy0, ky0, ky1, ox,
-                                                   std::min<int64_t>(kPixels, s.ow - ox), keep);
+    return ox + pixels <= s.ow && ix0 >= 0 && ix0 + (pixels - 1) * kStride + kKw <= s.w;
+  };
+  if constexpr (kCg == 1) {
+    for (int64_t ox = 0; ox < s.ow; ox += kPixels) {
+      const int64_t count = std::min<int64_t>(kPixels, s.ow - ox);
+      if (inside(ox, kPixels)) {
+        DwBlockFixed<V, kKw, kStride, kPixels, false>(s, x, w, b, y, iy0, ky0, ky1, ox, count,
+                                                      keep);
+      } else {
+        DwBlockFixed<V, kKw, kStride, kPixels, true>(s, x, w, b, y, iy0, ky0, ky1, ox, count, keep);
+      }
+    }
+  } else {
+    constexpr int kEdge = kGroupEdgePixels<V>;
+    for (int64_t ox = 0; ox < s.ow;) {
+      if (inside(ox, kPixels)) {
+        GcBlockFixed<V, kKw, kStride, kPixels, false, kCg>(s, x, w, b, y, iy0, ky0, ky1, ox,
+                                                           kPixels, keep);
+        ox += kPixels;
+        continue;
+      }
+      const int64_t count = std::min<int64_t>(kEdge, s.ow - ox);
+      if (inside(ox, kEdge)) {
+        GcBlockFixed<V, kKw, kStride, kEdge, false, kCg>(s, x, w, b, y, iy0, ky0, ky1, ox, count,
+                                                         keep);
+      } else {
+        GcBlockFixed<V, kKw, kStride, kEdge, true, kCg>(s, x, w, b, y, iy0, ky0, ky1, ox, count,
+                                                        keep);
+      }
+      ox += kEdge;
     }
   }
 }
 
+template <int kCg>
 struct GenericRow {
+  static constexpr int kGroupChannels = kCg;
   template <typename V>
   __attribute__((always_inline)) static void Run(const DwShape& s, const float* x, const float* w,
                                                  const float* bias, float* y, int64_t oy,
                                                  const V* keep) {
-    DwRowGeneric<V, sizeof(V) == 64 ? 8 : 4>(s, x, w, bias, y, oy, keep);
+    DwRowGeneric<V, sizeof(V) == 64 ? 8 : 4, kCg>(s, x, w, bias, y, oy, keep);
   }
 };
 
-template <int kKw, int kStride>
+template <int kKw, int kStride, int kCg>
 struct FixedRow {
+  static constexpr int kGroupChannels = kCg;
   template <typename V>
   __attribute__((always_inline)) static void Run(const DwShape& s, const float* x, const float* w,
                                                  const float* bias, float* y, int64_t oy,
                                                  const V* keep) {
-    DwRowFixed<V, kKw, kStride>(s, x, w, bias, y, oy, keep);
+    DwRowFixed<V, kKw, kStride, kCg>(s, x, w, bias, y, oy, keep);
   }
 };
 
@@ -292,7 +415,8 @@ __attribute__((always_inline)) inline void DwRows(const DwShape& s, const float*
   for (int64_t i = 0; i < real; ++i) keep[i] = 1.0f;
   for (int64_t r = begin; r < end; ++r) {
     const int64_t plane = r / s.oh, oy = r % s.oh, block = plane % s.blocks;
-    Row::template Run<V>(s, x + plane * s.h * s.w * kLanes, w + block * s.kh * s.kw * kLanes,
+    Row::template Run<V>(s, x + plane * s.h * s.w * kLanes,
+                         w + block * s.kh * s.kw * Row::kGroupChannels * kLanes,
                          bias + block * kLanes, y + (plane * s.oh + oy) * s.ow * kLanes, oy,
                          block == s.blocks - 1 && real < kLanes ? &keep : nullptr);
   }
@@ -311,18 +435,44 @@ using DwRowsFn = void (*)(const DwShape&, const float*, const float*, const floa
   __attribute__((target("avx2,fma"))) void name##Avx2(REPRISE_DW_ARGS) {  \
     DwRows<Floats8, __VA_ARGS__>(s, x, w, bias, y, begin, end);           \
   }
-REPRISE_DW_COPIES(DwGeneric, GenericRow)
-REPRISE_DW_COPIES(Dw3Stride1, FixedRow<3, 1>)
-REPRISE_DW_COPIES(Dw3Stride2, FixedRow<3, 2>)
-REPRISE_DW_COPIES(Dw5Stride1, FixedRow<5, 1>)
-REPRISE_DW_COPIES(Dw5Stride2, FixedRow<5, 2>)
-REPRISE_DW_COPIES(Dw7Stride1, FixedRow<7, 1>)
-REPRISE_DW_COPIES(Dw7Stride2, FixedRow<7, 2>)
+REPRISE_DW_COPIES(DwGeneric, GenericRow<1>)
+REPRISE_DW_COPIES(Dw3Stride1, FixedRow<3, 1, 1>)
+REPRISE_DW_COPIES(Dw3Stride2, FixedRow<3, 2, 1>)
+REPRISE_DW_COPIES(Dw5Stride1, FixedRow<5, 1, 1>)
+REPRISE_DW_COPIES(Dw5Stride2, FixedRow<5, 2, 1>)
+REPRISE_DW_COPIES(Dw7Stride1, FixedRow<7, 1, 1>)
+REPRISE_DW_COPIES(Dw7Stride2, FixedRow<7, 2, 1>)
+// Narrow groups: any window, and the 3x3 ones of ResNeXt and RegNet.
+REPRISE_DW_COPIES(Gc2Generic, GenericRow<2>)
+REPRISE_DW_COPIES(Gc2Stride1, FixedRow<3, 1, 2>)
+REPRISE_DW_COPIES(Gc2Stride2, FixedRow<3, 2, 2>)
+REPRISE_DW_COPIES(Gc4Generic, GenericRow<4>)
+REPRISE_DW_COPIES(Gc4Stride1, FixedRow<3, 1, 4>)
+REPRISE_DW_COPIES(Gc4Stride2, FixedRow<3, 2, 4>)
+REPRISE_DW_COPIES(Gc8Generic, GenericRow<8>)
+REPRISE_DW_COPIES(Gc8Stride1, FixedRow<3, 1, 8>)
+REPRISE_DW_COPIES(Gc8Stride2, FixedRow<3, 2, 8>)
 #undef REPRISE_DW_COPIES
 #undef REPRISE_DW_ARGS
 
-// The rows function for `s` on `lanes` (16: AVX-512, 8: AVX2).
-DwRowsFn PickRows(const DwShape& s, int64_t lanes) {
+// The rows function of a group of `cg` (2, 4 or 8) channels for `s` on `lanes`.
+DwRowsFn PickGroupRows(const DwShape& s, int64_t lanes, int64_t cg) {
+  const bool wide = lanes == 16;
+  const bool fixed = s.kw == 3 && s.dw == 1 && (s.sw == 1 || s.sw == 2);
+  const bool one = s.sw == 1;
+#define REPRISE_GC_PICK(name)                                  \
+  (!fixed ? (wide ? &name##GenericAvx512 : &name##GenericAvx2) \
+   : one  ? (wide ? &name##Stride1Avx512 : &name##Stride1Avx2) \
+          : (wide ? &name##Stride2Avx512 : &name##Stride2Avx2))
+  if (cg == 2) return REPRISE_GC_PICK(Gc2);
+  if (cg == 4) return REPRISE_GC_PICK(Gc4);
+  return REPRISE_GC_PICK(Gc8);
+#undef REPRISE_GC_PICK
+}
+
+// The rows function for `s` in groups of `cg` channels on `lanes` (16: AVX-512, 8: AVX2).
+DwRowsFn PickRows(const DwShape& s, int64_t lanes, int64_t cg) {
+  if (cg > 1) return PickGroupRows(s, lanes, cg);
   const bool wide = lanes == 16;
   DwRowsFn fn = wide ? &DwGenericAvx512 : &DwGenericAvx2;
   if (s.dw != 1 || s.sw < 1 || s.sw > 2) return fn;
@@ -342,15 +492,17 @@ DwRowsFn PickRows(const DwShape& s, int64_t lanes) {
 class DepthwiseKernel final : public PreparedKernel {
  public:
   DepthwiseKernel(std::string op, std::vector<TensorDesc> outputs, DwShape shape, int64_t lanes,
-                  std::vector<float> weights, std::vector<float> bias, int threads)
+                  int64_t group_channels, std::vector<float> weights, std::vector<float> bias,
+                  int threads)
       : op_(std::move(op)),
         outputs_(std::move(outputs)),
         s_(shape),
         lanes_(lanes),
+        cg_(group_channels),
         weights_(std::move(weights)),
         bias_(std::move(bias)),
         threads_(threads),
-        rows_(PickRows(s_, lanes)) {}
+        rows_(PickRows(s_, lanes, group_channels)) {}
 
   absl::string_view op() const override { return op_; }
   const std::vector<TensorDesc>& outputs() const override { return outputs_; }
@@ -359,16 +511,19 @@ class DepthwiseKernel final : public PreparedKernel {
                   : 0;
   }
   std::string implementation() const override {
-    return absl::StrCat("reprise_dw:", lanes_ == 16 ? "avx512" : "avx2");
+    const char* isa = lanes_ == 16 ? "avx512" : "avx2";
+    if (cg_ == 1) return absl::StrCat("reprise_dw:", isa);
+    return absl::StrCat("reprise_dw:", isa, " (groups of ", cg_, " channels)");
   }
 
   absl::Status Run(const KernelArgs& args) const override {
     const float* x = static_cast<const float*>(args.inputs[0]);
     float* y = static_cast<float*>(args.outputs[0]);
-    // A row's cost in nanoseconds: about 0.6 per tap and output vector (MobileNetV2's 144
-    // channels at 56x56, 3x3: 160 us for 28224 vectors on one AVX-512 thread) and 2 for the
-    // activation.
-    const double cost = static_cast<double>(s_.ow) * (0.6 * static_cast<double>(s_.kh * s_.kw) + 2);
+    // A row's cost in nanoseconds: about 0.6 per tap, input channel of the group and output
+    // vector (MobileNetV2's 144 channels at 56x56, 3x3: 160 us for 28224 vectors on one
+    // AVX-512 thread) and 2 for the activation.
+    const double cost =
+        static_cast<double>(s_.ow) * (0.6 * static_cast<double>(s_.kh * s_.kw * cg_) + 2);
     ParallelFor(s_.n * s_.blocks * s_.oh, threads_, cost, [&](int64_t begin, int64_t end) {
       rows_(s_, x, weights_.data(), bias_.data(), y, begin, end);
     });
@@ -380,7 +535,8 @@ class DepthwiseKernel final : public PreparedKernel {
   std::vector<TensorDesc> outputs_;
   DwShape s_;
   int64_t lanes_;
-  std::vector<float> weights_;  // [CB, KH x KW, lanes], zeros past C
+  int64_t cg_;                  // input (and output) channels per group: 1, 2, 4 or 8
+  std::vector<float> weights_;  // [CB, KH x KW, cg, lanes], zeros past C
   std::vector<float> bias_;     // [CB, lanes], zeros past C
   int threads_;
   DwRowsFn rows_;
@@ -391,9 +547,10 @@ class DepthwiseKernel final : public PreparedKernel {
 std::unique_ptr<PreparedKernel> MaybeOwnDepthwise(const PrepareContext& context,
                                                   const OwnDepthwise& dw) {
   const std::optional<DwActivation> act = DwActivationOf(dw.activation);
-  const int64_t lanes = dw.lanes;
+  const int64_t lanes = dw.lanes, cg = dw.group_channels;
   if (!act.has_value() || (lanes != 16 && lanes != 8) || dw.x.size() != 4 || dw.y.size() != 4 ||
-      dw.weights == nullptr) {
+      dw.weights == nullptr || (cg != 1 && cg != 2 && cg != 4 && cg != 8) || cg >= lanes ||
+      dw.x[1] % cg != 0) {
     return nullptr;
   }
   DwShape s;
@@ -432,18 +589,21 @@ std::unique_ptr<PreparedKernel> MaybeOwnDepthwise(const PrepareContext& context,
     return nullptr;
   }
   const int64_t taps = s.kh * s.kw;
-  std::vector<float> weights(static_cast<size_t>(s.blocks * taps * lanes), 0.0f);
+  std::vector<float> weights(static_cast<size_t>(s.blocks * taps * cg * lanes), 0.0f);
   std::vector<float> bias(static_cast<size_t>(s.blocks * lanes), 0.0f);
   for (int64_t c = 0; c < s.channels; ++c) {
     const int64_t block = c / lanes, lane = c % lanes;
     for (int64_t t = 0; t < taps; ++t) {
-      weights[(block * taps + t) * lanes + lane] = dw.weights[c * taps + t];
+      for (int64_t ci = 0; ci < cg; ++ci) {
+        weights[((block * taps + t) * cg + ci) * lanes + lane] =
+            dw.weights[(c * cg + ci) * taps + t];
+      }
     }
     if (dw.bias != nullptr) bias[block * lanes + lane] = dw.bias[c];
   }
   return std::make_unique<DepthwiseKernel>(
       std::string(context.op), std::vector<TensorDesc>{Desc(DataType::kFloat32, dw.y)}, s, lanes,
-      std::move(weights), std::move(bias), context.intra_op_threads);
+      cg, std::move(weights), std::move(bias), context.intra_op_threads);
 }
 
 namespace {
@@ -545,9 +705,11 @@ std::unique_ptr<PreparedKernel> OwnDepthwiseFor(const PrepareContext& context,
                         : chain == memory::format_tag::nChw8c ? 8
                                                               : 0;
   const bool one_d = g.x.size() == 3;
+  // Input (and output) channels per group: 1 (depthwise), or a narrow group (2D only).
+  const int64_t cg = g.group >= 2 && g.x[1] % g.group == 0 ? g.x[1] / g.group : 0;
   if (!CpuOptionsOf(context).conv_own_depthwise || lanes == 0 || (g.x.size() != 4 && !one_d) ||
-      g.group != g.x[1] || g.w[0] != g.x[1] || g.w[1] != 1 || !g.known_weights || post.residual ||
-      post.depthwise.has_value() || g.y != g.y_out ||
+      cg == 0 || (one_d && cg != 1) || g.w[0] != g.x[1] || g.w[1] != cg || !g.known_weights ||
+      post.residual || post.depthwise.has_value() || g.y != g.y_out ||
       (g.has_bias && context.inputs[2].data == nullptr) ||
       (!one_d && (post.x != Storage::kBlocked || post.y != Storage::kBlocked)) ||
       (one_d && g.group < 2)) {  // (one channel: an ordinary convolution, on oneDNN)
@@ -571,6 +733,7 @@ std::unique_ptr<PreparedKernel> OwnDepthwiseFor(const PrepareContext& context,
   dw.bias = g.has_bias ? static_cast<const float*>(context.inputs[2].data) : nullptr;
   dw.activation = post.activation;
   dw.lanes = lanes;
+  dw.group_channels = cg;
   std::unique_ptr<PreparedKernel> inner = MaybeOwnDepthwise(context, dw);
   if (inner == nullptr || !one_d) return inner;
   std::vector<TensorDesc> outputs = {Desc(DataType::kFloat32, g.y)};

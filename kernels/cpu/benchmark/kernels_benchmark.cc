@@ -326,6 +326,38 @@ BENCHMARK(BM_DepthwiseConv)
     ->ArgsProduct({{0, 1}, {960}, {7}, {3}, {1}, {1}, {1, 2}})
     ->Unit(benchmark::kMicrosecond);
 
+// A 3x3 convolution (pads 1) of C channels in groups of G channels over S x S at stride 1 or 2,
+// batch 1, Relu, in the chain's blocked layout, on oneDNN's kernel (X and Y reordered to and from
+// blocks of G channels inside the step) or ours (conv_depthwise.cc's narrow groups), `t`
+// threads: ResNeXt-50 32x4d's first two stages and RegNetY-400MF's width-8 groups. Args: own
+// (0/1), C, S, G, stride, t.
+void BM_GroupedConv(benchmark::State& state) {
+  const int64_t c = state.range(1), size = state.range(2), cg = state.range(3);
+  const int64_t stride = state.range(4), out = (size - 1) / stride + 1;
+  runtime::Attributes attrs;
+  attrs.Set("group", c / cg);
+  attrs.Set("pads", std::vector<int64_t>{1, 1, 1, 1});
+  attrs.Set("strides", std::vector<int64_t>{stride, stride});
+  attrs.Set("x_layout", std::string("blocked"));
+  attrs.Set("y_layout", std::string("blocked"));
+  attrs.Set("activation", std::string("Relu"));
+  CpuKernelOptions options;
+  options.conv_own_depthwise = state.range(0) != 0;
+  RunKernel(
+      state, kFusedConvOp,
+      {Floats({1, c, size, size}, false, 1), Floats({c, cg, 3, 3}, true, 2), Floats({c}, true, 3)},
+      attrs, options, static_cast<int>(state.range(5)));
+  state.SetItemsProcessed(state.iterations() * c * out * out);
+}
+BENCHMARK(BM_GroupedConv)
+    ->ArgNames({"own", "c", "s", "g", "stride", "t"})
+    ->ArgsProduct({{0, 1}, {128}, {56}, {4}, {1}, {1, 2}})
+    ->ArgsProduct({{0, 1}, {256}, {56}, {8}, {2}, {1}})
+    ->ArgsProduct({{0, 1}, {256}, {28}, {8}, {1}, {1, 2}})
+    ->ArgsProduct({{0, 1}, {208}, {14}, {8}, {1}, {1}})
+    ->ArgsProduct({{0, 1}, {64}, {56}, {2}, {1}, {1}})
+    ->Unit(benchmark::kMicrosecond);
+
 // What a ParallelFor that takes two threads costs beyond its work: one OpenMP fork and join
 // around two ranges of nothing, after `gap` microseconds of work on the calling thread alone (a
 // stream runs other kernels between its parallel loops). kMinParallelWork (kernel_util.h) is

@@ -4,7 +4,9 @@
 // kernel's fixed forms (3, 5 and 7 columns, strides 1 and 2) and of its generic one (dilations,
 // other widths and strides, asymmetric pads), maps narrower than a block of outputs and than the
 // window, channels that leave padding lanes in the last block (which must stay zero), every
-// activation the kernel applies, with and without bias, batch 2, one and two threads.
+// activation the kernel applies, with and without bias, batch 2, one and two threads. Also 2-D
+// convolutions in narrow groups (2, 4 or 8 input and output channels per group, fewer than a
+// block), which the same kernel runs.
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -21,6 +23,7 @@ namespace {
 struct DwCase {
   int64_t n, c, h, w, kh, kw, stride_h, stride_w, dil_h, dil_w;
   int64_t pad_t, pad_l, pad_b, pad_r;
+  int64_t cg = 1;  // input (and output) channels per group: 1 is depthwise
 };
 
 struct DwActivation {
@@ -46,7 +49,7 @@ int64_t OutSize(int64_t in, int64_t k, int64_t stride, int64_t dil, int64_t pb, 
   return (in + pb + pe - ((k - 1) * dil + 1)) / stride + 1;
 }
 
-// NCHW reference; w [C, 1, KH, KW]; b empty for none.
+// NCHW reference; w [C, cg, KH, KW]; b empty for none.
 std::vector<float> Reference(const DwCase& p, const DwActivation& act, const std::vector<float>& x,
                              const std::vector<float>& w, const std::vector<float>& b) {
   const int64_t oh = OutSize(p.h, p.kh, p.stride_h, p.dil_h, p.pad_t, p.pad_b);
@@ -57,14 +60,17 @@ std::vector<float> Reference(const DwCase& p, const DwActivation& act, const std
       for (int64_t i = 0; i < oh; ++i)
         for (int64_t j = 0; j < ow; ++j) {
           double acc = b.empty() ? 0.0 : b[c];
-          for (int64_t ki = 0; ki < p.kh; ++ki)
-            for (int64_t kj = 0; kj < p.kw; ++kj) {
-              const int64_t hi = i * p.stride_h - p.pad_t + ki * p.dil_h;
-              const int64_t wj = j * p.stride_w - p.pad_l + kj * p.dil_w;
-              if (hi < 0 || hi >= p.h || wj < 0 || wj >= p.w) continue;
-              acc += static_cast<double>(x[((n * p.c + c) * p.h + hi) * p.w + wj]) *
-                     w[(c * p.kh + ki) * p.kw + kj];
-            }
+          for (int64_t ci = 0; ci < p.cg; ++ci) {
+            const int64_t in_c = c / p.cg * p.cg + ci;  // input channel ci of c's group
+            for (int64_t ki = 0; ki < p.kh; ++ki)
+              for (int64_t kj = 0; kj < p.kw; ++kj) {
+                const int64_t hi = i * p.stride_h - p.pad_t + ki * p.dil_h;
+                const int64_t wj = j * p.stride_w - p.pad_l + kj * p.dil_w;
+                if (hi < 0 || hi >= p.h || wj < 0 || wj >= p.w) continue;
+                acc += static_cast<double>(x[((n * p.c + in_c) * p.h + hi) * p.w + wj]) *
+                       w[((c * p.cg + ci) * p.kh + ki) * p.kw + kj];
+              }
+          }
           y[((n * p.c + c) * oh + i) * ow + j] = Activate(act, acc);
         }
   return y;
@@ -107,18 +113,19 @@ void CheckCase(const KernelHarness& h, const DwCase& p, const DwActivation& act,
                << "n" << p.n << " c" << p.c << " " << p.h << "x" << p.w << " k" << p.kh << "x"
                << p.kw << " s" << p.stride_h << "," << p.stride_w << " d" << p.dil_h << ","
                << p.dil_w << " pads " << p.pad_t << "," << p.pad_l << "," << p.pad_b << ","
-               << p.pad_r << " act '" << act.name << "' bias " << bias << " threads " << threads);
+               << p.pad_r << " groups of " << p.cg << " act '" << act.name << "' bias " << bias
+               << " threads " << threads);
   const auto x = RandomFloats(p.n * p.c * p.h * p.w, 11, -2.0f, 2.0f);
-  const auto w = RandomFloats(p.c * p.kh * p.kw, 12);
+  const auto w = RandomFloats(p.c * p.cg * p.kh * p.kw, 12);
   const std::vector<float> b = bias ? RandomFloats(p.c, 13) : std::vector<float>{};
   const std::vector<float> want = Reference(p, act, x, w, b);
   const int64_t oh = OutSize(p.h, p.kh, p.stride_h, p.dil_h, p.pad_t, p.pad_b);
   const int64_t ow = OutSize(p.w, p.kw, p.stride_w, p.dil_w, p.pad_l, p.pad_r);
   std::vector<Tensor> in = {Tensor::Of<float>({p.n, p.c, p.h, p.w}, x),
-                            Tensor::Of<float>({p.c, 1, p.kh, p.kw}, w, true)};
+                            Tensor::Of<float>({p.c, p.cg, p.kh, p.kw}, w, true)};
   if (bias) in.push_back(Tensor::Of<float>({p.c}, b, true));
   runtime::Attributes attrs =
-      Attrs({{"group", p.c},
+      Attrs({{"group", p.c / p.cg},
              {"strides", std::vector<int64_t>{p.stride_h, p.stride_w}},
              {"dilations", std::vector<int64_t>{p.dil_h, p.dil_w}},
              {"pads", std::vector<int64_t>{p.pad_t, p.pad_l, p.pad_b, p.pad_r}},
@@ -136,6 +143,9 @@ void CheckCase(const KernelHarness& h, const DwCase& p, const DwActivation& act,
   ASSERT_TRUE(kernel.ok()) << kernel.status();
   const std::string impl = (*kernel)->implementation();
   EXPECT_EQ(impl.rfind("reprise_dw", 0) == 0, own) << impl;
+  if (own) {
+    EXPECT_EQ(impl.find(" (groups of ") != std::string::npos, p.cg > 1) << impl;
+  }
   const std::vector<float> x_stored = ToBlocked(x, p.n, p.c, p.h * p.w, block);
   const int64_t blocks = (p.c + block - 1) / block, padded = blocks * block;
   ASSERT_EQ((*kernel)->output_storage_bytes(0),
@@ -206,6 +216,63 @@ TEST(DepthwiseConvTest, BlockedAppliesEveryActivation) {
     for (const DwCase& p : {kCases[0], kCases[3], kCases[10]}) {
       CheckCase(h, p, act, /*bias=*/true, 1, block, true);
     }
+  }
+}
+
+// Groups of 2, 4 and 8 channels (ResNeXt's and RegNetY's 3x3 convolutions): the fixed 3x3 forms
+// at strides 1 and 2 and the generic one, channels that leave padding lanes, batch 2, one and
+// two threads. Groups as wide as the block (8 on AVX2) stay on oneDNN, whose kernels take them
+// without reorders.
+TEST(DepthwiseConvTest, NarrowGroupsMatchReference) {
+  KernelHarness h;
+  const int64_t block = ChainBlock(h);
+  ASSERT_GE(block, 0);
+  if (block == 0) GTEST_SKIP() << "the chain layout here is channels-last";
+  const DwCase cases[] = {
+      // n, c, h, w, kh, kw, sh, sw, dh, dw, pads t l b r, cg
+      {1, 32, 14, 29, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 4},  // 3x3 stride 1, tail of a row block
+      {2, 24, 9, 13, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 8},   // padding lanes (24 of 32 on AVX-512)
+      {1, 20, 11, 23, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 2},  // stride 2, padding lanes
+      {1, 48, 15, 17, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 8},  // stride 2
+      {1, 16, 10, 19, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2, 4},  // 5x5: generic
+      {1, 32, 12, 21, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2, 8},  // dilated: generic
+      {1, 16, 6, 9, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 2},    // 1x1 (ShuffleNet's grouped 1x1)
+      {1, 32, 7, 7, 3, 3, 1, 1, 1, 1, 0, 2, 1, 0, 4},    // asymmetric pads
+  };
+  for (const DwCase& p : cases) {
+    const bool own = p.cg < block;
+    for (int threads : {1, 2}) {
+      CheckCase(h, p, DwActivation{"Swish"}, /*bias=*/true, threads, block, own);
+    }
+    CheckCase(h, p, DwActivation{}, /*bias=*/false, 1, block, own);
+    CheckCase(h, p, DwActivation{"Clip", 0.5f, 1.0f}, /*bias=*/true, 1, block, own);
+  }
+}
+
+// Groups our kernel does not take run on oneDNN: more output than input channels per group,
+// groups of 3, and groups as wide as a block.
+TEST(DepthwiseConvTest, OtherGroupsStayOnOneDnn) {
+  KernelHarness h;
+  const int64_t block = ChainBlock(h);
+  ASSERT_GE(block, 0);
+  if (block == 0) GTEST_SKIP() << "the chain layout here is channels-last";
+  struct Case {
+    int64_t c, m, group;
+  };
+  for (const Case& k : {Case{16, 32, 4}, Case{24, 24, 8}, Case{32, 32, 32 / block}}) {
+    SCOPED_TRACE(::testing::Message() << k.c << " -> " << k.m << " in " << k.group << " groups");
+    const int64_t cg = k.c / k.group;
+    std::vector<Tensor> in = {
+        Tensor::Of<float>({1, k.c, 8, 8}, RandomFloats(k.c * 64, 31)),
+        Tensor::Of<float>({k.m, cg, 3, 3}, RandomFloats(k.m * cg * 9, 32), true)};
+    auto kernel = h.Prepare(kFusedConvOp, in,
+                            Attrs({{"group", k.group},
+                                   {"pads", std::vector<int64_t>{1, 1, 1, 1}},
+                                   {"x_layout", std::string("blocked")},
+                                   {"y_layout", std::string("blocked")}}));
+    ASSERT_TRUE(kernel.ok()) << kernel.status();
+    EXPECT_NE((*kernel)->implementation().rfind("reprise_dw", 0), 0u)
+        << (*kernel)->implementation();
   }
 }
 
