@@ -56,9 +56,10 @@ struct CpuKernelOptions {
   /// input) as one product per tap over the output pixels where the tap reads the input
   /// (conv.h, tap regions); false: the whole window always.
   bool conv_tap_regions = true;
-  /// Run a depthwise 2-D convolution with weights known at plan time and its input and output
-  /// in the chain's channel-blocked layout on our own kernel (conv_depthwise.cc), its activation
-  /// applied in registers; false: oneDNN's.
+  /// Run a depthwise 2-D convolution, or one in groups of 2, 4 or 8 channels narrower than a
+  /// block, with weights known at plan time and its input and output in the chain's
+  /// channel-blocked layout on our own kernel (conv_depthwise.cc), its activation applied in
+  /// registers; false: oneDNN's.
   bool conv_own_depthwise = true;
   ConvChainLayout conv_chain_layout = ConvChainLayout::kAuto;
   /// Clear a multi-threaded plan's large step outputs and workspaces first (output_clearing.h).
