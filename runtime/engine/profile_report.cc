@@ -92,6 +92,9 @@ std::string ProfileTraceJson(const Profile& profile) {
       name = absl::StrCat(step.name, " (", step.kernel, ")");
       absl::StrAppend(&args, ", \"step\": ", span.step, ", \"node\": ", JsonQuote(step.name),
                       ", \"op\": ", JsonQuote(step.op), ", \"kernel\": ", JsonQuote(step.kernel));
+      if (!step.implementation.empty()) {
+        absl::StrAppend(&args, ", \"implementation\": ", JsonQuote(step.implementation));
+      }
     }
     absl::StrAppend(&out, ",\n  {\"name\": ", JsonQuote(name), ", \"cat\": \"", Category(span.kind),
                     "\", \"ph\": \"X\", \"pid\": 1, \"tid\": ", span.row,

@@ -12,7 +12,8 @@ namespace reprise::runtime::engine {
 /// The profile in the Chrome trace event format ({"traceEvents": [...]}): one process, a
 /// thread_name metadata event per row (row 0 "host: runs", then one per stream), a complete
 /// event ("ph": "X", ts and dur in microseconds) per run on row 0 and per task on its stream's
-/// row. A plan step's event is named "<node> (<kernel>)" with args step, node, op, kernel, run.
+/// row. A plan step's event is named "<node> (<kernel>)" with args step, node, op, kernel, run,
+/// and implementation where the kernel names one (ProfileStep::implementation).
 std::string ProfileTraceJson(const Profile& profile);
 
 /// A text table: the `top` steps by total time, the time per kernel op (fused ops by their own

@@ -60,6 +60,7 @@ std::vector<ProfileStep> NameSteps(const ExecutionPlan& plan) {
     out.name = step.node_name.empty() ? absl::StrCat(step.op, "#", i) : step.node_name;
     out.op = step.op;
     out.kernel = std::string(step.kernel->op());
+    out.implementation = step.kernel->implementation();
     steps.push_back(std::move(out));
   }
   return steps;

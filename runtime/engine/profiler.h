@@ -32,6 +32,9 @@ struct ProfileStep {
   std::string name;  // the node's name; "<op>#<index>" for an unnamed node
   std::string op;    // the node's op (the internal name of a fused op, e.g. com.reprise.FusedConv)
   std::string kernel;  // the op of the kernel that ran (PreparedKernel::op)
+  // How the kernel runs where it has several ways (PreparedKernel::implementation: oneDNN's
+  // primitive, e.g. "jit:avx512_core", or ours, e.g. "reprise_dw:avx512"); empty otherwise.
+  std::string implementation;
 };
 
 /// What a span covers.

@@ -9,6 +9,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "runtime/core/json_text.h"
 #include "runtime/engine/profile_report.h"
 #include "tests/runtime/core/core_test_util.h"
 #include "tests/runtime/engine/test_models.h"
@@ -151,6 +152,36 @@ TEST_F(ProfilerTest, TraceIsChromeTraceJsonWithTheSteps) {
       "assert all(r[e[\"args\"][\"run\"]][\"ts\"]<=e[\"ts\"] and e[\"ts\"]+e[\"dur\"]<="
       "r[e[\"args\"][\"run\"]][\"ts\"]+r[e[\"args\"][\"run\"]][\"dur\"]+0.001 for e in steps); "
       "assert d[\"otherData\"][\"steps\"]==4");
+}
+
+// A step whose kernel has several ways (a convolution) names the one it runs, in the profile and
+// in the trace's args; steps of one way (Mul, Add, ...) carry none.
+TEST_F(ProfilerTest, TraceNamesTheImplementationOfEachStep) {
+  ModelBuilder b;
+  b.Input("x", onnx::TensorProto::FLOAT, {1, 4, 6, 6});
+  b.Output("y", {1, 8, 6, 6});
+  AddSameConv(b, "conv", "x", "y", 4, 8, 3, 5);
+  auto conv = Model::LoadBytes(b.Bytes(), *device_->kernels());
+  ASSERT_TRUE(conv.ok()) << conv.status();
+  const std::vector<NamedTensor> inputs = {
+      {"x", FloatTensor({1, 4, 6, 6}, std::vector<float>(144, 0.5f))}};
+  ProfileOptions options;
+  options.iterations = 1;
+  auto profile = ProfileModel(**conv, device_, inputs, options, "conv model");
+  ASSERT_TRUE(profile.ok()) << profile.status();
+  ASSERT_EQ(profile->steps.size(), 1u);
+  const std::string implementation = profile->steps[0].implementation;
+  EXPECT_FALSE(implementation.empty());
+  runtime::testing::CheckJsonWithPython(
+      ProfileTraceJson(*profile),
+      "steps=[e for e in d[\"traceEvents\"] if e.get(\"cat\")==\"step\"]; "
+      "assert len(steps)==1 and steps[0][\"args\"][\"implementation\"]==" +
+          JsonQuote(implementation));
+  const Profile plain = MustProfile(/*replay=*/true, 1);
+  for (const ProfileStep& step : plain.steps) EXPECT_EQ(step.implementation, "") << step.name;
+  runtime::testing::CheckJsonWithPython(
+      ProfileTraceJson(plain),
+      "assert not any(\"implementation\" in e.get(\"args\",{}) for e in d[\"traceEvents\"])");
 }
 
 TEST_F(ProfilerTest, TableNamesTheStepsTheOpsAndTheTimeOutsideKernels) {
