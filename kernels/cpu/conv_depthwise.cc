@@ -228,6 +228,20 @@ __attribute__((always_inline)) inline void DwRowGeneric(const DwShape& s, const 
   for (; ox < s.ow; ++ox) DwPixelChecked<V, kCg>(s, x, w, b, y, iy0, ky0, ky1, ox, keep);
 }
 
+// The activation applied to a block's kPixels sums, which are then stored from output `ox` of
+// the row (only the first `count` where kChecked).
+template <typename V, int kPixels, bool kChecked>
+__attribute__((always_inline)) inline void FinishBlock(const DwShape& s, V* acc, float* y,
+                                                       int64_t ox, int64_t count, const V* keep) {
+  constexpr int64_t kLanes = sizeof(V) / sizeof(float);
+#pragma GCC unroll 16
+  for (int p = 0; p < kPixels; ++p) {
+    if (kChecked && p >= count) break;
+    Finish(s, &acc[p], keep);
+    StoreFloats(y + (ox + p) * kLanes, acc[p]);
+  }
+}
+
 // A window of kKw columns at column stride kStride, no column dilation: kPixels adjacent outputs
 // `ox`.. of a row at a time, each input column of the row loaded once for all the outputs that
 // read it and the row's kKw weights held in registers (a stride-1 3x3 block of 12 outputs: 14
@@ -262,12 +276,7 @@ __attribute__((always_inline)) inline void DwBlockFixed(const DwShape& s, const 
       }
     }
   }
-#pragma GCC unroll 16
-  for (int p = 0; p < kPixels; ++p) {
-    if (kChecked && p >= count) break;
-    Finish(s, &acc[p], keep);
-    StoreFloats(y + (ox + p) * kLanes, acc[p]);
-  }
+  FinishBlock<V, kPixels, kChecked>(s, acc, y, ox, count, keep);
 }
 
 // Outputs per block of DwBlockFixed: within the registers (32 with AVX-512, 16 with AVX2) with
@@ -319,12 +328,7 @@ __attribute__((always_inline)) inline void GcBlockFixed(const DwShape& s, const 
       }
     }
   }
-#pragma GCC unroll 16
-  for (int p = 0; p < kPixels; ++p) {
-    if (kChecked && p >= count) break;
-    Finish(s, &acc[p], keep);
-    StoreFloats(y + (ox + p) * kLanes, acc[p]);
-  }
+  FinishBlock<V, kPixels, kChecked>(s, acc, y, ox, count, keep);
 }
 
 // Outputs per block of GcBlockFixed: its permuted columns and the outputs within the registers;
@@ -335,7 +339,8 @@ constexpr int kGroupPixels = sizeof(V) == 64 ? (kStride == 1 ? 12 : 8) : (kStrid
 template <typename V>
 constexpr int kGroupEdgePixels = sizeof(V) == 64 ? 4 : 2;
 
-// One output row by DwBlockFixed: blocks wholly inside X unchecked, the others checked.
+// One output row by DwBlockFixed (GcBlockFixed for groups of kCg > 1): blocks wholly inside X
+// unchecked, the others checked.
 template <typename V, int kKw, int kStride, int kCg>
 __attribute__((always_inline)) inline void DwRowFixed(const DwShape& s, const float* x,
                                                       const float* w, const float* bias, float* y,
