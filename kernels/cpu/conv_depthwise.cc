@@ -122,18 +122,50 @@ __attribute__((always_inline)) inline void Finish(const DwShape& s, V* out, cons
   *out = v;
 }
 
-// Lane l of *out takes lane l - l % kCg + ci of `v`: input channel ci of the group of
+// Lane l of *out takes lane l - l % kCg + kCi of `v`: input channel kCi of the group of
 // kCg channels that lane l's output channel belongs to (kCg divides the block, so the group lies
 // within it). kCg 1 (depthwise): `v` itself.
+// (__builtin_shufflevector: constant lanes, which GCC 12 and clang both take.)
+template <int kCg, int kCi, typename V>
+__attribute__((always_inline)) inline void GroupChannel(const V& v, V* out) {
+#define REPRISE_GC_LANE(l) ((l) - (l) % kCg + kCi)
+  if constexpr (kCg == 1 || kCi >= kCg) {
+    *out = v;
+  } else if constexpr (sizeof(V) == 64) {
+    *out = __builtin_shufflevector(
+        v, v, REPRISE_GC_LANE(0), REPRISE_GC_LANE(1), REPRISE_GC_LANE(2), REPRISE_GC_LANE(3),
+        REPRISE_GC_LANE(4), REPRISE_GC_LANE(5), REPRISE_GC_LANE(6), REPRISE_GC_LANE(7),
+        REPRISE_GC_LANE(8), REPRISE_GC_LANE(9), REPRISE_GC_LANE(10), REPRISE_GC_LANE(11),
+        REPRISE_GC_LANE(12), REPRISE_GC_LANE(13), REPRISE_GC_LANE(14), REPRISE_GC_LANE(15));
+  } else {
+    static_assert(sizeof(V) == 32);
+    *out = __builtin_shufflevector(v, v, REPRISE_GC_LANE(0), REPRISE_GC_LANE(1), REPRISE_GC_LANE(2),
+                                   REPRISE_GC_LANE(3), REPRISE_GC_LANE(4), REPRISE_GC_LANE(5),
+                                   REPRISE_GC_LANE(6), REPRISE_GC_LANE(7));
+  }
+#undef REPRISE_GC_LANE
+}
+
+// GroupChannel for a run-time ci (0 <= ci < kCg); loops over ci unrolled fold the switch.
 template <int kCg, typename V>
 __attribute__((always_inline)) inline void GroupChannel(const V& v, int ci, V* out) {
-  if constexpr (kCg == 1) {
-    *out = v;
-  } else {
-    constexpr int kLanes = static_cast<int>(sizeof(V) / sizeof(float));
-    IntsFor<V> index;
-    for (int l = 0; l < kLanes; ++l) index[l] = l - l % kCg + ci;
-    *out = __builtin_shuffle(v, index);
+  switch (ci) {
+    case 1:
+      return GroupChannel<kCg, 1>(v, out);
+    case 2:
+      return GroupChannel<kCg, 2>(v, out);
+    case 3:
+      return GroupChannel<kCg, 3>(v, out);
+    case 4:
+      return GroupChannel<kCg, 4>(v, out);
+    case 5:
+      return GroupChannel<kCg, 5>(v, out);
+    case 6:
+      return GroupChannel<kCg, 6>(v, out);
+    case 7:
+      return GroupChannel<kCg, 7>(v, out);
+    default:
+      return GroupChannel<kCg, 0>(v, out);
   }
 }
 
@@ -296,9 +328,6 @@ __attribute__((always_inline)) inline void GcBlockFixed(const DwShape& s, const 
                                                         int64_t ox, int64_t count, const V* keep) {
   constexpr int64_t kLanes = sizeof(V) / sizeof(float);
   constexpr int kColumns = (kPixels - 1) * kStride + kKw;
-  using I = IntsFor<V>;
-  I first{};  // lane l: the first channel of its group
-  for (int l = 0; l < static_cast<int>(kLanes); ++l) first[l] = l - l % kCg;
   V acc[kPixels];
 #pragma GCC unroll 16
   for (int p = 0; p < kPixels; ++p) acc[p] = b;
@@ -306,8 +335,8 @@ __attribute__((always_inline)) inline void GcBlockFixed(const DwShape& s, const 
   for (int64_t ky = ky0; ky < ky1; ++ky) {
     const float* row = x + ((iy0 + ky * s.dh) * s.w + ix0) * kLanes;
     const float* wrow = w + ky * kKw * kCg * kLanes;
+#pragma GCC unroll 8
     for (int ci = 0; ci < kCg; ++ci) {
-      const I index = first + ci;
       V xc[kColumns];
 #pragma GCC unroll 64
       for (int j = 0; j < kColumns; ++j) {
@@ -317,7 +346,7 @@ __attribute__((always_inline)) inline void GcBlockFixed(const DwShape& s, const 
         }
         V xv;
         LoadFloats(row + j * kLanes, &xv);
-        xc[j] = __builtin_shuffle(xv, index);
+        GroupChannel<kCg>(xv, ci, &xc[j]);
       }
 #pragma GCC unroll 8
       for (int kx = 0; kx < kKw; ++kx) {
