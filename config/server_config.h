@@ -75,7 +75,7 @@ struct ServerConfig {
   // kernels: the choices of the CPU device's kernels (kernels::cpu::CpuKernelOptions)
   bool kernels_conv_winograd = true;               // Winograd for 3x3 convolutions
   bool kernels_conv_taps_as_channels = true;       // KxK as 1x1 over gathered taps (AVX2)
-  bool kernels_conv_tap_regions = true;            // per-tap products over the taps' regions
+  bool kernels_conv_tap_regions = true;            // per-tap products; im2col raced vs direct
   bool kernels_conv_own_depthwise = true;          // our depthwise / narrow-group kernel, blocked
   std::string kernels_conv_chain_layout = "auto";  // conv chains: auto (blocked) or nhwc
   std::string kernels_clear_outputs = "auto";      // clear large step buffers first: auto, on, off

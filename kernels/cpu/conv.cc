@@ -632,6 +632,41 @@ std::optional<TapRegionsConv> TapRegionsFor(const PrepareContext& context, const
   return conv;
 }
 
+// The whole window gathered channels-last and one sgemm per image (TapRegionsConv::
+// whole_window) to race against oneDNN's direct kernel (`parts`, not run once: a race needs
+// runs to time), where the device allows tap regions: 2-D convolutions wider than 1x1, one
+// group, weights known, at least kTapRegionsMinChannels input and output channels, an image's
+// window within kWholeWindowRaceMaxBytes (a larger one leaves the caches). Neither wins
+// everywhere. Inception-v3 at batch 1, each step on oneDNN's jit:avx512_core against each on the
+// gathered window (ms a run, medians of 20 runs in one process each, reprise-run --profile):
+// - one thread: 288 -> 384 3x3 stride 2 over 35x35 3.55 -> 3.11, 384 -> 384 3x1 over 8x8
+//   0.45 -> 0.30, 192 -> 192 7x1 over 17x17 0.87 -> 0.81, yet 160 -> 160 1x7 0.56 -> 0.59 and
+//   96 -> 96 3x3 stride 2 0.29 -> 0.32;
+// - two threads: the 3x1 0.29 -> 0.25, yet the 1x7 and 7x1 ones 0.23-0.40 -> 0.35-0.50.
+constexpr size_t kWholeWindowRaceMaxBytes = size_t{8} << 20;
+
+std::optional<TapRegionsConv> WholeWindowRaceFor(const PrepareContext& context,
+                                                 const ConvGeometry& g, const ConvPostOps& post,
+                                                 const ConvKernel::Parts& parts) {
+  if (context.run_once || !CpuOptionsOf(context).conv_tap_regions || g.x.size() != 4 ||
+      g.group != 1 || !g.known_weights || post.residual || parts.epilogue.has_value() ||
+      post.depthwise.has_value() || parts.taps.has_value() || g.w[2] * g.w[3] < 2 ||
+      g.w[0] < kTapRegionsMinChannels || g.w[1] < kTapRegionsMinChannels ||
+      !absl::StartsWith(parts.pd.impl_info_str(), "jit:")) {
+    return std::nullopt;
+  }
+  dnnl::post_ops supported;
+  if (!AppendActivation(post.activation, &supported)) return std::nullopt;
+  const std::optional<int64_t> window =
+      runtime::CheckedElementCount({g.y[2], g.y[3], g.w[1], g.w[2], g.w[3]},
+                                   static_cast<int64_t>(kWholeWindowRaceMaxBytes / sizeof(float)));
+  if (!window.has_value()) return std::nullopt;
+  TapRegionsConv conv;
+  conv.whole_window = true;
+  SetConvOperands(g, post, &conv);
+  return conv;
+}
+
 // Our own Winograd F(2x2, 3x3) (TapRegionsConv::winograd) in place of oneDNN's direct 3x3
 // stride-1 kernel, where the device's options allow Winograd and oneDNN has none of its own
 // here (AVX-512 only; conv_own_winograd_always takes ours there too): with at least
@@ -640,18 +675,23 @@ std::optional<TapRegionsConv> TapRegionsFor(const PrepareContext& context, const
 // 27x27 0.63 -> 0.51, 64 -> 64 over 56x56 2.61 -> 2.07, 128 over 28x28 2.87 -> 1.84, 256 over
 // 14x14 2.84 -> 1.74, 512 over 14x14 11.2
 // -> 9.7; 16 -> 64 over 55x55 0.69 -> 0.90 and, in U-Net, 32 -> 32 over 64x64 1.00 -> 1.34 and
-// 64 -> 32 even stay direct). A residual of Y's shape starts Y (a broadcast one is refused).
+// 64 -> 32 even stay direct). Below kOwnWinogradMinProduct it races the direct kernel (*race;
+// not for a convolution run once): Inception-v3's 32 -> 64 over 147x147, where oneDNN's
+// F(4x4, 3x3) is refused (WinogradTilesBlock), took 4.6 ms direct and 4.0 ours (one thread,
+// AVX-512, BM_Conv3x3Winograd). A residual of Y's shape starts Y (a broadcast one is refused).
 constexpr int64_t kOwnWinogradMinChannels = 32;
 constexpr int64_t kOwnWinogradMinProduct = 4096;
 
 std::optional<TapRegionsConv> OwnWinogradFor(const PrepareContext& context, const ConvGeometry& g,
                                              const ConvPostOps& post,
-                                             const ConvKernel::Parts& parts, bool winograd) {
+                                             const ConvKernel::Parts& parts, bool winograd,
+                                             bool* race) {
+  *race = g.x[1] * g.w[0] < kOwnWinogradMinProduct;
   if (!winograd || g.x.size() != 4 || g.group != 1 || !g.known_weights ||
       parts.epilogue.has_value() || post.depthwise.has_value() || !WinogradShape(g) ||
       !WinogradPaysOnce(context, g) || OutputPixels(g) < kOwnWinogradMinPixels ||
       g.win.kernel[0] != 3 || g.win.kernel[1] != 3 || g.x[1] < kOwnWinogradMinChannels ||
-      g.w[0] < kOwnWinogradMinChannels || g.x[1] * g.w[0] < kOwnWinogradMinProduct ||
+      g.w[0] < kOwnWinogradMinChannels || (*race && context.run_once) ||
       (absl::StrContains(parts.pd.impl_info_str(), "wino") &&
        !CpuOptionsOf(context).conv_own_winograd_always)) {
     return std::nullopt;
@@ -803,11 +843,15 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareConvAs(const PrepareConte
         parts.deferred_activation = true;
       }
     }
+    // Our own kernel in place of oneDNN's, or raced against it (rival).
+    std::optional<TapRegionsConv> rival;
     if (!deferred_sum) {  // (our own kernels add no deferred sum)
-      if (std::optional<TapRegionsConv> own = OwnWinogradFor(context, g, post, parts, winograd)) {
-        return PrepareTapRegionsConv(context, *std::move(own));
-      }
-      if (std::optional<TapRegionsConv> regions = TapRegionsFor(context, g, post, parts)) {
+      bool race = false;
+      if (std::optional<TapRegionsConv> own =
+              OwnWinogradFor(context, g, post, parts, winograd, &race)) {
+        if (!race) return PrepareTapRegionsConv(context, *std::move(own));
+        rival = std::move(own);
+      } else if (std::optional<TapRegionsConv> regions = TapRegionsFor(context, g, post, parts)) {
         return PrepareTapRegionsConv(context, *std::move(regions));
       }
     }
@@ -815,8 +859,13 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareConvAs(const PrepareConte
     TryTapsAsChannels(context, g, descs, post, attr, &parts);
     RETURN_IF_ERROR(PackConvWeights(context, g, descs, post, &parts));
     parts.workspace = LayOutConvWorkspace(parts);
-    return std::make_unique<ConvKernel>(context.op, NodeLabel(context), std::move(outputs),
-                                        std::move(parts));
+    if (!deferred_sum && !rival.has_value()) rival = WholeWindowRaceFor(context, g, post, parts);
+    auto kernel = std::make_unique<ConvKernel>(context.op, NodeLabel(context), std::move(outputs),
+                                               std::move(parts));
+    if (!rival.has_value()) return kernel;
+    ASSIGN_OR_RETURN(std::unique_ptr<PreparedKernel> ours,
+                     PrepareTapRegionsConv(context, *std::move(rival)));
+    return FasterOf(std::move(kernel), std::move(ours), NextTrialPhase());
   } catch (const dnnl::error& e) {
     return Unimplemented(context, "onednn rejected the convolution of ",
                          runtime::ShapeToString(g.x), " by ", runtime::ShapeToString(g.w), ": ",

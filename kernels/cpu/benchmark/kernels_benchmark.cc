@@ -173,8 +173,9 @@ BENCHMARK(BM_Conv11x11Stride4)
 
 // 3x3 stride-1 convolutions with Relu (pads 1), one thread, Winograd off (oneDNN's direct
 // kernel here without AVX-512), allowed (oneDNN's where it has one, else conv.cc's
-// OwnWinogradFor) or ours always (2): SqueezeNet's, ResNet's, VGG's and U-Net's shapes. Args:
-// winograd (0/1/2), C, M, size, N.
+// OwnWinogradFor) or ours always (2): SqueezeNet's, Inception-v3's (147x147, where oneDNN's
+// F(4x4, 3x3) is refused and ours races the direct kernel), ResNet's, VGG's and U-Net's shapes.
+// Args: winograd (0/1/2), C, M, size, N.
 void BM_Conv3x3Winograd(benchmark::State& state) {
   const int64_t c = state.range(1), m = state.range(2), size = state.range(3), n = state.range(4);
   runtime::Attributes attrs;
@@ -192,6 +193,7 @@ void BM_Conv3x3Winograd(benchmark::State& state) {
 BENCHMARK(BM_Conv3x3Winograd)
     ->ArgNames({"wino", "c", "m", "s", "n"})
     ->ArgsProduct({{0, 1, 2}, {16}, {64}, {55}, {1}})
+    ->ArgsProduct({{0, 1, 2}, {32}, {64}, {147}, {1}})
     ->ArgsProduct({{0, 1, 2}, {32}, {128}, {27}, {1}})
     ->ArgsProduct({{0, 1, 2}, {64}, {64}, {56}, {1}})
     ->ArgsProduct({{0, 1, 2}, {64}, {256}, {13}, {1}})
@@ -199,6 +201,40 @@ BENCHMARK(BM_Conv3x3Winograd)
     ->ArgsProduct({{0, 1, 2}, {256}, {256}, {14}, {1}})
     ->ArgsProduct({{0, 1, 2}, {512}, {512}, {14}, {1}})
     ->ArgsProduct({{0, 1, 2}, {64}, {64}, {56}, {8}})
+    ->Unit(benchmark::kMillisecond);
+
+// Inception-v3's convolutions on oneDNN's direct kernel, one thread, with tap regions off (that
+// kernel alone) or on (raced against the whole window gathered channels-last with one sgemm
+// per image, conv.cc's WholeWindowRaceFor; the benchmark's runs settle the race): 288 -> 384 3x3
+// stride 2 over 35x35 (shape 0), 384 -> 384 3x1 over 8x8 (1), 160 -> 160 1x7 over 17x17 (2),
+// 96 -> 96 3x3 stride 2 over 35x35 (3). Args: regions (0/1), shape.
+void BM_ConvGatheredWindow(benchmark::State& state) {
+  struct ConvShape {
+    int64_t c, m, size, kh, kw, stride;
+  };
+  constexpr ConvShape kShapes[] = {{288, 384, 35, 3, 3, 2},
+                                   {384, 384, 8, 3, 1, 1},
+                                   {160, 160, 17, 1, 7, 1},
+                                   {96, 96, 35, 3, 3, 2}};
+  const ConvShape& k = kShapes[state.range(1)];
+  runtime::Attributes attrs;
+  const int64_t ph = k.stride == 1 ? k.kh / 2 : 0, pw = k.stride == 1 ? k.kw / 2 : 0;
+  attrs.Set("pads", std::vector<int64_t>{ph, pw, ph, pw});
+  attrs.Set("strides", std::vector<int64_t>{k.stride, k.stride});
+  attrs.Set("activation", std::string("Relu"));
+  CpuKernelOptions options;
+  options.conv_tap_regions = state.range(0) != 0;
+  RunKernel(state, kFusedConvOp,
+            {Floats({1, k.c, k.size, k.size}, false, 1), Floats({k.m, k.c, k.kh, k.kw}, true, 2),
+             Floats({k.m}, true, 3)},
+            attrs, options, 1);
+  const int64_t oh = (k.size + 2 * ph - k.kh) / k.stride + 1;
+  const int64_t ow = (k.size + 2 * pw - k.kw) / k.stride + 1;
+  state.SetItemsProcessed(state.iterations() * 2 * k.m * k.c * k.kh * k.kw * oh * ow);  // flops
+}
+BENCHMARK(BM_ConvGatheredWindow)
+    ->ArgNames({"regions", "shape"})
+    ->ArgsProduct({{0, 1}, {0, 1, 2, 3}})
     ->Unit(benchmark::kMillisecond);
 
 void BM_MatMul_384x768x768(benchmark::State& state) {

@@ -511,11 +511,15 @@ TEST(ConvMiscTest, AConvolutionRunOnceTakesWinogradOnlyOverALargeOutput) {
     const runtime::Attributes attrs = Attrs({{"pads", std::vector<int64_t>{1, 1, 1, 1}}});
     auto many = h.Prepare("Conv", in, attrs, 17, 1, 1, false);
     ASSERT_TRUE(many.ok()) << many.status();
-    if (!absl::StrContains((*many)->implementation(), "wino")) continue;  // none on this CPU
+    const std::string all = (*many)->implementation();
+    if (!absl::StrContains(all, "wino")) continue;  // none on this CPU
     ++checked;
+    // Our own Winograd of so few channels only races the direct kernel: never for one run.
+    const bool raced_ours =
+        absl::StrContains(all, "winograd F(2x2,3x3)") && absl::StrContains(all, "timed runs");
     auto once = h.Prepare("Conv", in, attrs, 17, 1, 1, true);
     ASSERT_TRUE(once.ok()) << once.status();
-    EXPECT_EQ(absl::StrContains((*once)->implementation(), "wino"), size == 64)
+    EXPECT_EQ(absl::StrContains((*once)->implementation(), "wino"), size == 64 && !raced_ours)
         << (*once)->implementation();
     auto out = h.RunPrepared(**once, in);
     ASSERT_TRUE(out.ok()) << out.status();
