@@ -636,14 +636,19 @@ std::optional<TapRegionsConv> TapRegionsFor(const PrepareContext& context, const
 // whole_window) to race against oneDNN's direct kernel (`parts`, not run once: a race needs
 // runs to time), where the device allows tap regions: 2-D convolutions wider than 1x1, one
 // group, weights known, at least kTapRegionsMinChannels input and output channels, an image's
-// window within kWholeWindowRaceMaxBytes (a larger one leaves the caches). Neither wins
-// everywhere. Inception-v3 at batch 1, each step on oneDNN's jit:avx512_core against each on the
-// gathered window (ms a run, medians of 20 runs in one process each, reprise-run --profile):
+// window within kWholeWindowRaceMaxBytes (a larger one leaves the caches) and at most
+// kWholeWindowRaceMaxPixels output pixels per image: the direct kernel loses on short rows of
+// many channels, and a wider race, though each way timed alone was close, left a model slower
+// (a detector's 32 -> 64 3x3 stride-2 stem over 8 images of 64x64 outputs, two threads: the model
+// 11.2-11.4 ms a run with tap regions off, 11.8-12.9 on). Neither wins everywhere. Inception-v3 at
+// batch 1, each step on oneDNN's jit:avx512_core against each on the gathered window (ms a run,
+// medians of 20 runs in one process each, reprise-run --profile):
 // - one thread: 288 -> 384 3x3 stride 2 over 35x35 3.55 -> 3.11, 384 -> 384 3x1 over 8x8
 //   0.45 -> 0.30, 192 -> 192 7x1 over 17x17 0.87 -> 0.81, yet 160 -> 160 1x7 0.56 -> 0.59 and
 //   96 -> 96 3x3 stride 2 0.29 -> 0.32;
 // - two threads: the 3x1 0.29 -> 0.25, yet the 1x7 and 7x1 ones 0.23-0.40 -> 0.35-0.50.
 constexpr size_t kWholeWindowRaceMaxBytes = size_t{8} << 20;
+constexpr int64_t kWholeWindowRaceMaxPixels = 1024;
 
 std::optional<TapRegionsConv> WholeWindowRaceFor(const PrepareContext& context,
                                                  const ConvGeometry& g, const ConvPostOps& post,
@@ -660,7 +665,7 @@ std::optional<TapRegionsConv> WholeWindowRaceFor(const PrepareContext& context,
   const std::optional<int64_t> window =
       runtime::CheckedElementCount({g.y[2], g.y[3], g.w[1], g.w[2], g.w[3]},
                                    static_cast<int64_t>(kWholeWindowRaceMaxBytes / sizeof(float)));
-  if (!window.has_value()) return std::nullopt;
+  if (!window.has_value() || g.y[2] * g.y[3] > kWholeWindowRaceMaxPixels) return std::nullopt;
   TapRegionsConv conv;
   conv.whole_window = true;
   SetConvOperands(g, post, &conv);

@@ -56,7 +56,8 @@ struct CpuKernelOptions {
   /// input) as one product per tap over the output pixels where the tap reads the input
   /// (conv.h, tap regions), and race the whole window gathered channels-last (one sgemm per
   /// image) against oneDNN's direct kernel for a KxK convolution of at least 16 input and output
-  /// channels, keeping the faster by timed runs (conv.cc's WholeWindowRaceFor); false: neither.
+  /// channels and at most 1024 output pixels an image, keeping the faster by timed runs (conv.cc's
+  /// WholeWindowRaceFor); false: neither.
   bool conv_tap_regions = true;
   /// Run a depthwise 2-D convolution, or one in groups of 2, 4 or 8 channels narrower than a
   /// block, with weights known at plan time and its input and output in the chain's

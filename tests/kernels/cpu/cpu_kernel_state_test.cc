@@ -676,7 +676,8 @@ std::vector<float> ConvRelu(const std::vector<float>& x, const std::vector<float
 // sgemm per image races it (conv.cc's WholeWindowRaceFor): a strided 3x3, a 1x7 and a 3x1
 // FusedConv with Relu, batch 1 and 2, from and to plain and blocked storage, at one and two
 // threads. Each way is run and checked against the reference loop (plain) or against the other
-// way (blocked). Without tap regions, or prepared to run once, oneDNN's kernel runs alone.
+// way (blocked). Without tap regions, prepared to run once, or over more than 1024 output pixels,
+// oneDNN's kernel runs alone.
 TEST(CpuKernelStateTest, GatheredWindowRacesTheDirectKernel) {
   TestDevice fast = MakeDevice({});
   TestDevice onednn = MakeDevice(WithoutTapRegions());
@@ -738,6 +739,16 @@ TEST(CpuKernelStateTest, GatheredWindowRacesTheDirectKernel) {
       }
     }
   }
+  // More than 1024 output pixels (33x33): oneDNN's kernel alone.
+  const std::vector<Tensor> wide = {
+      Tensor::Of<float>({1, 16, 65, 65}, RandomFloats(16 * 65 * 65, 24)),
+      Tensor::Of<float>({16, 16, 3, 3}, RandomFloats(16 * 16 * 9, 25), true)};
+  KernelHarness h(fast.kernels());
+  auto kernel = h.Prepare(
+      "Conv", wide,
+      Attrs({{"pads", std::vector<int64_t>{1, 1, 1, 1}}, {"strides", std::vector<int64_t>{2, 2}}}));
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  EXPECT_THAT((*kernel)->implementation(), ::testing::StartsWith("jit:"));
 }
 
 // Our own Winograd F(2x2, 3x3) below kOwnWinogradMinProduct (32 -> 32 channels) races the direct
