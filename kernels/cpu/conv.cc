@@ -691,7 +691,9 @@ std::optional<TapRegionsConv> OwnWinogradFor(const PrepareContext& context, cons
                                              const ConvPostOps& post,
                                              const ConvKernel::Parts& parts, bool winograd,
                                              bool* race) {
-  *race = g.x[1] * g.w[0] < kOwnWinogradMinProduct;
+  // (Each factor below the bound first: their product then cannot overflow.)
+  *race = g.x[1] < kOwnWinogradMinProduct && g.w[0] < kOwnWinogradMinProduct &&
+          g.x[1] * g.w[0] < kOwnWinogradMinProduct;
   if (!winograd || g.x.size() != 4 || g.group != 1 || !g.known_weights ||
       parts.epilogue.has_value() || post.depthwise.has_value() || !WinogradShape(g) ||
       !WinogradPaysOnce(context, g) || OutputPixels(g) < kOwnWinogradMinPixels ||
