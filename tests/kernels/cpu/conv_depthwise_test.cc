@@ -45,34 +45,15 @@ float Activate(const DwActivation& a, double v) {
   return static_cast<float>(v);
 }
 
-int64_t OutSize(int64_t in, int64_t k, int64_t stride, int64_t dil, int64_t pb, int64_t pe) {
-  return (in + pb + pe - ((k - 1) * dil + 1)) / stride + 1;
-}
-
-// NCHW reference; w [C, cg, KH, KW]; b empty for none.
+// NCHW reference (ReferenceConv in groups of cg channels, then the activation); w [C, cg, KH,
+// KW]; b empty for none.
 std::vector<float> Reference(const DwCase& p, const DwActivation& act, const std::vector<float>& x,
                              const std::vector<float>& w, const std::vector<float>& b) {
-  const int64_t oh = OutSize(p.h, p.kh, p.stride_h, p.dil_h, p.pad_t, p.pad_b);
-  const int64_t ow = OutSize(p.w, p.kw, p.stride_w, p.dil_w, p.pad_l, p.pad_r);
-  std::vector<float> y(p.n * p.c * oh * ow);
-  for (int64_t n = 0; n < p.n; ++n)
-    for (int64_t c = 0; c < p.c; ++c)
-      for (int64_t i = 0; i < oh; ++i)
-        for (int64_t j = 0; j < ow; ++j) {
-          double acc = b.empty() ? 0.0 : b[c];
-          for (int64_t ci = 0; ci < p.cg; ++ci) {
-            const int64_t in_c = c / p.cg * p.cg + ci;  // input channel ci of c's group
-            for (int64_t ki = 0; ki < p.kh; ++ki)
-              for (int64_t kj = 0; kj < p.kw; ++kj) {
-                const int64_t hi = i * p.stride_h - p.pad_t + ki * p.dil_h;
-                const int64_t wj = j * p.stride_w - p.pad_l + kj * p.dil_w;
-                if (hi < 0 || hi >= p.h || wj < 0 || wj >= p.w) continue;
-                acc += static_cast<double>(x[((n * p.c + in_c) * p.h + hi) * p.w + wj]) *
-                       w[((c * p.cg + ci) * p.kh + ki) * p.kw + kj];
-              }
-          }
-          y[((n * p.c + c) * oh + i) * ow + j] = Activate(act, acc);
-        }
+  std::vector<float> y =
+      ReferenceConv({p.n, p.c, p.h, p.w, p.c, p.kh, p.kw, p.c / p.cg, p.stride_h, p.stride_w,
+                     p.dil_h, p.dil_w, p.pad_t, p.pad_l, p.pad_b, p.pad_r},
+                    x, w, b);
+  for (float& v : y) v = Activate(act, v);
   return y;
 }
 

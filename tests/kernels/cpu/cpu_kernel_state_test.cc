@@ -639,39 +639,6 @@ TEST(CpuKernelStateTest, TapRegionsIsADeviceOption) {
   }
 }
 
-// Relu(conv(X) + B) of a kh x kw window at `strides` with top/left `pads` (the bottom and right
-// ones implied by `out`), NCHW, one group.
-std::vector<float> ConvRelu(const std::vector<float>& x, const std::vector<float>& weights,
-                            const std::vector<float>& bias, const std::vector<int64_t>& x_dims,
-                            const std::vector<int64_t>& window, const std::vector<int64_t>& out,
-                            const std::vector<int64_t>& strides, const std::vector<int64_t>& pads) {
-  const int64_t n = x_dims[0], c = x_dims[1], h = x_dims[2], w = x_dims[3];
-  const int64_t kh = window[0], kw = window[1], m = static_cast<int64_t>(bias.size());
-  std::vector<float> y(n * m * out[0] * out[1]);
-  for (int64_t i = 0; i < n; ++i) {
-    for (int64_t o = 0; o < m; ++o) {
-      for (int64_t r = 0; r < out[0]; ++r) {
-        for (int64_t col = 0; col < out[1]; ++col) {
-          double acc = bias[o];
-          for (int64_t ci = 0; ci < c; ++ci) {
-            for (int64_t ki = 0; ki < kh; ++ki) {
-              for (int64_t kj = 0; kj < kw; ++kj) {
-                const int64_t hi = r * strides[0] + ki - pads[0];
-                const int64_t wj = col * strides[1] + kj - pads[1];
-                if (hi < 0 || hi >= h || wj < 0 || wj >= w) continue;
-                acc += x[((i * c + ci) * h + hi) * w + wj] *
-                       weights[((o * c + ci) * kh + ki) * kw + kj];
-              }
-            }
-          }
-          y[((i * m + o) * out[0] + r) * out[1] + col] = static_cast<float>(std::max(acc, 0.0));
-        }
-      }
-    }
-  }
-  return y;
-}
-
 // Where oneDNN runs its direct kernel ("jit:"), the whole window gathered channels-last with one
 // sgemm per image races it (conv.cc's WholeWindowRaceFor): a strided 3x3, a 1x7 and a 3x1
 // FusedConv with Relu, batch 1 and 2, from and to plain and blocked storage, at one and two
@@ -689,12 +656,13 @@ TEST(CpuKernelStateTest, GatheredWindowRacesTheDirectKernel) {
   for (const Case& k :
        {Case{1, 48, 40, 15, 13, 3, 3, 2, 2, 1, 1}, Case{2, 32, 32, 9, 11, 1, 7, 1, 1, 0, 3},
         Case{1, 64, 48, 8, 8, 3, 1, 1, 1, 1, 0}}) {
-    const int64_t oh = (k.h + 2 * k.ph - k.kh) / k.sh + 1, ow = (k.w + 2 * k.pw - k.kw) / k.sw + 1;
     const std::vector<float> x = RandomFloats(k.n * k.c * k.h * k.w, 21);
     const std::vector<float> weights = RandomFloats(k.m * k.c * k.kh * k.kw, 22);
     const std::vector<float> bias = RandomFloats(k.m, 23);
-    const std::vector<float> want = ConvRelu(x, weights, bias, {k.n, k.c, k.h, k.w}, {k.kh, k.kw},
-                                             {oh, ow}, {k.sh, k.sw}, {k.ph, k.pw});
+    std::vector<float> want = ReferenceConv(
+        {k.n, k.c, k.h, k.w, k.m, k.kh, k.kw, 1, k.sh, k.sw, 1, 1, k.ph, k.pw, k.ph, k.pw}, x,
+        weights, bias);
+    for (float& v : want) v = std::max(v, 0.0f);  // Relu
     for (const std::string layout : {"nchw", "blocked"}) {
       for (const int threads : {1, 2}) {
         SCOPED_TRACE(::testing::Message() << k.kh << "x" << k.kw << " stride " << k.sh << " "

@@ -139,4 +139,34 @@ std::vector<float> StoreInLanes(const std::vector<float>& v, int64_t images, int
   return out;
 }
 
+int64_t OutSize(int64_t in, int64_t k, int64_t stride, int64_t dil, int64_t pb, int64_t pe) {
+  return (in + pb + pe - ((k - 1) * dil + 1)) / stride + 1;
+}
+
+std::vector<float> ReferenceConv(const ConvCase& p, const std::vector<float>& x,
+                                 const std::vector<float>& w, const std::vector<float>& b) {
+  const int64_t oh = OutSize(p.h, p.kh, p.stride_h, p.dil_h, p.pad_t, p.pad_b);
+  const int64_t ow = OutSize(p.w, p.kw, p.stride_w, p.dil_w, p.pad_l, p.pad_r);
+  const int64_t cg = p.c / p.group, mg = p.m / p.group;
+  std::vector<float> y(p.n * p.m * oh * ow);
+  for (int64_t n = 0; n < p.n; ++n)
+    for (int64_t m = 0; m < p.m; ++m)
+      for (int64_t i = 0; i < oh; ++i)
+        for (int64_t j = 0; j < ow; ++j) {
+          double acc = b.empty() ? 0.0 : b[m];
+          const int64_t g = m / mg;
+          for (int64_t c = 0; c < cg; ++c)
+            for (int64_t ki = 0; ki < p.kh; ++ki)
+              for (int64_t kj = 0; kj < p.kw; ++kj) {
+                const int64_t hi = i * p.stride_h - p.pad_t + ki * p.dil_h;
+                const int64_t wj = j * p.stride_w - p.pad_l + kj * p.dil_w;
+                if (hi < 0 || hi >= p.h || wj < 0 || wj >= p.w) continue;
+                acc += x[((n * p.c + g * cg + c) * p.h + hi) * p.w + wj] *
+                       w[((m * cg + c) * p.kh + ki) * p.kw + kj];
+              }
+          y[((n * p.m + m) * oh + i) * ow + j] = static_cast<float>(acc);
+        }
+  return y;
+}
+
 }  // namespace reprise::kernels::cpu::testing

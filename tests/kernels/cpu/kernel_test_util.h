@@ -75,6 +75,21 @@ struct Tensor {
 /// `n` floats uniform in [lo, hi), reproducible per seed.
 std::vector<float> RandomFloats(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f);
 
+/// A 2-D convolution's geometry: N x C x H x W in, M out, KH x KW window, groups, strides,
+/// dilations, pads (top, left, bottom, right).
+struct ConvCase {
+  int64_t n, c, h, w, m, kh, kw, group;
+  int64_t stride_h, stride_w, dil_h, dil_w;
+  int64_t pad_t, pad_l, pad_b, pad_r;
+};
+
+/// The output size along one axis.
+int64_t OutSize(int64_t in, int64_t k, int64_t stride, int64_t dil, int64_t pb, int64_t pe);
+
+/// Reference 2-D convolution, NCHW, weights [M, C/group, KH, KW], bias [M] or empty.
+std::vector<float> ReferenceConv(const ConvCase& p, const std::vector<float>& x,
+                                 const std::vector<float>& w, const std::vector<float>& b);
+
 /// Owns a registry with every CPU kernel (default options), or borrows one (a device's, which
 /// must outlive the harness).
 ///
