@@ -870,9 +870,11 @@ absl::StatusOr<std::unique_ptr<PreparedKernel>> PrepareConvAs(const PrepareConte
     auto kernel = std::make_unique<ConvKernel>(context.op, NodeLabel(context), std::move(outputs),
                                                std::move(parts));
     if (!rival.has_value()) return kernel;
-    ASSIGN_OR_RETURN(std::unique_ptr<PreparedKernel> ours,
-                     PrepareTapRegionsConv(context, *std::move(rival)));
-    return FasterOf(std::move(kernel), std::move(ours), NextTrialPhase());
+    // oneDNN's kernel alone where ours cannot be prepared: the race is only a choice.
+    absl::StatusOr<std::unique_ptr<PreparedKernel>> ours =
+        PrepareTapRegionsConv(context, *std::move(rival));
+    if (!ours.ok()) return kernel;
+    return FasterOf(std::move(kernel), *std::move(ours), NextTrialPhase());
   } catch (const dnnl::error& e) {
     return Unimplemented(context, "onednn rejected the convolution of ",
                          runtime::ShapeToString(g.x), " by ", runtime::ShapeToString(g.w), ": ",
