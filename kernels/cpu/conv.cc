@@ -3,13 +3,13 @@
 // shared through the device's packed-weight cache). The algorithm (Winograd or direct) and the
 // layout of conv chains follow the device's CpuKernelOptions.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <memory>
 #include <numeric>
 #include <optional>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -161,65 +161,65 @@ class ConvKernel final : public PreparedKernel {
     if (runtime::NumElements(outputs_[0].shape) == 0) return absl::OkStatus();
     UseIntraOpThreads(p_.threads);
     try {
-      const dnnl::engine& engine = CpuEngine();
-      dnnl::stream stream(engine);
+      ReusedMemories::Run bound(memories_);
       uint8_t* ws = static_cast<uint8_t*>(args.workspace);
-      memory src_plain(p_.src_plain, engine, const_cast<void*>(args.inputs[0]));
-      memory dst_plain(p_.dst_plain, engine, args.outputs[0]);
-      memory src = src_plain;
+      const memory& src_plain = bound.Bind(kSrcPlain, p_.src_plain, args.inputs[0]);
+      const memory& dst_plain = bound.Bind(kDstPlain, p_.dst_plain, args.outputs[0]);
+      const memory* src = &src_plain;
       if (src_reorder_) {
-        src = memory(p_.src_md, engine, ws + p_.workspace.src);
-        src_reorder_.execute(stream, src_plain, src);
+        src = &bound.Bind(kSrc, p_.src_md, ws + p_.workspace.src);
+        ExecuteReorder(src_reorder_, src_plain, *src);
       }
       if (p_.taps.has_value()) {
-        stream.wait();
-        memory col(p_.pd.src_desc(), engine, ws + p_.workspace.col);
-        GatherTaps(*p_.taps, static_cast<const float*>(src.get_data_handle()),
+        ThreadStream().wait();
+        const memory& col = bound.Bind(kCol, p_.pd.src_desc(), ws + p_.workspace.col);
+        GatherTaps(*p_.taps, static_cast<const float*>(src->get_data_handle()),
                    static_cast<float*>(col.get_data_handle()), p_.threads);
-        src = col;
+        src = &col;
       }
-      memory dst = dst_plain;
-      if (dst_reorder_) dst = memory(p_.pd.dst_desc(), engine, ws + p_.workspace.dst);
+      const memory* dst = &dst_plain;
+      if (dst_reorder_) dst = &bound.Bind(kDst, p_.pd.dst_desc(), ws + p_.workspace.dst);
       if (p_.residual) {
-        memory residual(p_.residual_md, engine, const_cast<void*>(args.inputs[3]));
+        const memory& residual = bound.Bind(kResidual, p_.residual_md, args.inputs[3]);
         if (residual_reorder_) {
-          residual_reorder_.execute(stream, residual, dst);
-        } else if (args.inputs[3] != dst.get_data_handle()) {
-          std::memcpy(dst.get_data_handle(), args.inputs[3], p_.residual_md.get_size());
+          ExecuteReorder(residual_reorder_, residual, *dst);
+        } else if (args.inputs[3] != dst->get_data_handle()) {
+          std::memcpy(dst->get_data_handle(), args.inputs[3], p_.residual_md.get_size());
         }
       }
-      std::unordered_map<int, memory> bound;
-      bound.emplace(DNNL_ARG_SRC, src);
-      bound.emplace(DNNL_ARG_WEIGHTS,
-                    p_.packed_weights
-                        ? *p_.packed_weights
-                        : memory(p_.pd.weights_desc(), engine, const_cast<void*>(args.inputs[1])));
+      const memory& weights = p_.packed_weights
+                                  ? *p_.packed_weights
+                                  : bound.Bind(kWeights, p_.pd.weights_desc(), args.inputs[1]);
+      std::array<dnnl_exec_arg_t, 7> exec{{{DNNL_ARG_SRC, src->get()},
+                                           {DNNL_ARG_WEIGHTS, weights.get()},
+                                           {DNNL_ARG_DST, dst->get()}}};
+      int count = 3;
       if (p_.has_bias) {
-        bound.emplace(DNNL_ARG_BIAS,
-                      memory(p_.pd.bias_desc(), engine, const_cast<void*>(args.inputs[2])));
-      }
-      bound.emplace(DNNL_ARG_DST, dst);
-      if (p_.dw_weights) {
-        bound.emplace(DNNL_ARG_ATTR_POST_OP_DW | DNNL_ARG_WEIGHTS, *p_.dw_weights);
-        bound.emplace(
-            DNNL_ARG_ATTR_POST_OP_DW | DNNL_ARG_BIAS,
-            memory(p_.dw_bias_md, engine,
-                   const_cast<void*>(p_.dw_bias != nullptr ? p_.dw_bias : p_.dw_zero_bias.data())));
+        exec[count++] = {DNNL_ARG_BIAS, bound.Bind(kBias, p_.pd.bias_desc(), args.inputs[2]).get()};
       }
       if (p_.pd.scratchpad_desc().get_size() > 0) {
-        bound.emplace(DNNL_ARG_SCRATCHPAD,
-                      memory(p_.pd.scratchpad_desc(), engine, ws + p_.workspace.scratch));
+        exec[count++] = {
+            DNNL_ARG_SCRATCHPAD,
+            bound.Bind(kScratch, p_.pd.scratchpad_desc(), ws + p_.workspace.scratch).get()};
       }
-      primitive_.execute(stream, bound);
-      if (dst_reorder_) dst_reorder_.execute(stream, dst, dst_plain);
-      stream.wait();
+      if (p_.dw_weights) {
+        exec[count++] = {DNNL_ARG_ATTR_POST_OP_DW | DNNL_ARG_WEIGHTS, p_.dw_weights->get()};
+        exec[count++] = {DNNL_ARG_ATTR_POST_OP_DW | DNNL_ARG_BIAS,
+                         bound
+                             .Bind(kDwBias, p_.dw_bias_md,
+                                   p_.dw_bias != nullptr ? p_.dw_bias : p_.dw_zero_bias.data())
+                             .get()};
+      }
+      Execute(primitive_, exec.data(), count);
+      if (dst_reorder_) ExecuteReorder(dst_reorder_, *dst, dst_plain);
+      ThreadStream().wait();
       if (p_.epilogue.has_value()) BroadcastEpilogue(args);
       const void* r = p_.deferred_sum ? args.inputs[3] : nullptr;
       if (p_.deferred_sum && residual_reorder_) {
-        memory stored(p_.residual_md, engine, const_cast<void*>(r));
-        memory as_y(p_.dst_plain, engine, ws + p_.workspace.r);
-        residual_reorder_.execute(stream, stored, as_y);
-        stream.wait();
+        const memory& stored = bound.Bind(kStored, p_.residual_md, r);
+        const memory& as_y = bound.Bind(kStoredAsY, p_.dst_plain, ws + p_.workspace.r);
+        ExecuteReorder(residual_reorder_, stored, as_y);
+        ThreadStream().wait();
         r = ws + p_.workspace.r;
       }
       if (p_.deferred_activation || p_.deferred_sum) {
@@ -243,6 +243,22 @@ class ConvKernel final : public PreparedKernel {
   dnnl::reorder src_reorder_;       // plain X → the primitive's src layout (or empty)
   dnnl::reorder dst_reorder_;       // the primitive's dst layout → plain Y (or empty)
   dnnl::reorder residual_reorder_;  // plain R → the primitive's dst layout (or empty)
+  // Run's memory objects, by slot.
+  enum Slot {
+    kSrcPlain,
+    kDstPlain,
+    kSrc,
+    kCol,
+    kDst,
+    kResidual,
+    kWeights,
+    kBias,
+    kScratch,
+    kDwBias,
+    kStored,
+    kStoredAsY,
+  };
+  ReusedMemories memories_;
 };
 
 // Step 2: a residual that only broadcasts to Y is added (then the activation applied) after the

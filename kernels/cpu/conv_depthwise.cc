@@ -692,7 +692,7 @@ class Depthwise1dKernel final : public PreparedKernel {
     uint8_t* ws = static_cast<uint8_t*>(args.workspace);
     try {
       const dnnl::engine& engine = CpuEngine();
-      dnnl::stream stream(engine);
+      dnnl::stream& stream = ThreadStream();
       std::vector<const void*> inputs(args.inputs, args.inputs + num_inputs_);
       void* y = args.outputs[0];
       if (x_reorder_) {

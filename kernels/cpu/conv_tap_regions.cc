@@ -190,7 +190,7 @@ class TapRegionsKernel final : public PreparedKernel {
         y_reorder_ ? reinterpret_cast<float*>(ws + ws_.y) : static_cast<float*>(args.outputs[0]);
     try {
       const dnnl::engine& engine = CpuEngine();
-      dnnl::stream stream(engine);
+      dnnl::stream& stream = ThreadStream();
       if (x_reorder_) {
         memory from(x_stored_, engine, const_cast<void*>(args.inputs[0]));
         memory to(x_nhwc_, engine, ws + ws_.x);

@@ -18,7 +18,6 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -326,25 +325,26 @@ class DeconvolutionKernel final : public PreparedKernel {
     UseIntraOpThreads(p_.threads);
     auto* ws = static_cast<uint8_t*>(args.workspace);
     try {
-      const dnnl::engine& engine = CpuEngine();
-      dnnl::stream stream(engine);
-      dnnl::memory x_plain(p_.x_plain, engine, const_cast<void*>(args.inputs[0]));
-      dnnl::memory y_plain(p_.y_plain, engine, args.outputs[0]);
-      dnnl::memory x = x_plain, y = y_plain;
+      ReusedMemories::Run bound(memories_);
+      const dnnl::memory& x_plain = bound.Bind(0, p_.x_plain, args.inputs[0]);
+      const dnnl::memory& y_plain = bound.Bind(1, p_.y_plain, args.outputs[0]);
+      const dnnl::memory* x = &x_plain;
       if (p_.x_reorder.has_value()) {
-        x = dnnl::memory(p_.pd.src_desc(), engine, ws + p_.x_at);
-        p_.x_reorder->execute(stream, x_plain, x);
+        x = &bound.Bind(2, p_.pd.src_desc(), ws + p_.x_at);
+        ExecuteReorder(*p_.x_reorder, x_plain, *x);
       }
-      if (p_.y_reorder.has_value()) y = dnnl::memory(p_.pd.dst_desc(), engine, ws + p_.y_at);
-      std::unordered_map<int, dnnl::memory> bound = {
-          {DNNL_ARG_SRC, x}, {DNNL_ARG_WEIGHTS, p_.weights}, {DNNL_ARG_DST, y}};
+      const dnnl::memory& y =
+          p_.y_reorder.has_value() ? bound.Bind(3, p_.pd.dst_desc(), ws + p_.y_at) : y_plain;
+      dnnl_exec_arg_t exec[4] = {
+          {DNNL_ARG_SRC, x->get()}, {DNNL_ARG_WEIGHTS, p_.weights.get()}, {DNNL_ARG_DST, y.get()}};
+      int count = 3;
       if (p_.pd.scratchpad_desc().get_size() > 0) {
-        bound.emplace(DNNL_ARG_SCRATCHPAD,
-                      dnnl::memory(p_.pd.scratchpad_desc(), engine, ws + p_.scratch_at));
+        exec[count++] = {DNNL_ARG_SCRATCHPAD,
+                         bound.Bind(4, p_.pd.scratchpad_desc(), ws + p_.scratch_at).get()};
       }
-      p_.primitive.execute(stream, bound);
-      if (p_.y_reorder.has_value()) p_.y_reorder->execute(stream, y, y_plain);
-      stream.wait();
+      Execute(p_.primitive, exec, count);
+      if (p_.y_reorder.has_value()) ExecuteReorder(*p_.y_reorder, y, y_plain);
+      ThreadStream().wait();
       const Shape& y_shape = p_.outputs[0].shape;
       BiasAndActivation(p_.bias.empty() ? nullptr : p_.bias.data(), p_.after,
                         static_cast<float*>(args.outputs[0]), y_shape[0] * y_shape[1], y_shape[1],
@@ -357,6 +357,7 @@ class DeconvolutionKernel final : public PreparedKernel {
 
  private:
   Parts p_;
+  ReusedMemories memories_;  // Run's: X, Y, src, dst, scratchpad
 };
 
 // The deconvolution kernel for a 2-D ConvTranspose of one group with constant weights (and

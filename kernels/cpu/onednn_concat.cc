@@ -173,7 +173,7 @@ class ConcatKernel final : public PreparedKernel {
     uint8_t* ws = static_cast<uint8_t*>(args.workspace);
     try {
       const dnnl::engine& engine = CpuEngine();
-      dnnl::stream stream(engine);
+      dnnl::stream& stream = ThreadStream();
       float* y = p_.y_reorder.has_value() ? reinterpret_cast<float*>(ws + p_.y_at)
                                           : static_cast<float*>(args.outputs[0]);
       // Each input (reordered first when stored otherwise) is, per image, a run of

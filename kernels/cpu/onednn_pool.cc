@@ -12,7 +12,6 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <unordered_map>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -69,24 +68,24 @@ class OnednnPoolKernel final : public PreparedKernel {
     if (runtime::NumElements(outputs_[0].shape) == 0) return absl::OkStatus();
     UseIntraOpThreads(threads_);
     try {
-      const dnnl::engine& engine = CpuEngine();
-      dnnl::stream stream(engine);
+      ReusedMemories::Run bound(memories_);
       uint8_t* ws = static_cast<uint8_t*>(args.workspace);
-      memory x(x_stored_, engine, const_cast<void*>(args.inputs[0]));
-      memory y(y_stored_, engine, args.outputs[0]);
-      memory src = x;
+      const memory& x = bound.Bind(0, x_stored_, args.inputs[0]);
+      const memory& y = bound.Bind(1, y_stored_, args.outputs[0]);
+      const memory* src = &x;
       if (src_reorder_) {
-        src = memory(pd_.src_desc(), engine, ws + src_at_);
-        src_reorder_.execute(stream, x, src);
+        src = &bound.Bind(2, pd_.src_desc(), ws + src_at_);
+        ExecuteReorder(src_reorder_, x, *src);
       }
-      memory dst = dst_reorder_ ? memory(pd_.dst_desc(), engine, ws + dst_at_) : y;
-      std::unordered_map<int, memory> bound = {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}};
+      const memory& dst = dst_reorder_ ? bound.Bind(3, pd_.dst_desc(), ws + dst_at_) : y;
+      dnnl_exec_arg_t exec[3] = {{DNNL_ARG_SRC, src->get()}, {DNNL_ARG_DST, dst.get()}};
+      int count = 2;
       if (pd_.scratchpad_desc().get_size() > 0) {
-        bound.emplace(DNNL_ARG_SCRATCHPAD, memory(pd_.scratchpad_desc(), engine, ws));
+        exec[count++] = {DNNL_ARG_SCRATCHPAD, bound.Bind(4, pd_.scratchpad_desc(), ws).get()};
       }
-      primitive_.execute(stream, bound);
-      if (dst_reorder_) dst_reorder_.execute(stream, dst, y);
-      stream.wait();
+      Execute(primitive_, exec, count);
+      if (dst_reorder_) ExecuteReorder(dst_reorder_, dst, y);
+      ThreadStream().wait();
     } catch (const dnnl::error& e) {
       return absl::InternalError(absl::StrCat(label_, ": onednn execution failed: ", e.what()));
     }
@@ -103,6 +102,7 @@ class OnednnPoolKernel final : public PreparedKernel {
   dnnl::pooling_forward primitive_;
   dnnl::reorder src_reorder_, dst_reorder_;  // stored ↔ the primitive's layout (or empty)
   size_t src_at_ = 0, dst_at_ = 0, total_ = 0;
+  ReusedMemories memories_;  // Run's: X, Y, src, dst, scratchpad
 };
 
 // The same on our own loops (InterleavedPool) in a storage with the channels innermost: X's,
@@ -153,21 +153,19 @@ class InterleavedPoolKernel final : public PreparedKernel {
     const void* x = args.inputs[0];
     void* y = dst_reorder_ ? ws + dst_at_ : args.outputs[0];
     try {
-      const dnnl::engine& engine = CpuEngine();
-      dnnl::stream stream(engine);
+      ReusedMemories::Run bound(memories_);
       if (src_reorder_) {
         UseIntraOpThreads(threads_);
-        memory from(x_stored_, engine, const_cast<void*>(x)), to(x_pooled_, engine, ws);
-        src_reorder_.execute(stream, from, to);
-        stream.wait();
+        ExecuteReorder(src_reorder_, bound.Bind(0, x_stored_, x), bound.Bind(1, x_pooled_, ws));
+        ThreadStream().wait();
         x = ws;
       }
       pool_.Run(static_cast<const float*>(x), static_cast<float*>(y), batch_, threads_);
       if (dst_reorder_) {
         UseIntraOpThreads(threads_);
-        memory from(y_pooled_, engine, y), to(y_stored_, engine, args.outputs[0]);
-        dst_reorder_.execute(stream, from, to);
-        stream.wait();
+        ExecuteReorder(dst_reorder_, bound.Bind(2, y_pooled_, y),
+                       bound.Bind(3, y_stored_, args.outputs[0]));
+        ThreadStream().wait();
       }
     } catch (const dnnl::error& e) {
       return absl::InternalError(absl::StrCat(label_, ": onednn reorder failed: ", e.what()));
@@ -185,6 +183,7 @@ class InterleavedPoolKernel final : public PreparedKernel {
   memory::desc x_stored_, x_pooled_, y_pooled_, y_stored_;
   dnnl::reorder src_reorder_, dst_reorder_;  // stored <-> the pooled storage (or empty)
   size_t dst_at_ = 0, total_ = 0;
+  ReusedMemories memories_;  // Run's: X and its pooled copy, Y's pooled copy and Y
 };
 
 // The lanes of InterleavedPool for values stored as `how` in a chain of layout `chain`: the

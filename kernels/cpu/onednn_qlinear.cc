@@ -9,7 +9,6 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -76,41 +75,39 @@ class OnednnInt8Kernel final : public PreparedKernel {
   absl::Status Run(const KernelArgs& args) const override {
     UseIntraOpThreads(p_.threads);
     try {
-      const dnnl::engine& engine = CpuEngine();
-      dnnl::stream stream(engine);
+      ReusedMemories::Run bound(memories_);
       auto* ws = static_cast<uint8_t*>(args.workspace);
-      memory src_plain(p_.src_plain, engine, const_cast<void*>(args.inputs[0]));
-      memory dst_plain(p_.dst_plain, engine, args.outputs[0]);
-      memory src = src_plain;
+      const memory& src_plain = bound.Bind(0, p_.src_plain, args.inputs[0]);
+      const memory& dst_plain = bound.Bind(1, p_.dst_plain, args.outputs[0]);
+      const memory* src = &src_plain;
       if (src_reorder_) {
-        src = memory(p_.src_md, engine, ws + p_.src_at);
-        src_reorder_.execute(stream, src_plain, src);
+        src = &bound.Bind(2, p_.src_md, ws + p_.src_at);
+        ExecuteReorder(src_reorder_, src_plain, *src);
       }
-      memory dst = dst_plain;
-      if (dst_reorder_) dst = memory(p_.dst_md, engine, ws + p_.dst_at);
-      std::unordered_map<int, memory> bound;
-      bound.emplace(DNNL_ARG_SRC, src);
-      bound.emplace(DNNL_ARG_WEIGHTS, *p_.weights);
+      const memory& dst = dst_reorder_ ? bound.Bind(3, p_.dst_md, ws + p_.dst_at) : dst_plain;
+      dnnl_exec_arg_t exec[7] = {{DNNL_ARG_SRC, src->get()},
+                                 {DNNL_ARG_WEIGHTS, p_.weights->get()},
+                                 {DNNL_ARG_DST, dst.get()}};
+      int count = 3;
       if (p_.has_bias) {
-        bound.emplace(DNNL_ARG_BIAS,
-                      memory(p_.bias_md, engine, const_cast<void*>(args.inputs[p_.bias_input])));
+        exec[count++] = {DNNL_ARG_BIAS,
+                         bound.Bind(4, p_.bias_md, args.inputs[p_.bias_input]).get()};
       }
-      bound.emplace(DNNL_ARG_DST, dst);
       const memory::desc zero_md({1}, memory::data_type::s32, memory::format_tag::a);
       if (!p_.src_zero.empty()) {
-        bound.emplace(DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC,
-                      memory(zero_md, engine, const_cast<int32_t*>(p_.src_zero.data())));
+        exec[count++] = {DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC,
+                         bound.Bind(5, zero_md, p_.src_zero.data()).get()};
       }
       if (!p_.dst_zero.empty()) {
-        bound.emplace(DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_DST,
-                      memory(zero_md, engine, const_cast<int32_t*>(p_.dst_zero.data())));
+        exec[count++] = {DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_DST,
+                         bound.Bind(6, zero_md, p_.dst_zero.data()).get()};
       }
       if (p_.scratch_md.get_size() > 0) {
-        bound.emplace(DNNL_ARG_SCRATCHPAD, memory(p_.scratch_md, engine, ws));
+        exec[count++] = {DNNL_ARG_SCRATCHPAD, bound.Bind(7, p_.scratch_md, ws).get()};
       }
-      p_.primitive.execute(stream, bound);
-      if (dst_reorder_) dst_reorder_.execute(stream, dst, dst_plain);
-      stream.wait();
+      Execute(p_.primitive, exec, count);
+      if (dst_reorder_) ExecuteReorder(dst_reorder_, dst, dst_plain);
+      ThreadStream().wait();
     } catch (const dnnl::error& e) {
       return absl::InternalError(absl::StrCat(label_, ": onednn execution failed: ", e.what()));
     }
@@ -124,6 +121,7 @@ class OnednnInt8Kernel final : public PreparedKernel {
   Parts p_;
   dnnl::reorder src_reorder_;  // plain X → the primitive's src layout (or empty)
   dnnl::reorder dst_reorder_;  // the primitive's dst layout → plain Y (or empty)
+  ReusedMemories memories_;    // Run's: X, Y, src, dst, bias, zero points, scratchpad
 };
 
 // The attributes of an int8 primitive: user scratchpad, output scales (one, or one per index of

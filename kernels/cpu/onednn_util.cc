@@ -52,6 +52,38 @@ PackedWeightStats PackedWeightCache::stats() const {
   return stats;
 }
 
+dnnl::stream& ThreadStream() {
+  thread_local dnnl::stream stream(CpuEngine());
+  return stream;
+}
+
+void Execute(const dnnl::primitive& primitive, const dnnl_exec_arg_t* args, int count) {
+  dnnl::error::wrap_c_api(
+      dnnl_primitive_execute(primitive.get(), ThreadStream().get(), count, args),
+      "could not execute a primitive");
+}
+
+void ExecuteReorder(const dnnl::primitive& reorder, const memory& from, const memory& to) {
+  const dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, from.get()}, {DNNL_ARG_TO, to.get()}};
+  Execute(reorder, args, 2);
+}
+
+ReusedMemories::Run::Run(const ReusedMemories& owner) : lock_(owner.mu_, std::try_to_lock) {
+  // Held by this run, or by a concurrent one: then this run's objects are its own.
+  memories_ = lock_.owns_lock() ? &owner.memories_ : &own_;
+}
+
+const memory& ReusedMemories::Run::Bind(int slot, const memory::desc& md, const void* data) {
+  memory& m = (*memories_)[static_cast<size_t>(slot)];
+  void* handle = const_cast<void*>(data);
+  if (!m) {
+    m = memory(md, CpuEngine(), handle);
+  } else if (m.get_data_handle() != handle) {
+    m.set_data_handle(handle);
+  }
+  return m;
+}
+
 // `source` (plain, `plain`) in the layout `packed`: borrowed when they are the same, else
 // found in the device's cache or reordered once (Winograd's weight transform is slow: ~45 ms for
 // 512x512x3x3).

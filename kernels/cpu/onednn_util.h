@@ -4,6 +4,7 @@
 #ifndef REPRISE_KERNELS_CPU_ONEDNN_UTIL_H_
 #define REPRISE_KERNELS_CPU_ONEDNN_UTIL_H_
 
+#include <array>
 #include <memory>
 #include <mutex>  // NOLINT: see docs/development.md (TSan)
 #include <unordered_map>
@@ -70,6 +71,53 @@ std::shared_ptr<const dnnl::memory> PackWeightsVia(const runtime::PrepareContext
                                                    const dnnl::memory::desc& read,
                                                    const dnnl::memory::desc& packed,
                                                    absl::FunctionRef<void(dnnl::memory&)> pack);
+
+/// The calling thread's stream on the CPU engine (made on its first use): oneDNN's CPU streams
+/// keep no state between executions that a kernel relies on, and one per thread is never shared.
+dnnl::stream& ThreadStream();
+
+/// Executes `primitive` on ThreadStream() with the `count` arguments at `args` ({DNNL_ARG_*,
+/// memory.get()} pairs) through oneDNN's C interface, which takes them as an array: the C++
+/// execute() builds an argument map first. Throws dnnl::error like the C++ interface. Does not
+/// wait.
+void Execute(const dnnl::primitive& primitive, const dnnl_exec_arg_t* args, int count);
+
+/// Executes `reorder` from `from` into `to` (Execute with DNNL_ARG_FROM and DNNL_ARG_TO).
+void ExecuteReorder(const dnnl::primitive& reorder, const dnnl::memory& from,
+                    const dnnl::memory& to);
+
+/// The memory objects one oneDNN-backed kernel binds to the buffers of its runs, kept from one run
+/// to the next: a replayed instance hands a step the same buffers on every run, so after its first
+/// run none is made again. Making them (four memory objects, a stream and the argument map of
+/// execute()) took about 0.8 us a convolution on this project's machine, on the stream's thread
+/// while the other intra-op threads waited. A slot is bound with the same descriptor on every run
+/// (a kernel numbers its operands); a moved buffer is set as the object's new handle.
+/// Thread-safe: a run that finds the objects held by a concurrent run of the same kernel binds
+/// objects of its own.
+class ReusedMemories {
+ public:
+  static constexpr int kMaxSlots = 12;
+
+  /// One run's hold on the objects (or on objects of its own, when another run holds them).
+  class Run {
+   public:
+    explicit Run(const ReusedMemories& owner);
+    Run(const Run&) = delete;
+    Run& operator=(const Run&) = delete;
+
+    /// Slot `slot`'s memory object (0 to kMaxSlots - 1): descriptor `md`, over `data`.
+    const dnnl::memory& Bind(int slot, const dnnl::memory::desc& md, const void* data);
+
+   private:
+    std::unique_lock<std::mutex> lock_;
+    std::array<dnnl::memory, kMaxSlots> own_;
+    std::array<dnnl::memory, kMaxSlots>* memories_;
+  };
+
+ private:
+  mutable std::mutex mu_;
+  mutable std::array<dnnl::memory, kMaxSlots> memories_;  // used by the run holding mu_
+};
 
 /// Row-major descriptor of `dims` (rank 1 to 6), float32 unless `type` says otherwise.
 dnnl::memory::desc PlainDesc(const runtime::Shape& dims,

@@ -9,7 +9,6 @@
 #include <atomic>
 #include <cstring>
 #include <memory>
-#include <optional>
 #include <unordered_map>
 #include <vector>
 
@@ -305,11 +304,9 @@ absl::Status PackedProduct::Run(const float* a, float* y, void* scratch) const {
   }
   thread_local std::array<BoundOperands, kBoundSlots> bound;
   thread_local size_t next_slot = 0;
-  thread_local std::optional<dnnl::stream> stream;
   const bool has_scratch = scratch_.get_size() > 0;
   try {
     const dnnl::engine& engine = CpuEngine();
-    if (!stream.has_value()) stream.emplace(engine);
     BoundOperands* slot = nullptr;
     for (BoundOperands& b : bound) {
       if (b.id == id_) slot = &b;
@@ -332,8 +329,9 @@ absl::Status PackedProduct::Run(const float* a, float* y, void* scratch) const {
                                {DNNL_ARG_DST, slot->dst.get()},
                                {DNNL_ARG_SCRATCHPAD, has_scratch ? slot->scratch.get() : nullptr}};
     const int count = has_scratch ? 4 : 3;
-    dnnl_status_t status = dnnl_primitive_execute(primitive_.get(), stream->get(), count, args);
-    if (status == dnnl_success) status = dnnl_stream_wait(stream->get());
+    dnnl_status_t status =
+        dnnl_primitive_execute(primitive_.get(), ThreadStream().get(), count, args);
+    if (status == dnnl_success) status = dnnl_stream_wait(ThreadStream().get());
     if (status != dnnl_success) {
       return absl::InternalError(
           absl::StrCat("oneDNN matmul failed (status ", static_cast<int>(status), ")"));

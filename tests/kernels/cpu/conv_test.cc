@@ -13,6 +13,7 @@
 #include "kernels/cpu/faster_way.h"
 #include "kernels/cpu/fused_ops.h"
 #include "kernels/cpu/kernel_util.h"
+#include "kernels/cpu/onednn_util.h"
 #include "tests/kernels/cpu/kernel_test_util.h"
 
 namespace reprise::kernels::cpu::testing {
@@ -175,6 +176,65 @@ TEST(ConvMiscTest, ConcurrentRunsOfOnePreparedKernel) {
   for (int t = 0; t < 4; ++t) {
     ASSERT_TRUE(statuses[t].ok()) << statuses[t];
     ExpectNear(gots[t], wants[t]);
+  }
+}
+
+// A kernel keeps the oneDNN memory objects of its runs (ReusedMemories): a run on other
+// buffers (an eager run, another instance) must read and write those, and leave the earlier
+// run's output alone.
+TEST(ConvMiscTest, RunsFollowTheirBuffersFromRunToRun) {
+  KernelHarness h;
+  const ConvCase p{1, 16, 12, 12, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+  const auto w = RandomFloats(32 * 16 * 9, 21);
+  const std::vector<Tensor> prepare_inputs = {Tensor::Of<float>({1, 16, 12, 12}, {}),
+                                              Tensor::Of<float>({32, 16, 3, 3}, w, true)};
+  auto kernel =
+      h.Prepare("Conv", prepare_inputs, Attrs({{"pads", std::vector<int64_t>{1, 1, 1, 1}}}));
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  const auto x1 = RandomFloats(16 * 144, 22), x2 = RandomFloats(16 * 144, 23);
+  const auto want1 = ReferenceConv(p, x1, w, {}), want2 = ReferenceConv(p, x2, w, {});
+  std::vector<float> y1(want1.size()), y2(want1.size()), y3(want1.size());
+  ASSERT_TRUE(RunOnBuffers(**kernel, {x1.data(), w.data()}, y1.data()).ok());
+  ExpectNear(y1, want1);
+  ASSERT_TRUE(RunOnBuffers(**kernel, {x2.data(), w.data()}, y2.data()).ok());
+  ExpectNear(y2, want2);
+  ExpectNear(y1, want1);
+  ASSERT_TRUE(RunOnBuffers(**kernel, {x1.data(), w.data()}, y3.data()).ok());
+  ExpectNear(y3, want1);
+  ExpectNear(y2, want2);
+}
+
+TEST(ReusedMemoriesTest, KeptFromRunToRunFollowingMovedBuffersAndOwnToConcurrentRuns) {
+  const dnnl::memory::desc md({1, 24, 4, 4}, dnnl::memory::data_type::f32,
+                              dnnl::memory::format_tag::nChw16c);
+  std::vector<float> a(md.get_size() / 4), b(a.size()), c(a.size());
+  ReusedMemories memories;
+  dnnl_memory_t kept = nullptr;
+  {
+    ReusedMemories::Run run(memories);
+    const dnnl::memory& m = run.Bind(0, md, a.data());
+    EXPECT_EQ(m.get_data_handle(), a.data());
+    EXPECT_EQ(m.get_desc(), md);
+    kept = m.get();
+  }
+  {
+    ReusedMemories::Run run(memories);
+    EXPECT_EQ(run.Bind(0, md, a.data()).get(), kept);  // the same object
+    const dnnl::memory& moved = run.Bind(0, md, b.data());
+    EXPECT_EQ(moved.get(), kept);
+    EXPECT_EQ(moved.get_data_handle(), b.data());
+    // While this run holds the objects, a concurrent one binds its own.
+    dnnl_memory_t other = nullptr;
+    void* other_handle = nullptr;
+    std::thread([&] {
+      ReusedMemories::Run concurrent(memories);
+      const dnnl::memory& m = concurrent.Bind(0, md, c.data());
+      other = m.get();
+      other_handle = m.get_data_handle();
+    }).join();
+    EXPECT_NE(other, kept);
+    EXPECT_EQ(other_handle, c.data());
+    EXPECT_EQ(moved.get_data_handle(), b.data());
   }
 }
 
