@@ -685,6 +685,7 @@ class Depthwise1dKernel final : public PreparedKernel {
   std::string implementation() const override {
     return absl::StrCat(inner_->implementation(), " (1-D, blocked)");
   }
+  uint64_t settling_runs() const override { return inner_->settling_runs(); }
 
   absl::Status Run(const KernelArgs& args) const override {
     if (runtime::NumElements(outputs_[0].shape) == 0) return absl::OkStatus();

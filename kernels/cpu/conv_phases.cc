@@ -172,6 +172,7 @@ class PhasesKernel final : public PreparedKernel {
     return absl::StrCat("dilated as ", x_.dh, "x", x_.dw, " phases of ", x_.ph, "x", x_.pw, ": ",
                         inner_->implementation());
   }
+  uint64_t settling_runs() const override { return inner_->settling_runs(); }
 
   absl::Status Run(const KernelArgs& args) const override {
     uint8_t* ws = static_cast<uint8_t*>(args.workspace);

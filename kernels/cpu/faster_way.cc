@@ -42,6 +42,8 @@ class FasterOfKernel final : public runtime::PreparedKernel {
   }
 
   const runtime::PreparedKernel* way(int i) const { return ways_[i].get(); }
+  // The ways' own choices are not counted: a way runs only when it is chosen.
+  uint64_t settling_runs() const override { return chooser_.settling_runs(); }
 
   absl::Status Run(const runtime::KernelArgs& args) const override {
     const FasterWay::Turn turn = chooser_.Next();
@@ -94,6 +96,11 @@ FasterWay::Turn FasterWay::Next() const {
     turn.way = static_cast<int>((static_cast<uint64_t>(fastest) + 1 + trial % (ways - 1)) % ways);
   }
   return turn;
+}
+
+uint64_t FasterWay::settling_runs() const {
+  const uint64_t calls = calls_.load(std::memory_order_relaxed);
+  return calls < seeding_end_ ? seeding_end_ - calls : 0;
 }
 
 void FasterWay::Record(const Turn& turn, int64_t ns) const {

@@ -46,6 +46,8 @@ class FasterWay {
   Turn Next() const;
   /// Records that `turn`'s run took `ns` (untimed turns are not recorded).
   void Record(const Turn& turn, int64_t ns) const;
+  /// Runs still to come before the seeding runs are over (PreparedKernel::settling_runs).
+  uint64_t settling_runs() const;
 
  private:
   const int ways_;

@@ -415,6 +415,8 @@ class FusedGemmKernel final : public PreparedKernel {
   const std::vector<TensorDesc>& outputs() const override { return gemm_->outputs(); }
   size_t workspace_bytes() const override { return gemm_->workspace_bytes(); }
 
+  uint64_t settling_runs() const override { return gemm_->settling_runs(); }
+
   absl::Status Run(const KernelArgs& args) const override {
     RETURN_IF_ERROR(gemm_->Run(args));
     float* y = static_cast<float*>(args.outputs[0]);

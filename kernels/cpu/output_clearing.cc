@@ -69,6 +69,13 @@ class ClearingKernel final : public runtime::PreparedKernel {
                                                       : " (buffers cleared first where faster)");
   }
 
+  // With alternatives, this kernel chooses among them itself; else `kernel` may choose too.
+  uint64_t settling_runs() const override {
+    if (mode_ == OutputClearing::kOn) return kernel_.settling_runs();
+    const uint64_t own = chooser_.settling_runs();
+    return alternatives_[0] != nullptr ? own : std::max(own, kernel_.settling_runs());
+  }
+
   absl::Status Run(const runtime::KernelArgs& args) const override {
     if (mode_ == OutputClearing::kOn) {
       Clear(args, workspace_bytes_);

@@ -166,6 +166,11 @@ class PreparedKernel {
   /// implementation of a convolution, "jit_wino_4x3:avx512_core"), for dumps and tests; empty
   /// when there is nothing to tell.
   virtual std::string implementation() const { return {}; }
+  /// Runs still to come before the kernel has made the choices it makes by timing its runs
+  /// (which of two ways is faster): 0 for a kernel that times nothing, or once it has chosen.
+  /// Whoever captures an instance may replay it that many times more before its requests, so
+  /// that they meet the chosen ways.
+  virtual uint64_t settling_runs() const { return 0; }
   /// Computes the outputs. Errors are values; nothing here may throw.
   virtual absl::Status Run(const KernelArgs& args) const = 0;
 };

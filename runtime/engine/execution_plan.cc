@@ -1,5 +1,6 @@
 #include "runtime/engine/execution_plan.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -131,6 +132,14 @@ absl::StatusOr<std::vector<NamedTensor>> ExecutionPlan::Run(
     outputs.push_back(NamedTensor{outputs_[i].name, ReadOutput(i)});
   }
   return outputs;
+}
+
+uint64_t ExecutionPlan::settling_runs() const {
+  uint64_t most = 0;
+  for (const PlanStep& step : steps_) {
+    if (step.kernel != nullptr) most = std::max(most, step.kernel->settling_runs());
+  }
+  return most;
 }
 
 }  // namespace reprise::runtime::engine

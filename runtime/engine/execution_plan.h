@@ -159,6 +159,9 @@ class ExecutionPlan {
   int folded_nodes() const { return folded_nodes_; }
   /// PlanOptions::intra_op_threads of the plan (at least 1): the threads its kernels use.
   int intra_op_threads() const { return intra_op_threads_; }
+  /// The most runs any step's kernel still needs before its timed choices are made
+  /// (PreparedKernel::settling_runs): 0 once every step has chosen.
+  uint64_t settling_runs() const;
   /// Number of Reshape-family nodes planned as views of their input (no step, no buffer).
   int view_nodes() const { return view_nodes_; }
   /// Number of steps whose output 0 is written over an input's buffer (PreparedKernel::

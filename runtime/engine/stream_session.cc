@@ -188,6 +188,9 @@ struct StreamSession::Impl {
                                                std::string* note);
   // Runs every step in the stream's order and waits; the error names the node.
   absl::Status RunEager(const ExecutionPlan& plan);
+  // StreamSessionOptions::settle_budget_ns: replays `ri` (just captured from `plan`, its inputs
+  // staged) until the plan's kernels have chosen, within the budget; counts them in `info`.
+  absl::Status Settle(const ExecutionPlan& plan, ModelRI& ri, StreamRunInfo* info);
   // Device plans: relocates `plan` (UNIMPLEMENTED names what cannot run on the device); runs
   // it eagerly and waits. (Capture records a device plan's copies and steps.)
   absl::StatusOr<std::unique_ptr<DevicePlan>> Place(const ExecutionPlan& plan,
@@ -624,6 +627,21 @@ absl::Status StreamSession::Impl::RunEager(const ExecutionPlan& plan) {
       const_cast<ExecutionPlan*>(&plan));
 }
 
+absl::Status StreamSession::Impl::Settle(const ExecutionPlan& plan, ModelRI& ri,
+                                         StreamRunInfo* info) {
+  if (options.settle_budget_ns <= 0) return absl::OkStatus();
+  const int64_t start = SteadyNowNs();
+  // The replays read the same staged inputs (no step writes over them): the outputs read after
+  // them are the last replay's.
+  while (info->settle_runs < StreamSessionOptions::kMaxSettleRuns && plan.settling_runs() > 0 &&
+         SteadyNowNs() - start < options.settle_budget_ns) {
+    RETURN_IF_ERROR(ri.Execute(stream.get()));
+    ++info->settle_runs;
+  }
+  info->settle_ns = SteadyNowNs() - start;
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<DevicePlan>> StreamSession::Impl::Place(
     const ExecutionPlan& plan, absl::string_view signature) const {
   absl::StatusOr<std::unique_ptr<DevicePlan>> placed =
@@ -800,6 +818,7 @@ absl::Status StreamSession::RunWhole(const ValidatedInputs& inputs, OutputVisito
     if (status.ok()) {
       ran = true;
       out_info->replayed = true;
+      if (out_info->captured && placed == nullptr) RETURN_IF_ERROR(s.Settle(plan, *ri, out_info));
     } else if (first_replay) {
       s.MarkEager(entry, absl::StrCat("first replay: ", status.message()), out_info);
       out_info->captured = false;

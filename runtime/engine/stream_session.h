@@ -39,7 +39,11 @@ struct StreamRunInfo {
   int64_t plan_ns = 0;
   int64_t choose_ns = 0;  // timing plans of fewer threads (StreamSessionOptions::choose_threads)
   int64_t capture_ns = 0;
-  int64_t run_ns = 0;  // staging + execution + reading outputs
+  /// Replays after the capture, before the outputs are read, that let the kernels make their
+  /// timed choices (StreamSessionOptions::settle_budget_ns), and their time.
+  int settle_runs = 0;
+  int64_t settle_ns = 0;
+  int64_t run_ns = 0;  // staging + execution + reading outputs (settling runs included)
 };
 
 /// One captured (or eager-fallback) signature of a StreamSession. `state` is "capturing" only
@@ -136,6 +140,13 @@ struct StreamSessionOptions {
   /// budget while it lives; when they do not fit, nothing is tried. Device plans are never timed.
   bool choose_threads = true;
   int64_t choose_threads_max_run_ns = 10'000'000;
+  /// A run that captures an instance on the host replays it again, up to kMaxSettleRuns times
+  /// and while these replays have taken less than this, until its kernels have made the choices
+  /// they make by timing runs (ExecutionPlan::settling_runs: a convolution racing two ways, a
+  /// step clearing its buffers first where faster), so that the requests after it (after a
+  /// warm-up: the first request) meet the chosen ways. 0: no such replays.
+  int64_t settle_budget_ns = 2'000'000'000;
+  static constexpr int kMaxSettleRuns = 8;
   /// Tests: the run time a choice uses for a run of a plan of `threads` threads that took
   /// `measured_ns`; null: the measured time.
   std::function<int64_t(int threads, int64_t measured_ns)> choose_threads_clock;

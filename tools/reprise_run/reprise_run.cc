@@ -23,8 +23,9 @@
 // the CPU device of the runtime core:
 // --mode replay (the default) captures the first run into a model runtime instance and replays
 // it; --mode eager launches every step on the stream. Timings cover one run each after the
-// first (which plans and captures; its plan and capture times are reported): staging the
-// inputs, executing, waiting for the stream, copying the outputs out. --dump-ri writes the
+// first (which plans and captures, then replays until the kernels' timed choices are made; its
+// plan, capture and settling times are reported, StreamSessionOptions::settle_budget_ns): staging
+// the inputs, executing, waiting for the stream, copying the outputs out. --dump-ri writes the
 // instance's verbose JSON dump. --profile then profiles as many runs (runtime/engine/profiler.h:
 // the instance's replay timed task by task, or the eager step loop with --mode eager), writes a
 // Chrome-trace JSON (Perfetto, chrome://tracing) and prints a table of the --profile-top steps
@@ -471,8 +472,9 @@ absl::Status Run(const Options& options) {
               << ",\"choose_us\":" << static_cast<double>(first.choose_ns) / 1e3
               << ",\"min_us\":" << min << ",\"median_us\":" << median << ",\"p90_us\":" << p90
               << ",\"max_us\":" << max << ",\"plan_us\":" << plan_us
-              << ",\"capture_us\":" << capture_us << ",\"load_us\":" << load_us
-              << ",\"state\":" << JsonString(instance.state)
+              << ",\"capture_us\":" << capture_us << ",\"settle_runs\":" << first.settle_runs
+              << ",\"settle_us\":" << static_cast<double>(first.settle_ns) / 1e3
+              << ",\"load_us\":" << load_us << ",\"state\":" << JsonString(instance.state)
               << ",\"replayed\":" << (all_replayed ? "true" : "false")
               << ",\"value_keyed\":" << (value_keyed ? "true" : "false")
               << ",\"steps\":" << plan->steps().size() << ",\"streams\":" << plan->num_streams()
@@ -485,12 +487,13 @@ absl::Status Run(const Options& options) {
   } else {
     std::printf(
         "reprise-run: %s mode=%s runs=%d min=%.1f us median=%.1f us p90=%.1f us max=%.1f us "
-        "plan=%.1f us capture=%.1f us load=%.1f us state=%s steps=%zu streams=%d threads=%d "
-        "arena=%zu bytes (intermediates %zu bytes) in-place=%d placed=%d\n",
+        "plan=%.1f us capture=%.1f us settle=%d runs %.1f us load=%.1f us state=%s steps=%zu "
+        "streams=%d threads=%d arena=%zu bytes (intermediates %zu bytes) in-place=%d placed=%d\n",
         options.model.c_str(), options.mode.c_str(), options.iterations, min, median, p90, max,
-        plan_us, capture_us, load_us, instance.state.c_str(), plan->steps().size(),
-        plan->num_streams(), instance.intra_op_threads, plan->arena_bytes(),
-        plan->intermediate_bytes(), plan->in_place_steps(), plan->placed_inputs());
+        plan_us, capture_us, first.settle_runs, static_cast<double>(first.settle_ns) / 1e3, load_us,
+        instance.state.c_str(), plan->steps().size(), plan->num_streams(),
+        instance.intra_op_threads, plan->arena_bytes(), plan->intermediate_bytes(),
+        plan->in_place_steps(), plan->placed_inputs());
     if (!instance.threads_choice.empty()) {
       std::printf("threads chosen: %s\n", instance.threads_choice.c_str());
     }

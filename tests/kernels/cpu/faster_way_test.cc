@@ -36,14 +36,17 @@ std::vector<int> Take(const FasterWay& chooser, int count, NsOf ns_of) {
 TEST(FasterWayTest, UntimedRunsThenEachWayInTurnThenTheFastest) {
   const FasterWay chooser(/*ways=*/3, /*untimed_runs=*/2, /*seed_runs=*/2, /*trial_phase=*/64 + 10);
   EXPECT_EQ(chooser.ways(), 3);
+  EXPECT_EQ(chooser.settling_runs(), 8u);  // 2 untimed runs, 2 of each way
   // Untimed runs, whose times must not count (way 0 looks fastest there).
   EXPECT_THAT(Take(chooser, 2, [](int way) { return way == 0 ? 1 : 1000000; }),
               ::testing::ElementsAre(0, 1));
+  EXPECT_EQ(chooser.settling_runs(), 6u);
   // Each way in turn, twice; each way's fastest run counts: 300, 100 (of 500 and 100), 200.
   int seed = 0;
   const int64_t seeds[] = {300, 500, 200, 300, 100, 200};
   EXPECT_THAT(Take(chooser, 6, [&](int) { return seeds[seed++]; }),
               ::testing::ElementsAre(0, 1, 2, 0, 1, 2));
+  EXPECT_EQ(chooser.settling_runs(), 0u);
   // Then way 1, but on run 10 of each 64 another way in turn: 2, then 0.
   const std::vector<int> ways =
       Take(chooser, 140 - 8, [](int way) { return way == 1 ? 100 : 400; });
@@ -142,7 +145,11 @@ TEST(FasterOfTest, RunsTheFasterOfTwoKernels) {
   EXPECT_THAT((*kernel)->implementation(), HasSubstr("[Slow impl] and [Fast impl]"));
   Output out(kFloats);
   // Two untimed runs and two timed ones each way: three runs each.
-  for (int i = 0; i < 6; ++i) ASSERT_TRUE((*kernel)->Run(out.Args()).ok());
+  EXPECT_EQ((*kernel)->settling_runs(), 6u);
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE((*kernel)->Run(out.Args()).ok());
+  EXPECT_EQ((*kernel)->settling_runs(), 1u);
+  ASSERT_TRUE((*kernel)->Run(out.Args()).ok());
+  EXPECT_EQ((*kernel)->settling_runs(), 0u);
   EXPECT_EQ(slow_runs->runs.size(), 3u);
   EXPECT_EQ(fast_runs->runs.size(), 3u);
   // Then the fast one, but for the trial on run 40.
@@ -193,8 +200,12 @@ TEST(FasterOfTest, ClearingChoosesTheKernelAndTheClearingTogether) {
                                      /*trial_phase=*/50);
   Output out(kFloats);
   // An untimed run of each kernel, then each of the four ways once: first, second, first
-  // cleared, second cleared.
+  // cleared, second cleared. The wrapper runs the two kernels itself: its choice is all that
+  // settles (the FasterOf kernel's own is never made).
+  EXPECT_EQ(kernel->settling_runs(), 6u);
   for (int i = 0; i < 6; ++i) ASSERT_TRUE(kernel->Run(out.Args()).ok());
+  EXPECT_EQ(kernel->settling_runs(), 0u);
+  EXPECT_EQ((*faster_of)->settling_runs(), 6u);
   EXPECT_THAT(first_runs->runs, ::testing::ElementsAre(false, false, true));
   EXPECT_THAT(second_runs->runs, ::testing::ElementsAre(false, false, true));
   for (int i = 6; i < 40; ++i) ASSERT_TRUE(kernel->Run(out.Args()).ok());

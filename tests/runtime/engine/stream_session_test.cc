@@ -874,5 +874,49 @@ TEST_F(StreamSessionTest, ChoosesTheFewestThreadsWhileClearlyFaster) {
             "4 threads 4.00 ms (7 runs), 2 threads 2.00 ms (7 runs), 1 thread 1.00 ms (7 runs): 1");
 }
 
+// A run that captures replays the instance until its kernels have made their timed choices
+// (here: whether a convolution's 144 KiB output is cleared first, at two threads), and returns
+// the outputs all the same; later runs replay once. No such replays without a budget.
+TEST_F(StreamSessionTest, TheCapturingRunReplaysUntilTheKernelsHaveChosen) {
+  ModelBuilder b;
+  b.Input("x", onnx::TensorProto::FLOAT, {1, 8, 48, 48});
+  b.Output("y", {1, 16, 48, 48});
+  testing::AddSameConv(b, "conv", "x", "y", 8, 16, 3, 5);
+  ModelOptions model_options;
+  model_options.intra_op_threads = 2;
+  auto model = Model::LoadBytes(b.Bytes(), *device_->kernels(), model_options);
+  ASSERT_TRUE(model.ok()) << model.status();
+  const std::vector<NamedTensor> inputs = {
+      {"x", FloatTensor({1, 8, 48, 48}, testing::RandomFloats(8 * 48 * 48, 9, -1.0f, 1.0f))}};
+  auto want = testing::RunPlan(**model, inputs);
+  ASSERT_TRUE(want.ok()) << want.status();
+  bool keyed = false;
+  auto plan = (*model)->PlanForInputs({&inputs[0].value}, &keyed);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  const uint64_t unsettled = (*plan)->settling_runs();
+  ASSERT_GT(unsettled, 1u) << "no step chooses by timed runs here";
+  for (const int64_t budget : {int64_t{2'000'000'000}, int64_t{0}}) {
+    SCOPED_TRACE(budget);
+    StreamSessionOptions options;
+    options.choose_threads = false;  // no timed runs before the capture
+    options.settle_budget_ns = budget;
+    auto session = NewSession(*model, ExecMode::kReplay, nullptr, options);
+    ASSERT_NE(session, nullptr);
+    for (int run = 0; run < 2; ++run) {
+      StreamRunInfo info;
+      auto got = session->Run(inputs, &info);
+      ASSERT_TRUE(got.ok()) << got.status();
+      EXPECT_EQ(info.captured, run == 0);
+      EXPECT_TRUE(info.replayed);
+      // The capture's own replay, then the rest of the settling runs.
+      EXPECT_EQ(info.settle_runs, run == 0 && budget > 0 ? static_cast<int>(unsettled) - 1 : 0);
+      EXPECT_EQ(info.settle_ns > 0, info.settle_runs > 0);
+      const std::vector<float> y = Floats((*got)[0].value), y_want = Floats((*want)[0].value);
+      ASSERT_EQ(y.size(), y_want.size());
+      for (size_t i = 0; i < y.size(); ++i) ASSERT_NEAR(y[i], y_want[i], 1e-4f) << i;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace reprise::runtime::engine
