@@ -100,7 +100,12 @@ class ConvKernel final : public PreparedKernel {
         label_(std::move(label)),
         outputs_(std::move(outputs)),
         p_(std::move(parts)),
-        primitive_(p_.pd) {
+        primitive_(p_.pd),
+        primitive_src_md_(p_.pd.src_desc()),
+        primitive_dst_md_(p_.pd.dst_desc()),
+        weights_md_(p_.pd.weights_desc()),
+        bias_md_(p_.has_bias ? p_.pd.bias_desc() : memory::desc()),
+        scratch_md_(p_.pd.scratchpad_desc()) {
     const dnnl::engine& engine = CpuEngine();
     if (p_.src_md != p_.src_plain) {
       src_reorder_ =
@@ -172,13 +177,13 @@ class ConvKernel final : public PreparedKernel {
       }
       if (p_.taps.has_value()) {
         ThreadStream().wait();
-        const memory& col = bound.Bind(kCol, p_.pd.src_desc(), ws + p_.workspace.col);
+        const memory& col = bound.Bind(kCol, primitive_src_md_, ws + p_.workspace.col);
         GatherTaps(*p_.taps, static_cast<const float*>(src->get_data_handle()),
                    static_cast<float*>(col.get_data_handle()), p_.threads);
         src = &col;
       }
       const memory* dst = &dst_plain;
-      if (dst_reorder_) dst = &bound.Bind(kDst, p_.pd.dst_desc(), ws + p_.workspace.dst);
+      if (dst_reorder_) dst = &bound.Bind(kDst, primitive_dst_md_, ws + p_.workspace.dst);
       if (p_.residual) {
         const memory& residual = bound.Bind(kResidual, p_.residual_md, args.inputs[3]);
         if (residual_reorder_) {
@@ -187,20 +192,18 @@ class ConvKernel final : public PreparedKernel {
           std::memcpy(dst->get_data_handle(), args.inputs[3], p_.residual_md.get_size());
         }
       }
-      const memory& weights = p_.packed_weights
-                                  ? *p_.packed_weights
-                                  : bound.Bind(kWeights, p_.pd.weights_desc(), args.inputs[1]);
+      const memory& weights = p_.packed_weights ? *p_.packed_weights
+                                                : bound.Bind(kWeights, weights_md_, args.inputs[1]);
       std::array<dnnl_exec_arg_t, 7> exec{{{DNNL_ARG_SRC, src->get()},
                                            {DNNL_ARG_WEIGHTS, weights.get()},
                                            {DNNL_ARG_DST, dst->get()}}};
       int count = 3;
       if (p_.has_bias) {
-        exec[count++] = {DNNL_ARG_BIAS, bound.Bind(kBias, p_.pd.bias_desc(), args.inputs[2]).get()};
+        exec[count++] = {DNNL_ARG_BIAS, bound.Bind(kBias, bias_md_, args.inputs[2]).get()};
       }
-      if (p_.pd.scratchpad_desc().get_size() > 0) {
-        exec[count++] = {
-            DNNL_ARG_SCRATCHPAD,
-            bound.Bind(kScratch, p_.pd.scratchpad_desc(), ws + p_.workspace.scratch).get()};
+      if (scratch_md_.get_size() > 0) {
+        exec[count++] = {DNNL_ARG_SCRATCHPAD,
+                         bound.Bind(kScratch, scratch_md_, ws + p_.workspace.scratch).get()};
       }
       if (p_.dw_weights) {
         exec[count++] = {DNNL_ARG_ATTR_POST_OP_DW | DNNL_ARG_WEIGHTS, p_.dw_weights->get()};
@@ -258,6 +261,8 @@ class ConvKernel final : public PreparedKernel {
     kStored,
     kStoredAsY,
   };
+  // The primitive's descriptors Run binds, queried once (each query copies a descriptor).
+  memory::desc primitive_src_md_, primitive_dst_md_, weights_md_, bias_md_, scratch_md_;
   ReusedMemories memories_;
 };
 
